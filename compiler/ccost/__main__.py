@@ -1,0 +1,3 @@
+from ccost.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""The ``ccost`` command: a thin dispatcher over ``ccost.commands.<verb>``.
+
+Each verb is a module with ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``. Modules
+are imported only when their verb runs, so ``ccost check`` never loads the report, PDF or plotting
+libraries. Exit codes (INTERFACE.md): 0 fine, 1 a policy or ``--check`` failure, 2 errors in a spec or in
+the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from ccost import __version__
+
+# verb -> (module, one-line help). The order is the order of `ccost --help`.
+VERBS: dict[str, tuple[str, str]] = {
+    "check": ("ccost.commands.check", "parse and check specs; with --policy, also gate on the policy"),
+    "eval": ("ccost.commands.eval", "evaluate plans, sweeps, comparisons and searches"),
+    "explain": ("ccost.commands.explain", "derive every number of one plan, formula -> values -> result"),
+    "report": ("ccost.commands.report", "write the design review (HTML, PDF) and a YAML of the results"),
+    "fmt": ("ccost.commands.fmt", "rewrite specs in canonical form, comments kept"),
+    "diff": ("ccost.commands.diff", "what a change to a spec did to its inputs and results"),
+    "calibrate": ("ccost.commands.calibrate", "fit alpha and bandwidth from nccl-tests logs"),
+    "schema": ("ccost.commands.schema", "print the language reference generated from the schema"),
+}
+
+EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 70
+
+
+def _available() -> dict[str, tuple[str, str]]:
+    """Verbs whose module exists in this build (keeps --help honest while verbs are being added)."""
+    from importlib.util import find_spec
+
+    return {v: m for v, m in VERBS.items() if find_spec(m[0]) is not None}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ccost",
+        description="Turn a .ccost spec of GPUs, links, clusters, models and parallel layouts into a "
+        "priced, reviewable capacity plan.",
+        epilog="Run `ccost VERB --help` for the options of one verb. Docs: docs/ in the repository.",
+    )
+    parser.add_argument("--version", action="version", version=f"ccost {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for verb, (module, help_text) in _available().items():
+        p = sub.add_parser(verb, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        # add_arguments is looked up lazily at dispatch for speed, except when --help needs it.
+        p.set_defaults(_verb=verb)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    # Two-phase parsing: find the verb, then let its module add its own options.
+    verb = next((a for a in argv if not a.startswith("-")), None)
+    if verb in VERBS and verb in _available():
+        module = importlib.import_module(VERBS[verb][0])
+        subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        module.add_arguments(subparsers.choices[verb])
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help/--version
+        return int(exc.code or 0)
+    if not getattr(args, "verb", None):
+        parser.print_help()
+        return EXIT_ERROR
+    module = importlib.import_module(args._module)
+    from ccost.diagnostics import CcostError, render_all, use_colour
+
+    try:
+        return int(module.run(args) or 0)
+    except CcostError as exc:
+        print(render_all(exc.diagnostics, getattr(exc, "sources", None), use_colour(sys.stderr)),
+              file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("ccost: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `ccost eval ... | head`
+        return EXIT_OK
+    except Exception as exc:  # a bug in ccost: one clear line, the traceback only on request
+        if os.environ.get("CCOST_DEBUG"):
+            raise
+        print(f"ccost: internal error: {type(exc).__name__}: {exc}\n"
+              "This is a bug in ccost, not in your spec. Run again with CCOST_DEBUG=1 for the traceback "
+              "and report it.", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,184 @@
+"""The checked spec: immutable, typed entities with SI floats. The output of ``ccost.check``.
+
+This is the contract between the front end (parse → resolve → check) and everything after it (lower,
+costs, analysis, report, search). Units are gone: times in seconds, sizes in bytes, rates in bytes/s and
+FLOP/s, fractions as numbers (0.3), counts as ints (degrees, layers) or floats (params).
+
+References are resolved: a ``Cluster`` holds its ``Gpu`` and ``Link`` objects, a ``Plan`` its ``Model``
+and ``Cluster``. ``spans`` maps a field name to where it was written (for diagnostics raised later, by
+lowering or analysis), ``sources`` keeps ``source = "..."`` strings for the review's inputs table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+from ccost.diagnostics import Span
+
+DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
+    {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+)
+PHASES = ("decode", "prefill", "train")
+ALLREDUCE_ALGORITHMS = ("ring", "tree", "one_shot", "two_shot", "auto")
+
+_EMPTY: Mapping[str, Span] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Entity:
+    """What every checked block has: its name, title, where it was written."""
+
+    name: str
+    title: str | None
+    span: Span | None
+    spans: Mapping[str, Span] = field(default=_EMPTY, compare=False, repr=False)
+
+    @property
+    def label(self) -> str:
+        return self.title or self.name
+
+
+@dataclass(frozen=True)
+class Link(Entity):
+    alpha: float = 0.0  # s per hop
+    bandwidth: float = 0.0  # B/s per GPU per direction
+    one_shot_latency: float | None = None  # s; None means alpha
+    efficiency: float = 1.0  # achieved share of bandwidth
+    source: str | None = None  # "spec sheet", "measured: ...", ...
+
+    @property
+    def effective_bandwidth(self) -> float:
+        return self.bandwidth * self.efficiency
+
+    @property
+    def one_shot(self) -> float:
+        return self.alpha if self.one_shot_latency is None else self.one_shot_latency
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.source) and self.source.strip().lower().startswith("measured")
+
+
+@dataclass(frozen=True)
+class Gpu(Entity):
+    memory: float = 0.0  # bytes
+    hbm_bandwidth: float = 0.0  # B/s
+    flops: float = 0.0  # FLOP/s, dense peak
+    achieved_flops: float | None = None  # FLOP/s; None: use flops (and the checklist warns)
+    source: str | None = None
+
+    @property
+    def compute_rate(self) -> float:
+        return self.flops if self.achieved_flops is None else self.achieved_flops
+
+
+@dataclass(frozen=True)
+class Cluster(Entity):
+    gpu: Gpu | None = None
+    nodes: int = 1
+    gpus_per_node: int = 8
+    intra_node: Link | None = None
+    inter_node: Link | None = None
+    nvlink_domain: int | None = None  # None means gpus_per_node
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def domain(self) -> int:
+        return self.gpus_per_node if self.nvlink_domain is None else self.nvlink_domain
+
+
+@dataclass(frozen=True)
+class Model(Entity):
+    layers: int = 0
+    hidden: int = 0
+    heads: int | None = None
+    kv_heads: int | None = None
+    ffn: int | None = None
+    vocab: int | None = None
+    params: float | None = None  # count
+    weight_bytes: float | None = None  # bytes; overrides params x weights dtype
+    experts: int | None = None
+    top_k: int | None = None
+    moe_layers: int | None = None  # defaults to layers when experts is set
+    active_params: float | None = None
+    weights: str = "bf16"
+    activations: str = "bf16"
+    kv_cache: str = "bf16"
+    grads: str = "bf16"
+    source: str | None = None
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.experts)
+
+    @property
+    def total_weight_bytes(self) -> float:
+        if self.weight_bytes is not None:
+            return self.weight_bytes
+        return float(self.params or 0.0) * DTYPE_BYTES[self.weights]
+
+
+@dataclass(frozen=True)
+class Plan(Entity):
+    model: Model | None = None
+    cluster: Cluster | None = None
+    phase: str = "decode"
+    batch: int = 1
+    seq: int | None = None
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
+    fsdp: bool = False
+    microbatches: int = 1
+    allreduce: str = "auto"
+    overlap: float = 0.0
+    compute_time: float | None = None
+
+    @property
+    def gpus(self) -> int:
+        """tp·pp·ep·dp: EP is its own axis here (each of the ep ranks holds 1/ep of the experts and runs
+        attention on its own share of the tokens); ``batch`` is per replica (per dp·ep rank group)."""
+        return self.tp * self.pp * self.ep * self.dp
+
+
+@dataclass(frozen=True)
+class Sweep(Entity):
+    base: Plan | None = None
+    fields: tuple[tuple[str, tuple], ...] = ()  # ((field, (v1, v2, ...)), ...) in written order
+
+
+@dataclass(frozen=True)
+class Compare(Entity):
+    plans: tuple[Plan, ...] = ()
+    by: str = "latency"  # latency | throughput | overhead | efficiency
+
+
+@dataclass(frozen=True)
+class Policy(Entity):
+    max_overhead: float = 0.30
+    min_efficiency: float = 0.70
+    max_memory: float = 0.90
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A checked file: its entities by kind and name, in the order written (imports first)."""
+
+    path: str
+    links: Mapping[str, Link]
+    gpus: Mapping[str, Gpu]
+    clusters: Mapping[str, Cluster]
+    models: Mapping[str, Model]
+    plans: Mapping[str, Plan]
+    sweeps: Mapping[str, Sweep]
+    compares: Mapping[str, Compare]
+    policy: Policy
+    searches: Mapping[str, object] = field(default_factory=dict)
+    files: tuple[str, ...] = ()  # the spec and every file it imports, for provenance hashes
+    local_plans: tuple[str, ...] = ()  # plans written in this file (not imported), in order

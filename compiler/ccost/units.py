@@ -1,0 +1,263 @@
+"""The project's Pint registry, and quantity parsing and formatting at the boundary.
+
+Quantities are checked here (DESIGN principle 2) and handed on as SI floats: seconds, bytes, FLOP, and
+their quotients. A dimension is a ``Dim``: a sorted tuple of (base dimension, exponent), so that the
+checker and the derivation values can do unit algebra on floats without Pint arithmetic, which is ~50x
+slower.
+
+Base units in SI floats: time in seconds, information in **bytes** (not bits), compute in FLOP.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from functools import lru_cache
+from pathlib import Path
+
+Dim = tuple[tuple[str, int], ...]
+
+DIMENSIONLESS: Dim = ()
+TIME: Dim = (("time", 1),)
+INFORMATION: Dim = (("information", 1),)
+COMPUTE: Dim = (("compute", 1),)
+BANDWIDTH: Dim = (("information", 1), ("time", -1))
+FLOP_RATE: Dim = (("compute", 1), ("time", -1))
+
+DIM_NAMES: dict[Dim, str] = {
+    DIMENSIONLESS: "a plain number",
+    TIME: "a time",
+    INFORMATION: "an amount of information",
+    COMPUTE: "an amount of compute",
+    BANDWIDTH: "a bandwidth (information per time)",
+    FLOP_RATE: "a compute rate (FLOP per time)",
+}
+
+DIM_EXAMPLES: dict[Dim, str] = {
+    DIMENSIONLESS: "8",
+    TIME: "2 us",
+    INFORMATION: "80 GB",
+    COMPUTE: "287 TFLOP",
+    BANDWIDTH: "450 GB/s",
+    FLOP_RATE: "989 TFLOP/s",
+}
+
+# What each base dimension is counted in, as an SI float.
+_BASE_UNIT = {"time": "second", "information": "byte", "compute": "FLOP"}
+
+# Misspellings that users type, with the unit they meant.
+COMMON_MISTAKES = {
+    "GBps": "GB/s", "MBps": "MB/s", "TBps": "TB/s", "KBps": "KB/s", "kBps": "kB/s",
+    "Gbps": "Gbit/s", "Mbps": "Mbit/s", "Tbps": "Tbit/s",
+    "GiBps": "GiB/s", "TFLOPs": "TFLOP/s", "tflops": "TFLOP/s", "Tflops": "TFLOP/s",
+    "GFLOPs": "GFLOP/s", "PFLOPs": "PFLOP/s", "usec": "us", "msec": "ms", "nsec": "ns",
+    "secs": "s", "mins": "min", "Gb/s": "Gbit/s", "gbps": "Gbit/s", "GBs": "GB/s",
+    "GB/sec": "GB/s", "gb": "GB", "mb": "MB", "kb": "kB", "tb": "TB",
+}
+
+# Units a user may write, for did-you-mean suggestions.
+KNOWN_UNITS = [
+    "s", "ms", "us", "µs", "ns", "min", "h",
+    "bit", "b", "B", "byte", "kB", "KB", "MB", "GB", "TB", "PB", "KiB", "MiB", "GiB", "TiB",
+    "Kbit", "Mbit", "Gbit", "Tbit", "Gb",
+    "FLOP", "GFLOP", "TFLOP", "PFLOP",
+    "GB/s", "TB/s", "MB/s", "GiB/s", "Gbit/s", "Tbit/s", "GFLOP/s", "TFLOP/s", "PFLOP/s",
+    "TFLOPS", "PFLOPS", "GFLOPS", "%",
+]
+
+
+class UnitError(ValueError):
+    """A unit that the registry does not know. ``suggestion`` is the unit the user probably meant."""
+
+    def __init__(self, unit: str, suggestion: str | None):
+        self.unit = unit
+        self.suggestion = suggestion
+        super().__init__(f"unknown unit `{unit}`")
+
+
+_registry = None
+
+
+def registry():
+    """The one Pint registry of ccost, built on first use (~5 ms) from ``units.txt``."""
+    global _registry
+    if _registry is None:
+        import pint
+
+        _registry = pint.UnitRegistry(filename=str(Path(__file__).with_name("units.txt")),
+                                      autoconvert_offset_to_baseunit=False)
+    return _registry
+
+
+def suggest_unit(unit: str) -> str | None:
+    if unit in COMMON_MISTAKES:
+        return COMMON_MISTAKES[unit]
+    close = difflib.get_close_matches(unit, KNOWN_UNITS, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    lowered = {u.lower(): u for u in KNOWN_UNITS}
+    return lowered.get(unit.lower())
+
+
+@lru_cache(maxsize=512)
+def parse_unit(unit: str) -> tuple[float, Dim]:
+    """``"GB/s"`` → (1e9, BANDWIDTH): the factor to SI floats (bytes, seconds, FLOP) and the dimension.
+
+    Raises ``UnitError`` with a suggestion for a unit the registry does not know.
+    """
+    text = unit.strip()
+    if text in COMMON_MISTAKES and text not in ("Gb/s",):
+        raise UnitError(unit, COMMON_MISTAKES[text])
+    if text == "%":
+        return 0.01, DIMENSIONLESS
+    spelled = text.replace("μ", "µ")
+    try:
+        ureg = registry()
+        q = ureg.Quantity(1.0, ureg.parse_units(spelled.replace("µ", "u")))
+    except Exception:  # pint raises several types for bad units; all mean "unknown unit" here
+        raise UnitError(unit, suggest_unit(text)) from None
+    dims = q.dimensionality
+    dim: list[tuple[str, int]] = []
+    base_units = []
+    for name, exp in sorted(dims.items()):
+        clean = name.strip("[]")
+        if clean not in _BASE_UNIT or exp != int(exp):
+            raise UnitError(unit, suggest_unit(text))
+        dim.append((clean, int(exp)))
+        base_units.append(f"{_BASE_UNIT[clean]} ** {int(exp)}")
+    target = " * ".join(base_units) if base_units else "dimensionless"
+    factor = float(q.to(target).magnitude)
+    return factor, tuple(dim)
+
+
+def dim_mul(a: Dim, b: Dim, sign: int = 1) -> Dim:
+    exps = dict(a)
+    for name, e in b:
+        exps[name] = exps.get(name, 0) + sign * e
+    return tuple(sorted((k, v) for k, v in exps.items() if v != 0))
+
+
+def dim_div(a: Dim, b: Dim) -> Dim:
+    return dim_mul(a, b, -1)
+
+
+def dim_pow(a: Dim, p: int) -> Dim:
+    return tuple((k, v * p) for k, v in a if v * p != 0)
+
+
+def dim_name(d: Dim) -> str:
+    if d in DIM_NAMES:
+        return DIM_NAMES[d]
+    return "a quantity in " + unit_of_dim(d)
+
+
+def unit_of_dim(d: Dim) -> str:
+    """The SI spelling of a dimension: ``B/s``, ``FLOP``, ``s``."""
+    short = {"time": "s", "information": "B", "compute": "FLOP"}
+    num = [short[k] + (f"^{v}" if v != 1 else "") for k, v in d if v > 0]
+    den = [short[k] + (f"^{-v}" if v != -1 else "") for k, v in d if v < 0]
+    text = "·".join(num) or "1"
+    if den:
+        text += "/" + "·".join(den)
+    return "" if not d else text
+
+
+def parse_quantity(text: str) -> tuple[float, Dim]:
+    """``"450 GB/s"`` → (4.5e11, BANDWIDTH). For tools and tests; specs go through the grammar."""
+    text = text.strip()
+    i = 0
+    while i < len(text) and (text[i].isdigit() or text[i] in "._+-eE"):
+        if text[i] in "eE" and not (i + 1 < len(text) and (text[i + 1].isdigit() or text[i + 1] in "+-")):
+            break
+        i += 1
+    number = float(text[:i].replace("_", ""))
+    unit = text[i:].strip()
+    if not unit:
+        return number, DIMENSIONLESS
+    factor, dim = parse_unit(unit)
+    return number * factor, dim
+
+
+# ---------------------------------------------------------------------------------------------------
+# Formatting: SI floats back to what a reader expects (`512 KiB`, `4.48 ms`, `450 GB/s`).
+
+_TIME_STEPS = [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")]
+_DEC = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+_BIN = [(2.0**50, "Pi"), (2.0**40, "Ti"), (2.0**30, "Gi"), (2.0**20, "Mi"), (2.0**10, "Ki"), (1.0, "")]
+
+
+def _sig(x: float, digits: int) -> str:
+    """Round to ``digits`` significant figures, without exponent for the magnitudes we print."""
+    if x == 0 or not math.isfinite(x):
+        return "0" if x == 0 else str(x)
+    mag = math.floor(math.log10(abs(x)))
+    decimals = max(digits - 1 - mag, 0)
+    text = f"{x:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _pick(value: float, steps) -> tuple[float, str]:
+    for factor, prefix in steps:
+        if abs(value) >= factor * 0.9995:
+            return value / factor, prefix
+    return value / steps[-1][0], steps[-1][1]
+
+
+def _is_binary(value: float) -> bool:
+    """Bytes that are a whole multiple of 1 KiB and not of 1 kB read better in binary units."""
+    if value <= 0 or value != int(value):
+        return False
+    v = int(value)
+    return v % 1024 == 0 and (v % 1000 != 0 or v % (1 << 20) == 0)
+
+
+def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None = None) -> str:
+    """Format an SI float of dimension ``dim`` with a readable prefix.
+
+    >>> format_quantity(524288, INFORMATION)
+    '512 KiB'
+    >>> format_quantity(0.00448, TIME)
+    '4.48 ms'
+    >>> format_quantity(450e9, BANDWIDTH)
+    '450 GB/s'
+    """
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value).lower()
+    value = float(value)
+    if not math.isfinite(value):
+        return "∞" if value > 0 else ("-∞" if value < 0 else "NaN")
+    if dim == DIMENSIONLESS:
+        if value == int(value) and abs(value) < 1e15:
+            return f"{int(value):,}"
+        return _sig(value, digits)
+    if dim == TIME:
+        if value == 0:
+            return "0 s"
+        if abs(value) >= 120:
+            return f"{_sig(value / 60, digits)} min"
+        v, unit = _pick(value, _TIME_STEPS)
+        return f"{_sig(v, digits)} {unit}"
+    if dim == INFORMATION:
+        use_bin = _is_binary(value) if binary is None else binary
+        v, prefix = _pick(value, _BIN if use_bin else _DEC)
+        return f"{_sig(v, digits)} {prefix}B"
+    if dim == BANDWIDTH:
+        v, prefix = _pick(value, _DEC)
+        return f"{_sig(v, digits)} {prefix}B/s"
+    if dim == COMPUTE:
+        v, prefix = _pick(value, _DEC)
+        return f"{_sig(v, digits)} {prefix}FLOP"
+    if dim == FLOP_RATE:
+        v, prefix = _pick(value, _DEC)
+        return f"{_sig(v, digits)} {prefix}FLOP/s"
+    return f"{_sig(value, digits)} {unit_of_dim(dim)}"
+
+
+def format_percent(fraction: float, digits: int = 3) -> str:
+    if fraction is None or not math.isfinite(fraction):
+        return "—"
+    return f"{_sig(fraction * 100, digits)} %"

@@ -33,7 +33,8 @@ class Entity:
     name: str
     title: str | None
     span: Span | None
-    spans: Mapping[str, Span] = field(default=_EMPTY, compare=False, repr=False)
+    # default_factory: a mappingproxy is unhashable, and dataclasses reject unhashable defaults.
+    spans: Mapping[str, Span] = field(default_factory=lambda: _EMPTY, compare=False, repr=False)
 
     @property
     def label(self) -> str:

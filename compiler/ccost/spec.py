@@ -22,6 +22,9 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
 )
 PHASES = ("decode", "prefill", "train")
 ALLREDUCE_ALGORITHMS = ("ring", "tree", "one_shot", "two_shot", "auto")
+# How a collective group that spans nodes is priced: a flat ring waiting on its slowest link, hierarchical
+# (intra-node reduce-scatter, inter-node allreduce on 1/g of the data, intra-node all-gather), or the cheaper.
+CROSS_NODE = ("auto", "flat", "hierarchical")
 
 _EMPTY: Mapping[str, Span] = MappingProxyType({})
 
@@ -138,6 +141,7 @@ class Plan(Entity):
     fsdp: bool = False
     microbatches: int = 1
     allreduce: str = "auto"
+    cross_node: str = "auto"  # auto | flat | hierarchical (see CROSS_NODE)
     overlap: float = 0.0
     compute_time: float | None = None
 

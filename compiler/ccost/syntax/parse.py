@@ -1,0 +1,774 @@
+"""Text of a .ccost file -> ``ccost.syntax.tree.File``, with friendly syntax diagnostics.
+
+    >>> f = parse('link nv { alpha = 2 us; bandwidth = 450 GB/s }', "x.ccost")
+    >>> f.blocks[0].members[1].value.unit
+    'GB/s'
+
+How it works, and why:
+
+* The grammar (``grammar/ccost.lark``) is LALR with Lark's contextual lexer, built once per process.
+  The contextual lexer is what lets a unit (``GB/s``) be one token right after a number and a name
+  everywhere else, and lets keywords be field names (``model = llama3``).
+* A small postlexer drops newlines inside ``( )`` and ``[ ]`` (so lists and calls may span lines),
+  refuses brackets nested deeper than ``MAX_DEPTH`` (E006), and applies *repairs* (below).
+* Error recovery: on a syntax error we classify it (missing ``=``, two members on one line, missing
+  ``}``, unterminated string, stray character, ...), record one diagnostic, and parse again with a repair
+  that is purely positional -- drop the tokens of the broken member, insert a ``}`` or a ``;`` after a
+  given token, or blank a bad character -- so every span of the original text stays exact. Each round
+  gets past one error, so all errors of a file (one per line, at most ``MAX_ERRORS``) come out in one run
+  without a cascade of follow-on nonsense (LANGUAGE.md §7).
+* A separate ``Transformer`` (``@v_args(meta=True)``, non-recursive so deep input cannot overflow the
+  Python stack) builds the frozen tree with a ``Span`` on every node.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from lark import Lark, Token, Transformer_NonRecursive, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+
+from ccost.diagnostics import CcostError, Diagnostic, Span, error
+from ccost.resources import resource_dir
+from ccost.syntax import tree as T
+
+MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec is a few KB; 4 MiB is a generated or wrong file
+MAX_DEPTH = 200  # brackets or operators nested deeper than this are certainly not a capacity plan
+MAX_ERRORS = 50  # recovery rounds; each round re-parses the file, so bound the work
+
+BLOCK_KINDS = ("link", "gpu", "cluster", "model", "plan", "sweep", "compare", "policy", "search")
+KEYWORDS = frozenset(BLOCK_KINDS + ("import", "extends", "true", "false"))
+_KEYWORD_TYPES = {k: k.upper() for k in KEYWORDS}
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+_OPEN = {"LPAR": "RPAR", "LSQB": "RSQB"}
+_CLOSE = {"RPAR", "RSQB"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reading files
+
+def read_source(path: str | os.PathLike) -> str:
+    """Read a spec file as text, or raise CcostError (E002) saying exactly why it cannot be read.
+
+    Accepts a UTF-8 BOM (dropped) and CRLF line endings (kept; the lexer treats ``\\r`` as blank).
+    """
+    p = Path(path)
+    name = str(path)
+
+    def fail(message: str, help: str | None = None, span: Span | None = None) -> CcostError:
+        return CcostError(error("E002", message, span, help))
+
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise fail(f"cannot read {name}: no such file", "check the path (relative paths start at the "
+                   "current directory)") from None
+    except OSError as exc:
+        raise fail(f"cannot read {name}: {exc.strerror or exc}") from None
+    if p.is_dir():
+        raise fail(f"cannot read {name}: it is a directory, not a .ccost file",
+                   f"name a file inside it, like {name.rstrip('/')}/main.ccost")
+    if st.st_size > MAX_FILE_BYTES:  # checked before reading: a 10 GB file must not be loaded
+        raise fail(f"cannot read {name}: the file is {_size(st.st_size)}, over the limit of "
+                   f"{_size(MAX_FILE_BYTES)} for a spec", "a spec is a few kilobytes; is this the right file?")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise fail(f"cannot read {name}: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:  # grew between stat and read (or a special file)
+        raise fail(f"cannot read {name}: the file is over the limit of {_size(MAX_FILE_BYTES)} for a spec")
+    bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    try:
+        return data[bom:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        start = exc.start + bom  # an offset into the file as it is on disk
+        line = data.count(b"\n", 0, start) + 1
+        col = start - (data.rfind(b"\n", 0, start) + 1) + 1
+        raise fail(f"{name} is not UTF-8 text: byte 0x{data[start]:02x} at byte offset {start} "
+                   f"(line {line}, column {col}) cannot be decoded",
+                   "save the file as UTF-8 (for example `iconv -f latin1 -t utf-8`)",
+                   Span.point(name, line, col)) from None
+
+
+def _size(n: int) -> str:
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.1f} MiB"
+    if n >= 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n} bytes"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The parser, built once per process
+
+@dataclass
+class _Run:
+    """The state of one parse attempt, reached by the postlexer and comment callback via a contextvar
+    (the Lark object is shared, so per-parse state cannot live on it)."""
+
+    text: str
+    skip: dict[int, str] = field(default_factory=dict)  # token start -> "member" | "item" | "token"
+    insert_after: dict[int, str] = field(default_factory=dict)  # token start -> synthetic token type
+    tokens: list[tuple[Token, int, int]] = field(default_factory=list)  # (token, bracket depth, braces)
+    comments: list[Token] = field(default_factory=list)
+    brackets: list[Token] = field(default_factory=list)  # open ( and [
+    blocks: list[tuple[Token, Token]] = field(default_factory=list)  # (item start, `{`) of open blocks
+
+
+_RUN: contextvars.ContextVar[_Run] = contextvars.ContextVar("ccost_parse_run")
+
+
+class _TooDeep(Exception):
+    def __init__(self, span_token: Token | None, span: Span | None = None):
+        self.token = span_token
+        self.span = span
+
+
+def _synthetic(type_: str, value: str, after: Token) -> Token:
+    return Token(type_, value, start_pos=after.end_pos, line=after.end_line, column=after.end_column,
+                 end_line=after.end_line, end_column=after.end_column, end_pos=after.end_pos)
+
+
+class _PostLex:
+    """Drops newlines inside brackets, guards nesting depth, applies the repairs of ``_Run``."""
+
+    always_accept = ("_NL",)
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        run = _RUN.get()
+        depth = 0  # ( and [
+        braces = 0  # { }
+        item_start: Token | None = None
+        at_item_start = True
+        skipping: str | None = None
+        skip_depth = skip_braces = 0
+        tokens = run.tokens
+        for tok in stream:
+            kind = run.skip.get(tok.start_pos) if run.skip else None
+            if skipping is None and kind is not None:
+                if kind == "token":
+                    continue
+                skipping, skip_depth, skip_braces = kind, depth, braces
+            if skipping is not None:
+                t = tok.type
+                if t in _OPEN:
+                    depth += 1
+                elif t in _CLOSE:
+                    depth = max(depth - 1, skip_depth)
+                if skipping == "member":
+                    if t == "RBRACE" or (depth == skip_depth and t in ("_NL", "SEMICOLON")):
+                        skipping = None
+                        depth = skip_depth
+                        # fall through: the separator or `}` is kept
+                    else:
+                        continue
+                else:  # item: up to the end of the line, or through the matching `}`
+                    if t == "LBRACE":
+                        braces += 1
+                        continue
+                    if t == "RBRACE":
+                        braces -= 1
+                        if braces <= skip_braces:
+                            braces = skip_braces
+                            skipping = None
+                            depth = skip_depth
+                            at_item_start = True
+                        continue
+                    if t == "_NL" and braces == skip_braces and depth == skip_depth:
+                        skipping = None
+                        # fall through: keep the newline
+                    else:
+                        continue
+
+            t = tok.type
+            if t == "_NL" and depth > 0:
+                continue
+            tokens.append((tok, depth, braces))
+            if t in _OPEN:
+                depth += 1
+                run.brackets.append(tok)
+                if depth > MAX_DEPTH:
+                    raise _TooDeep(tok)
+            elif t in _CLOSE:
+                if depth > 0:
+                    depth -= 1
+                    run.brackets.pop()
+            elif t == "LBRACE":
+                braces += 1
+                run.blocks.append((item_start or tok, tok))
+            elif t == "RBRACE":
+                if braces > 0:
+                    braces -= 1
+                    run.blocks.pop()
+                if braces == 0:
+                    at_item_start = True
+            if braces == 0 and t != "RBRACE":
+                if t == "_NL":
+                    at_item_start = True
+                elif at_item_start:
+                    item_start = tok
+                    at_item_start = False
+            yield tok
+            extra = run.insert_after.get(tok.start_pos) if run.insert_after else None
+            if extra is not None:
+                syn = _synthetic(extra, "}" if extra == "RBRACE" else ";", tok)
+                tokens.append((syn, depth, braces))
+                if extra == "RBRACE" and braces > 0:
+                    braces -= 1
+                    run.blocks.pop()
+                    if braces == 0:
+                        at_item_start = True
+                yield syn
+
+
+def _on_comment(tok: Token) -> Token:
+    run = _RUN.get(None)
+    if run is not None:
+        run.comments.append(tok)
+    return tok
+
+
+_PARSER: Lark | None = None
+
+
+def _parser() -> Lark:
+    """The Lark parser, built on first use (~30 ms) and kept for the process.
+
+    No ``cache=True``: it would write into the shared temp folder (STYLE.md).
+    """
+    global _PARSER
+    if _PARSER is None:
+        grammar = (resource_dir("grammar") / "ccost.lark").read_text(encoding="utf-8")
+        _PARSER = Lark(grammar, parser="lalr", lexer="contextual", strict=True, propagate_positions=True,
+                       maybe_placeholders=True, postlex=_PostLex(), lexer_callbacks={"COMMENT": _on_comment})
+    return _PARSER
+
+
+# ---------------------------------------------------------------------------------------------------
+# The entry point
+
+def parse(text: str, path: str) -> T.File:
+    """Parse the text of a .ccost file named ``path`` (used in spans) into a syntax tree.
+
+    Raises CcostError carrying every syntax diagnostic found (one per line at most), sorted by position.
+    An empty file is valid and has no items.
+    """
+    if text.startswith("\ufeff"):
+        text = " " + text[1:]  # keep columns: the BOM becomes a blank
+    parser = _parser()
+    diags: list[Diagnostic] = []
+    lines_with_errors: set[int] = set()
+    skip: dict[int, str] = {}
+    insert_after: dict[int, str] = {}
+    working = text
+    last_pos = -1
+    lark_tree = None
+    for _round in range(MAX_ERRORS + 1):
+        run = _Run(working, dict(skip), dict(insert_after))
+        token = _RUN.set(run)
+        try:
+            lark_tree = parser.parse(working)
+            break
+        except _TooDeep as exc:
+            tok = exc.token
+            diags.append(error("E006", f"brackets nested more than {MAX_DEPTH} deep",
+                               _tok_span(path, tok), "a spec needs a few levels at most; is this file generated?"))
+            lark_tree = None
+            break
+        except UnexpectedInput as exc:
+            pos = _error_pos(exc)
+            repair = _diagnose(exc, run, path, text)
+            if repair.diagnostic is not None:
+                line = repair.diagnostic.span.line if repair.diagnostic.span else 0
+                if line not in lines_with_errors:  # one per line: the rest would be a cascade
+                    diags.append(repair.diagnostic)
+                    lines_with_errors.add(line)
+            if not repair.progress() or pos < last_pos or (pos == last_pos and not repair.blank):
+                break
+            last_pos = pos
+            skip.update(repair.skip)
+            insert_after.update(repair.insert_after)
+            for a, b in repair.blank:
+                working = working[:a] + "".join(c if c == "\n" else " " for c in working[a:b]) + working[b:]
+            lark_tree = None
+        finally:
+            _RUN.reset(token)
+    else:
+        lark_tree = None
+
+    if lark_tree is None or diags:
+        if lark_tree is not None:
+            diags.extend(_Builder(path, run.text).build(lark_tree, run.comments)[1])
+        if not diags:  # recovery gave up without a message: never fail silently
+            diags.append(error("E001", "the file cannot be parsed", Span.point(path, 1, 1)))
+        raise CcostError(_sorted(diags))
+    file, more = _Builder(path, text).build(lark_tree, run.comments)
+    if more:
+        raise CcostError(_sorted(more))
+    return file
+
+
+def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:
+    return sorted(diags, key=lambda d: (d.span.line, d.span.column) if d.span else (0, 0))
+
+
+def _error_pos(exc: UnexpectedInput) -> int:
+    if isinstance(exc, UnexpectedToken):
+        tok = exc.token
+        return tok.start_pos if tok.start_pos is not None else 1 << 60
+    return exc.pos_in_stream
+
+
+# ---------------------------------------------------------------------------------------------------
+# Classifying an error and choosing a repair
+
+@dataclass
+class _Repair:
+    diagnostic: Diagnostic | None
+    skip: dict[int, str] = field(default_factory=dict)
+    insert_after: dict[int, str] = field(default_factory=dict)
+    blank: list[tuple[int, int]] = field(default_factory=list)
+
+    def progress(self) -> bool:
+        return bool(self.skip or self.insert_after or self.blank)
+
+
+_DESCRIBE = {
+    "NAME": "a name", "NUMBER": "a number", "STRING": "a string", "UNIT": "a unit",
+    "LBRACE": "`{`", "RBRACE": "`}`", "EQUAL": "`=`", "SEMICOLON": "`;`", "_NL": "a newline",
+    "LPAR": "`(`", "RPAR": "`)`", "LSQB": "`[`", "RSQB": "`]`", "COMMA": "`,`", "DOT": "`.`",
+    "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`", "$END": "the end of the file",
+    "EXTENDS": "`extends`", "IMPORT": "`import`", "TRUE": "`true`", "FALSE": "`false`",
+}
+
+
+def _describe_token(tok: Token) -> str:
+    if tok.type == "$END":
+        return "the end of the file"
+    if tok.type == "_NL":
+        return "the end of the line"
+    return f"`{tok.value}`"
+
+
+def _describe_expected(expected: set[str] | frozenset[str]) -> str:
+    exp = set(expected)
+    parts: list[str] = []
+    if {"NUMBER", "NAME", "STRING"} <= exp:
+        parts.append("a value (a number, a name, a string, a list or an expression)")
+        exp -= {"NUMBER", "NAME", "STRING", "LPAR", "LSQB", "MINUS", "TRUE", "FALSE"}
+    if exp & {"PLUS", "STAR", "SLASH"}:
+        parts.append("an operator")
+        exp -= {"PLUS", "MINUS", "STAR", "SLASH", "UNIT", "DOT", "LPAR"}
+    if {"LINK", "GPU", "PLAN"} <= exp:
+        parts.append("a block (" + ", ".join(BLOCK_KINDS) + ") or `import`")
+        exp -= {k.upper() for k in KEYWORDS}
+    if "NAME" in exp and "RBRACE" in exp:
+        parts.append("a member `name = value`")
+        exp -= {"NAME"} | {k.upper() for k in KEYWORDS}
+    if {"_NL", "SEMICOLON"} <= exp:
+        parts.append("the end of the member (a newline or `;`)")
+        exp -= {"_NL", "SEMICOLON"}
+    exp -= {k.upper() for k in KEYWORDS} - {"EXTENDS"}
+    parts += sorted(_DESCRIBE.get(e, f"`{e.lower()}`") for e in exp)
+    if not parts:
+        return "something else"
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
+
+
+def _tok_span(path: str, tok: Token) -> Span:
+    if tok.type == "_NL":  # point at the end of the line, not at the next one
+        return Span.point(path, tok.line, tok.column)
+    return Span(path, tok.line, tok.column, tok.end_line or tok.line,
+                tok.end_column if tok.end_column is not None else tok.column + 1)
+
+
+def _header_span(path: str, start: Token, lbrace: Token) -> Span:
+    return Span(path, start.line, start.column, lbrace.end_line, lbrace.end_column)
+
+
+def _statement_start(run: _Run, before: int) -> tuple[Token | None, int, int]:
+    """The first token of the member (inside a block) or item (top level) that holds position
+    ``before``, with its bracket depth and brace level; None when the error is the first token."""
+    toks = run.tokens
+    i = len(toks) - 1
+    while i >= 0 and toks[i][0].start_pos >= before and toks[i][0].type != "RBRACE":
+        i -= 1
+    while i >= 0 and toks[i][0].start_pos >= before:
+        i -= 1
+    start = None
+    while i >= 0:
+        tok, depth, braces = toks[i]
+        if depth == 0 and tok.type in ("_NL", "SEMICOLON", "LBRACE", "RBRACE"):
+            break
+        start = (tok, depth, braces)
+        i -= 1
+    if start is None:
+        return None, 0, 0
+    return start
+
+
+def _prev_token(run: _Run, pos: int) -> Token | None:
+    for tok, _d, _b in reversed(run.tokens):
+        if tok.start_pos < pos:
+            return tok
+    return None
+
+
+def _rest_of_statement(text: str, pos: int) -> str:
+    end = len(text)
+    for stop in ("\n", ";", "#", "}"):
+        k = text.find(stop, pos)
+        if k != -1:
+            end = min(end, k)
+    return text[pos:end].strip()
+
+
+def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
+    if isinstance(exc, UnexpectedCharacters):
+        return _diagnose_chars(exc, run, path, text)
+    assert isinstance(exc, UnexpectedToken)
+    tok = exc.token
+    expected = set(exc.expected or ())
+    pos = tok.start_pos if tok.type != "$END" else len(text)
+    start, _depth, braces = _statement_start(run, pos)
+    prev = _prev_token(run, pos)
+    in_block = bool(run.blocks)
+
+    # --- end of file inside something open
+    if tok.type == "$END":
+        if run.brackets:
+            b = run.brackets[-1]
+            close = ")" if b.type == "LPAR" else "]"
+            return _Repair(error("E001", f"this `{b.value}` is never closed", _tok_span(path, b),
+                                 f"add `{close}` where the expression ends"))
+        if run.blocks:
+            head, lbrace = run.blocks[-1]
+            what = _block_label(run, head, lbrace)
+            return _Repair(error("E003", f"the block {what} is never closed: the file ends before its `}}`",
+                                 _header_span(path, head, lbrace),
+                                 "add `}` after the block's last member"))
+        return _Repair(error("E001", f"the file ends too early; expected {_describe_expected(expected)}",
+                             _tok_span(path, prev) if prev is not None else Span.point(path, 1, 1)))
+
+    # --- inside a block, right after a field name: `=` was expected
+    if in_block and start is not None and prev is start and "EQUAL" in expected and start.type != "RBRACE":
+        if start.value in BLOCK_KINDS + ("import",) and tok.type in ("NAME", "STRING", "LBRACE", "EXTENDS",
+                                                                     "UNIT", "_NL"):
+            # `link nvlink4 {` where a member was expected: the previous block lacks its `}`.
+            head, lbrace = run.blocks[-1]
+            what = _block_label(run, head, lbrace)
+            before = _prev_token(run, start.start_pos)
+            rep = _Repair(error("E003", f"the block {what} is not closed before `{start.value}` starts a "
+                                f"new {'import' if start.value == 'import' else 'block'} on line {start.line}",
+                                _header_span(path, head, lbrace), "add `}` after the block's last member"))
+            if before is not None:
+                rep.insert_after[before.start_pos] = "RBRACE"
+            return rep
+        if tok.type == "_NL":
+            found = "the end of the line"
+            example = f"{start.value} = ..."
+        else:
+            found = _describe_token(tok)
+            example = f"{start.value} = {_rest_of_statement(text, tok.start_pos)}"
+        return _Repair(error("E005", f"expected `=` after the field name `{start.value}`, found {found}",
+                             _tok_span(path, tok), f"write `{example}`"),
+                       skip={start.start_pos: "member"})
+
+    # --- `nodes = 1 gpus = 8`: the second name lexed as a unit, then `=`
+    if in_block and tok.type == "EQUAL" and prev is not None and prev.type == "UNIT" and start is not None:
+        number = _prev_token(run, prev.start_pos)
+        first = text[start.start_pos:prev.start_pos].rstrip()
+        rep = _Repair(error("E004", f"two members on one line: `{prev.value}` was read as the unit of "
+                            f"the number before it, then `=` makes no sense",
+                            _tok_span(path, prev),
+                            f"separate members with `;` or a newline: `{first}; {prev.value} = ...`"))
+        if number is not None and _NAME_RE.match(prev.value):
+            rep.insert_after[number.start_pos] = "SEMICOLON"
+        else:
+            rep.skip[start.start_pos] = "member"
+        return rep
+
+    # --- `alpha = 2 us bandwidth = 3`: a name after a complete value, then `=`
+    if (in_block and start is not None and prev is not None and {"_NL", "SEMICOLON"} <= expected
+            and _NAME_RE.match(str(tok.value)) and text[tok.end_pos:].lstrip(" \t").startswith("=")):
+        first = text[start.start_pos:tok.start_pos].rstrip()
+        return _Repair(error("E004", f"two members on one line: `{tok.value}` starts a new member",
+                             _tok_span(path, tok),
+                             f"separate members with `;` or a newline: `{first}; {tok.value} = ...`"),
+                       insert_after={prev.start_pos: "SEMICOLON"})
+
+    # --- top level: something that is not a block or an import
+    if braces == 0 and not in_block and (start is None or start is tok) and tok.type != "RBRACE":
+        msg = f"expected a block ({', '.join(BLOCK_KINDS)}) or `import`, found {_describe_token(tok)}"
+        help_ = None
+        if isinstance(tok.value, str) and _NAME_RE.match(tok.value):
+            close = difflib.get_close_matches(tok.value, BLOCK_KINDS + ("import",), n=1, cutoff=0.6)
+            if close:
+                help_ = f"did you mean `{close[0]}`?"
+        return _Repair(error("E001", msg, _tok_span(path, tok), help_), skip={tok.start_pos: "item"})
+    if tok.type == "RBRACE" and not in_block:
+        return _Repair(error("E001", "this `}` closes no block", _tok_span(path, tok),
+                             "remove it, or check the block above for a `}` too many"),
+                       skip={tok.start_pos: "token"})
+
+    # --- in a block header
+    if not in_block and start is not None and start.type in {k.upper() for k in BLOCK_KINDS}:
+        msg = (f"unexpected {_describe_token(tok)} in the header of a `{start.value}` block; expected "
+               f"{_describe_expected(expected)}")
+        return _Repair(error("E001", msg, _tok_span(path, tok),
+                             f"a block reads `{start.value} NAME \"Title\" {{ ... }}` "
+                             f"(title and `extends OTHER` optional)"),
+                       skip={start.start_pos: "item"})
+
+    # --- anything else: name what was found and what would fit, drop the member
+    msg = f"unexpected {_describe_token(tok)}; expected {_describe_expected(expected)}"
+    help_ = None
+    if tok.type == "_NL" and prev is not None and prev.type in ("PLUS", "MINUS", "STAR", "SLASH"):
+        help_ = f"the expression ends with `{prev.value}`; finish it or wrap a long one in `( )`"
+    elif tok.type == "EQUAL":
+        help_ = "`=` only joins a field name to its value, once per member"
+    rep = _Repair(error("E001", msg, _tok_span(path, tok), help_))
+    if start is not None:
+        rep.skip[start.start_pos] = "member" if in_block else "item"
+    elif tok.type != "$END":
+        rep.skip[tok.start_pos] = "member" if in_block else "item"
+    return rep
+
+
+def _block_label(run: _Run, head: Token, lbrace: Token) -> str:
+    """`plan tp8` for the block whose header starts at ``head``."""
+    words = [head.value]
+    for tok, _d, _b in run.tokens:
+        if head.start_pos < tok.start_pos < lbrace.start_pos and tok.type == "NAME":
+            words.append(tok.value)
+            break
+    return "`" + " ".join(words) + "`"
+
+
+def _diagnose_chars(exc: UnexpectedCharacters, run: _Run, path: str, text: str) -> _Repair:
+    pos = exc.pos_in_stream
+    ch = text[pos] if pos < len(text) else ""
+    line, col = exc.line, exc.column
+    start, _depth, _braces = _statement_start(run, pos)
+    in_block = bool(run.blocks)
+    eol = text.find("\n", pos)
+    eol = len(text) if eol == -1 else eol
+    if eol > pos and text[eol - 1] == "\r":
+        eol -= 1
+    if ch == '"':
+        rep = _Repair(error("E003", "this string is never closed on its line",
+                            Span(path, line, col, line, col + max(eol - pos, 1)),
+                            "end the string with `\"` on the same line (write `\\\"` for a quote inside it)"),
+                      blank=[(pos, eol)])
+    elif ch == ":" and "EQUAL" in (exc.allowed or ()) and start is not None:
+        rep = _Repair(error("E005", f"expected `=` after the field name `{start.value}`, found `:`",
+                            Span.point(path, line, col),
+                            f"write `{start.value} = {_rest_of_statement(text, pos + 1)}`"),
+                      blank=[(pos, pos + 1)])
+    else:
+        shown = ch if ch.isprintable() and not ch.isspace() else f"U+{ord(ch):04X}"
+        help_ = None
+        if ch in "'`":
+            help_ = "strings are written in double quotes: \"...\""
+        elif ch == "\t" or ch.isspace():
+            help_ = "use plain spaces"
+        elif ord(ch) > 127:
+            help_ = "units and names are ASCII, except µ in µs"
+        rep = _Repair(error("E001", f"unexpected character `{shown}`", Span.point(path, line, col), help_),
+                      blank=[(pos, pos + 1)])
+    if start is not None:
+        rep.skip[start.start_pos] = "member" if in_block else "item"
+    return rep
+
+
+# ---------------------------------------------------------------------------------------------------
+# Lark tree -> ccost.syntax.tree
+
+class _Problem(Exception):
+    def __init__(self, diagnostic: Diagnostic):
+        self.diagnostic = diagnostic
+
+
+_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
+_ESCAPE_RE = re.compile(r"\\(.)")
+
+
+@v_args(meta=True)
+class _Builder(Transformer_NonRecursive):
+    """Builds the frozen tree. Non-recursive: a 10,000-deep expression must not overflow the stack
+    (it is refused with E006 anyway, but the refusal itself must not crash)."""
+
+    def __init__(self, path: str, text: str):
+        super().__init__(visit_tokens=False)
+        self.path = path
+        self.text = text
+        self.diags: list[Diagnostic] = []
+        self._depth: dict[int, int] = {}
+
+    def build(self, lark_tree, comments: list[Token]) -> tuple[T.File, list[Diagnostic]]:
+        try:
+            items = self.transform(lark_tree)
+        except VisitError as exc:  # Lark wraps whatever a callback raises; unwrap ours
+            if isinstance(exc.orig_exc, _Problem):
+                self.diags.append(exc.orig_exc.diagnostic)
+                items = ()
+            else:
+                raise exc.orig_exc from None
+        except _Problem as exc:
+            self.diags.append(exc.diagnostic)
+            items = ()
+        lines = self.text.count("\n")
+        last = self.text.rsplit("\n", 1)[-1]
+        span = Span(self.path, 1, 1, lines + 1, len(last) + 1)
+        cs = tuple(T.Comment(c.value.rstrip("\r"), self._tok(c)) for c in comments)
+        return T.File(self.path, tuple(items), cs, span), self.diags
+
+    # --- helpers
+    def _span(self, meta) -> Span:
+        if getattr(meta, "empty", True):
+            return Span.point(self.path, 1, 1)
+        return Span(self.path, meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def _tok(self, tok: Token) -> Span:
+        return Span(self.path, tok.line, tok.column, tok.end_line, tok.end_column)
+
+    def _expr(self, node, *children):
+        depth = 1 + max((self._depth.get(id(c), 1) for c in children), default=0)
+        if depth > MAX_DEPTH:
+            raise _Problem(error("E006", f"expression nested more than {MAX_DEPTH} levels deep",
+                                 node.span, "split it into named parts, or check that the file is not generated"))
+        self._depth[id(node)] = depth
+        return node
+
+    def _string(self, tok: Token) -> str:
+        body = tok.value[1:-1]
+
+        def sub(m: re.Match) -> str:
+            c = m.group(1)
+            if c in _ESCAPES:
+                return _ESCAPES[c]
+            col = tok.column + 1 + m.start()
+            self.diags.append(error("E001", f"unknown escape `\\{c}` in a string",
+                                    Span(self.path, tok.line, col, tok.line, col + 2),
+                                    "only \\\" \\\\ \\n and \\t are escapes; write `\\\\` for a backslash"))
+            return c
+
+        return _ESCAPE_RE.sub(sub, body) if "\\" in body else body
+
+    # --- structure
+    def start(self, meta, children):
+        return tuple(c for c in children if c is not None)
+
+    def import_(self, meta, children):
+        _kw, s = children
+        return T.Import(self._string(s), self._span(meta), self._tok(s))
+
+    def kind(self, meta, children):
+        return children[0]
+
+    def field(self, meta, children):
+        return children[0]
+
+    def block(self, meta, children):
+        kind, name, title, ext_kw, ext_name, _lb, members, _rb = children
+        span = self._span(meta)
+        kind_span = self._tok(kind)
+        if kind.value == "policy":
+            if name is not None:
+                self.diags.append(error("E001", f"a policy block has no name; found `{name.value}`",
+                                        self._tok(name), "write `policy { max_overhead = 30 % }`"))
+        elif name is None:
+            self.diags.append(error("E001", f"a `{kind.value}` block needs a name",
+                                    Span(self.path, kind.line, kind.end_column, kind.line, kind.end_column + 1),
+                                    f"write `{kind.value} NAME {{ ... }}`, like `{kind.value} {_EXAMPLE_NAME[kind.value]} {{`"))
+        if name is not None and name.value in KEYWORDS:
+            self.diags.append(error("E110", f"`{name.value}` is a keyword and cannot name a block",
+                                    self._tok(name), f"pick another name, like `my_{name.value}`"))
+        if ext_name is not None and ext_name.value in KEYWORDS:
+            self.diags.append(error("E110", f"`{ext_name.value}` is a keyword, not the name of a block",
+                                    self._tok(ext_name)))
+        return T.Block(
+            kind=kind.value,
+            name=None if name is None or kind.value == "policy" else name.value,
+            title=self._string(title) if title is not None else None,
+            extends=ext_name.value if ext_name is not None else None,
+            members=members,
+            span=span, kind_span=kind_span,
+            name_span=self._tok(name) if name is not None and kind.value != "policy" else None,
+            extends_span=self._tok(ext_name) if ext_name is not None else None,
+        )
+
+    def body(self, meta, children):
+        return tuple(c for c in children if isinstance(c, T.Member))
+
+    def member(self, meta, children):
+        name, value = children
+        return T.Member(str(name.value), value, self._span(meta), self._tok(name))
+
+    # --- expressions
+    def number(self, meta, children):
+        num, unit = children
+        try:
+            value = float(num.value.replace("_", ""))
+        except ValueError:  # the NUMBER pattern should make this impossible
+            raise _Problem(error("E001", f"`{num.value}` is not a number", self._tok(num)))
+        if value == float("inf"):
+            self.diags.append(error("E203", f"`{num.value}` is too large for a number", self._tok(num)))
+        return self._expr(T.Number(value, num.value, unit.value if unit is not None else None,
+                                   self._span(meta), self._tok(unit) if unit is not None else None))
+
+    def string(self, meta, children):
+        return self._expr(T.String(self._string(children[0]), self._span(meta)))
+
+    def true(self, meta, children):
+        return self._expr(T.Bool(True, self._span(meta)))
+
+    def false(self, meta, children):
+        return self._expr(T.Bool(False, self._span(meta)))
+
+    def ref(self, meta, children):
+        return self._expr(T.Ref(children[0].value, None, self._span(meta)))
+
+    def dotted(self, meta, children):
+        return self._expr(T.Ref(children[0].value, children[1].value, self._span(meta)))
+
+    def call(self, meta, children):
+        args = tuple(c for c in children[1:] if c is not None)
+        return self._expr(T.Call(children[0].value, args, self._span(meta)), *args)
+
+    def list(self, meta, children):
+        items = tuple(c for c in children if c is not None)
+        return self._expr(T.ListExpr(items, self._span(meta)), *items)
+
+    def paren(self, meta, children):
+        return self._expr(T.Paren(children[0], self._span(meta)), children[0])
+
+    def neg(self, meta, children):
+        return self._expr(T.Neg(children[0], self._span(meta)), children[0])
+
+    def _bin(self, op, meta, children):
+        left, right = children
+        return self._expr(T.BinOp(op, left, right, self._span(meta)), left, right)
+
+    def add(self, meta, children):
+        return self._bin("+", meta, children)
+
+    def sub(self, meta, children):
+        return self._bin("-", meta, children)
+
+    def mul(self, meta, children):
+        return self._bin("*", meta, children)
+
+    def div(self, meta, children):
+        return self._bin("/", meta, children)
+
+
+_EXAMPLE_NAME = {"link": "nvlink4", "gpu": "h100", "cluster": "hgx", "model": "llama3_70b", "plan": "tp8",
+                 "sweep": "tp_scaling", "compare": "layouts", "search": "best", "policy": ""}

@@ -1,0 +1,581 @@
+"""The α-β core: what a collective costs, and the roofline and analysis formulas around it.
+
+Every function here is written once over plain numbers and runs in the three modes of ``ccost.derive``
+(Python floats, numpy arrays elementwise, derivation ``Value``s) with bit-identical results; that is why
+there is no ``if`` on a quantity below (``where``/``minimum`` instead), except in ``group_cost``'s scalar
+path, which takes the same branch that the array path selects.
+
+Conventions (SI floats):
+
+* ``p`` — ranks in the group; ``m`` — message in bytes, *per rank input size* as nccl-tests' "size"
+  (AllReduce: the buffer every rank reduces; AllGather: the gathered output, each rank contributing m/P;
+  ReduceScatter: the input, each rank keeping m/P; All-to-All: what each rank holds and redistributes;
+  Broadcast / point-to-point: the payload);
+* ``alpha`` — latency per hop, seconds; ``bandwidth`` — bytes/s per GPU per direction (callers pass
+  bandwidth × efficiency);
+* ``volume`` — bytes each GPU sends; ``T = α·hops + volume/B``.
+
+At P = 1 every collective costs exactly 0 (no hop, no byte), in every mode.
+
+Hops and volume per kind and algorithm (DESIGN "The cost model"; seed 000 and seed 001):
+
+=============  ==========  ====================  =========================================================
+kind           algorithm   hops                  volume per GPU
+=============  ==========  ====================  =========================================================
+allreduce      ring        2(P−1)                2(P−1)/P·m
+allreduce      tree        2·⌈log₂P⌉             2(P−1)/P·m (the notes charge the ring volume)
+allreduce      one_shot    1 (at one_shot_lat.)  2(P−1)/P·m — see ``one_shot_direct_volume``
+allreduce      two_shot    2                     2(P−1)/P·m
+allgather      ring        P−1                   (P−1)/P·m
+reducescatter  ring        P−1                   (P−1)/P·m
+alltoall       pairwise    P−1                   (P−1)/P·m (seed 000: the local share stays put)
+broadcast      tree        ⌈log₂P⌉               log₂P·m (binomial tree: log₂P·(α + m/B))
+p2p            direct      1                     m
+=============  ==========  ====================  =========================================================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ccost import derive, units
+from ccost.derive import ceil, choose, log2, maximum, minimum, named, where
+
+KINDS = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "p2p")
+#: The AllReduce algorithms the model prices; "auto" (``auto_allreduce``) picks the cheapest of them.
+ALLREDUCE_ALGORITHMS = ("ring", "tree", "one_shot", "two_shot")
+#: The one algorithm modelled for each other kind (its name is what reports print).
+DEFAULT_ALGORITHM = {"allreduce": "ring", "allgather": "ring", "reducescatter": "ring",
+                     "alltoall": "pairwise", "broadcast": "tree", "p2p": "direct"}
+#: How a group was priced, in the order of the index arrays that ``group_cost`` returns in array mode.
+GROUP_MODES = ("intra", "flat", "hierarchical")
+CROSS_NODE = ("auto", "flat", "hierarchical")
+
+Num = Any  # float | np.ndarray | derive.Value: every formula below accepts all three
+
+
+def _tag(name: str, tag: str | None) -> str:
+    return f"{name}_{tag}" if tag else name
+
+
+def _algorithm(kind: str, algorithm: str | None) -> str:
+    """Validate (kind, algorithm); a wrong pair is a programming error (the checker validated the spec)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown collective kind {kind!r}; expected one of {', '.join(KINDS)}")
+    if kind == "allreduce":
+        alg = algorithm or "ring"
+        if alg not in ALLREDUCE_ALGORITHMS:
+            raise ValueError(f"unknown AllReduce algorithm {alg!r}; expected one of "
+                             f"{', '.join(ALLREDUCE_ALGORITHMS)} (use auto_allreduce for 'auto')")
+        return alg
+    # The other kinds have one model each; a caller may pass the plan's AllReduce algorithm along.
+    return DEFAULT_ALGORITHM[kind]
+
+
+def _one_if_many(p: Num) -> Num:
+    """1 for a group of two or more ranks, 0 for a single rank: min(P − 1, 1). Arithmetic rather than
+    ``if`` so that arrays work and P = 1 costs exactly 0 in every mode."""
+    return minimum(p - 1, 1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Hops and volume
+
+def hops(kind: str, algorithm: str | None, p: Num) -> Num:
+    """Sequential latency steps (hops) of one collective on ``p`` ranks.
+
+    >>> hops("allreduce", "ring", 8), hops("allreduce", "tree", 8)
+    (14, 6.0)
+
+    Tree and broadcast use ⌈log₂P⌉ (a binary tree over P ranks has that depth), so hops stay whole
+    numbers when P is not a power of two; for powers of two this is the notes' 2·log₂P.
+    """
+    alg = _algorithm(kind, algorithm)
+    if kind == "allreduce":
+        if alg == "ring":
+            return 2 * (p - 1)
+        if alg == "tree":
+            return 2 * ceil(log2(p))
+        if alg == "one_shot":
+            return _one_if_many(p)
+        return 2 * _one_if_many(p)  # two_shot: reduce-scatter + all-gather, each one direct exchange
+    if kind in ("allgather", "reducescatter", "alltoall"):
+        return p - 1
+    if kind == "broadcast":
+        return ceil(log2(p))
+    return _one_if_many(p)  # p2p
+
+
+def volume(kind: str, algorithm: str | None, p: Num, m: Num) -> Num:
+    """Bytes each GPU sends in one collective (see the module table).
+
+    >>> volume("allreduce", "ring", 8, 524288)
+    917504.0
+
+    Every AllReduce algorithm is charged the ring volume 2(P−1)/P·m: a reduce-scatter plus an all-gather
+    is the least any AllReduce must move per GPU, and it is the notes' convention (A1: one-shot T_comm
+    1.606 ms). One-shot kernels in fact push each GPU's whole buffer to every peer; that alternative is
+    ``one_shot_direct_volume`` (A1: 2.585 ms). All-to-All follows seed 000, (P−1)/P·m: the share a rank
+    keeps for itself never leaves it (seed 001 omits that factor).
+    """
+    _algorithm(kind, algorithm)
+    if kind == "allreduce":
+        return 2 * (p - 1) / p * m
+    if kind in ("allgather", "reducescatter", "alltoall"):
+        return (p - 1) / p * m
+    if kind == "broadcast":
+        return log2(p) * m
+    return _one_if_many(p) * m  # p2p
+
+
+def one_shot_direct_volume(p: Num, m: Num) -> Num:
+    """Per-GPU egress of a one-shot AllReduce that writes its whole buffer to each of the P−1 peers:
+    (P−1)·m. Not what ``volume`` charges (that is the ring volume, the notes' convention); exposed so the
+    review can show both and say which it used (A1: 1.606 ms charged, 2.585 ms with this volume)."""
+    return (p - 1) * m
+
+
+# ---------------------------------------------------------------------------------------------------
+# One collective on one link
+
+@dataclass(frozen=True)
+class Cost:
+    """The price of one collective: ``time = latency + bandwidth_time``, ``latency = α·hops``,
+    ``bandwidth_time = volume/B``. Fields are floats, arrays or Values, as the inputs were.
+    ``stages`` lists the parts of a hierarchical cost as (label, Cost)."""
+
+    kind: str
+    algorithm: str
+    hops: Num
+    volume: Num
+    latency: Num
+    bandwidth_time: Num
+    time: Num
+    stages: tuple = field(default=(), compare=False)
+
+
+def collective_cost(kind: str, algorithm: str | None, p: Num, m: Num, alpha: Num, bandwidth: Num,
+                    one_shot_latency: Num | None = None, tag: str | None = None) -> Cost:
+    """Price one collective: ``T = α·hops + volume/B``.
+
+    ``one_shot_latency`` is the latency of the one-shot kernel's single hop (None: ``alpha``). ``tag``
+    suffixes the derivation's step names (``hops_TP``, ``T_TP``) so that several collectives of a plan
+    can be explained side by side; it changes nothing in float and array modes.
+
+    >>> round(collective_cost("allreduce", "ring", 8, 14e9, 5e-6, 450e9).time * 1e3, 2)
+    54.51
+    """
+    alg = _algorithm(kind, algorithm)
+    h = named(_tag("hops", tag), hops(kind, alg, p), f"{kind} {alg} hops on {_pname(p)} ranks")
+    v = named(_tag("volume", tag), volume(kind, alg, p, m), f"{kind} {alg} bytes sent per GPU")
+    hop_latency = alpha
+    if kind == "allreduce" and alg == "one_shot" and one_shot_latency is not None:
+        hop_latency = one_shot_latency
+    # latency and bandwidth_time stay anonymous, so the step reads T = α·hops + volume/B.
+    lat = hop_latency * h
+    bw_time = v / bandwidth
+    t = named(_tag("T", tag), lat + bw_time, f"time of one {kind} ({alg})")
+    return Cost(kind, alg, h, v, lat, bw_time, t)
+
+
+def _pname(p: Num) -> str:
+    return "P" if not isinstance(p, derive.Value) or not p.name else p.name
+
+
+def ring_allreduce(p: Num, m: Num, alpha: Num, bandwidth: Num, tag: str | None = None) -> Cost:
+    """Ring AllReduce: 2(P−1) hops, 2(P−1)/P·m per GPU."""
+    return collective_cost("allreduce", "ring", p, m, alpha, bandwidth, tag=tag)
+
+
+def tree_allreduce(p: Num, m: Num, alpha: Num, bandwidth: Num, tag: str | None = None) -> Cost:
+    """Tree AllReduce: 2·⌈log₂P⌉ hops, ring volume."""
+    return collective_cost("allreduce", "tree", p, m, alpha, bandwidth, tag=tag)
+
+
+def one_shot_allreduce(p: Num, m: Num, one_shot_latency: Num, bandwidth: Num, tag: str | None = None) -> Cost:
+    """One-shot AllReduce (vLLM / TRT-LLM custom kernel): one hop at ``one_shot_latency``, ring volume."""
+    return collective_cost("allreduce", "one_shot", p, m, one_shot_latency, bandwidth, one_shot_latency, tag)
+
+
+def two_shot_allreduce(p: Num, m: Num, alpha: Num, bandwidth: Num, tag: str | None = None) -> Cost:
+    """Two-shot AllReduce: 2 hops (reduce-scatter, all-gather), ring volume."""
+    return collective_cost("allreduce", "two_shot", p, m, alpha, bandwidth, tag=tag)
+
+
+def allgather(p: Num, m: Num, alpha: Num, bandwidth: Num, tag: str | None = None) -> Cost:
+    """AllGather of an m-byte output: P−1 hops, (P−1)/P·m."""
+    return collective_cost("allgather", None, p, m, alpha, bandwidth, tag=tag)
+
+
+def reducescatter(p: Num, m: Num, alpha: Num, bandwidth: Num, tag: str | None = None) -> Cost:
+    """ReduceScatter of an m-byte input: P−1 hops, (P−1)/P·m."""
+    return collective_cost("reducescatter", None, p, m, alpha, bandwidth, tag=tag)
+
+
+def alltoall(p: Num, m: Num, alpha: Num, bandwidth: Num, tag: str | None = None) -> Cost:
+    """All-to-All of m bytes per rank: P−1 hops, (P−1)/P·m (seed 000's convention)."""
+    return collective_cost("alltoall", None, p, m, alpha, bandwidth, tag=tag)
+
+
+def broadcast(p: Num, m: Num, alpha: Num, bandwidth: Num, tag: str | None = None) -> Cost:
+    """Binomial-tree Broadcast: ⌈log₂P⌉ hops, log₂P·m."""
+    return collective_cost("broadcast", None, p, m, alpha, bandwidth, tag=tag)
+
+
+def p2p(p: Num, m: Num, alpha: Num, bandwidth: Num, tag: str | None = None) -> Cost:
+    """Point-to-point send of m bytes: 1 hop (0 when ``p`` = 1, a send to oneself)."""
+    return collective_cost("p2p", None, p, m, alpha, bandwidth, tag=tag)
+
+
+# ---------------------------------------------------------------------------------------------------
+# auto: the cheapest AllReduce algorithm
+
+@dataclass(frozen=True)
+class AutoChoice:
+    """The result of ``auto_allreduce``: ``algorithm`` (a label; an int array of indices into
+    ``candidates`` in array mode), its ``cost``, a one-sentence ``reason`` (None in array mode) and the
+    ``costs`` of every candidate, for the review's comparison table."""
+
+    algorithm: Any
+    cost: Cost
+    reason: str | None
+    costs: dict
+    candidates: tuple
+
+
+def auto_allreduce(p: Num, m: Num, alpha: Num, bandwidth: Num, one_shot_latency: Num | None = None,
+                   candidates: tuple = ALLREDUCE_ALGORITHMS, tag: str | None = None) -> AutoChoice:
+    """The cheapest AllReduce algorithm of ``candidates`` for this message, and why.
+
+    Ties go to the earlier candidate (ring before tree). ``one_shot_latency`` None prices one-shot's hop
+    at ``alpha``. Note what the notes' model implies: every algorithm moves the ring volume, so tree
+    (2·⌈log₂P⌉ ≤ 2(P−1) hops) is never slower than ring here; NCCL's real ring/tree crossover comes from
+    tree's lower achieved bandwidth, which the model does not see. Callers that want only NCCL's
+    algorithms pass ``candidates=("ring", "tree")``.
+    """
+    for c in candidates:
+        _algorithm("allreduce", c)
+    costs = {c: collective_cost("allreduce", c, p, m, alpha, bandwidth, one_shot_latency,
+                                tag=f"{tag},{c}" if tag else c) for c in candidates}
+    choice, best_time = choose({c: costs[c].time for c in candidates})
+    if isinstance(choice, np.ndarray):
+        pick = [costs[c] for c in candidates]
+        cost = Cost("allreduce", "auto",
+                    *(np.choose(choice, [np.broadcast_to(getattr(k, f), choice.shape) for k in pick])
+                      for f in ("hops", "volume", "latency", "bandwidth_time")), best_time)
+        return AutoChoice(choice, cost, None, costs, tuple(candidates))
+    win = costs[choice]
+    t = named(_tag("T", tag), best_time, f"time of one AllReduce, cheapest algorithm ({choice})")
+    cost = Cost("allreduce", choice, win.hops, win.volume, win.latency, win.bandwidth_time, t)
+    return AutoChoice(choice, cost, _auto_reason(choice, costs, m, alpha, bandwidth), costs, tuple(candidates))
+
+
+_HOPS_TEXT = {"ring": "2(P−1)", "tree": "2·log₂P", "one_shot": "1", "two_shot": "2"}
+
+
+def _auto_reason(choice: str, costs: dict, m: Num, alpha: Num, bandwidth: Num) -> str:
+    """One sentence: the winner, the runner-up it beat, and on which side of the crossover α·B we are."""
+    f = derive.value_of
+    others = [c for c in costs if c != choice]
+    x = f(crossover(alpha, bandwidth))
+    side = (f"latency-bound below the crossover α·B = {units.format_quantity(x, units.INFORMATION)}"
+            if f(m) < x else
+            f"bandwidth-bound above the crossover α·B = {units.format_quantity(x, units.INFORMATION)}")
+    msg = units.format_quantity(f(m), units.INFORMATION)
+    w = costs[choice]
+    if not others:
+        return f"{choice}: the only candidate, {_fmt_hops(w.hops)} hops at a {msg} message; {side}"
+    runner = min(others, key=lambda c: f(costs[c].time))
+    r = costs[runner]
+    t_w = units.format_quantity(f(w.time), units.TIME)
+    t_r = units.format_quantity(f(r.time), units.TIME)
+    if f(w.time) == f(r.time):
+        why = f"ties with {runner} at a {msg} message ({t_w}; the earlier candidate wins)"
+    elif f(w.hops) < f(r.hops):
+        why = (f"{_fmt_hops(w.hops)} hops beat {runner}'s {_fmt_hops(r.hops)} at a {msg} message "
+               f"({t_w} vs {t_r})")
+    else:
+        why = f"{t_w} beats {runner}'s {t_r} at a {msg} message"
+    return f"{choice}: {why}; {side}"
+
+
+def _fmt_hops(h: Num) -> str:
+    return units.format_quantity(float(derive.value_of(h)), units.DIMENSIONLESS)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Topology: groups inside one NVLink domain, or spanning nodes
+
+@dataclass(frozen=True)
+class LinkParams:
+    """The α-β parameters of one link, as the core uses them: ``bandwidth`` already × efficiency.
+    Fields are floats, arrays or Values (leaves named after the link, for derivations)."""
+
+    alpha: Num
+    bandwidth: Num
+    one_shot_latency: Num | None = None
+    label: str | None = None
+
+    @classmethod
+    def from_link(cls, link, derivation: bool = False, label: str | None = None) -> "LinkParams":
+        """From a checked ``spec.Link``. With ``derivation=True`` the fields are ``derive`` leaves named
+        ``α_<label>``, ``B_<label>`` (bandwidth × efficiency as a named step when efficiency ≠ 1) and
+        ``α1_<label>`` for the one-shot latency, carrying the link's ``source``."""
+        label = label or link.name
+        if not derivation:
+            return cls(link.alpha, link.effective_bandwidth, link.one_shot_latency, label)
+        src = link.source or "spec sheet"
+        alpha = derive.leaf(f"α_{label}", link.alpha, units.TIME, f"{link.label}: latency per hop", src)
+        if link.efficiency == 1.0:
+            bw = derive.leaf(f"B_{label}", link.bandwidth, units.BANDWIDTH,
+                             f"{link.label}: bandwidth per GPU per direction", src)
+        else:
+            peak = derive.leaf(f"B_{label},peak", link.bandwidth, units.BANDWIDTH,
+                               f"{link.label}: bandwidth per GPU per direction", src)
+            eff = derive.leaf(f"e_{label}", link.efficiency, units.DIMENSIONLESS,
+                              f"{link.label}: achieved share of bandwidth", src)
+            bw = derive.named(f"B_{label}", peak * eff, f"{link.label}: achieved bandwidth")
+        one = None
+        if link.one_shot_latency is not None:
+            one = derive.leaf(f"α1_{label}", link.one_shot_latency, units.TIME,
+                              f"{link.label}: one-shot AllReduce latency", src)
+        return cls(alpha, bw, one, label)
+
+
+@dataclass(frozen=True)
+class GroupCost:
+    """A collective priced on a cluster's topology.
+
+    ``chosen`` is the Cost used; ``used`` says which model (``"intra"``, ``"flat"``, ``"hierarchical"``;
+    in array mode an int array of indices into ``GROUP_MODES``). ``flat``, ``hierarchical`` and ``split``
+    are the alternatives for a group that spans nodes (None inside one domain); ``split`` is the notes'
+    A3 estimate, kept for comparison only and never chosen.
+    """
+
+    chosen: Cost
+    flat: Cost | None
+    hierarchical: Cost | None
+    split: Cost | None
+    used: Any
+
+
+def _is_arrayish(*xs) -> bool:
+    return any(isinstance(x, np.ndarray) for x in xs)
+
+
+def group_cost(kind: str, algorithm: str | None, p: Num, m: Num, per_node: Num, intra: LinkParams,
+               inter: LinkParams | None, cross_node: str = "auto", tag: str | None = None) -> GroupCost:
+    """Price a collective on ``p`` ranks of which ``per_node`` share a node (one NVLink domain).
+
+    * ``p ≤ per_node``: the intra-node link only.
+    * otherwise, with g = ``per_node`` ranks per node and n = p/g nodes:
+
+      - **flat**: one ring (or tree, ...) over all p ranks that waits on its slowest link at every step:
+        the inter-node α for every hop and the inter-node bandwidth for the whole volume (A3: 32.59 ms);
+      - **hierarchical**: the natural two-level algorithm, each stage on its own link —
+        allreduce: reduce-scatter inside the node (g ranks, m), AllReduce across nodes on m/g (n ranks,
+        with ``algorithm``), all-gather inside the node (g ranks, m);
+        allgather: all-gather across nodes of the m/g the node's ranks hold between them (n ranks), then
+        inside the node (g ranks, m); reducescatter: the reverse (inside on m, then across on m/g);
+        alltoall: inside the node each rank hands its peers the data bound for their "column" (g ranks,
+        m), then across nodes among ranks of the same local index (n ranks, m; the (n−1)/n·m that must
+        leave the node crosses it once); broadcast: across the n nodes, then inside each (m both);
+        p2p: a send between nodes is one inter-node hop, the same as flat;
+      - **split** (all kinds, for the notes' comparison only): the share (n−1)/n of the flat collective's
+        hops and volume priced on the inter-node link and the rest ignored, as the notes' A3 does
+        ("half the ring hops cross InfiniBand"; 16.29 ms for 252 AllReduces of 1 MiB on 16 ranks).
+
+    ``cross_node``: ``"auto"`` takes the cheaper of flat and hierarchical (ties: flat), or force one.
+    Works elementwise when ``p``, ``per_node``, ``m`` or link parameters are arrays (``used`` is then an
+    index array into ``GROUP_MODES``). A group that spans nodes without an ``inter`` link is a
+    programming error (the checker rejects such a spec) and raises ValueError.
+    """
+    if cross_node not in CROSS_NODE:
+        raise ValueError(f"cross_node must be one of {', '.join(CROSS_NODE)}, not {cross_node!r}")
+    alg = _algorithm(kind, algorithm)
+    vector = _is_arrayish(p, m, per_node, intra.alpha, intra.bandwidth, intra.one_shot_latency,
+                          *((inter.alpha, inter.bandwidth, inter.one_shot_latency) if inter else ()))
+    inside = collective_cost(kind, alg, p, m, intra.alpha, intra.bandwidth, intra.one_shot_latency,
+                             tag=_tag_join(tag, intra.label))
+    if vector:
+        return _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, inside)
+    if p <= per_node:
+        return GroupCost(inside, None, None, None, "intra")
+    if inter is None:
+        raise ValueError(f"a {kind} group of {derive.value_of(p):g} ranks spans nodes of "
+                         f"{derive.value_of(per_node):g}, but no inter-node link was given")
+    flat, hier, split = _spanning(kind, alg, p, m, per_node, intra, inter, tag)
+    if cross_node == "flat":
+        return GroupCost(flat, flat, hier, split, "flat")
+    if cross_node == "hierarchical":
+        return GroupCost(hier, flat, hier, split, "hierarchical")
+    which, t = choose({"flat": flat.time, "hierarchical": hier.time})
+    base = flat if which == "flat" else hier
+    t = named(_tag("T", _tag_join(tag, "cross-node")), t,
+              f"{kind} across nodes: the cheaper of flat and hierarchical ({which})")
+    chosen = Cost(base.kind, base.algorithm, base.hops, base.volume, base.latency, base.bandwidth_time, t,
+                  base.stages)
+    return GroupCost(chosen, flat, hier, split, which)
+
+
+def _tag_join(*parts: str | None) -> str | None:
+    parts2 = [x for x in parts if x]
+    return ",".join(parts2) if parts2 else None
+
+
+def _spanning(kind: str, alg: str, p: Num, m: Num, g: Num, intra: LinkParams, inter: LinkParams,
+              tag: str | None) -> tuple[Cost, Cost, Cost]:
+    """flat, hierarchical and split costs of a group spanning n = p/g nodes (same code in every mode)."""
+    flat = collective_cost(kind, alg, p, m, inter.alpha, inter.bandwidth, inter.one_shot_latency,
+                           tag=_tag_join(tag, "flat"))
+    n = named(_tag("n", _tag_join(tag, "nodes")), p / g, "nodes the group spans, p/g")
+
+    def on(k: str, a: str | None, ranks: Num, size: Num, link: LinkParams, label: str) -> tuple[str, Cost]:
+        return label, collective_cost(k, a, ranks, size, link.alpha, link.bandwidth, link.one_shot_latency,
+                                      tag=_tag_join(tag, label))
+
+    if kind == "allreduce":
+        stages = [on("reducescatter", None, g, m, intra, "RS intra"),
+                  on("allreduce", alg, n, m / g, inter, "AR inter"),
+                  on("allgather", None, g, m, intra, "AG intra")]
+    elif kind == "allgather":
+        stages = [on("allgather", None, n, m / g, inter, "AG inter"), on("allgather", None, g, m, intra, "AG intra")]
+    elif kind == "reducescatter":
+        stages = [on("reducescatter", None, g, m, intra, "RS intra"),
+                  on("reducescatter", None, n, m / g, inter, "RS inter")]
+    elif kind == "alltoall":
+        stages = [on("alltoall", None, g, m, intra, "A2A intra"), on("alltoall", None, n, m, inter, "A2A inter")]
+    elif kind == "broadcast":
+        stages = [on("broadcast", None, n, m, inter, "BC inter"), on("broadcast", None, g, m, intra, "BC intra")]
+    else:  # p2p
+        stages = [("P2P inter", flat)]
+    cs = [c for _, c in stages]
+    hier = Cost(kind, alg,
+                _sum(c.hops for c in cs), _sum(c.volume for c in cs), _sum(c.latency for c in cs),
+                _sum(c.bandwidth_time for c in cs),
+                named(_tag("T", _tag_join(tag, "hier")), _sum(c.time for c in cs),
+                      f"hierarchical {kind}: {' + '.join(label for label, _ in stages)}"),
+                tuple(stages))
+    share = named(_tag("s", _tag_join(tag, "inter")), (n - 1) / n,
+                  "share of the ring's hops and bytes that cross nodes, (n−1)/n")
+    h = share * flat.hops
+    v = share * flat.volume
+    hop_latency = inter.alpha
+    if kind == "allreduce" and alg == "one_shot" and inter.one_shot_latency is not None:
+        hop_latency = inter.one_shot_latency
+    lat = hop_latency * h
+    bwt = v / inter.bandwidth
+    split = Cost(kind, alg, h, v, lat, bwt,
+                 named(_tag("T", _tag_join(tag, "split")), lat + bwt,
+                       "the notes' A3 estimate: only the inter-node share, on the inter-node link"))
+    return flat, hier, split
+
+
+def _sum(xs) -> Num:
+    it = iter(xs)
+    total = next(it)
+    for x in it:
+        total = total + x
+    return total
+
+
+def _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, inside) -> GroupCost:
+    spans = np.asarray(p > per_node)
+    fields = ("hops", "volume", "latency", "bandwidth_time", "time")
+    shape = np.broadcast(*[np.asarray(getattr(inside, f)) for f in fields], spans).shape
+    if inter is None:
+        if spans.any():
+            raise ValueError(f"a {kind} group spans nodes, but no inter-node link was given")
+        return GroupCost(inside, None, None, None, np.zeros(shape, dtype=int))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        flat, hier, split = _spanning(kind, alg, p, m, per_node, intra, inter, tag)
+    if cross_node == "flat":
+        mode = np.ones(shape, dtype=int)
+    elif cross_node == "hierarchical":
+        mode = np.full(shape, 2, dtype=int)
+    else:
+        idx, _ = choose({"flat": flat.time, "hierarchical": hier.time})
+        mode = np.broadcast_to(idx + 1, shape)
+    used = np.where(np.broadcast_to(spans, shape), mode, 0)
+    picked = [np.choose(used, [np.broadcast_to(np.asarray(getattr(c, f), dtype=float), shape)
+                               for c in (inside, flat, hier)]) for f in fields]
+    return GroupCost(Cost(kind, alg, *picked), flat, hier, split, used)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Regime
+
+def crossover(alpha: Num, bandwidth: Num) -> Num:
+    """The message size α·B at which one hop's latency equals its transfer time (seed 000: 5 µs ×
+    450 GB/s = 2.25 MB). Below it a collective is latency-bound, above it bandwidth-bound."""
+    return alpha * bandwidth
+
+
+def regime(latency: Num, bandwidth_time: Num):
+    """``"latency-bound"`` when the latency term is the larger, else ``"bandwidth-bound"`` (a string
+    array in array mode)."""
+    lat, bw = derive.value_of(latency), derive.value_of(bandwidth_time)
+    if isinstance(lat, np.ndarray) or isinstance(bw, np.ndarray):
+        return np.where(np.asarray(lat) > np.asarray(bw), "latency-bound", "bandwidth-bound")
+    return "latency-bound" if lat > bw else "bandwidth-bound"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Compute roofline and analysis
+
+def memory_time(nbytes: Num, hbm_bandwidth: Num) -> Num:
+    """Time to read ``nbytes`` from HBM: bytes / HBM bandwidth (decode is memory-bound)."""
+    return nbytes / hbm_bandwidth
+
+
+def flop_time(flops: Num, rate: Num) -> Num:
+    """Time to do ``flops`` at the achieved FLOP/s ``rate`` (prefill and training are FLOP-bound)."""
+    return flops / rate
+
+
+def compute_time(nbytes: Num, hbm_bandwidth: Num, flops: Num, rate: Num, tag: str | None = None) -> Num:
+    """The roofline: the larger of the memory time and the FLOP time."""
+    t_mem = named(_tag("T_mem", tag), memory_time(nbytes, hbm_bandwidth), "weights (and KV) read from HBM")
+    t_flop = named(_tag("T_flop", tag), flop_time(flops, rate), "FLOPs at the achieved rate")
+    return named(_tag("T_compute", tag), maximum(t_mem, t_flop), "roofline: the larger bound")
+
+
+def pipeline_bubble(p: Num, microbatches: Num) -> Num:
+    """Idle share of a pipeline of ``p`` stages fed ``microbatches`` micro-batches: (P−1)/(M+P−1)."""
+    return (p - 1) / (microbatches + p - 1)
+
+
+def exposed_comm(comm: Num, overlap: Num) -> Num:
+    """Communication time not hidden behind compute: T_comm·(1 − overlap)."""
+    return comm * (1 - overlap)
+
+
+def efficiency_eta(compute: Num, comm: Num, overlap: Num) -> Num:
+    """Scaling efficiency η = T_c / (T_c + T_comm·(1 − overlap)) (seed 000)."""
+    return compute / (compute + exposed_comm(comm, overlap))
+
+
+def overhead(comm: Num, compute: Num) -> Num:
+    """Communication overhead T_comm / T_compute (the notes: above 30%, reconsider the layout)."""
+    return comm / compute
+
+
+def speedup(time_one: Num, time_n: Num) -> Num:
+    """Speedup against one GPU: T(1) / T(N)."""
+    return time_one / time_n
+
+
+def scaling_efficiency(time_one: Num, time_n: Num, n: Num) -> Num:
+    """Speedup per GPU: T(1) / (N·T(N))... written as speedup/N, the notes' definition."""
+    return speedup(time_one, time_n) / n
+
+
+def tp_continuous_optimum(weight_bytes: Num, hbm_bandwidth: Num, alpha: Num, c: Num, layers: Num) -> Num:
+    """Time-optimal TP degree N* = W·ln2 / (2·α·c·L·BW) of total(N) = W/(N·BW) + α·c·L·2·log₂N
+    (seed 001, A4: 45.58), treating N as continuous."""
+    ln2 = derive.constant(math.log(2), "ln 2", weight_bytes, hbm_bandwidth, alpha, c, layers)
+    return weight_bytes * ln2 / (2 * alpha * c * layers * hbm_bandwidth)

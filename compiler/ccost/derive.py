@@ -1,0 +1,608 @@
+"""Derivation values: numbers that remember how they were computed.
+
+DESIGN principle 1: every formula of ccost is written once, as a plain Python function over numbers, and
+runs unchanged in three modes:
+
+* **float** — Python floats (and ints): ``ccost eval``;
+* **array** — numpy arrays, elementwise: sweeps and searches over thousands of layouts at once;
+* **derive** — ``Value`` objects that record the symbolic formula, the substituted inputs with units and
+  the result: ``ccost explain`` and the design review.
+
+The three modes agree to the last bit: a ``Value`` computes its ``.value`` with the very same Python float
+operation, in the same order, as float mode, and the few non-arithmetic functions (``log2``, ``sqrt``, ...)
+go through one implementation (numpy's) in every mode, converted back to a Python float.
+
+Example::
+
+    >>> from ccost import derive, units
+    >>> p = derive.leaf("P", 8, units.DIMENSIONLESS, "ranks in the group")
+    >>> hops = derive.named("hops", 2 * (p - 1), "ring AllReduce hops")
+    >>> print(derive.to_text(derive.steps(hops)))
+    P = 8  — ranks in the group
+    hops = 2·(P − 1) = 2 × (8 − 1) = 14  — ring AllReduce hops
+
+A formula function never asks which mode it runs in. The helpers below (``log2``, ``maximum``, ``where``,
+``choose``, ...) dispatch on their arguments: Python numbers give Python floats, arrays give arrays, Values
+give Values that record the operation (``max(T_mem, T_flop)``) and the branch that was taken.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ccost import units
+from ccost.units import DIMENSIONLESS, Dim
+
+__all__ = [
+    "Value", "Cond", "Step", "DimensionError", "leaf", "named", "constant", "steps", "to_text",
+    "log2", "maximum", "minimum", "where", "ceil", "floor", "sqrt", "choose", "ops",
+    "is_value", "is_array", "value_of", "fmt",
+]
+
+
+class DimensionError(TypeError):
+    """Two quantities of different dimensions were added, compared or maxed: a bug in a formula, not a
+    user error (the checker has already verified every input's unit)."""
+
+
+# Operator precedence for printing: higher binds tighter.
+_PREC_ADD, _PREC_MUL, _PREC_NEG, _PREC_ATOM = 1, 2, 3, 4
+
+
+class Value:
+    """A float with a dimension and the expression that produced it.
+
+    ``value`` is a Python float (SI units), ``dim`` a ``units.Dim``, ``name`` the symbol under which the
+    value appears in other formulas (a leaf such as ``α``, or a named step such as ``hops``); ``None``
+    for an anonymous intermediate, which is printed inline in the formula of the step that uses it.
+
+    Arithmetic ``+ - * /`` and unary minus work with Values, ints and floats (a plain number is a
+    dimensionless constant). Adding or comparing different dimensions raises ``DimensionError``, except
+    that adding the literal ``0`` is allowed so that ``sum(values)`` works. Comparisons compare ``.value``
+    and return a ``Cond`` (a truthy object that also remembers the comparison for the derivation).
+    """
+
+    __slots__ = ("value", "dim", "name", "op", "args", "description", "source", "extra")
+    # numpy must not try to make an object array out of a Value: mixing the array and derive modes
+    # in one expression is a programming error, so let numpy raise TypeError.
+    __array_ufunc__ = None
+
+    def __init__(self, value: float, dim: Dim, op: str, args: tuple = (), name: str | None = None,
+                 description: str | None = None, source: str | None = None, extra: Any = None):
+        self.value = float(value)
+        self.dim = dim
+        self.op = op  # "leaf", "const", "named", "+", "-", "*", "/", "neg", "call", "where", "choose"
+        self.args = args
+        self.name = name
+        self.description = description
+        self.source = source
+        self.extra = extra
+
+    # -- arithmetic (the same Python float operation as float mode, so the bits agree) -----------------
+    def __add__(self, other):
+        if _is_literal_zero(other):
+            return self
+        o = _as_value(other)
+        _same_dim(self, o, "+")
+        return Value(self.value + o.value, self.dim, "+", (self, o))
+
+    def __radd__(self, other):
+        if _is_literal_zero(other):
+            return self
+        o = _as_value(other)
+        _same_dim(o, self, "+")
+        return Value(o.value + self.value, self.dim, "+", (o, self))
+
+    def __sub__(self, other):
+        o = _as_value(other)
+        _same_dim(self, o, "−")
+        return Value(self.value - o.value, self.dim, "-", (self, o))
+
+    def __rsub__(self, other):
+        o = _as_value(other)
+        _same_dim(o, self, "−")
+        return Value(o.value - self.value, self.dim, "-", (o, self))
+
+    def __mul__(self, other):
+        o = _as_value(other)
+        return Value(self.value * o.value, units.dim_mul(self.dim, o.dim), "*", (self, o))
+
+    def __rmul__(self, other):
+        o = _as_value(other)
+        return Value(o.value * self.value, units.dim_mul(o.dim, self.dim), "*", (o, self))
+
+    def __truediv__(self, other):
+        o = _as_value(other)
+        return Value(self.value / o.value, units.dim_div(self.dim, o.dim), "/", (self, o))
+
+    def __rtruediv__(self, other):
+        o = _as_value(other)
+        return Value(o.value / self.value, units.dim_div(o.dim, self.dim), "/", (o, self))
+
+    def __neg__(self):
+        return Value(-self.value, self.dim, "neg", (self,))
+
+    def __pos__(self):
+        return self
+
+    # -- comparisons: on .value, remembered for the derivation ----------------------------------------
+    def _cmp(self, other, sym: str, result: bool) -> "Cond":
+        o = _as_value(other)
+        if not (_is_plain(other) and o.value == 0):
+            _same_dim(self, o, sym)
+        return Cond(result, self, sym, o)
+
+    def __lt__(self, other):
+        return self._cmp(other, "<", self.value < value_of(other))
+
+    def __le__(self, other):
+        return self._cmp(other, "≤", self.value <= value_of(other))
+
+    def __gt__(self, other):
+        return self._cmp(other, ">", self.value > value_of(other))
+
+    def __ge__(self, other):
+        return self._cmp(other, "≥", self.value >= value_of(other))
+
+    def __eq__(self, other):  # type: ignore[override]
+        if not isinstance(other, (Value, int, float, np.floating, np.integer)):
+            return NotImplemented
+        return self._cmp(other, "=", self.value == value_of(other))
+
+    def __ne__(self, other):  # type: ignore[override]
+        if not isinstance(other, (Value, int, float, np.floating, np.integer)):
+            return NotImplemented
+        return self._cmp(other, "≠", self.value != value_of(other))
+
+    __hash__ = object.__hash__  # identity: derivations de-duplicate by object, not by value
+
+    def __float__(self) -> float:
+        return self.value
+
+    def __repr__(self) -> str:
+        label = self.name or formula(self)
+        return f"Value({label} = {fmt(self)})"
+
+    def __str__(self) -> str:
+        return fmt(self)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec) if spec else fmt(self)
+
+    @property
+    def formatted(self) -> str:
+        """The value with its unit, as the review prints it (``4.48 ms``)."""
+        return fmt(self)
+
+
+class Cond:
+    """The result of comparing Values: truthy like a bool, and printable as ``P ≤ g`` / ``16 ≤ 8``."""
+
+    __slots__ = ("result", "left", "sym", "right")
+
+    def __init__(self, result: bool, left: Value, sym: str, right: Value):
+        self.result = bool(result)
+        self.left, self.sym, self.right = left, sym, right
+
+    def __bool__(self) -> bool:
+        return self.result
+
+    def __repr__(self) -> str:
+        return f"Cond({self.formula} → {self.result})"
+
+    @property
+    def formula(self) -> str:
+        return f"{_render(self.left, False)[0]} {self.sym} {_render(self.right, False)[0]}"
+
+    @property
+    def substituted(self) -> str:
+        return f"{_render(self.left, True)[0]} {self.sym} {_render(self.right, True)[0]}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Building values
+
+def leaf(name: str, value: float, dim: Dim = DIMENSIONLESS, description: str | None = None,
+         source: str | None = None) -> Value:
+    """A named input of a derivation: ``leaf("α", 2e-6, units.TIME, "NVLink latency per hop", "spec sheet")``.
+
+    ``value`` is an SI float (seconds, bytes, FLOP, ...). ``source`` says where the number comes from
+    (spec sheet, measured, a spec line) and is shown next to the input in the review.
+    """
+    if isinstance(value, Value):
+        value = value.value
+    return Value(float(value), dim, "leaf", (), name=name, description=description, source=source)
+
+
+def named(name: str, x, description: str | None = None):
+    """Name an intermediate result so that it becomes one step of the derivation.
+
+    For floats and arrays this returns ``x`` unchanged (zero cost in the fast modes). For a Value it
+    returns a new Value called ``name`` whose formula is ``x``'s expression; formulas that use it print
+    ``name`` instead of the whole expression: ``hops = 2·(P − 1) = 2 × (8 − 1) = 14``.
+    """
+    if not isinstance(x, Value):
+        return x
+    return Value(x.value, x.dim, "named", (x,), name=name, description=description)
+
+
+def constant(value: float, symbol: str, *like):
+    """A mathematical constant with a printed symbol (``ln 2``): a plain float unless one of ``like`` (the
+    formula's inputs) is a Value — then a leaf named ``symbol`` — so float and array modes pay nothing."""
+    if any(isinstance(x, Value) for x in like):
+        return Value(float(value), DIMENSIONLESS, "leaf", (), name=symbol, extra="constant")
+    return value
+
+
+def is_value(x) -> bool:
+    return isinstance(x, Value)
+
+
+def is_array(x) -> bool:
+    return isinstance(x, np.ndarray)
+
+
+def value_of(x):
+    """The number inside: ``Value.value``, or ``x`` itself for floats and arrays."""
+    return x.value if isinstance(x, Value) else x
+
+
+def fmt(x, dim: Dim | None = None) -> str:
+    """Format a Value (or a float with ``dim``) through ``units.format_quantity``."""
+    if isinstance(x, Value):
+        return units.format_quantity(x.value, x.dim)
+    return units.format_quantity(float(x), dim if dim is not None else DIMENSIONLESS)
+
+
+def _is_plain(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def _is_literal_zero(x) -> bool:
+    return _is_plain(x) and x == 0
+
+
+def _as_value(x) -> Value:
+    if isinstance(x, Value):
+        return x
+    if isinstance(x, bool) or not _is_plain(x):
+        raise TypeError(f"cannot combine a derivation Value with {type(x).__name__} {x!r}")
+    return Value(float(x), DIMENSIONLESS, "const", (), extra=x)
+
+
+def _same_dim(a: Value, b: Value, sym: str) -> None:
+    if a.dim != b.dim:
+        raise DimensionError(
+            f"{_render(a, False)[0]} {sym} {_render(b, False)[0]}: "
+            f"{units.dim_name(a.dim)} and {units.dim_name(b.dim)} do not mix")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Operations that dispatch on float / ndarray / Value
+
+def _np_scalar(fn, x: float) -> float:
+    # One implementation for floats and arrays (numpy's), converted back to a Python float, so that the
+    # float and array modes agree bit for bit.
+    return float(fn(np.float64(x)))
+
+
+def _call(fname: str, npfn, x, dim_rule=None):
+    if isinstance(x, Value):
+        dim = dim_rule(x.dim) if dim_rule else x.dim
+        return Value(_np_scalar(npfn, x.value), dim, "call", (x,), extra=fname)
+    if isinstance(x, np.ndarray):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return npfn(x)
+    return _np_scalar(npfn, x)
+
+
+def _dimensionless(name: str):
+    def rule(d: Dim) -> Dim:
+        if d != DIMENSIONLESS:
+            raise DimensionError(f"{name} of {units.dim_name(d)}: the argument must be a plain number")
+        return d
+    return rule
+
+
+def log2(x):
+    """log₂x (numpy's log2 in every mode; exact for powers of two)."""
+    return _call("log₂", np.log2, x, _dimensionless("log₂"))
+
+
+def ceil(x):
+    """⌈x⌉ as a float (``math.ceil`` would give an int and break the float/array agreement)."""
+    return _call("ceil", np.ceil, x)
+
+
+def floor(x):
+    """⌊x⌋ as a float."""
+    return _call("floor", np.floor, x)
+
+
+def _sqrt_dim(d: Dim) -> Dim:
+    if any(e % 2 for _, e in d):
+        raise DimensionError(f"√ of {units.dim_name(d)}")
+    return tuple((k, e // 2) for k, e in d)
+
+
+def sqrt(x):
+    """√x (correctly rounded in both numpy and Python, so every mode agrees)."""
+    return _call("√", np.sqrt, x, _sqrt_dim)
+
+
+def _extreme(fname: str, npfn, pick_first, a, b):
+    if isinstance(a, Value) or isinstance(b, Value):
+        va, vb = _as_value(a), _as_value(b)
+        if not (_is_literal_zero(a) or _is_literal_zero(b)):
+            _same_dim(va, vb, fname)
+        dim = va.dim if not _is_literal_zero(a) else vb.dim
+        first = pick_first(va.value, vb.value)
+        # Same float as float mode: the chosen operand, untouched.
+        chosen = va.value if first else vb.value
+        return Value(chosen, dim, "call", (va, vb), extra=(fname, 0 if first else 1))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return npfn(a, b)
+    # Python numbers: numpy's rule (a if a >= b for max), as a Python float.
+    return float(a if pick_first(a, b) else b)
+
+
+def maximum(a, b):
+    """The larger of two quantities, elementwise on arrays. For Values the step records which one won
+    (``max(T_mem, T_flop)``, chosen: T_mem). Ties go to the first argument."""
+    return _extreme("max", np.maximum, lambda x, y: x >= y, a, b)
+
+
+def minimum(a, b):
+    """The smaller of two quantities; ties go to the first argument."""
+    return _extreme("min", np.minimum, lambda x, y: x <= y, a, b)
+
+
+def where(cond, a, b):
+    """``a`` where ``cond`` holds, else ``b``: elementwise on arrays (``np.where``); for floats and
+    Values the chosen operand itself. A Value result records the condition (``P ≤ g``) when ``cond``
+    came from comparing Values, so the derivation can say why that branch was taken."""
+    if isinstance(cond, np.ndarray) or isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.where(cond, a, b)
+    chosen = a if cond else b
+    if isinstance(chosen, Value) and isinstance(cond, Cond):
+        return Value(chosen.value, chosen.dim, "where", (chosen,), extra=cond)
+    if isinstance(chosen, Value) or isinstance(a, Value) or isinstance(b, Value):
+        return chosen
+    return float(chosen)
+
+
+def choose(options: Mapping[str, Any]):
+    """The cheapest of several options: returns ``(choice, value)``.
+
+    ``options`` maps a label to a quantity (all floats, all arrays of one shape, or all Values). For
+    floats and Values ``choice`` is the winning label; for arrays it is an int array of indices into
+    ``list(options)``, per element. Ties go to the earliest option. A Value result records the
+    comparison (``min(T_ring, T_tree) → T_tree``).
+    """
+    labels = list(options)
+    if not labels:
+        raise ValueError("choose() needs at least one option")
+    vals = [options[k] for k in labels]
+    if any(isinstance(v, np.ndarray) for v in vals):
+        stack = np.stack(np.broadcast_arrays(*[np.asarray(v, dtype=float) for v in vals]))
+        idx = np.argmin(stack, axis=0)
+        return idx, np.take_along_axis(stack, idx[None, ...], axis=0)[0]
+    best = 0
+    for i in range(1, len(vals)):
+        if value_of(vals[i]) < value_of(vals[best]):
+            best = i
+    if any(isinstance(v, Value) for v in vals):
+        vs = tuple(_as_value(v) for v in vals)
+        for v in vs[1:]:
+            _same_dim(vs[0], v, "min")
+        return labels[best], Value(vs[best].value, vs[best].dim, "choose", vs, extra=(tuple(labels), best))
+    return labels[best], float(vals[best])
+
+
+#: The operations as one namespace, for ``from ccost.derive import ops``.
+ops = SimpleNamespace(log2=log2, maximum=maximum, minimum=minimum, where=where, ceil=ceil, floor=floor,
+                      sqrt=sqrt, choose=choose, constant=constant, named=named)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Printing
+
+_SUB_DIGITS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def _const_text(v: Value) -> str:
+    x = v.extra if v.extra is not None and v.extra != "constant" else v.value
+    if isinstance(x, (int, np.integer)) or float(x) == int(float(x)):
+        return f"{int(x)}" if abs(float(x)) < 1e6 else units.format_quantity(float(x), DIMENSIONLESS)
+    return units.format_quantity(float(x), DIMENSIONLESS)
+
+
+def _render(v: Value, subst: bool, top: bool = False) -> tuple[str, int]:
+    """(text, precedence) of ``v``: names (or their values, when ``subst``) for leaves and named steps;
+    the expression for anonymous intermediates."""
+    if v.op == "leaf":
+        if subst and v.extra != "constant":
+            return fmt(v), _PREC_ATOM if " " not in fmt(v) else _PREC_MUL
+        return v.name or "?", _PREC_ATOM
+    if v.op == "named" and not top:
+        return (fmt(v), _PREC_ATOM if " " not in fmt(v) else _PREC_MUL) if subst else (v.name or "?", _PREC_ATOM)
+    if v.op == "named":
+        return _render(v.args[0], subst, False)
+    if v.op == "const":
+        text = _const_text(v)
+        return text, _PREC_ATOM if not text.startswith("-") else _PREC_NEG
+    if v.op == "where":
+        return _render(v.args[0], subst, False)
+    if v.op == "neg":
+        inner, p = _render(v.args[0], subst)
+        return "−" + (f"({inner})" if p < _PREC_ATOM and p != _PREC_NEG else inner), _PREC_NEG
+    if v.op in ("+", "-"):
+        left, lp = _render(v.args[0], subst)
+        right, rp = _render(v.args[1], subst)
+        if v.op == "-" and rp <= _PREC_ADD:
+            right = f"({right})"
+        sym = " + " if v.op == "+" else " − "
+        return left + sym + right, _PREC_ADD
+    if v.op in ("*", "/"):
+        left, lp = _render(v.args[0], subst)
+        right, rp = _render(v.args[1], subst)
+        if lp < _PREC_MUL:
+            left = f"({left})"
+        if rp < _PREC_MUL or (v.op == "/" and rp == _PREC_MUL and not _is_unit_atom(v.args[1], subst)):
+            right = f"({right})"
+        if v.op == "*":
+            sym = " × " if subst else "·"
+        else:
+            sym = " / " if subst else "/"
+        return left + sym + right, _PREC_MUL
+    if v.op == "call":
+        fname = v.extra[0] if isinstance(v.extra, tuple) else v.extra
+        args = [_render(a, subst)[0] for a in v.args]
+        if fname == "log₂" and len(args) == 1 and _render(v.args[0], subst)[1] == _PREC_ATOM:
+            return "log₂" + args[0], _PREC_ATOM
+        if fname == "ceil":
+            return "⌈" + args[0] + "⌉", _PREC_ATOM
+        if fname == "floor":
+            return "⌊" + args[0] + "⌋", _PREC_ATOM
+        if fname == "√":
+            inner, p = _render(v.args[0], subst)
+            return ("√" + inner if p == _PREC_ATOM else f"√({inner})"), _PREC_ATOM
+        return f"{fname}({', '.join(args)})", _PREC_ATOM
+    if v.op == "choose":
+        args = [_render(a, subst)[0] for a in v.args]
+        return f"min({', '.join(args)})", _PREC_ATOM
+    raise AssertionError(f"unknown Value op {v.op!r}")
+
+
+def _is_unit_atom(v: Value, subst: bool) -> bool:
+    # "896 KiB / 450 GB/s" needs no parentheses around a single quantity with its unit.
+    return subst and (v.op in ("leaf", "named") or (v.op == "where" and v.args[0].op in ("leaf", "named")))
+
+
+def formula(v: Value) -> str:
+    """The symbolic formula of ``v`` (names of leaves and named steps; anonymous parts inline)."""
+    return _render(v, False, top=True)[0]
+
+
+def substituted(v: Value) -> str:
+    """``formula(v)`` with every name replaced by its formatted value and unit."""
+    return _render(v, True, top=True)[0]
+
+
+def _notes(v: Value, top: bool = True) -> list[str]:
+    """Why-notes of the anonymous part of ``v``'s expression: which branch a max/min/where/choose took."""
+    out: list[str] = []
+    if v.op in ("leaf", "const") or (v.op == "named" and not top):
+        return out
+    if v.op == "call" and isinstance(v.extra, tuple):
+        fname, i = v.extra
+        winner = v.args[i]
+        if winner.op != "const":  # "min(P − 1, 1) is 1" says nothing the substituted line doesn't
+            label = winner.name or _render(winner, False)[0]
+            out.append(f"{fname} is {label} ({fmt(winner)})")
+    elif v.op == "where" and isinstance(v.extra, Cond):
+        out.append(f"{v.extra.formula}: {v.extra.substituted}" if v.extra.result
+                   else f"not {v.extra.formula}: {v.extra.substituted} is false")
+    elif v.op == "choose":
+        labels, i = v.extra
+        out.append(f"cheapest: {labels[i]} ({fmt(v.args[i])})")
+    for a in v.args:
+        out.extend(_notes(a, False))
+    return out
+
+
+@dataclass(frozen=True)
+class Step:
+    """One line of a derivation: ``name = formula = substituted = result``.
+
+    ``kind`` is ``"input"`` for leaves (formula and substituted are then the value itself) and ``"step"``
+    for named intermediates; ``note`` says which branch a max/min/where/choose took; ``source`` is where
+    an input came from.
+    """
+
+    name: str
+    description: str | None
+    formula: str
+    substituted: str
+    value: float
+    dim: Dim
+    result: str
+    kind: str = "step"
+    note: str | None = None
+    source: str | None = None
+
+    def line(self) -> str:
+        """The step as one line of text (what ``ccost explain`` prints)."""
+        if self.kind == "input":
+            text = f"{self.name} = {self.result}"
+        else:
+            parts = [self.name, self.formula]
+            if self.substituted != self.formula:
+                parts.append(self.substituted)
+            if self.result != parts[-1]:
+                parts.append(self.result)
+            text = " = ".join(parts)
+        extra = [x for x in (self.description, self.source and f"source: {self.source}", self.note) if x]
+        return text + ("  — " + "; ".join(extra) if extra else "")
+
+
+def _step_of(v: Value) -> Step:
+    if v.op == "leaf":
+        return Step(v.name or "?", v.description, v.name or "?", fmt(v), v.value, v.dim, fmt(v),
+                    kind="input", source=v.source)
+    notes = _notes(v)
+    return Step(v.name or "result", v.description, formula(v), substituted(v), v.value, v.dim, fmt(v),
+                kind="step", note="; ".join(notes) or None)
+
+
+def steps(*values) -> list[Step]:
+    """The ordered, de-duplicated derivation of ``values``: every input and named step they depend on,
+    dependencies first, each once (by identity), then the values themselves. Non-Value arguments are
+    skipped, so callers can pass a result of any mode. Constants such as ``ln 2`` are not listed."""
+    out: list[Step] = []
+    seen: set[int] = set()
+
+    def visit(v: Value, top: bool) -> None:
+        # Iterative post-order would be faster; derivations are small (tens of steps), recursion is clear.
+        if id(v) in seen:
+            return
+        if v.op == "leaf":
+            seen.add(id(v))
+            if v.extra != "constant":
+                out.append(_step_of(v))
+            return
+        if v.op == "const":
+            return
+        for a in v.args:
+            visit(a, False)
+        if v.op == "named" or top:
+            seen.add(id(v))
+            out.append(_step_of(v))
+
+    for x in values:
+        for v in _flatten(x):
+            visit(v, True)
+    return out
+
+
+def _flatten(x) -> Iterable[Value]:
+    if isinstance(x, Value):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _flatten(y)
+    elif hasattr(x, "__dataclass_fields__"):
+        for f in x.__dataclass_fields__:
+            yield from _flatten(getattr(x, f))
+
+
+def to_text(step_list: Sequence[Step], inputs: bool = True) -> str:
+    """The derivation as plain text, one step per line (``ccost explain``). ``inputs=False`` leaves out
+    the input lines."""
+    lines = [s.line() for s in step_list if inputs or s.kind != "input"]
+    return "\n".join(lines)

@@ -114,7 +114,6 @@ class _Run:
     (the Lark object is shared, so per-parse state cannot live on it)."""
 
     text: str
-    skip: dict[int, str] = field(default_factory=dict)  # token start -> "member" | "item" | "token"
     insert_after: dict[int, str] = field(default_factory=dict)  # token start -> synthetic token type
     tokens: list[tuple[Token, int, int]] = field(default_factory=list)  # (token, bracket depth, braces)
     comments: list[Token] = field(default_factory=list)
@@ -147,66 +146,22 @@ class _PostLex:
         braces = 0  # { }
         item_start: Token | None = None
         at_item_start = True
-        skipping: str | None = None
-        skip_depth = skip_braces = 0
         tokens = run.tokens
         for tok in stream:
-            kind = run.skip.get(tok.start_pos) if run.skip else None
-            if skipping is None and kind is not None:
-                if kind == "token":
-                    continue
-                skipping, skip_depth, skip_braces = kind, depth, braces
-            if skipping is not None:
-                t = tok.type
-                if t in _OPEN:
-                    depth += 1
-                elif t in _CLOSE:
-                    depth = max(depth - 1, skip_depth)
-                if skipping == "member":
-                    if t == "RBRACE" or (depth == skip_depth and t in ("_NL", "SEMICOLON")):
-                        skipping = None
-                        depth = skip_depth
-                        # fall through: the separator or `}` is kept
-                    else:
-                        continue
-                else:  # item: up to the end of the line, or through the matching `}`
-                    if t == "LBRACE":
-                        braces += 1
-                        continue
-                    if t == "RBRACE":
-                        braces -= 1
-                        if braces <= skip_braces:
-                            braces = skip_braces
-                            skipping = None
-                            depth = skip_depth
-                            at_item_start = True
-                        continue
-                    if t == "_NL" and braces == skip_braces and depth == skip_depth:
-                        skipping = None
-                        # fall through: keep the newline
-                    else:
-                        continue
-
             t = tok.type
             if t == "_NL" and depth > 0:
                 continue
             tokens.append((tok, depth, braces))
             if t in _OPEN:
                 depth += 1
-                run.brackets.append(tok)
                 if depth > MAX_DEPTH:
                     raise _TooDeep(tok)
             elif t in _CLOSE:
-                if depth > 0:
-                    depth -= 1
-                    run.brackets.pop()
+                depth = max(depth - 1, 0)
             elif t == "LBRACE":
                 braces += 1
-                run.blocks.append((item_start or tok, tok))
             elif t == "RBRACE":
-                if braces > 0:
-                    braces -= 1
-                    run.blocks.pop()
+                braces = max(braces - 1, 0)
                 if braces == 0:
                     at_item_start = True
             if braces == 0 and t != "RBRACE":
@@ -216,16 +171,30 @@ class _PostLex:
                     item_start = tok
                     at_item_start = False
             yield tok
+            # Bookkeeping for diagnostics only after the parser accepted the token: when it rejects
+            # one, the generator stays suspended at the yield and this still describes the state
+            # before the bad token (which `}` or `(` is still open).
+            if t in _OPEN:
+                run.brackets.append(tok)
+            elif t in _CLOSE:
+                if run.brackets:
+                    run.brackets.pop()
+            elif t == "LBRACE":
+                run.blocks.append((item_start or tok, tok))
+            elif t == "RBRACE":
+                if run.blocks:
+                    run.blocks.pop()
             extra = run.insert_after.get(tok.start_pos) if run.insert_after else None
             if extra is not None:
                 syn = _synthetic(extra, "}" if extra == "RBRACE" else ";", tok)
                 tokens.append((syn, depth, braces))
                 if extra == "RBRACE" and braces > 0:
                     braces -= 1
-                    run.blocks.pop()
                     if braces == 0:
                         at_item_start = True
                 yield syn
+                if extra == "RBRACE" and run.blocks:
+                    run.blocks.pop()
 
 
 def _on_comment(tok: Token) -> Token:
@@ -265,13 +234,13 @@ def parse(text: str, path: str) -> T.File:
     parser = _parser()
     diags: list[Diagnostic] = []
     lines_with_errors: set[int] = set()
-    skip: dict[int, str] = {}
+    seen: set[tuple[int, str]] = set()
     insert_after: dict[int, str] = {}
     working = text
     last_pos = -1
     lark_tree = None
     for _round in range(MAX_ERRORS + 1):
-        run = _Run(working, dict(skip), dict(insert_after))
+        run = _Run(working, dict(insert_after))
         token = _RUN.set(run)
         try:
             lark_tree = parser.parse(working)
@@ -290,10 +259,13 @@ def parse(text: str, path: str) -> T.File:
                 if line not in lines_with_errors:  # one per line: the rest would be a cascade
                     diags.append(repair.diagnostic)
                     lines_with_errors.add(line)
-            if not repair.progress() or pos < last_pos or (pos == last_pos and not repair.blank):
+            key = (pos, repair.diagnostic.message if repair.diagnostic else "")
+            if not repair.progress() or pos < last_pos or key in seen:
                 break
+            seen.add(key)
             last_pos = pos
-            skip.update(repair.skip)
+            for a, mode in repair.skip.items():
+                repair.blank.append((a, _statement_end(working, a, mode)))
             insert_after.update(repair.insert_after)
             for a, b in repair.blank:
                 working = working[:a] + "".join(c if c == "\n" else " " for c in working[a:b]) + working[b:]
@@ -315,6 +287,45 @@ def parse(text: str, path: str) -> T.File:
     return file
 
 
+def _statement_end(text: str, i: int, mode: str) -> int:
+    """Where a member or item that starts at ``i`` ends, scanning characters (strings, comments and
+    brackets respected), for the "member" and "item" repairs."""
+    n = len(text)
+    if mode == "token":
+        return min(i + 1, n)
+    depth = braces = 0
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] not in '"\n':
+                j += 2 if text[j] == "\\" and j + 1 < n and text[j + 1] != "\n" else 1
+            i = j + 1 if j < n and text[j] == '"' else j
+            continue
+        if c == "#":
+            j = text.find("\n", i)
+            i = n if j == -1 else j
+            continue
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth = max(depth - 1, 0)
+        elif c == "{" and mode == "item":
+            braces += 1
+        elif c == "}":
+            if mode == "member":
+                return i  # the `}` closes the block: keep it
+            braces -= 1
+            if braces <= 0:
+                return i + 1
+        elif c == "\n" and depth == 0 and braces == 0:
+            return i
+        elif c == ";" and mode == "member" and depth == 0:
+            return i
+        i += 1
+    return n
+
+
 def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:
     return sorted(diags, key=lambda d: (d.span.line, d.span.column) if d.span else (0, 0))
 
@@ -331,12 +342,19 @@ def _error_pos(exc: UnexpectedInput) -> int:
 
 @dataclass
 class _Repair:
+    """One diagnostic and the positional repair that gets the next round past it.
+
+    ``skip`` maps a start offset to "member" (blank to the next `;`, newline or `}` outside brackets),
+    "item" (blank to the end of the line, or through the matching `}`) or "token" (one character).
+    Skipping is done on the text, not on tokens, because the contextual lexer would otherwise fail on
+    the next token of a broken member before a postlexer could drop it."""
+
     diagnostic: Diagnostic | None
     skip: dict[int, str] = field(default_factory=dict)
     insert_after: dict[int, str] = field(default_factory=dict)
     blank: list[tuple[int, int]] = field(default_factory=list)
 
-    def progress(self) -> bool:
+    def progress(self) -> bool:  # a repair must change something, or the next round fails the same way
         return bool(self.skip or self.insert_after or self.blank)
 
 
@@ -357,8 +375,14 @@ def _describe_token(tok: Token) -> str:
     return f"`{tok.value}`"
 
 
-def _describe_expected(expected: set[str] | frozenset[str]) -> str:
+def _describe_expected(expected: set[str] | frozenset[str], bracket: Token | None = None) -> str:
+    """Say in words what the parser would have accepted. LALR merges look-aheads, so the raw set has
+    tokens that cannot be right here; ``bracket`` (the innermost open bracket) narrows it."""
     exp = set(expected)
+    if "NUMBER" in exp:  # a value is needed: a newline or `;` could not end the member here
+        exp -= {"_NL", "SEMICOLON", "RBRACE"}
+    if bracket is not None:
+        exp -= {"_NL", "SEMICOLON", "RBRACE", "RSQB" if bracket.type == "LPAR" else "RPAR"}
     parts: list[str] = []
     if {"NUMBER", "NAME", "STRING"} <= exp:
         parts.append("a value (a number, a name, a string, a list or an expression)")
@@ -457,10 +481,20 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
         return _Repair(error("E001", f"the file ends too early; expected {_describe_expected(expected)}",
                              _tok_span(path, prev) if prev is not None else Span.point(path, 1, 1)))
 
+    # --- `x = (1 + 2 }` or `x = [1, 2; y = 3`: a bracket still open where the member ends
+    if run.brackets and tok.type in ("RBRACE", "SEMICOLON") and start is not None:
+        b = run.brackets[-1]
+        close = ")" if b.type == "LPAR" else "]"
+        return _Repair(error("E001", f"this `{b.value}` is not closed before the {_describe_token(tok)} "
+                             f"on line {tok.line}", _tok_span(path, b), f"add `{close}` where the expression ends"),
+                       skip={start.start_pos: "member" if in_block else "item"})
+
     # --- inside a block, right after a field name: `=` was expected
     if in_block and start is not None and prev is start and "EQUAL" in expected and start.type != "RBRACE":
-        if start.value in BLOCK_KINDS + ("import",) and tok.type in ("NAME", "STRING", "LBRACE", "EXTENDS",
-                                                                     "UNIT", "_NL"):
+        eol = text.find("\n", start.start_pos)
+        header_like = "{" in text[start.start_pos:eol if eol != -1 else len(text)]
+        if ((start.value in BLOCK_KINDS and header_like and tok.type in ("NAME", "UNIT", "STRING", "LBRACE", "EXTENDS"))
+                or (start.value == "import" and tok.type == "STRING")):
             # `link nvlink4 {` where a member was expected: the previous block lacks its `}`.
             head, lbrace = run.blocks[-1]
             what = _block_label(run, head, lbrace)
@@ -528,12 +562,18 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
                        skip={start.start_pos: "item"})
 
     # --- anything else: name what was found and what would fit, drop the member
-    msg = f"unexpected {_describe_token(tok)}; expected {_describe_expected(expected)}"
+    bracket = run.brackets[-1] if run.brackets else None
+    found = "end of line" if tok.type == "_NL" else _describe_token(tok)
+    msg = f"unexpected {found}; expected {_describe_expected(expected, bracket)}"
     help_ = None
     if tok.type == "_NL" and prev is not None and prev.type in ("PLUS", "MINUS", "STAR", "SLASH"):
         help_ = f"the expression ends with `{prev.value}`; finish it or wrap a long one in `( )`"
     elif tok.type == "EQUAL":
         help_ = "`=` only joins a field name to its value, once per member"
+    elif bracket is not None and bracket.type == "LSQB" and tok.type in ("NUMBER", "NAME", "STRING", "UNIT"):
+        help_ = "separate list items with `,`: `[1, 2, 4]`"
+    elif tok.type == "DOT":
+        help_ = "a reference is `NAME` or `NAME.FIELD`, one dot at most"
     rep = _Repair(error("E001", msg, _tok_span(path, tok), help_))
     if start is not None:
         rep.skip[start.start_pos] = "member" if in_block else "item"
@@ -567,6 +607,11 @@ def _diagnose_chars(exc: UnexpectedCharacters, run: _Run, path: str, text: str) 
                             Span(path, line, col, line, col + max(eol - pos, 1)),
                             "end the string with `\"` on the same line (write `\\\"` for a quote inside it)"),
                       blank=[(pos, eol)])
+        rest = text[pos:eol].rstrip()
+        if rest.endswith("{") and start is not None and not in_block:
+            # `link a "NVLink {`: the title lost its closing quote; keep the `{` so the body still parses
+            rep.blank = [(pos, pos + len(rest) - 1)]
+            return rep
     elif ch == ":" and "EQUAL" in (exc.allowed or ()) and start is not None:
         rep = _Repair(error("E005", f"expected `=` after the field name `{start.value}`, found `:`",
                             Span.point(path, line, col),

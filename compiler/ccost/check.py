@@ -1,0 +1,1114 @@
+"""Resolve and check a .ccost spec: syntax trees in, an immutable ``ccost.spec.Spec`` out.
+
+The stages, in order:
+
+1. **load** — parse the spec and, depth first, every file it imports (relative to the importing file, or
+   ``std/...`` from the bundled library); import cycles and missing files are reported with the chain.
+2. **declare** — one table of names for the spec and its imports: duplicates (E102), keywords used as
+   names (E110), unknown fields with a did-you-mean (E103), ``extends`` of another kind or in a cycle
+   (E107), more than one policy per file (E109).
+3. **evaluate** — every field, lazily and once: expressions are evaluated on ``(SI float, Dim)`` pairs
+   (unit algebra on floats, never Pint arithmetic), ``NAME.FIELD`` reads another block's field (written,
+   inherited or defaulted), and the value is checked against the schema: dimension, whole numbers,
+   ranges, enums, references.
+4. **build** — frozen entities from the checked values (the builders live in ``ccost.schema``), then the
+   topology checks that need no cost model (``_check_plan``).
+
+Every problem of the spec and its imports is collected; the caller gets them all at once (``CheckResult``,
+or one ``CcostError`` from ``load_spec``). The schema (``ccost.schema``) drives stages 2-4, so a new block
+kind needs no change here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Iterable
+
+from ccost import schema as SC
+from ccost import units as U
+from ccost.diagnostics import CcostError, Diagnostic, Diagnostics, Span, error, warning
+from ccost.spec import Policy, Spec
+from ccost.syntax import tree as T
+
+Reader = Callable[[str], str]
+
+# A sweep is evaluated point by point; beyond this many points it is a typo, not a study (DESIGN §8).
+MAX_SWEEP_POINTS = 100_000
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What ``check_file``/``check_text`` return: the spec (None when there are errors), every diagnostic
+    (errors and warnings, sorted by place) and the text of every file read, for rendering."""
+
+    spec: Spec | None
+    diagnostics: list[Diagnostic]
+    sources: dict[str, str]
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.is_error]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if not d.is_error]
+
+    @property
+    def ok(self) -> bool:
+        return self.spec is not None and not self.errors
+
+
+def check_file(path: str, reader: Reader | None = None) -> CheckResult:
+    """Check the spec at ``path`` and everything it imports.
+
+    ``reader(path) -> str`` reads a file (default: the working tree); it raises ``FileNotFoundError`` for a
+    missing file and ``CcostError`` (E002) for one that cannot be read. ``ccost diff`` passes a reader
+    that answers from a git revision.
+    """
+    return _Checker(reader).run(path, None)
+
+
+def check_text(text: str, path: str = "<text>", reader: Reader | None = None) -> CheckResult:
+    """Check spec text as if it were the file ``path`` (imports are resolved relative to it)."""
+    return _Checker(reader).run(path, text)
+
+
+def load_spec(path: str, reader: Reader | None = None) -> tuple[Spec, list[Diagnostic]]:
+    """The checked spec and its warnings; raises ``CcostError`` with every error (``.sources`` set, so the
+    CLI can show the source lines).
+
+    >>> spec, warnings = load_spec("specs/llama3-70b-decode.ccost")   # doctest: +SKIP
+    >>> spec.plans["tp8"].gpus                                         # doctest: +SKIP
+    8
+    """
+    result = check_file(path, reader)
+    if result.spec is None or result.errors:
+        exc = CcostError(result.diagnostics)
+        exc.sources = result.sources  # type: ignore[attr-defined]
+        raise exc
+    return result.spec, result.warnings
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reading files
+
+
+def _default_reader(path: str) -> str:
+    from ccost.syntax.parse import read_source
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(path)
+    return read_source(path)
+
+
+def _std_dir() -> str | None:
+    from ccost.resources import resource_dir
+
+    try:
+        return str(resource_dir("std"))
+    except FileNotFoundError:
+        return None
+
+
+@dataclass(eq=False)
+class _File:
+    display: str  # the name in diagnostics and ``sources``
+    real: str  # a path that opens the file (``Spec.files``)
+    key: str  # identity: the real path, normalised
+    tree: T.File | None = None
+    imports: list[str] = field(default_factory=list)  # keys
+
+
+@dataclass(eq=False)
+class _Block:
+    node: T.Block
+    kind: SC.BlockKind | None
+    file: _File
+    name: str | None
+
+    @property
+    def where(self) -> Span:
+        return self.node.name_span or self.node.kind_span or self.node.span
+
+    @property
+    def label(self) -> str:
+        return f"{self.node.kind} `{self.name}`" if self.name else self.node.kind
+
+
+class _Bad(Exception):
+    """An expression failed; its diagnostic is already in the bag."""
+
+
+_ERR = object()  # a field whose value failed to check
+_UNSET = object()  # a field neither written nor defaulted
+
+
+def _unparen(e: T.Expr) -> T.Expr:
+    while isinstance(e, T.Paren):
+        e = e.inner
+    return e
+
+
+def _suggest(word: str, candidates: Iterable[str]) -> str | None:
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
+    s = _suggest(word, candidates)
+    return f"did you mean `{s}`?" if s else None
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+class _Checker:
+    def __init__(self, reader: Reader | None):
+        self.read: Reader = reader or _default_reader
+        self.diags = Diagnostics()
+        self.sources: dict[str, str] = {}
+        self.files: dict[str, _File] = {}  # key -> file, in load order (imports before importers)
+        self.loading: list[_File] = []
+        self.blocks: list[_Block] = []
+        self.names: dict[str, _Block] = {}
+        self.visible: dict[str, frozenset[str]] = {}
+        self.bad_blocks: set[int] = set()  # id(_Block) whose extends chain is broken
+        self.members_memo: dict[int, dict[str, tuple[T.Member, _Block]]] = {}
+        self.values: dict[tuple[int, str], Any] = {}
+        self.active: list[tuple[_Block, str]] = []
+        self.entities: dict[int, Any] = {}
+        self.building: set[int] = set()
+        self._field_ctx: SC.Field | None = None  # the field being evaluated, for hints deep in expressions
+
+    def add(self, d: Diagnostic) -> None:
+        self.diags.add(d)
+
+    # --- 1. load ---------------------------------------------------------------------------------------
+
+    def run(self, path: str, text: str | None) -> CheckResult:
+        root = _File(display=path, real=path, key=os.path.normpath(os.path.abspath(path)))
+        try:
+            if text is None:
+                try:
+                    text = self.read(path)
+                except FileNotFoundError:
+                    self.add(error("E002", f"{path}: no such file",
+                                   help="check the path; specs usually live in specs/"))
+                    return self._result(None)
+                except CcostError as exc:
+                    self.diags.extend(exc.diagnostics)
+                    return self._result(None)
+            self._load(root, text)
+            self._declare()
+            spec = self._build_spec(root)
+        except RecursionError:  # the parser bounds nesting; this is the last line of defence
+            self.add(error("E006", "an expression or a chain of references is nested too deeply",
+                           Span.point(path, 1, 1), help="split it into smaller parts"))
+            spec = None
+        return self._result(spec)
+
+    def _result(self, spec: Spec | None) -> CheckResult:
+        diags = self.diags.sorted()
+        if any(d.is_error for d in diags):
+            spec = None
+        return CheckResult(spec, diags, dict(self.sources))
+
+    def _load(self, f: _File, text: str) -> None:
+        from ccost.syntax.parse import parse
+
+        self.sources[f.display] = text
+        self.loading.append(f)
+        try:
+            f.tree = parse(text, f.display)
+        except CcostError as exc:
+            self.diags.extend(exc.diagnostics)
+            f.tree = None
+        if f.tree is not None:
+            for imp in f.tree.imports:
+                target = self._locate(imp, f)
+                if target is None:
+                    continue
+                if any(g.key == target.key for g in self.loading):
+                    start = next(i for i, g in enumerate(self.loading) if g.key == target.key)
+                    chain = " → ".join([g.display for g in self.loading[start:]] + [target.display])
+                    self.add(error("E105", f"import cycle: {chain}", imp.path_span,
+                                   help="move the shared blocks into a file that both import, and import "
+                                        "it from each"))
+                    continue
+                if target.key in self.files:
+                    f.imports.append(target.key)
+                    continue
+                try:
+                    target_text = self.read(target.real)
+                except FileNotFoundError:
+                    self._missing_import(imp, f, target)
+                    continue
+                except CcostError as exc:
+                    self.diags.extend(self._at_import(d, imp) for d in exc.diagnostics)
+                    continue
+                self._load(target, target_text)
+                f.imports.append(target.key)
+        self.loading.pop()
+        self.files[f.key] = f
+
+    def _at_import(self, d: Diagnostic, imp: T.Import) -> Diagnostic:
+        """A read error of an imported file has no place in that file; show the import line instead."""
+        if d.span is not None:
+            return d
+        return Diagnostic(d.code, d.severity, d.message, imp.path_span, d.help, d.notes)
+
+    def _locate(self, imp: T.Import, importer: _File) -> _File | None:
+        path = imp.path
+        if not path.strip():
+            self.add(error("E106", "an empty import path", imp.path_span,
+                           help='name a file: `import "std/gpus.ccost"`'))
+            return None
+        if path.startswith("std/"):
+            std = _std_dir()
+            if std is None:
+                self.add(error("E106", "this installation of ccost has no bundled std/ library",
+                               imp.path_span))
+                return None
+            real = os.path.join(std, path[4:])
+            return _File(display=os.path.normpath(path), real=real, key=os.path.normpath(os.path.abspath(real)))
+        if os.path.isabs(path):
+            display = real = os.path.normpath(path)
+        else:
+            # display and real differ inside the bundled library: `std/a.ccost` importing "b.ccost"
+            display = os.path.normpath(os.path.join(os.path.dirname(importer.display), path))
+            real = os.path.normpath(os.path.join(os.path.dirname(importer.real), path))
+        return _File(display=display, real=real, key=os.path.normpath(os.path.abspath(real)))
+
+    def _missing_import(self, imp: T.Import, importer: _File, target: _File) -> None:
+        chain = " → ".join([g.display for g in self.loading] + [target.display])
+        folder = os.path.dirname(target.real) or "."
+        help_text = None
+        try:
+            siblings = sorted(n for n in os.listdir(folder) if n.endswith(".ccost"))
+        except OSError:
+            siblings = []
+        base = os.path.basename(target.real)
+        guess = _suggest(base, siblings)
+        if guess:
+            shown = os.path.join(os.path.dirname(imp.path), guess) if os.path.dirname(imp.path) else guess
+            help_text = f'did you mean `import "{shown}"`?'
+        elif imp.path.startswith("std/") and siblings:
+            help_text = "the std library has: " + ", ".join(f'"std/{n}"' for n in siblings)
+        else:
+            help_text = "a relative path is relative to the importing file; the bundled library is `std/...`"
+        self.add(error("E106", f"imported file not found: {target.display}", imp.path_span, help=help_text,
+                       notes=[f"import chain: {chain}"]))
+
+    # --- 2. declare ------------------------------------------------------------------------------------
+
+    def _declare(self) -> None:
+        keywords = SC.keywords()
+        for f in self.files.values():
+            if f.tree is None:
+                continue
+            policies: list[_Block] = []
+            for node in f.tree.blocks:
+                kind = SC.SCHEMA.get(node.kind)
+                b = _Block(node, kind, f, node.name)
+                if kind is None:
+                    self.add(error("E001", f"unknown block kind `{node.kind}`", node.kind_span,
+                                   help=_did_you_mean(node.kind, SC.SCHEMA) or
+                                   "the kinds are " + ", ".join(SC.SCHEMA)))
+                    continue
+                self.blocks.append(b)
+                if not kind.named:
+                    policies.append(b)
+                    if len(policies) > 1:
+                        first = policies[0].node.kind_span
+                        self.add(error("E109", f"a second `{node.kind}` block in this file", node.kind_span,
+                                       help=f"merge it into the first one, at {first}",
+                                       notes=[f"the first is at {first}"]))
+                elif node.name is None:
+                    self.add(error("E001", f"a {node.kind} block needs a name", node.kind_span,
+                                   help=f"write `{node.kind} NAME {{ ... }}`"))
+                elif node.name in keywords:
+                    self.add(error("E110", f"`{node.name}` is a keyword and cannot name a block",
+                                   node.name_span or node.kind_span,
+                                   help=f"pick another name, like `my_{node.name}`"))
+                elif node.name in self.names:
+                    first = self.names[node.name]
+                    self.add(error("E102", f"`{node.name}` is defined twice", b.where,
+                                   help="rename one of them",
+                                   notes=[f"first defined as {first.node.kind} `{node.name}` at {first.where}"]))
+                else:
+                    self.names[node.name] = b
+                self._check_member_names(b)
+        for f in self.files.values():
+            self._visible(f.key, set())
+        for b in self.blocks:
+            self._check_extends(b)
+
+    def _check_member_names(self, b: _Block) -> None:
+        kind = b.kind
+        assert kind is not None
+        varies = SC.SCHEMA[kind.varies] if kind.varies else None
+        seen: dict[str, T.Member] = {}
+        for m in b.node.members:
+            if m.name in seen:
+                self.add(error("E102", f"`{m.name}` is set twice in {b.label}", m.name_span,
+                               help="keep one of them", notes=[f"first set at {seen[m.name].name_span}"]))
+                continue
+            seen[m.name] = m
+            if kind.field(m.name) is None and not (varies and varies.field(m.name)):
+                names = list(kind.field_names) + (list(varies.field_names) if varies else [])
+                hint = _did_you_mean(m.name, names)
+                known = ", ".join(f"`{n}`" for n in names)
+                self.add(error("E103", f"{kind.name} has no field `{m.name}`", m.name_span,
+                               help=hint or f"the fields of a {kind.name} are {known}"))
+
+    def _visible(self, key: str, stack: set[str]) -> frozenset[str]:
+        if key in self.visible:
+            return self.visible[key]
+        f = self.files[key]
+        names = {b.name for b in self.blocks if b.file is f and b.name}
+        stack = stack | {key}
+        for k in f.imports:
+            if k not in stack and k in self.files:
+                names |= self._visible(k, stack)
+        self.visible[key] = frozenset(names)
+        return self.visible[key]
+
+    def _check_extends(self, b: _Block) -> None:
+        node = b.node
+        if node.extends is None:
+            return
+        chain = [b]
+        cur = b
+        while cur.node.extends is not None:
+            span = cur.node.extends_span or cur.where
+            parent = self.names.get(cur.node.extends)
+            if parent is None or cur.node.extends not in self.visible.get(cur.file.key, frozenset()):
+                if cur is b:
+                    self._unknown_name(cur.node.extends, cur.file, span, cur.node.kind)
+                self.bad_blocks.add(id(b))
+                return
+            if parent.node.kind != cur.node.kind:
+                if cur is b:
+                    self.add(error("E107", f"{b.label} cannot extend {parent.label}: a block extends "
+                                   "another of its own kind", span,
+                                   help=_did_you_mean(cur.node.extends,
+                                                      [n for n, x in self.names.items()
+                                                       if x.node.kind == b.node.kind and x is not b])))
+                self.bad_blocks.add(id(b))
+                return
+            if parent in chain:
+                start = chain.index(parent)
+                loop = chain[start:] + [parent]
+                if parent is b:  # report each cycle once, on its members
+                    text = " → ".join(x.name or "?" for x in loop)
+                    self.add(error("E107", f"extends cycle: {text}", span,
+                                   help="one of these blocks must stand on its own"))
+                self.bad_blocks.add(id(b))
+                return
+            chain.append(parent)
+            cur = parent
+
+    def _unknown_name(self, name: str, f: _File, span: Span, want: str | None) -> None:
+        """E101 with the best hint: a near name in scope, or the file that defines it."""
+        if name in self.names and name not in self.visible.get(f.key, frozenset()):
+            where = self.names[name].file.display
+            self.add(error("E101", f"`{name}` is defined in {where}, which {f.display} does not import",
+                           span, help=f'add `import "{os.path.relpath(where, os.path.dirname(f.display) or ".")}"`'))
+            return
+        scope = self.visible.get(f.key, frozenset())
+        same_kind = [n for n in scope if want and self.names[n].node.kind == want]
+        hint = _did_you_mean(name, same_kind) or _did_you_mean(name, scope)
+        notes = []
+        if want and same_kind:
+            notes.append(f"{want} blocks in scope: " + ", ".join(sorted(same_kind)[:12]))
+        what = f"no {want} named `{name}`" if want else f"unknown name `{name}`"
+        if not hint and want in ("gpu", "link", "model"):
+            hint = f'define it, or import the bundled library: `import "std/{want}s.ccost"`'
+        self.add(error("E101", what, span, help=hint, notes=notes))
+
+    # --- 3. evaluate -----------------------------------------------------------------------------------
+
+    def _members(self, b: _Block) -> dict[str, tuple[T.Member, _Block]]:
+        """The block's members, through its extends chain (the parent first, the child overriding)."""
+        memo = self.members_memo.get(id(b))
+        if memo is not None:
+            return memo
+        merged: dict[str, tuple[T.Member, _Block]] = {}
+        self.members_memo[id(b)] = merged  # guards against a cycle that slipped through
+        if b.node.extends is not None and id(b) not in self.bad_blocks:
+            parent = self.names.get(b.node.extends)
+            if parent is not None:
+                merged.update(self._members(parent))
+        own: dict[str, tuple[T.Member, _Block]] = {}
+        for m in b.node.members:
+            own.setdefault(m.name, (m, b))
+        merged.update(own)
+        return merged
+
+    def _field(self, b: _Block, name: str) -> SC.Field | None:
+        assert b.kind is not None
+        return b.kind.field(name)
+
+    def _value(self, b: _Block, name: str, at: Span | None) -> Any:
+        """The checked value of field ``name`` of block ``b``: written, inherited or defaulted."""
+        key = (id(b), name)
+        if key in self.values:
+            return self.values[key]
+        if (b, name) in self.active:
+            start = self.active.index((b, name))
+            text = " → ".join(f"{x.name}.{n}" for x, n in self.active[start:]) + f" → {b.name}.{name}"
+            self.add(error("E112", f"reference cycle: {text}", at,
+                           help="one of these fields must be given a value of its own"))
+            return _ERR
+        f = self._field(b, name)
+        assert f is not None
+        self.active.append((b, name))
+        try:
+            members = self._members(b)
+            if name in members:
+                m, owner = members[name]
+                try:
+                    v = self._eval_field(m.value, f, owner)
+                except _Bad:
+                    v = _ERR
+            elif isinstance(f.default, SC.Same):
+                v = self._value(b, f.default.field, at)
+            elif f.default is not None:
+                v = f.default
+            else:
+                v = _UNSET
+        finally:
+            self.active.pop()
+        self.values[key] = v
+        return v
+
+    def _eval_field(self, expr: T.Expr, f: SC.Field, owner: _Block) -> Any:
+        t = f.type
+        e = _unparen(expr)
+        if t.kind == "list":
+            if not isinstance(e, T.ListExpr):
+                self.add(error("E205", f"`{f.name}` takes a list, like `{f.name} = {f.example}`; got "
+                               f"{self._describe(e)}", expr.span, help=f"write `{f.name} = {f.example}`"))
+                raise _Bad
+            if not e.items:
+                self.add(error("E203", f"`{f.name}` is an empty list", expr.span,
+                               help=f"name at least one, like `{f.name} = {f.example}`"))
+                raise _Bad
+            assert t.item is not None
+            return self._eval_items(e.items, t.item, f, owner)
+        if isinstance(e, T.ListExpr):
+            hint = f"give one value, like `{f.name} = {f.example}`"
+            if owner.kind is not None and owner.kind.name == "plan":
+                hint += f"; to try several, write a sweep: `sweep NAME {{ base = PLAN; {f.name} = [...] }}`"
+            self.add(error("E205", f"`{f.name}` takes one value, not a list", expr.span, help=hint))
+            raise _Bad
+        return self._eval_item(e, t, f, owner, expr.span)
+
+    def _eval_items(self, items: Iterable[T.Expr], t: SC.FieldType, f: SC.Field, owner: _Block) -> tuple:
+        out, bad = [], False
+        for item in items:
+            e = _unparen(item)
+            if isinstance(e, T.ListExpr):
+                self.add(error("E205", f"a list inside a list in `{f.name}`", item.span,
+                               help="write one flat list of values"))
+                bad = True
+                continue
+            try:
+                out.append(self._eval_item(e, t, f, owner, item.span))
+            except _Bad:
+                bad = True
+        if bad:
+            raise _Bad
+        return tuple(out)
+
+    def _describe(self, e: T.Expr) -> str:
+        e = _unparen(e)
+        if isinstance(e, T.String):
+            return "a string"
+        if isinstance(e, T.Bool):
+            return f"`{str(e.value).lower()}`"
+        if isinstance(e, T.ListExpr):
+            return "a list"
+        if isinstance(e, T.Ref) and e.field is None:
+            return f"the name `{e.name}`"
+        return "a number"
+
+    def _eval_item(self, e: T.Expr, t: SC.FieldType, f: SC.Field, owner: _Block, span: Span) -> Any:
+        scope = owner.file
+        if t.kind == "enum":
+            if isinstance(e, T.Ref) and e.field is None:
+                word = e.name
+            elif isinstance(e, T.String):
+                word = e.value
+            elif isinstance(e, T.Ref):
+                v, ft = self._deref(e, scope)
+                if ft.type.kind != "enum":
+                    self._wrong_type(f, t, f"`{e.name}.{e.field}`, {ft.type.describe()}", span)
+                word = v
+            else:
+                self._wrong_type(f, t, self._describe(e), span)
+            if word not in t.values:
+                hint = _did_you_mean(word, t.values) or f"write one of: {', '.join(t.values)}"
+                self.add(error("E204", f"`{f.name}` must be one of {', '.join(t.values)}; got `{word}`", span,
+                               help=hint))
+                raise _Bad
+            return word
+        if t.kind == "ref":
+            if isinstance(e, T.Ref) and e.field is None:
+                return self._lookup(e.name, scope, span, t.ref, f).name
+            if isinstance(e, T.Ref):
+                v, ft = self._deref(e, scope)
+                if ft.type.kind == "ref" and ft.type.ref == t.ref:
+                    return v
+                self._wrong_type(f, t, f"`{e.name}.{e.field}`, {ft.type.describe()}", span)
+            if isinstance(e, T.String):
+                self.add(error("E205", f"`{f.name}` takes the name of a {t.ref} block, not a string", span,
+                               help=f"drop the quotes: `{f.name} = {e.value}`"))
+                raise _Bad
+            self._wrong_type(f, t, self._describe(e), span)
+        if t.kind == "string":
+            if isinstance(e, T.String):
+                return e.value
+            if isinstance(e, T.Ref) and e.field is not None:
+                v, ft = self._deref(e, scope)
+                if ft.type.kind == "string":
+                    return v
+            self._wrong_type(f, t, self._describe(e), span, help=f'put it in double quotes: `{f.name} = "..."`')
+        if t.kind == "bool":
+            if isinstance(e, T.Bool):
+                return e.value
+            if isinstance(e, T.Ref) and e.field is not None:
+                v, ft = self._deref(e, scope)
+                if ft.type.kind == "bool":
+                    return v
+            self._wrong_type(f, t, self._describe(e), span, help=f"write `{f.name} = true` or `{f.name} = false`")
+        # numeric
+        self._field_ctx = f
+        v, d = self._num(e, scope)
+        return self._check_number(v, d, t, f, e, span)
+
+    def _wrong_type(self, f: SC.Field, t: SC.FieldType, got: str, span: Span, help: str | None = None) -> None:
+        self.add(error("E205", f"`{f.name}` takes {t.describe()}; got {got}", span,
+                       help=help or f"write it like `{f.name} = {f.example}`"))
+        raise _Bad
+
+    # expressions on (SI float, Dim) pairs
+
+    def _num(self, e: T.Expr, scope: _File) -> tuple[float, U.Dim]:
+        if isinstance(e, T.Number):
+            v = float(e.value)
+            d: U.Dim = U.DIMENSIONLESS
+            if e.unit:
+                try:
+                    factor, d = U.parse_unit(e.unit)
+                except U.UnitError as exc:
+                    self._unknown_unit(e, exc)
+                v *= factor
+            return self._finite(v, d, e.span, "this number")
+        if isinstance(e, T.Paren):
+            return self._num(e.inner, scope)
+        if isinstance(e, T.Neg):
+            v, d = self._num(e.operand, scope)
+            return -v, d
+        if isinstance(e, T.BinOp):
+            return self._binop(e, scope)
+        if isinstance(e, T.Call):
+            return self._call(e, scope)
+        if isinstance(e, T.Ref):
+            if e.field is not None:
+                v, ft = self._deref(e, scope)
+                if not ft.type.numeric:
+                    self.add(error("E205", f"`{e.name}.{e.field}` is {ft.type.describe()}, not a number",
+                                   e.span, help="only numeric fields can be used in arithmetic"))
+                    raise _Bad
+                return float(v), ft.type.needs_dim
+            self._bare_name(e, scope)
+        if isinstance(e, T.String):
+            self.add(error("E205", "a string where a number is needed", e.span,
+                           help="drop the quotes, or use the string for a field like `source`"))
+            raise _Bad
+        if isinstance(e, T.Bool):
+            self.add(error("E205", f"`{str(e.value).lower()}` where a number is needed", e.span))
+            raise _Bad
+        if isinstance(e, T.ListExpr):
+            self.add(error("E205", "a list where one number is needed", e.span,
+                           help="lists go in `sweep` fields and `compare.plans`"))
+            raise _Bad
+        self.add(error("E205", "this expression is not a number", e.span))
+        raise _Bad
+
+    def _unknown_unit(self, e: T.Number, exc: U.UnitError) -> None:
+        f = getattr(self, "_field_ctx", None)
+        span = e.unit_span or e.span
+        if exc.suggestion:
+            help_text = f"did you mean `{exc.suggestion}`? write `{e.text} {exc.suggestion}`"
+        elif f is not None and f.type.kind in ("int", "count"):
+            help_text = f"`{f.name}` is a count: write a plain number, like `{f.name} = {e.text}`"
+        else:
+            help_text = "units are like `us`, `GB`, `GiB`, `GB/s`, `Gbit/s`, `TFLOP/s`, `%`"
+        if f is not None and f.type.kind in ("int", "count") and exc.suggestion:
+            help_text += f" (but `{f.name}` is a count: a plain number, like `{f.name} = {e.text}`)"
+        self.add(error("E202", f"unknown unit `{e.unit}`", span, help=help_text))
+        raise _Bad
+
+    def _bare_name(self, e: T.Ref, scope: _File) -> None:
+        f = getattr(self, "_field_ctx", None)
+        fname = f.name if f is not None else "this field"
+        if e.name in self.names and e.name in self.visible.get(scope.key, frozenset()):
+            b = self.names[e.name]
+            first = b.kind.fields[0].name if b.kind and b.kind.fields else "field"
+            self.add(error("E205", f"`{e.name}` is a {b.node.kind} block, not a number", e.span,
+                           help=f"name one of its fields, like `{e.name}.{first}`"))
+            raise _Bad
+        unit = self._as_unit(e.name)
+        if unit is not None:
+            example = f.example if f is not None else "2"
+            number = example.split(" ")[0]
+            self.add(error("E201", f"`{e.name}` is a unit without a number", e.span,
+                           help=f"write a number before the unit: `{fname} = {number} {unit}`"))
+            raise _Bad
+        if f is not None and f.type.kind == "enum":
+            pass
+        self._unknown_name(e.name, scope, e.span, None)
+        raise _Bad
+
+    def _as_unit(self, word: str) -> str | None:
+        try:
+            U.parse_unit(word)
+            return word
+        except U.UnitError as exc:
+            return exc.suggestion if word in U.COMMON_MISTAKES else None
+
+    def _binop(self, e: T.BinOp, scope: _File) -> tuple[float, U.Dim]:
+        # Evaluate both sides even when the left fails, so every mistake in one expression is reported.
+        lv = rv = None
+        try:
+            lv = self._num(e.left, scope)
+        except _Bad:
+            pass
+        try:
+            rv = self._num(e.right, scope)
+        except _Bad:
+            pass
+        if lv is None or rv is None:
+            raise _Bad
+        (a, da), (b, db) = lv, rv
+        if e.op in "+-":
+            if da != db:
+                self.add(error("E206", f"cannot {'add' if e.op == '+' else 'subtract'} "
+                               f"{U.dim_name(db)} {'to' if e.op == '+' else 'from'} {U.dim_name(da)}", e.span,
+                               help="both sides of + and - need the same dimension"))
+                raise _Bad
+            return self._finite(a + b if e.op == "+" else a - b, da, e.span, "the result")
+        if e.op == "*":
+            return self._finite(a * b, U.dim_mul(da, db), e.span, "the product")
+        if b == 0:
+            self.add(error("E203", "division by zero", e.right.span,
+                           help="the divisor must not be zero"))
+            raise _Bad
+        return self._finite(a / b, U.dim_div(da, db), e.span, "the quotient")
+
+    def _finite(self, v: float, d: U.Dim, span: Span, what: str) -> tuple[float, U.Dim]:
+        if not math.isfinite(v):
+            self.add(error("E203", f"{what} is not a finite number ({'overflow' if not math.isnan(v) else 'NaN'})",
+                           span, help="use a value between about 1e-300 and 1e300"))
+            raise _Bad
+        return v, d
+
+    def _call(self, e: T.Call, scope: _File) -> tuple[float, U.Dim]:
+        if e.func not in SC.FUNCTIONS:
+            self.add(error("E111", f"unknown function `{e.func}`", e.span,
+                           help=_did_you_mean(e.func, SC.FUNCTIONS) or
+                           "the functions are " + ", ".join(SC.FUNCTIONS)))
+            raise _Bad
+        sig = SC.FUNCTIONS[e.func][0]
+        args, bad = [], False
+        for a in e.args:
+            try:
+                args.append(self._num(a, scope))
+            except _Bad:
+                bad = True
+        if bad:
+            raise _Bad
+        if e.func in ("min", "max"):
+            if not args:
+                self.add(error("E111", f"`{e.func}` needs at least one argument", e.span, help=f"write {sig}"))
+                raise _Bad
+            dims = {d for _, d in args}
+            if len(dims) > 1:
+                self.add(error("E206", f"`{e.func}` of values of different dimensions "
+                               f"({', '.join(U.dim_name(d) for d in sorted(dims))})", e.span,
+                               help="compare like with like"))
+                raise _Bad
+            pick = min if e.func == "min" else max
+            return pick(v for v, _ in args), args[0][1]
+        if len(args) != 1:
+            self.add(error("E111", f"`{e.func}` takes one argument; got {len(args)}", e.span, help=f"write {sig}"))
+            raise _Bad
+        v, d = args[0]
+        if e.func == "sqrt":
+            if any(x % 2 for _, x in d):
+                self.add(error("E206", f"the square root of {U.dim_name(d)} has no unit", e.span))
+                raise _Bad
+            if v < 0:
+                self.add(error("E203", "the square root of a negative number", e.span))
+                raise _Bad
+            return math.sqrt(v), tuple((k, x // 2) for k, x in d)
+        if d != U.DIMENSIONLESS:
+            self.add(error("E206", f"`{e.func}` takes a plain number; got {U.dim_name(d)}", e.span,
+                           help=f"divide by a unit first, like `{e.func}(x / 1 GB)`"))
+            raise _Bad
+        if e.func == "log2":
+            if v <= 0:
+                self.add(error("E203", f"log2 of {U.format_quantity(v, d)}: the argument must be positive",
+                               e.span))
+                raise _Bad
+            return math.log2(v), d
+        return float(math.ceil(v) if e.func == "ceil" else math.floor(v)), d
+
+    def _deref(self, e: T.Ref, scope: _File) -> tuple[Any, SC.Field]:
+        """``NAME.FIELD``: the value of a field of another block and the field's schema entry."""
+        b = self._lookup(e.name, scope, e.span, None, None)
+        assert b.kind is not None and e.field is not None
+        f = b.kind.field(e.field)
+        if f is None:
+            hint = _did_you_mean(e.field, b.kind.field_names) or \
+                "its fields are " + ", ".join(f"`{n}`" for n in b.kind.field_names)
+            self.add(error("E103", f"{b.node.kind} `{e.name}` has no field `{e.field}`", e.span, help=hint))
+            raise _Bad
+        saved = getattr(self, "_field_ctx", None)
+        try:
+            v = self._value(b, e.field, e.span)
+        finally:
+            self._field_ctx = saved
+        if v is _ERR:
+            raise _Bad
+        if v is _UNSET:
+            self.add(error("E104", f"`{e.name}.{e.field}` is not set and has no default", e.span,
+                           help=f"set `{e.field}` in {b.label}, or write the value here"))
+            raise _Bad
+        return v, f
+
+    def _lookup(self, name: str, scope: _File, span: Span, want: str | None, f: SC.Field | None) -> _Block:
+        b = self.names.get(name)
+        if b is None or name not in self.visible.get(scope.key, frozenset()):
+            if want is None and b is None and self._as_unit(name) is not None:
+                self.add(error("E201", f"`{name}` is a unit without a number", span,
+                               help="write a number before the unit"))
+                raise _Bad
+            self._unknown_name(name, scope, span, want)
+            raise _Bad
+        if want is not None and b.node.kind != want:
+            same = [n for n in self.visible.get(scope.key, ()) if self.names[n].node.kind == want]
+            fname = f"`{f.name}`" if f else "this reference"
+            self.add(error("E108", f"{fname} must name a {want}; `{name}` is a {b.node.kind}", span,
+                           help=_did_you_mean(name, same) or
+                           (f"{want} blocks in scope: " + ", ".join(sorted(same)[:12]) if same
+                            else f"define a {want} block")))
+            raise _Bad
+        return b
+
+    def _check_number(self, v: float, d: U.Dim, t: SC.FieldType, f: SC.Field, e: T.Expr, span: Span) -> Any:
+        need = t.needs_dim
+        if d != need:
+            self._wrong_dim(v, d, t, f, e, span)
+        if t.kind == "int":
+            if abs(v - round(v)) > 1e-9 * max(1.0, abs(v)):
+                self.add(error("E203", f"`{f.name}` must be a whole number; got {U._sig(v, 6)}", span,
+                               help=f"round it, like `{f.name} = {max(1, round(v))}`"))
+                raise _Bad
+        lo, hi = f.minimum, f.maximum
+        out_low = lo is not None and (v <= lo if f.min_open else v < lo)
+        out_high = hi is not None and (v >= hi if f.max_open else v > hi)
+        if out_low or out_high:
+            rng = f.range_text()
+            help_text = f"like `{f.name} = {f.example}`"
+            if t.kind == "fraction" and v > 1 and d == U.DIMENSIONLESS:
+                help_text = f"a fraction is at most 1: write `{U._sig(v, 6)} %` or `{U._sig(v / 100, 6)}`"
+            elif f.name in ("tp", "pp", "ep", "dp") and v < 1:
+                help_text = f"`{f.name} = 1` means no {_AXIS[f.name]} parallelism"
+            self.add(error("E203", f"`{f.name}` must be {rng}; got {f.format_value(v)}", span, help=help_text))
+            raise _Bad
+        if t.kind == "int":
+            return int(round(v))
+        return float(v)
+
+    def _wrong_dim(self, v: float, d: U.Dim, t: SC.FieldType, f: SC.Field, e: T.Expr, span: Span) -> None:
+        need = t.needs_dim
+        need_name = t.describe() if t.kind == "quantity" else "a plain number"
+        got = U.dim_name(d)
+        text = self._source_text(span)
+        msg = f"`{f.name}` needs {need_name}, like {f.example}; got {got}"
+        if text and len(text) <= 40:
+            msg += f": `{text}`"
+        help_text = f"write it like `{f.name} = {f.example}`"
+        if isinstance(e, T.Number):
+            num = e.text
+            if not e.unit and t.kind == "quantity":
+                unit = f.example.split(" ", 1)[1] if " " in f.example else ""
+                help_text = f"write the unit after the number: `{f.name} = {num} {unit}`"
+            elif e.unit and t.kind == "quantity":
+                unit = e.unit
+                if need == U.dim_div(d, U.TIME):  # 450 GB where GB/s is needed
+                    help_text = f"a rate is per time: `{f.name} = {num} {unit}/s`"
+                elif d == U.dim_div(need, U.TIME) and unit.endswith("/s"):  # 80 GB/s where GB is needed
+                    help_text = f"`{f.name}` is an amount, not a rate: `{f.name} = {num} {unit[:-2]}`"
+                elif unit in ("b", "Gb", "Mb", "Tb", "Kb", "kb") and need == U.dim_div(d, U.TIME):
+                    help_text = f"`{unit}` is a bit unit; a rate is per time: `{f.name} = {num} {unit}it/s`"
+            elif e.unit and t.kind != "quantity":
+                help_text = f"`{f.name}` is a plain number: `{f.name} = {num}`"
+        self.add(error("E201", msg, span, help=help_text))
+        raise _Bad
+
+    def _source_text(self, span: Span) -> str | None:
+        text = self.sources.get(span.file)
+        if text is None or span.line != span.end_line:
+            return None
+        lines = text.splitlines()
+        if not 1 <= span.line <= len(lines):
+            return None
+        return lines[span.line - 1][span.column - 1:span.end_column - 1].strip() or None
+
+    # --- 4. build ----------------------------------------------------------------------------------------
+
+    def _entity(self, b: _Block) -> Any:
+        """The frozen entity of a block, or None when it (or something it needs) has an error."""
+        if id(b) in self.entities:
+            return self.entities[id(b)]
+        if id(b) in self.building:  # a reference loop between blocks; kinds cannot form one today
+            return None
+        self.building.add(id(b))
+        try:
+            ent = self._build(b)
+        finally:
+            self.building.discard(id(b))
+        self.entities[id(b)] = ent
+        return ent
+
+    def _build(self, b: _Block) -> Any:
+        kind = b.kind
+        assert kind is not None
+        if id(b) in self.bad_blocks:
+            # still evaluate the members, so their own mistakes are reported
+            for m in b.node.members:
+                if kind.field(m.name):
+                    self._value(b, m.name, m.span)
+            return None
+        members = self._members(b)
+        values: dict[str, Any] = {}
+        spans: dict[str, Span] = {}
+        written: set[str] = set()
+        bad = False
+        for f in kind.fields:
+            if f.name in members:
+                v = self._value(b, f.name, members[f.name][0].span)
+                written.add(f.name)
+                spans[f.name] = members[f.name][0].value.span
+                if v is _ERR:
+                    bad = True
+                else:
+                    values[f.name] = v
+            elif f.default is not None and not isinstance(f.default, SC.Same):
+                values[f.name] = f.default
+        for f in kind.fields:
+            if f.name in written:
+                continue
+            if f.required or (f.required_if is not None and not bad and f.required_if(values)):
+                if self._parent_lacks(b, f.name):
+                    bad = True
+                    continue
+                cond = "" if f.required else f", {f.required_doc}"
+                self.add(error(f.missing_code, f"{b.label} is missing `{f.name}`{cond}: {f.doc}", b.where,
+                               help=f"add `{f.name} = {f.example}`"))
+                bad = True
+        varied = self._varied(b, members) if kind.varies else ()
+        if varied is None:
+            bad = True
+        # references to entities
+        for f in kind.fields:
+            if f.name not in values:
+                continue
+            if f.type.kind == "ref":
+                ent = self._entity(self.names[values[f.name]])
+                if ent is None:
+                    bad = True
+                values[f.name] = ent
+            elif f.type.kind == "list" and f.type.item is not None and f.type.item.kind == "ref":
+                ents = tuple(self._entity(self.names[n]) for n in values[f.name])
+                if any(x is None for x in ents):
+                    bad = True
+                values[f.name] = ents
+        if bad:
+            return None
+        ctx = SC.BuildContext(b.name or kind.name, b.node.title, b.where, MappingProxyType(spans),
+                              MappingProxyType(values), varied or ())
+        ent = kind.build(ctx)
+        validate = _VALIDATORS.get(kind.name)
+        if validate is not None:
+            own_members = {m.name: m for m in b.node.members}
+
+            def where(name: str, reads: Iterable[str] = ()) -> Span | None:
+                """Where a check about ``name`` points: the member if this block writes it, else the block's
+                name; None for a block that extends another and writes none of the fields the check
+                ``reads`` (its parent already reports the same thing)."""
+                own = own_members.get(name)
+                if own is not None:
+                    return own.value.span
+                if b.node.extends is not None and not (set(own_members) & set(reads)):
+                    return None
+                return b.where
+            for d in validate(ent, where):
+                self.add(d)
+        return ent
+
+    def _parent_lacks(self, b: _Block, name: str) -> bool:
+        """A missing field inherited from a parent that lacks it too is reported once, on the parent."""
+        if b.node.extends is None:
+            return False
+        parent = self.names.get(b.node.extends)
+        return parent is not None and name not in self._members(parent)
+
+    def _varied(self, b: _Block, members: dict[str, tuple[T.Member, _Block]]) -> tuple | None:
+        kind = b.kind
+        assert kind is not None and kind.varies is not None
+        target = SC.SCHEMA[kind.varies]
+        out: list[tuple[str, tuple]] = []
+        bad = False
+        for name, (m, owner) in members.items():
+            if kind.field(name) is not None:
+                continue
+            f = target.field(name)
+            if f is None:
+                continue  # reported as an unknown field
+            e = _unparen(m.value)
+            items = e.items if isinstance(e, T.ListExpr) else (m.value,)
+            if isinstance(e, T.ListExpr) and not items:
+                self.add(error("E203", f"`{name}` is an empty list: a sweep needs at least one value",
+                               m.value.span, help=f"like `{name} = [1, 2, 4, 8]`" if f.type.kind == "int"
+                               else f"like `{name} = [{f.example}]`"))
+                bad = True
+                continue
+            if f.type.kind == "list":
+                self.add(error("E205", f"`{name}` cannot be swept", m.name_span,
+                               help=f"sweep the plans' fields instead, like `tp = [1, 2, 4, 8]`"))
+                bad = True
+                continue
+            try:
+                vals = self._eval_items(items, f.type, f, owner)
+            except _Bad:
+                bad = True
+                continue
+            if f.type.kind == "ref":
+                ents = tuple(self._entity(self.names[n]) for n in vals)
+                if any(x is None for x in ents):
+                    bad = True
+                    continue
+                vals = ents
+            out.append((name, vals))
+        if bad:
+            return None
+        if not out:
+            self.add(error("E104", f"{b.label} varies nothing", b.where,
+                           help=f"add a {kind.varies} field with a list of values, like `tp = [1, 2, 4, 8]`"))
+            return None
+        points = math.prod(len(v) for _, v in out)
+        if points > MAX_SWEEP_POINTS:
+            self.add(error("E402", f"{b.label} has {points:,} points (more than {MAX_SWEEP_POINTS:,})", b.where,
+                           help="sweep fewer values, or split it into several sweeps"))
+            return None
+        return tuple(out)
+
+    def _build_spec(self, root: _File) -> Spec | None:
+        by_attr: dict[str, dict[str, Any]] = {}
+        for kind in SC.SCHEMA.values():
+            if kind.spec_attr != "policy":
+                by_attr.setdefault(kind.spec_attr, {})
+        policy: Policy | None = None
+        local_plans: list[str] = []
+        for b in self.blocks:
+            ent = self._entity(b)
+            if ent is None or b.kind is None:
+                continue
+            if b.kind.spec_attr == "policy":
+                if b.file is root and policy is None:
+                    policy = ent
+                continue
+            if b.name is None or self.names.get(b.name) is not b:
+                continue  # a duplicate: already reported
+            by_attr[b.kind.spec_attr][b.name] = ent
+            if b.kind.name == "plan" and b.file is root:
+                local_plans.append(b.name)
+        if self.diags.has_errors():
+            return None
+        frozen = {k: MappingProxyType(v) for k, v in by_attr.items()}
+        return Spec(path=root.display, policy=policy or Policy("policy", None, None), **frozen,
+                    files=tuple(f.real for f in [root] + [g for g in self.files.values() if g is not root]),
+                    local_plans=tuple(local_plans))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Topology checks that need no cost model
+
+_AXIS = {"tp": "tensor", "pp": "pipeline", "ep": "expert", "dp": "data"}
+
+
+def _divisors(n: int, limit: int) -> str:
+    return ", ".join(str(k) for k in range(1, min(n, limit) + 1) if n % k == 0)
+
+
+def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """Checks that need no cost model: degrees fit the cluster (E301), TP inside the NVLink domain (W301),
+    TP divides kv_heads (W302), PP divides layers (W303), EP divides experts (W304).
+
+    ``where(field, reads)`` places a diagnostic, or is None when the plan inherits everything the check
+    reads from the plan it extends (which reports it already)."""
+    out: list[Diagnostic] = []
+    c, m = p.cluster, p.model
+    span = where("__plan__", ("cluster", "tp", "pp", "ep", "dp"))
+    if p.gpus > c.gpus and span is not None:
+        node_word = "node" if c.nodes == 1 else "nodes"
+        need_nodes = -(-p.gpus // c.gpus_per_node)
+        out.append(error(
+            "E301", f"plan `{p.name}` needs tp·pp·ep·dp = {p.tp}·{p.pp}·{p.ep}·{p.dp} = {p.gpus} GPUs, but "
+            f"cluster `{c.name}` has {c.nodes} {node_word} × {c.gpus_per_node} = {c.gpus}",
+            span,
+            help=f"lower a degree, or give the cluster {need_nodes} nodes (`nodes = {need_nodes}`)"))
+    if p.tp > c.domain and where("tp", ("tp", "cluster")) is not None:
+        out.append(warning(
+            "W301", f"the tensor-parallel group of plan `{p.name}` (tp = {p.tp}) is larger than the NVLink "
+            f"domain of cluster `{c.name}` ({c.domain} GPUs): its AllReduces cross the slower inter-node link",
+            where("tp", ("tp", "cluster")),
+            help=f"legitimate but costly: compare with tp = {c.domain} and pipeline or data parallelism "
+                 "across nodes"))
+    if m.kv_heads and p.tp > 1 and m.kv_heads % p.tp and where("tp", ("tp", "model")) is not None:
+        if p.tp % m.kv_heads == 0:
+            detail = f"each KV head is replicated on {p.tp // m.kv_heads} GPUs"
+        else:
+            detail = "the KV heads split unevenly across the group"
+        out.append(warning("W302", f"tp = {p.tp} does not divide kv_heads = {m.kv_heads} of model `{m.name}`: "
+                           f"{detail}", where("tp", ("tp", "model")),
+                           help=f"tp values that divide {m.kv_heads}: {_divisors(m.kv_heads, 1 << 20)}"))
+    if p.pp > 1 and m.layers % p.pp and where("pp", ("pp", "model")) is not None:
+        lo, hi = m.layers // p.pp, -(-m.layers // p.pp)
+        out.append(warning("W303", f"pp = {p.pp} does not divide layers = {m.layers} of model `{m.name}`: "
+                           f"stages get {lo} or {hi} layers and the largest sets the pace", where("pp", ("pp", "model")),
+                           help=f"pp values that divide {m.layers}: {_divisors(m.layers, 64)}"))
+    if p.ep > 1 and where("ep", ("ep", "model")) is not None:
+        if not m.experts:
+            out.append(warning("W304", f"ep = {p.ep} but model `{m.name}` has no experts: expert parallelism "
+                               "has nothing to shard", where("ep", ("ep", "model")),
+                               help="set `experts` on the model, or use `ep = 1`"))
+        elif m.experts % p.ep:
+            out.append(warning("W304", f"ep = {p.ep} does not divide experts = {m.experts} of model "
+                               f"`{m.name}`: some GPUs hold more experts than others", where("ep", ("ep", "model")),
+                               help=f"ep values that divide {m.experts}: {_divisors(m.experts, 1 << 20)}"))
+    return out
+
+
+_VALIDATORS: dict[str, Callable[[Any, Callable[[str], Span]], list[Diagnostic]]] = {
+    "plan": _check_plan,
+}

@@ -1,0 +1,572 @@
+"""The schema of the .ccost language, as data: block kinds, their fields, dimensions, defaults, docs.
+
+One table drives everything that needs to know the language (DESIGN principle 3):
+
+* the checker (``ccost.check``) reads the field types, ranges, defaults and required-ness from here;
+* did-you-mean hints for unknown fields compare against the field names here;
+* ``ccost schema`` and the committed ``docs/language.md`` are generated from here (a test keeps the file in
+  step: regenerate with ``ccost schema > docs/language.md``).
+
+Adding a block kind (the search engineer's ``search``, say) is one ``register(BlockKind(...))`` call with
+its fields and a builder that turns checked values into a frozen entity; the checker needs no change. A
+kind that sweeps over another kind's fields (``sweep`` over ``plan``) sets ``varies``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from ccost import spec as S
+from ccost import units as U
+from ccost.units import Dim
+
+# --------------------------------------------------------------------------------------------------
+# Field types
+
+
+@dataclass(frozen=True)
+class FieldType:
+    """What a field holds.
+
+    ``kind`` is one of: ``quantity`` (a number of dimension ``dim``), ``int`` (a whole plain number),
+    ``count`` (a plain number that need not be whole, like ``params = 70.6e9``), ``fraction`` (a plain number
+    or ``%``), ``string``, ``bool``, ``enum`` (one of ``values``, written bare: ``phase = decode``), ``ref``
+    (the name of a block of kind ``ref``), ``list`` (of ``item``).
+    """
+
+    kind: str
+    dim: Dim = ()
+    values: tuple[str, ...] = ()
+    ref: str | None = None
+    item: "FieldType | None" = None
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in ("quantity", "int", "count", "fraction")
+
+    @property
+    def needs_dim(self) -> Dim:
+        """The dimension a numeric value of this type must have."""
+        return self.dim if self.kind == "quantity" else U.DIMENSIONLESS
+
+    def describe(self) -> str:
+        """Short phrase for messages and docs: 'a time', 'a whole number', 'one of ring, tree, ...'."""
+        if self.kind == "quantity":
+            return U.dim_name(self.dim)
+        if self.kind == "int":
+            return "a whole number"
+        if self.kind == "count":
+            return "a plain number (a count)"
+        if self.kind == "fraction":
+            return "a fraction (a plain number or %)"
+        if self.kind == "string":
+            return 'a string in double quotes'
+        if self.kind == "bool":
+            return "true or false"
+        if self.kind == "enum":
+            return "one of " + ", ".join(self.values)
+        if self.kind == "ref":
+            return f"the name of a {self.ref} block"
+        if self.kind == "list":
+            assert self.item is not None
+            return "a list of " + _plural(self.item)
+        return self.kind
+
+    def doc_type(self) -> str:
+        """Markdown for the docs' type column."""
+        if self.kind == "quantity":
+            return {U.TIME: "time", U.INFORMATION: "information", U.BANDWIDTH: "information/time",
+                    U.FLOP_RATE: "compute/time", U.COMPUTE: "compute"}.get(self.dim, U.unit_of_dim(self.dim))
+        if self.kind == "enum":
+            return " \\| ".join(f"`{v}`" for v in self.values)
+        if self.kind == "ref":
+            return f"reference to a `{self.ref}`"
+        if self.kind == "list":
+            assert self.item is not None
+            return f"list of {self.item.doc_type()}"
+        return {"int": "count (whole)", "count": "count", "fraction": "fraction", "string": "string",
+                "bool": "`true` \\| `false`"}[self.kind]
+
+
+def _plural(t: FieldType) -> str:
+    if t.kind == "ref":
+        return f"{t.ref} names"
+    return t.describe()
+
+
+def quantity(dim: Dim) -> FieldType:
+    return FieldType("quantity", dim=dim)
+
+
+def enum(*values: str) -> FieldType:
+    return FieldType("enum", values=tuple(values))
+
+
+def ref(kind: str) -> FieldType:
+    return FieldType("ref", ref=kind)
+
+
+def list_of(item: FieldType) -> FieldType:
+    return FieldType("list", item=item)
+
+
+INT = FieldType("int")
+COUNT = FieldType("count")
+FRACTION = FieldType("fraction")
+STRING = FieldType("string")
+BOOL = FieldType("bool")
+TIME = quantity(U.TIME)
+INFORMATION = quantity(U.INFORMATION)
+BANDWIDTH = quantity(U.BANDWIDTH)
+FLOP_RATE = quantity(U.FLOP_RATE)
+
+DTYPE = enum(*S.DTYPE_BYTES.keys())
+COMPARE_BY = ("latency", "throughput", "overhead", "efficiency")
+
+# Sizes are bounded so that a typo (tp = 1e30) is a clear error, not a numpy overflow later (DESIGN §8).
+MAX_DEGREE = 1 << 20
+
+
+# --------------------------------------------------------------------------------------------------
+# Fields and kinds
+
+
+@dataclass(frozen=True)
+class Same:
+    """A default that is the value of another field of the same block: ``one_shot_latency`` → ``alpha``."""
+
+    field: str
+
+
+NO_DEFAULT: Any = None
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a block kind. ``example`` is a right-hand side that checks (used in messages and docs).
+
+    ``required_if`` makes a field conditionally required: it gets the dict of the block's checked values
+    (written or defaulted) and says whether the field must be present; ``required_doc`` explains the rule
+    in the docs and the message; ``missing_code`` is the diagnostic code when it is absent.
+    Ranges: ``minimum``/``maximum``, exclusive when ``min_open``/``max_open``.
+    """
+
+    name: str
+    type: FieldType
+    doc: str
+    example: str
+    required: bool = False
+    default: Any = NO_DEFAULT
+    default_doc: str | None = None
+    required_if: Callable[[Mapping[str, Any]], bool] | None = None
+    required_doc: str | None = None
+    missing_code: str = "E104"
+    minimum: float | None = None
+    min_open: bool = False
+    maximum: float | None = None
+    max_open: bool = False
+
+    def default_text(self) -> str:
+        """The default as the docs show it."""
+        if self.default_doc:
+            return self.default_doc
+        d = self.default
+        if isinstance(d, Same):
+            return f"`{d.field}`"
+        if d is None:
+            return ""
+        if isinstance(d, bool):
+            return f"`{str(d).lower()}`"
+        if self.type.kind == "fraction":
+            return f"{U.format_percent(d)}"
+        if self.type.kind == "quantity":
+            return U.format_quantity(d, self.type.dim)
+        return f"`{d}`"
+
+    def range_text(self) -> str | None:
+        """'at least 1', 'greater than 0', 'between 0 and 1' ... or None."""
+        lo, hi = self.minimum, self.maximum
+        fmt = self.format_value
+        if lo is not None and hi is not None:
+            left = "(" if self.min_open else "["
+            right = ")" if self.max_open else "]"
+            return f"in {left}{fmt(lo)}, {fmt(hi)}{right}"
+        if lo is not None:
+            return f"greater than {fmt(lo)}" if self.min_open else f"at least {fmt(lo)}"
+        if hi is not None:
+            return f"less than {fmt(hi)}" if self.max_open else f"at most {fmt(hi)}"
+        return None
+
+    def format_value(self, v: float) -> str:
+        if self.type.kind == "quantity":
+            return U.format_quantity(v, self.type.dim)
+        if self.type.kind in ("int", "count") and float(v).is_integer() and abs(v) < 1e15:
+            return f"{int(v):,}"
+        return U.format_quantity(v, U.DIMENSIONLESS)
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a builder gets: the block's identity and its checked values.
+
+    ``values`` holds every field that is written (here or in an ``extends`` parent) or has a literal default:
+    SI floats, ints, strings, bools; references are already the referenced entities, lists are tuples.
+    ``varied`` (kinds with ``varies``) holds ``(field, (v1, v2, ...))`` in written order.
+    """
+
+    name: str
+    title: str | None
+    span: Any
+    spans: Mapping[str, Any]
+    values: Mapping[str, Any]
+    varied: tuple[tuple[str, tuple], ...] = ()
+
+
+@dataclass(frozen=True)
+class BlockKind:
+    """A block kind: its fields (in documented order) and how to build its entity.
+
+    ``spec_attr`` is the attribute of ``ccost.spec.Spec`` that collects the entities (``policy`` is a single
+    entity). ``varies`` names a kind whose fields this kind also takes, as lists (``sweep`` varies ``plan``).
+    """
+
+    name: str
+    doc: str
+    fields: tuple[Field, ...]
+    spec_attr: str
+    build: Callable[[BuildContext], Any]
+    example: str
+    named: bool = True
+    varies: str | None = None
+
+    def field(self, name: str) -> Field | None:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        return None
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+
+SCHEMA: dict[str, BlockKind] = {}
+
+
+def register(kind: BlockKind) -> BlockKind:
+    """Add a block kind to the language (checker, docs and ``ccost schema`` pick it up)."""
+    SCHEMA[kind.name] = kind
+    return kind
+
+
+def _entity(cls) -> Callable[[BuildContext], Any]:
+    """A builder for kinds whose field names are the entity's attribute names."""
+
+    def build(ctx: BuildContext):
+        return cls(ctx.name, ctx.title, ctx.span, ctx.spans, **ctx.values)
+
+    return build
+
+
+def _count(name: str, doc: str, example: str, **kw) -> Field:
+    return Field(name, INT, doc, example, minimum=1, maximum=MAX_DEGREE, **kw)
+
+
+# --- link ---------------------------------------------------------------------------------------------
+register(BlockKind(
+    "link", "One kind of connection between GPUs: α (latency per hop) and bandwidth (per GPU, per direction).",
+    (
+        Field("alpha", TIME, "latency per hop (per message step)", "2 us", required=True, minimum=0),
+        Field("bandwidth", BANDWIDTH, "per GPU, per direction", "450 GB/s", required=True, minimum=0,
+              min_open=True),
+        Field("one_shot_latency", TIME, "cost of one one-shot AllReduce (direct peer writes)", "8 us",
+              default=Same("alpha"), minimum=0),
+        Field("efficiency", FRACTION, "achieved share of `bandwidth`", "80 %", default=1.0, minimum=0,
+              min_open=True, maximum=1),
+        Field("source", STRING, "where α and β came from; `ccost calibrate` writes `\"measured: ...\"`",
+              '"spec sheet"'),
+    ),
+    "links", _entity(S.Link),
+    'link nvlink4 "NVLink 4 through NVSwitch" {\n  alpha = 2 us\n  bandwidth = 450 GB/s\n}',
+))
+
+# --- gpu ----------------------------------------------------------------------------------------------
+register(BlockKind(
+    "gpu", "One GPU model: memory, memory bandwidth and compute rate.",
+    (
+        Field("memory", INFORMATION, "HBM capacity", "80 GB", required=True, minimum=0, min_open=True),
+        Field("hbm_bandwidth", BANDWIDTH, "memory bandwidth; decode time is bound by it", "3.35 TB/s",
+              required=True, minimum=0, min_open=True),
+        Field("flops", FLOP_RATE, "dense peak for the compute dtype", "989 TFLOP/s", required=True,
+              minimum=0, min_open=True),
+        Field("achieved_flops", FLOP_RATE,
+              "what kernels reach; prefill and training use it; if absent, `flops` is used and the "
+              "checklist warns", "600 TFLOP/s", minimum=0, min_open=True),
+        Field("source", STRING, "where the numbers came from", '"NVIDIA H100 datasheet"'),
+    ),
+    "gpus", _entity(S.Gpu),
+    'gpu h100 "H100 SXM 80GB" {\n  memory = 80 GB\n  hbm_bandwidth = 3.35 TB/s\n'
+    '  flops = 989 TFLOP/s\n  achieved_flops = 600 TFLOP/s\n}',
+))
+
+# --- cluster ------------------------------------------------------------------------------------------
+register(BlockKind(
+    "cluster", "Nodes of GPUs, the scale-up link inside a node and the scale-out link between nodes.",
+    (
+        Field("gpu", ref("gpu"), "the GPU in every node", "h100", required=True),
+        _count("nodes", "number of nodes", "2", default=1),
+        _count("gpus_per_node", "GPUs in one node", "8", default=8),
+        Field("intra_node", ref("link"), "the scale-up link (NVLink, PCIe, Infinity Fabric)", "nvlink4",
+              required=True),
+        Field("inter_node", ref("link"), "per-GPU scale-out link (InfiniBand, RoCE, EFA)", "ib_ndr",
+              required_if=lambda v: v.get("nodes", 1) > 1, required_doc="required when `nodes` > 1",
+              missing_code="E302"),
+        _count("nvlink_domain", "GPUs that share the fast link (72 for an NVL72 rack)", "72",
+               default=Same("gpus_per_node")),
+    ),
+    "clusters", _entity(S.Cluster),
+    "cluster hgx { gpu = h100; nodes = 1; gpus_per_node = 8; intra_node = nvlink4 }",
+))
+
+# --- model --------------------------------------------------------------------------------------------
+register(BlockKind(
+    "model", "A transformer: shape, parameter count, dtypes, and for mixture-of-experts the experts.",
+    (
+        _count("layers", "number of transformer layers L", "80", required=True),
+        _count("hidden", "hidden size d", "8192", required=True),
+        _count("heads", "attention heads", "64"),
+        _count("kv_heads", "key/value heads; TP should divide them (checklist item 7)", "8"),
+        _count("ffn", "feed-forward inner size", "28672"),
+        _count("vocab", "vocabulary size", "128256"),
+        Field("params", COUNT, "total parameters", "70.6e9", minimum=0, min_open=True,
+              required_if=lambda v: "weight_bytes" not in v,
+              required_doc="required unless `weight_bytes` is given"),
+        Field("weight_bytes", INFORMATION, "overrides params × weight dtype size", "141 GB", minimum=0,
+              min_open=True),
+        _count("experts", "MoE: experts per MoE layer", "8"),
+        _count("top_k", "MoE: experts each token is routed to", "2"),
+        # Same("layers") serves `NAME.moe_layers`; the entity keeps None ("layers when experts is set").
+        _count("moe_layers", "MoE: layers with experts; defaults to `layers` when `experts` is set", "58",
+               default=Same("layers"), default_doc="`layers` (when `experts` is set)"),
+        Field("active_params", COUNT, "MoE: parameters active per token", "37e9", minimum=0, min_open=True),
+        Field("weights", DTYPE, "dtype of the weights", "fp8", default="bf16"),
+        Field("activations", DTYPE, "dtype of activations (and so of TP/PP/EP messages)", "bf16",
+              default="bf16"),
+        Field("kv_cache", DTYPE, "dtype of the KV cache", "fp8", default="bf16"),
+        Field("grads", DTYPE, "dtype of gradients (training)", "bf16", default="bf16"),
+        Field("source", STRING, "where the numbers came from", '"config.json on Hugging Face"'),
+    ),
+    "models", _entity(S.Model),
+    'model llama3_70b "Llama-3-70B" {\n  layers = 80; hidden = 8192; heads = 64; kv_heads = 8\n'
+    '  params = 70.6e9\n}',
+))
+
+# --- plan ---------------------------------------------------------------------------------------------
+register(BlockKind(
+    "plan", "One layout of one model on one cluster for one workload: the unit of evaluation.",
+    (
+        Field("model", ref("model"), "the model", "llama3_70b", required=True),
+        Field("cluster", ref("cluster"), "the cluster", "hgx", required=True),
+        Field("phase", enum(*S.PHASES), "the workload", "decode", required=True),
+        Field("batch", INT, "sequences in flight, per replica (per dp·ep rank)", "32", default=1, minimum=1,
+              maximum=1e9),
+        Field("seq", INT, "prompt tokens (prefill), context length (decode: KV-cache reads and memory), "
+              "sequence length (train)", "2048", minimum=1, maximum=1e9,
+              required_if=lambda v: v.get("phase") in ("prefill", "train"),
+              required_doc="required for `prefill` and `train`"),
+        _count("tp", "tensor-parallel degree", "8", default=1),
+        _count("pp", "pipeline-parallel degree (stages)", "2", default=1),
+        _count("ep", "expert-parallel degree", "8", default=1),
+        _count("dp", "data-parallel degree (replicas)", "4", default=1),
+        Field("fsdp", BOOL, "train: shard parameters, AllGather per layer, ReduceScatter gradients",
+              "true", default=False),
+        Field("microbatches", INT, "pipeline micro-batches M", "32", default=1, minimum=1, maximum=1e6),
+        Field("allreduce", enum(*S.ALLREDUCE_ALGORITHMS),
+              "AllReduce algorithm; `auto` takes the cheapest per message and says so", "tree",
+              default="auto"),
+        Field("cross_node", enum(*S.CROSS_NODE),
+              "how a collective group that spans nodes is priced: `flat` (one ring that waits on its "
+              "slowest link at every step), `hierarchical` (reduce-scatter inside the node, AllReduce "
+              "across nodes on 1/g of the data, all-gather inside the node) or `auto` (the cheaper)",
+              "hierarchical", default="auto"),
+        Field("overlap", FRACTION, "share of communication hidden behind compute", "40 %", default=0.0,
+              minimum=0, maximum=1),
+        Field("compute_time", TIME, "overrides the derived compute time (a measured step, say)", "12 ms",
+              minimum=0, min_open=True),
+    ),
+    "plans", _entity(S.Plan),
+    'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'
+    '  tp = 8\n  allreduce = ring\n}',
+))
+
+
+def _build_sweep(ctx: BuildContext) -> S.Sweep:
+    return S.Sweep(ctx.name, ctx.title, ctx.span, ctx.spans, base=ctx.values["base"], fields=ctx.varied)
+
+
+register(BlockKind(
+    "sweep", "One plan, some fields varied: `base = PLAN` and one or more plan fields with a list of values "
+    "(`tp = [1, 2, 4, 8]`); several lists form their cartesian product. Each value is checked like the plan "
+    "field it sets; a single value fixes that field for every point.",
+    (
+        Field("base", ref("plan"), "the plan every point starts from", "tp8", required=True),
+    ),
+    "sweeps", _build_sweep,
+    'sweep tp_scaling "When does TP stop helping?" {\n  base = tp8\n  tp = [1, 2, 4, 8, 16, 32, 64]\n}',
+    varies="plan",
+))
+
+
+def _build_compare(ctx: BuildContext) -> S.Compare:
+    return S.Compare(ctx.name, ctx.title, ctx.span, ctx.spans, **ctx.values)
+
+
+register(BlockKind(
+    "compare", "Plans side by side, ranked by one measure, with a recommendation.",
+    (
+        Field("plans", list_of(ref("plan")), "the plans to compare", "[tp16, tp8_pp2]", required=True),
+        Field("by", enum(*COMPARE_BY), "what ranks them", "throughput", default="latency"),
+    ),
+    "compares", _build_compare,
+    'compare cross_node "TP=16 or TP=8 x PP=2?" {\n  plans = [tp16, tp8_pp2]\n  by = latency\n}',
+))
+
+
+def _build_policy(ctx: BuildContext) -> S.Policy:
+    return S.Policy("policy", ctx.title, ctx.span, ctx.spans, **ctx.values)
+
+
+register(BlockKind(
+    "policy", "The checklist's thresholds. One unnamed `policy` block per file at most; an imported file's "
+    "policy does not apply to the importing file.",
+    (
+        Field("max_overhead", FRACTION, "communication / compute above this fails the checklist", "30 %",
+              default=0.30, minimum=0),
+        Field("min_efficiency", FRACTION, "scaling efficiency below this fails the checklist", "70 %",
+              default=0.70, minimum=0, maximum=1),
+        Field("max_memory", FRACTION, "share of GPU memory a plan may use", "90 %", default=0.90, minimum=0,
+              min_open=True, maximum=1),
+    ),
+    "policy", _build_policy,
+    "policy { max_overhead = 30 %; min_efficiency = 70 % }",
+    named=False,
+))
+
+
+# --------------------------------------------------------------------------------------------------
+# Expressions and keywords
+
+FUNCTIONS: dict[str, tuple[str, str]] = {
+    # name: (signature, doc)
+    "min": ("min(a, b, ...)", "the smallest argument; all of one dimension"),
+    "max": ("max(a, b, ...)", "the largest argument; all of one dimension"),
+    "ceil": ("ceil(x)", "round a plain number up"),
+    "floor": ("floor(x)", "round a plain number down"),
+    "log2": ("log2(x)", "base-2 logarithm of a positive plain number"),
+    "sqrt": ("sqrt(x)", "square root; the dimension must be a square (a plain number, say)"),
+}
+
+
+def keywords() -> frozenset[str]:
+    """Words that are not names (LANGUAGE.md §2)."""
+    return frozenset({"import", "extends", "true", "false"} | set(SCHEMA))
+
+
+# --------------------------------------------------------------------------------------------------
+# The generated language reference
+
+
+def markdown() -> str:
+    """The language reference (``docs/language.md``), generated from this table and the units table."""
+    from ccost.diagnostics import CODES
+
+    out: list[str] = []
+    w = out.append
+    w("# The .ccost language reference")
+    w("")
+    w("<!-- Generated by `ccost schema` from compiler/ccost/schema.py. Do not edit by hand: run "
+      "`ccost schema > docs/language.md`. -->")
+    w("")
+    w("A spec is a list of `import \"PATH\"` lines and blocks `KIND NAME [\"TITLE\"] [extends OTHER] "
+      "{ members }`. Members are `field = expression`, separated by a newline or `;`. `#` starts a comment. "
+      "A block that `extends` another of its kind starts from a copy of its members and overrides the ones "
+      "it names. Names are unique in a file and its imports.")
+    w("")
+    w("## Block kinds")
+    w("")
+    for kind in SCHEMA.values():
+        w(f"- [`{kind.name}`](#{kind.name}) — {kind.doc.split('. ')[0].rstrip('.')}.")
+    w("")
+    for kind in SCHEMA.values():
+        w(f"### {kind.name}")
+        w("")
+        w(kind.doc)
+        w("")
+        w("```ccost")
+        w(kind.example)
+        w("```")
+        w("")
+        w("| field | type | default | required | meaning |")
+        w("|---|---|---|---|---|")
+        for f in kind.fields:
+            req = "yes" if f.required else (f.required_doc or "")
+            rng = f.range_text()
+            meaning = f.doc + (f"; {rng}" if rng else "")
+            w(f"| `{f.name}` | {f.type.doc_type()} | {f.default_text()} | {req} | {meaning} |")
+        if kind.varies:
+            w(f"| *any `{kind.varies}` field* | a list of values of that field | | at least one | "
+              "the values to try |")
+        w("")
+    w("## Units")
+    w("")
+    w("A number followed by a unit is a quantity, checked by dimension where it lands in a field. Inside, "
+      "everything is an SI float: seconds, bytes, FLOP. `B` is always byte (counts are plain numbers). "
+      "Decimal prefixes (`k`/`K`, `M`, `G`, `T`, `P`) are powers of 1000, binary ones (`Ki`, `Mi`, `Gi`, "
+      "`Ti`, `Pi`) powers of 1024.")
+    w("")
+    w("| dimension | example | units |")
+    w("|---|---|---|")
+    by_dim: dict[Dim, list[str]] = {}
+    for unit in U.KNOWN_UNITS:
+        _, d = U.parse_unit(unit)
+        by_dim.setdefault(d, []).append(unit)
+    for d, names in by_dim.items():
+        w(f"| {U.dim_name(d)} | `{U.DIM_EXAMPLES.get(d, '')}` | " + ", ".join(f"`{n}`" for n in names) + " |")
+    w("")
+    w("Common misspellings are errors with a suggestion: " + ", ".join(
+        f"`{k}` → `{v}`" for k, v in list(U.COMMON_MISTAKES.items())[:6]) + ".")
+    w("")
+    w("## Expressions")
+    w("")
+    w("`+ - * /`, parentheses, unary minus, lists `[a, b]`, references `NAME` (a block, or a value of an "
+      "enumerated field such as `ring`) and `NAME.FIELD` (`h100.memory * 0.9`: a field of another block, "
+      "written, inherited or defaulted). Units follow through arithmetic: adding a time to a size is an "
+      "error, dividing a size by a time gives a bandwidth. A division by zero or a result that is not a "
+      "finite number is an error. A spec never runs code.")
+    w("")
+    w("| function | meaning |")
+    w("|---|---|")
+    for sig, doc in FUNCTIONS.values():
+        w(f"| `{sig}` | {doc} |")
+    w("")
+    w("## Imports")
+    w("")
+    w("`import \"PATH\"` brings in every block of another file. A relative path is relative to the importing "
+      "file; `\"std/...\"` names the library bundled with ccost (`std/gpus.ccost`, `std/links.ccost`, "
+      "`std/models.ccost`). A file sees the names of the files it imports (and theirs). Import cycles and "
+      "missing files are errors that show the chain of imports. An imported file's `policy` does not apply "
+      "to the importing file.")
+    w("")
+    w("## Diagnostics")
+    w("")
+    w("Every error and warning is reported as `FILE:LINE:COL: error[CODE]: message`, with the source line, "
+      "a caret under the place, and a `= help:` line where there is a fix. `ccost check` reports all of a "
+      "file's errors in one run and exits 2 when there is one.")
+    w("")
+    w("| code | meaning |")
+    w("|---|---|")
+    for code, meaning in CODES.items():
+        w(f"| {code} | {meaning} |")
+    w("")
+    return "\n".join(out)

@@ -1,0 +1,91 @@
+"""``ccost calibrate``: α and bandwidth of a link from real nccl-tests output (issue 6).
+
+The stages, top to bottom:
+
+- ``logs.parse_log(text, file)``  nccl-tests text → ``NcclLog`` of ``Test``s of ``Row``s (pure)
+- ``fit.fit_test(test)``          rows → piecewise T = a + b·m → α per hop, bandwidth per link (pure)
+- ``block.link_block(fit, ...)``  ``Fit`` → a ``link`` block with the fit quality in comments (pure)
+- ``plot.plot_svg(fit)``          ``Fit`` → SVG, log-log (matplotlib, imported lazily)
+- ``files.read_log(path)``        the one place that reads a log file
+
+For the review (H6): ``fit_for_link(link, spec_dir)`` re-reads the log a measured link names and redoes
+its fit, and ``plot_svg(fit)`` draws it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ccost.calibrate.block import link_block, quality_lines, source_string
+from ccost.calibrate.fit import Fit, Holdout, Piece, Point, fit_test, select_test
+from ccost.calibrate.logs import NcclLog, Row, Test, Timing, parse_log
+
+__all__ = ["Fit", "Holdout", "Piece", "Point", "NcclLog", "Row", "Test", "Timing", "fit_for_link",
+           "fit_log", "fit_test", "link_block", "parse_log", "plot_svg", "quality_lines", "read_log",
+           "select_test", "source_string"]
+
+
+def read_log(path, ranks: int | None = None, display: str | None = None) -> NcclLog:
+    from ccost.calibrate.files import read_log as _read
+
+    return _read(path, ranks, display)
+
+
+def plot_svg(fit: Fit) -> str:
+    """SVG of the measured points against the fit (log-log). See ``calibrate/plot.py``."""
+    from ccost.calibrate.plot import plot_svg as _plot
+
+    return _plot(fit)
+
+
+def fit_log(log: NcclLog, algorithm: str = "ring", test: str | None = None, in_place: bool = False,
+            holdout: bool = False, line_rate: float | None = None) -> Fit:
+    """Pick the test to calibrate from (``select_test``) and fit it."""
+    return fit_test(select_test(log, test), algorithm, in_place, holdout, log, line_rate)
+
+
+_RANKS = re.compile(r"^(\d+) ranks?$")
+
+
+def fit_for_link(link, spec_dir: Path | str) -> Fit | None:
+    """Redo the fit behind a measured link, for the review.
+
+    ``link.source`` is what ``ccost calibrate`` wrote: ``"measured: nccl-tests all_reduce_perf, LOG,
+    8 ranks, ring, ..."``. LOG is looked up relative to the file the link was written in (its span), then
+    relative to ``spec_dir``. Returns None when the link is not measured by ``ccost calibrate`` or its log
+    is not there (a hand-written measured source, a moved log); raises ``CcostError`` (E501) when the
+    log is there but broken, because then the review would show a fit that is not the link's.
+    """
+    source = (getattr(link, "source", None) or "").strip()
+    if not source.lower().startswith("measured: nccl-tests"):
+        return None
+    parts = [p.strip() for p in source.split(",")]
+    head = parts[0].split()
+    test = head[-1] if head and head[-1].endswith("_perf") else None
+    ranks = algorithm = None
+    in_place = False
+    log_name = None
+    for p in parts[1:]:
+        if m := _RANKS.match(p):
+            ranks = int(m.group(1))
+        elif p in ("ring", "tree", "one_shot", "two_shot", "pairwise", "direct"):
+            algorithm = p
+        elif p == "in-place":
+            in_place = True
+        elif log_name is None and not p.lower().startswith(("nccl-tests ", "nccl ")):
+            log_name = p
+    if not log_name:
+        return None
+    dirs = []
+    span = getattr(link, "span", None)
+    if span is not None and getattr(span, "file", None):
+        dirs.append(Path(span.file).parent)
+    dirs.append(Path(spec_dir))
+    for d in dirs:
+        candidate = d / log_name
+        if candidate.is_file():
+            log = read_log(candidate, ranks, display=str(candidate))
+            alg = algorithm if algorithm in ("ring", "tree", "one_shot", "two_shot") else "ring"
+            return fit_log(log, alg, test, in_place, holdout=True)
+    return None

@@ -1,0 +1,131 @@
+"""Write a fit as a ``link`` block ready to import (LANGUAGE.md §4), its quality in comments."""
+
+from __future__ import annotations
+
+import re
+
+from ccost.calibrate.fit import Fit, Piece
+from ccost.units import BANDWIDTH, INFORMATION, TIME, format_quantity
+
+
+def _size(b: float) -> str:
+    return format_quantity(float(b), INFORMATION, digits=4)
+
+
+def _time(s: float) -> str:
+    return format_quantity(s, TIME, digits=4).replace("µs", "us")
+
+
+def _bw(x: float) -> str:
+    return format_quantity(x, BANDWIDTH, digits=4)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %" if x < 10 else f"{100 * x:.0f} %"
+
+
+def _sig(x: float, digits: int = 4) -> str:
+    text = f"{x:.{digits}g}"
+    if "e" in text:  # keep the spec readable and parseable: no exponents in the block's numbers
+        text = f"{x:.6f}".rstrip("0").rstrip(".")
+    return text
+
+
+def ccost_string(text: str) -> str:
+    """A .ccost string literal: double quotes, with `\\"` and `\\\\` escapes (LANGUAGE.md §2)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def valid_name(name: str) -> bool:
+    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None
+
+
+def source_string(fit: Fit, log_name: str) -> str:
+    """``measured: nccl-tests all_reduce_perf, <log>, 8 ranks, ring[, nccl-tests 2.18.3, NCCL 2.29.2]``.
+
+    The log path is what ``fit_for_link`` reads back, relative to the file the block is written in; the
+    rank count and algorithm let it redo exactly this fit.
+    """
+    parts = [f"measured: nccl-tests {fit.test}", log_name, f"{fit.ranks} ranks", fit.algorithm]
+    if fit.placement != "out-of-place":
+        parts.append(fit.placement)
+    if fit.tests_version:
+        parts.append(f"nccl-tests {fit.tests_version}")
+    if fit.nccl_version:
+        parts.append(f"NCCL {fit.nccl_version}")
+    return ", ".join(parts)
+
+
+def _piece_line(i: int, p: Piece, role: str) -> str:
+    return (f"#   {i}. {_size(p.lo)} to {_size(p.hi)} ({p.n} sizes): T = {_time(p.a)} + m / "
+            f"{_bw(1 / p.b) if p.b > 0 else 'inf B/s'}; median {_pct(p.median_error)}, worst "
+            f"{_pct(p.worst_error)}{role}")
+
+
+def quality_lines(fit: Fit) -> list[str]:
+    """The fit quality as comment lines (also printed for cross-check tests)."""
+    out = []
+    np_ = len(fit.pieces)
+    out.append(f"# Fit: T = a + b*m per piece, minimising the relative error sum(((T_fit - T)/T)^2) over "
+               f"{len(fit.points)} {fit.placement} sizes; {np_} piece{'s' if np_ > 1 else ''} "
+               "(NCCL changes protocol with size; a piece is added only when it cuts the RMS error by a "
+               "third and lowers the BIC):")
+    for i, p in enumerate(fit.pieces, 1):
+        roles = []
+        if i == 1:
+            roles.append("alpha")
+        if i == np_:
+            roles.append("bandwidth")
+        out.append(_piece_line(i, p, f"   <- gives {' and '.join(roles)}" if roles else ""))
+    out.append(f"#   piecewise: R^2 of log T {fit.r2_log:.4f}, median error {_pct(fit.median_error)}, worst "
+               f"{_pct(fit.worst_error)} (at {_size(fit.worst_size)})")
+    out.append(f"# As priced by ccost, one alpha-beta line T = {fit.hops:g}*alpha + {fit.volume_ratio:.4g}*m/"
+               f"bandwidth ({fit.algorithm} {fit.kind}, {fit.ranks} ranks): median error "
+               f"{_pct(fit.priced_median_error)}, worst {_pct(fit.priced_worst_error)} (at "
+               f"{_size(fit.priced_worst_size)})")
+    if fit.holdout:
+        h = fit.holdout
+        out.append(f"# Hold-out (fit on every other size, {h.trained_on}; test on the other {h.tested_on}): "
+                   f"piecewise median {_pct(h.median_error)}, worst {_pct(h.worst_error)} (at "
+                   f"{_size(h.worst_size)}); as priced median {_pct(h.priced_median_error)}, worst "
+                   f"{_pct(h.priced_worst_error)}")
+    plateau = (f"# busbw plateau {_bw(fit.busbw_plateau)} (max out-of-place busbw, at "
+               f"{_size(fit.busbw_plateau_size)})")
+    if fit.line_rate:
+        plateau += (f" = {_pct(fit.busbw_plateau / fit.line_rate)} of the spec-sheet line rate "
+                    f"{_bw(fit.line_rate)} ({fit.line_rate_from})")
+    else:
+        plateau += "; spec-sheet line rate unknown (pass --line-rate, e.g. --line-rate '300 GB/s')"
+    out.append(plateau)
+    for line, why in fit.excluded:
+        out.append(f"# Not fitted: line {line}: {why}")
+    for note in fit.notes:
+        out.append(f"# Note: {note}")
+    return out
+
+
+def link_block(fit: Fit, name: str, log_name: str, title: str | None = None,
+               command: str | None = None) -> str:
+    """The ``link`` block text, comments first. ``log_name`` is the log path as the spec should name it."""
+    first, last = fit.pieces[0], fit.pieces[-1]
+    lines = [
+        f"# Calibrated by `ccost calibrate` from nccl-tests {fit.test} in {log_name}: {fit.ranks} ranks "
+        f"({fit.ranks_from}).",
+    ]
+    if command:
+        lines.append(f"# Regenerate: {command}")
+    lines += quality_lines(fit)
+    lines.append(f"# alpha = a of piece 1 / hops = {_time(first.a)} / {fit.hops:g} (the small-message "
+                 "piece: the latency decode-sized messages pay)")
+    lines.append(f"# bandwidth = (volume/m) / b of piece {len(fit.pieces)} = {fit.volume_ratio:.4g} x "
+                 f"{_bw(1 / last.b)} (the large-message piece: the streaming rate); efficiency is left at "
+                 "100 %: this bandwidth is already the achieved rate")
+    if title is None:
+        gpus = "/".join(fit.gpu_names)
+        title = f"measured {fit.test} on {fit.ranks} ranks" + (f" ({gpus})" if gpus else "")
+    lines.append(f"link {name} {ccost_string(title)} {{")
+    lines.append(f"  alpha     = {_sig(fit.alpha * 1e6)} us")
+    lines.append(f"  bandwidth = {_sig(fit.bandwidth / 1e9)} GB/s")
+    lines.append(f"  source    = {ccost_string(source_string(fit, log_name))}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

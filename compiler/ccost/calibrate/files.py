@@ -1,0 +1,76 @@
+"""The calibrate package's only file access: read a log, write an output atomically.
+
+Kept apart so that parsing and fitting stay pure (DESIGN principle 7); the CLI and the report writer call
+these.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from ccost.calibrate.logs import MAX_LOG_BYTES, NcclLog, parse_log
+from ccost.diagnostics import CcostError, Span, error
+
+_RUN_HELP = "pass the text that nccl-tests printed, e.g. `all_reduce_perf -b 8 -e 8G -f 2 -g 8 > log.txt`"
+
+
+def read_log(path: str | os.PathLike, ranks: int | None = None, display: str | None = None) -> NcclLog:
+    """Read and parse one nccl-tests log. ``display`` is the name diagnostics and the source string use."""
+    name = display or str(path)
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise CcostError(error("E501", f"{name} is a folder, not a log file", Span.point(name, 1, 1),
+                                   _RUN_HELP))
+        size = p.stat().st_size
+        if size > MAX_LOG_BYTES:
+            raise CcostError(error("E501", f"{name} is {size // (1 << 20)} MiB; an nccl-tests log is a few "
+                                   "kilobytes, so this is not one", Span.point(name, 1, 1), _RUN_HELP))
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise CcostError(error("E501", f"log file {name} not found", None,
+                               "check the path (it is relative to the current folder)")) from None
+    except OSError as exc:
+        raise CcostError(error("E501", f"cannot read {name}: {exc.strerror or exc}", None,
+                               "check the path and its permissions")) from None
+    return parse_bytes(data, name, ranks)
+
+
+def parse_bytes(data: bytes, name: str, ranks: int | None = None) -> NcclLog:
+    """Decode and parse; undecodable or NUL-bearing bytes mean a binary file, not a log."""
+    if b"\x00" in data[:65536]:
+        raise CcostError(error("E501", f"{name} is a binary file, not nccl-tests output (it contains NUL "
+                               "bytes)", Span.point(name, 1, 1), _RUN_HELP))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise CcostError(error("E501", f"{name} is not text (byte {exc.start} is not UTF-8): a binary "
+                               "file, not nccl-tests output", Span.point(name, line, 1), _RUN_HELP)) from None
+    return parse_log(text.lstrip("\ufeff"), name, ranks)
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write via a temporary file in the same folder and rename, so a failed run never leaves half a file."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise CcostError(error("E501", f"cannot write {target}: {exc.strerror or exc}", None,
+                               "check that the folder exists and is writable")) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; the output is an ordinary file
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

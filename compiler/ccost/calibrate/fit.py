@@ -1,0 +1,398 @@
+"""Fit T = a + b·size to nccl-tests timings, piecewise, and turn it into a link's α and bandwidth.
+
+Why relative error: sizes span 8 B to 8 GiB and times 20 µs to 60 ms. A plain least-squares fit would
+listen only to the largest messages and make α whatever they imply (often negative); minimising
+Σ((T_fit − T)/T)² gives every size the same say, which is what "the model is within x %" means.
+It is weighted least squares with weights 1/T: a 2×2 solve, no scipy.
+
+Why piecewise: NCCL changes protocol (LL → LL128 → Simple) and channel count with size, so one line
+rarely fits 8 B–8 GiB. We try 1, 2 and 3 contiguous pieces (every split, at least ``MIN_POINTS`` sizes a
+piece) and keep more pieces only when they clearly help: the RMS relative error must fall by at least a
+third (``CLEAR_GAIN``) *and* the Bayesian information criterion must fall (so the extra slope, intercept
+and breakpoint pay for themselves).
+
+Which piece gives what: the link block has one α and one bandwidth. α comes from the small-message piece
+(the intercept there is the latency that decode-sized messages pay), bandwidth from the large-message
+piece (its slope is the streaming rate). Converted through the collective's formulas in ``ccost.costs``:
+α = a / hops(kind, algorithm, P), B = (volume(kind, algorithm, P, m)/m) / b. We also report how well that
+single "as priced" α-β line matches every measured size, since that is the error ccost's own estimates
+will carry.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ccost.calibrate.logs import NcclLog, Test, busbw_factor
+from ccost.diagnostics import CcostError, Span, error
+
+MIN_POINTS = 4  # sizes per piece: two parameters and enough left over to see a bad fit
+MAX_PIECES = 3
+CLEAR_GAIN = 2.0 / 3.0  # an extra piece must cut the RMS relative error to at most 2/3 of what it was
+
+ALGORITHMS = ("ring", "tree", "one_shot", "two_shot")
+
+
+@dataclass(frozen=True)
+class Point:
+    size: int  # bytes
+    time: float  # seconds
+    line: int  # where in the log
+
+
+@dataclass(frozen=True)
+class Piece:
+    """T = a + b·size, fitted on the sizes lo..hi (inclusive, bytes)."""
+
+    a: float  # s
+    b: float  # s per byte
+    lo: int
+    hi: int
+    n: int
+    median_error: float  # |relative error| over its own points
+    worst_error: float
+
+    def time(self, size: float) -> float:
+        return self.a + self.b * size
+
+
+@dataclass(frozen=True)
+class Holdout:
+    """Fit on every other size, predict the rest."""
+
+    trained_on: int
+    tested_on: int
+    median_error: float  # piecewise model, held-out sizes
+    worst_error: float
+    worst_size: int
+    priced_median_error: float  # the α-β line the link block prices with, held-out sizes
+    priced_worst_error: float
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Everything the link block, the plot and the review say about one calibration."""
+
+    file: str
+    test: str  # "all_reduce_perf"
+    kind: str  # "allreduce"
+    algorithm: str
+    ranks: int
+    ranks_from: str
+    placement: str  # "out-of-place" or "in-place"
+    points: tuple[Point, ...]
+    excluded: tuple[tuple[int, str], ...]  # (line, why) for rows not fitted
+    pieces: tuple[Piece, ...]
+    alpha: float  # s per hop
+    bandwidth: float  # B/s per GPU per direction
+    hops: float  # hops(kind, algorithm, ranks)
+    volume_ratio: float  # volume(kind, algorithm, ranks, m) / m
+    r2_log: float  # R² of log T (piecewise model)
+    median_error: float
+    worst_error: float
+    worst_size: int
+    priced_median_error: float
+    priced_worst_error: float
+    priced_worst_size: int
+    busbw_plateau: float  # B/s, max out-of-place busbw in the log
+    busbw_plateau_size: int
+    tests_version: str | None = None
+    nccl_version: str | None = None
+    gpu_names: tuple[str, ...] = ()
+    holdout: Holdout | None = None
+    line_rate: float | None = None  # spec-sheet B/s per GPU per direction, when known
+    line_rate_from: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def alpha_piece(self) -> Piece:
+        return self.pieces[0]
+
+    @property
+    def bandwidth_piece(self) -> Piece:
+        return self.pieces[-1]
+
+    def predict(self, size: float) -> float:
+        """The piecewise fit at ``size`` (the piece whose range, split at geometric midpoints, holds it)."""
+        return _piece_for(self.pieces, size).time(size)
+
+    def priced(self, size: float) -> float:
+        """What ccost charges with the calibrated link: hops·α + volume/B."""
+        return self.hops * self.alpha + self.volume_ratio * size / self.bandwidth
+
+
+# ---------------------------------------------------------------------------------------------------
+# The cost core: one source of truth for hops and volumes (DESIGN principle 1).
+
+def _formulas(kind: str, algorithm: str, ranks: int, file: str, line: int) -> tuple[float, float]:
+    """(hops, volume/m) from ``ccost.costs``; the volume is linear in m for every α-β formula."""
+    from ccost import costs
+
+    m = float(1 << 20)
+    try:
+        hops = float(costs.hops(kind, algorithm, ranks))
+        ratio = float(costs.volume(kind, algorithm, ranks, m)) / m
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CcostError(error(
+            "E501", f"ccost has no {algorithm} formula for {kind} on {ranks} ranks ({exc})",
+            Span.point(file, line, 1), f"choose another --algorithm ({', '.join(ALGORITHMS)}) or calibrate "
+            "from an all_reduce_perf log")) from None
+    if not (hops > 0 and ratio > 0):
+        raise CcostError(error(
+            "E501", f"{kind} on {ranks} rank{'s' if ranks != 1 else ''} has {hops:g} hops and moves "
+            f"{ratio:g}·m per GPU: there is no link time to calibrate", Span.point(file, line, 1),
+            "calibrate from a run on 2 or more ranks (pass --ranks N if the log under-counts them)"))
+    return hops, ratio
+
+
+# ---------------------------------------------------------------------------------------------------
+# Weighted least squares
+
+def fit_line(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float]:
+    """Minimise Σ((a + b·s − T)/T)² with a ≥ 0, b ≥ 0. Returns (a, b)."""
+    u = 1.0 / times  # coefficient of a in the relative residual
+    v = sizes / times  # coefficient of b
+    # Scale the columns so the 2×2 system is well conditioned (sizes run to 1e10).
+    su = float(np.sqrt(np.dot(u, u))) or 1.0
+    sv = float(np.sqrt(np.dot(v, v))) or 1.0
+    A = np.column_stack([u / su, v / sv])
+    coef, *_ = np.linalg.lstsq(A, np.ones_like(u), rcond=None)
+    a, b = coef[0] / su, coef[1] / sv
+    if a >= 0 and b >= 0:
+        return float(a), float(b)
+    # The unconstrained optimum is unphysical: the best feasible point lies on an edge.
+    cands = []
+    a_only = float(np.sum(u) / np.dot(u, u))
+    cands.append((a_only, 0.0))
+    if np.dot(v, v) > 0:
+        cands.append((0.0, float(np.sum(v) / np.dot(v, v))))
+    return min(cands, key=lambda ab: _sse(ab[0], ab[1], sizes, times))
+
+
+def _sse(a: float, b: float, sizes: np.ndarray, times: np.ndarray) -> float:
+    r = (a + b * sizes - times) / times
+    return float(np.dot(r, r))
+
+
+def _rel(a: float, b: float, sizes: np.ndarray, times: np.ndarray) -> np.ndarray:
+    return np.abs((a + b * sizes - times) / times)
+
+
+def _piece_for(pieces: tuple[Piece, ...] | list[Piece], size: float) -> Piece:
+    for p, nxt in zip(pieces, pieces[1:]):
+        if size < math.sqrt(p.hi * nxt.lo):
+            return p
+    return pieces[-1]
+
+
+def fit_pieces(sizes: np.ndarray, times: np.ndarray, max_pieces: int = MAX_PIECES) -> tuple[Piece, ...]:
+    """Best 1..max_pieces contiguous pieces (sizes sorted ascending), by the rule in the module doc."""
+    n = len(sizes)
+    # cost[i][j]: SSE of one line through points i..j-1
+    best_line: dict[tuple[int, int], tuple[float, float, float]] = {}
+
+    def seg(i: int, j: int) -> tuple[float, float, float]:
+        key = (i, j)
+        if key not in best_line:
+            a, b = fit_line(sizes[i:j], times[i:j])
+            best_line[key] = (a, b, _sse(a, b, sizes[i:j], times[i:j]))
+        return best_line[key]
+
+    # Exhaustive search over split points: n is ~30, so at most a few hundred 2×2 solves.
+    best: dict[int, tuple[float, tuple[int, ...]]] = {1: (seg(0, n)[2], (0, n))}
+    if max_pieces >= 2:
+        for i in range(MIN_POINTS, n - MIN_POINTS + 1):
+            c = seg(0, i)[2] + seg(i, n)[2]
+            if 2 not in best or c < best[2][0]:
+                best[2] = (c, (0, i, n))
+    if max_pieces >= 3:
+        for i in range(MIN_POINTS, n - 2 * MIN_POINTS + 1):
+            for j in range(i + MIN_POINTS, n - MIN_POINTS + 1):
+                c = seg(0, i)[2] + seg(i, j)[2] + seg(j, n)[2]
+                if 3 not in best or c < best[3][0]:
+                    best[3] = (c, (0, i, j, n))
+
+    def bic(k: int) -> float:
+        sse = max(best[k][0], 1e-300)
+        return n * math.log(sse / n) + (3 * k - 1) * math.log(n)
+
+    # Compare each larger count with the best so far (not only with k-1): a 3-piece fit can be a clear
+    # gain over one line even when two pieces are not (one protocol switch at each end of the range).
+    chosen = 1
+    for k in (2, 3):
+        if k not in best:
+            continue
+        rms_prev = math.sqrt(best[chosen][0] / n)
+        rms_k = math.sqrt(best[k][0] / n)
+        if rms_k <= CLEAR_GAIN * rms_prev and bic(k) < bic(chosen):
+            chosen = k
+    bounds = best[chosen][1]
+    pieces = []
+    for i, j in zip(bounds, bounds[1:]):
+        a, b, _ = seg(i, j)
+        r = _rel(a, b, sizes[i:j], times[i:j])
+        pieces.append(Piece(a, b, int(sizes[i]), int(sizes[j - 1]), j - i, float(np.median(r)),
+                            float(r.max())))
+    return tuple(pieces)
+
+
+# ---------------------------------------------------------------------------------------------------
+
+def select_test(log: NcclLog, test: str | None = None) -> Test:
+    """The test to calibrate from: the named one, else the first all_reduce, else the first fittable."""
+    if test:
+        want = test if test.endswith("_perf") else test + "_perf"
+        for t in log.tests:
+            if t.name == want:
+                return t
+        raise CcostError(error("E501", f"{log.file} has no {want} table (it has "
+                               f"{', '.join(t.name for t in log.tests)})", Span.point(log.file, 1, 1),
+                               "pass --test with one of the tests the log contains"))
+    for t in log.tests:
+        if t.kind == "allreduce":
+            return t
+    for t in log.tests:
+        if t.kind in ("allgather", "reducescatter", "alltoall", "broadcast", "p2p"):
+            return t
+    return log.tests[0]
+
+
+def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: bool = False,
+             log: NcclLog | None = None, line_rate: float | None = None) -> Fit:
+    """Fit one parsed test; raises CcostError (E501) when it cannot be fitted.
+
+    ``line_rate`` (B/s per GPU per direction, from the spec sheet) is only carried along for the
+    comparison with the busbw plateau; when None it is guessed from the GPU names the log lists.
+    """
+    placement = "in-place" if in_place else "out-of-place"
+    points: list[Point] = []
+    excluded: list[tuple[int, str]] = []
+    unvalidated = 0
+    for r in t.rows:
+        tm = r.in_place if in_place else r.out_of_place
+        if tm is None or tm.time_us is None:
+            excluded.append((r.line, f"{r.size} B: no {placement} time (N/A)"))
+        elif tm.time_us <= 0:
+            excluded.append((r.line, f"{r.size} B: {placement} time {tm.time_us:g} us is not positive"))
+        elif tm.wrong not in (None, 0):
+            excluded.append((r.line, f"{r.size} B: {placement} #wrong = {tm.wrong:g} (results wrong; timing "
+                                     "not trusted)"))
+        elif r.size == 0:
+            excluded.append((r.line, "0 B: an empty message says nothing about α or bandwidth"))
+        else:
+            if tm.wrong is None:
+                unvalidated += 1
+            points.append(Point(r.size, tm.time_us * 1e-6, r.line))
+    if len(points) < MIN_POINTS:
+        raise CcostError(error(
+            "E501", f"{t.name} in {t.file} has {len(points)} usable sizes; a fit needs at least {MIN_POINTS}"
+            + (f" ({len(excluded)} rows excluded: N/A or #wrong)" if excluded else ""),
+            Span.point(t.file, t.line, 1), "measure a wider size range, e.g. `-b 8 -e 8G -f 2`"))
+    hops, ratio = _formulas(t.kind, algorithm, t.ranks, t.file, t.line)
+    if t.kind != "allreduce":  # one modelled algorithm per other kind (costs.DEFAULT_ALGORITHM)
+        from ccost import costs
+
+        algorithm = costs.DEFAULT_ALGORITHM.get(t.kind, algorithm)
+    sizes = np.array([p.size for p in points], dtype=float)
+    times = np.array([p.time for p in points], dtype=float)
+    pieces = fit_pieces(sizes, times)
+    alpha, bandwidth, notes = _link_numbers(pieces, hops, ratio, t)
+    if unvalidated:
+        notes.append(f"{unvalidated} rows were not validated by nccl-tests (#wrong = N/A, run with -c 0)")
+
+    pred = np.array([_piece_for(pieces, s).time(s) for s in sizes])
+    rel = np.abs(pred - times) / times
+    lt, lp = np.log(times), np.log(np.maximum(pred, 1e-300))
+    ss_tot = float(np.sum((lt - lt.mean()) ** 2))
+    r2 = 1.0 - float(np.sum((lp - lt) ** 2)) / ss_tot if ss_tot > 0 else 1.0
+    priced = hops * alpha + ratio * sizes / bandwidth
+    prel = np.abs(priced - times) / times
+    bus = [(r.out_of_place.busbw, r.size) for r in t.rows if r.out_of_place.busbw is not None
+           and r.out_of_place.usable]
+    plateau, plateau_size = max(bus) if bus else (0.0, 0)
+    rate, rate_from = (line_rate, "--line-rate") if line_rate else spec_sheet_rate(t.gpu_names)
+    ho = _holdout(sizes, times, hops, ratio) if holdout else None
+    return Fit(
+        file=t.file, test=t.name, kind=t.kind, algorithm=algorithm, ranks=t.ranks, ranks_from=t.ranks_from,
+        placement=placement, points=tuple(points), excluded=tuple(excluded), pieces=pieces, alpha=alpha,
+        bandwidth=bandwidth, hops=hops, volume_ratio=ratio, r2_log=r2, median_error=float(np.median(rel)),
+        worst_error=float(rel.max()), worst_size=int(sizes[int(rel.argmax())]),
+        priced_median_error=float(np.median(prel)), priced_worst_error=float(prel.max()),
+        priced_worst_size=int(sizes[int(prel.argmax())]), busbw_plateau=plateau * 1e9,
+        busbw_plateau_size=plateau_size, tests_version=log.tests_version if log else None,
+        nccl_version=log.nccl_version if log else None, gpu_names=t.gpu_names, holdout=ho,
+        line_rate=rate, line_rate_from=rate_from, notes=tuple(notes))
+
+
+def _link_numbers(pieces: tuple[Piece, ...], hops: float, ratio: float, t: Test
+                  ) -> tuple[float, float, list[str]]:
+    notes: list[str] = []
+    first, last = pieces[0], pieces[-1]
+    if last.b <= 0:
+        raise CcostError(error(
+            "E501", f"the largest sizes in {t.name} ({last.lo}–{last.hi} B) show no bandwidth term: time does "
+            "not grow with size", Span.point(t.file, t.line, 1),
+            "measure up to larger messages (`-e 1G` or more) so the streaming rate shows"))
+    if last.a > last.b * last.hi:
+        notes.append(f"even at {last.hi} B the latency term exceeds the bandwidth term; measure larger "
+                     "messages for a firmer bandwidth")
+    alpha = first.a / hops
+    if first.a == 0:
+        notes.append("the small-message piece has no intercept (α = 0): measure smaller messages "
+                     "(`-b 8`) to see the latency")
+    bandwidth = ratio / last.b
+    return alpha, bandwidth, notes
+
+
+def _holdout(sizes: np.ndarray, times: np.ndarray, hops: float, ratio: float) -> Holdout:
+    """Every other size trains, the rest test. Why not random: sizes are a geometric grid, and
+    alternating keeps both halves spread over the whole range, deterministically."""
+    train = np.arange(len(sizes)) % 2 == 0
+    pieces = fit_pieces(sizes[train], times[train], max_pieces=MAX_PIECES if train.sum() >= 3 * MIN_POINTS
+                        else 1)
+    ts, tt = sizes[~train], times[~train]
+    pred = np.array([_piece_for(pieces, s).time(s) for s in ts])
+    rel = np.abs(pred - tt) / tt
+    alpha = pieces[0].a / hops
+    bw = ratio / pieces[-1].b if pieces[-1].b > 0 else math.inf
+    prel = np.abs(hops * alpha + ratio * ts / bw - tt) / tt
+    return Holdout(int(train.sum()), int((~train).sum()), float(np.median(rel)), float(rel.max()),
+                   int(ts[int(rel.argmax())]), float(np.median(prel)), float(prel.max()))
+
+
+# Spec-sheet scale-up line rates per GPU per direction (data/catalog.md §2), to set the busbw plateau
+# against when the log names its GPUs. Most specific pattern first.
+SPEC_SHEET_RATES: tuple[tuple[str, float, str], ...] = (
+    ("GB200", 900e9, "NVLink 5, 1.8 TB/s bidir per GPU [NVL-PAGE]"),
+    ("B200", 900e9, "NVLink 5, 1.8 TB/s bidir per GPU [NVL-PAGE, KB200]"),
+    ("H200", 450e9, "NVLink 4, 900 GB/s bidir per GPU [SAUL(2nd)]"),
+    ("H100 PCIe", 63e9, "PCIe Gen5 x16 per direction [PCIE-TBL(2nd)]"),
+    ("H100", 450e9, "NVLink 4, 450 GB/s per direction line rate [KH100, NCCL-212]"),
+    ("H800", 200e9, "NVLink 4 (H800), 400 GB/s bidir per GPU (unsourced in the catalog)"),
+    ("A100-PCIE", 31.5e9, "PCIe Gen4 x16 per direction [PCIE-TBL(2nd)]"),
+    ("A100", 300e9, "NVLink 3, 600 GB/s bidir = 300 per direction [KA100]"),
+)
+
+
+def spec_sheet_rate(gpu_names: tuple[str, ...]) -> tuple[float | None, str | None]:
+    """The catalog's per-direction scale-up line rate for the GPUs a log lists, if all agree."""
+    found = set()
+    for name in gpu_names:
+        for pattern, rate, why in SPEC_SHEET_RATES:
+            if pattern.lower() in name.lower():
+                found.add((rate, why))
+                break
+        else:
+            return None, None
+    if len(found) != 1:
+        return None, None
+    rate, why = found.pop()
+    return rate, why
+
+
+def bus_factor(fit: Fit) -> float:
+    """nccl-tests' busbw factor for the fitted test (for labels: busbw = algbw × this)."""
+    return busbw_factor(fit.kind, fit.ranks)

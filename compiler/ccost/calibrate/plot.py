@@ -1,0 +1,58 @@
+"""An SVG of measured times against the fitted model, log-log. matplotlib is imported here only.
+
+Deterministic: the Agg/SVG backend, a fixed ``svg.hashsalt`` (element ids otherwise come from a random
+salt), no date in the metadata, fixed size and fonts, so the same fit gives byte-identical SVG (and the
+committed review does not churn).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from ccost.calibrate.fit import Fit
+
+
+def plot_svg(fit: Fit) -> str:
+    """Measured points, the piecewise fit and the α-β line ccost prices with, as SVG text."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)  # never a GUI backend, even under a display
+    from matplotlib.figure import Figure
+
+    rc = {"svg.hashsalt": "ccost-calibrate", "svg.fonttype": "path", "font.family": "DejaVu Sans",
+          "font.size": 9, "path.simplify": False}
+    with matplotlib.rc_context(rc):
+        fig = Figure(figsize=(7.0, 4.2))
+        ax = fig.add_subplot(1, 1, 1)
+        sizes = np.array([p.size for p in fit.points], dtype=float)
+        times_us = np.array([p.time for p in fit.points]) * 1e6
+        ax.loglog(sizes, times_us, "o", color="#1f4e79", markersize=4, label=f"measured ({fit.placement})",
+                  zorder=3)
+        for i, piece in enumerate(fit.pieces, 1):
+            xs = np.geomspace(max(piece.lo, 1), max(piece.hi, piece.lo + 1), 64)
+            role = []
+            if i == 1:
+                role.append("α")
+            if i == len(fit.pieces):
+                role.append("bandwidth")
+            label = f"fit, piece {i}" + (f" (gives {' and '.join(role)})" if role else "")
+            ax.loglog(xs, (piece.a + piece.b * xs) * 1e6, "-", color=("#c55a11", "#548235", "#7030a0")[
+                (i - 1) % 3], linewidth=1.6, label=label, zorder=2)
+        xs = np.geomspace(sizes.min(), sizes.max(), 128)
+        priced = (fit.hops * fit.alpha + fit.volume_ratio * xs / fit.bandwidth) * 1e6
+        ax.loglog(xs, priced, "--", color="#404040", linewidth=1.0,
+                  label=f"as priced: {fit.hops:g}·α + {fit.volume_ratio:.3g}·m/B", zorder=1)
+        for p, nxt in zip(fit.pieces, fit.pieces[1:]):
+            ax.axvline(np.sqrt(p.hi * nxt.lo), color="#a0a0a0", linewidth=0.7, linestyle=":")
+        ax.set_xlabel("message size m (bytes)")
+        ax.set_ylabel("time per collective (µs)")
+        ax.set_title(f"{fit.test}, {fit.ranks} ranks, {fit.algorithm}: α = {fit.alpha * 1e6:.3g} µs, "
+                     f"bandwidth = {fit.bandwidth / 1e9:.4g} GB/s", fontsize=9)
+        ax.grid(True, which="major", color="#e0e0e0", linewidth=0.6)
+        ax.legend(loc="upper left", fontsize=8, frameon=False)
+        fig.tight_layout()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "ccost calibrate"})
+    return buf.getvalue()

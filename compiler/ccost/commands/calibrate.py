@@ -1,0 +1,166 @@
+"""``ccost calibrate LOG...``: fit α and bandwidth from nccl-tests output, print a ``link`` block.
+
+The block comes from the first all_reduce test among the logs (or ``--test``); every other test in the
+logs is fitted too and shown in comments as a cross-check (an all_gather log should imply about the same
+bandwidth as the all_reduce one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+HELP = "fit alpha and bandwidth from nccl-tests logs; print a link block ready to import"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Fit T = a + b*size (piecewise, by relative error) to the times nccl-tests printed, convert it "
+        "through the collective's hop and volume formulas into alpha per hop and bandwidth per GPU per "
+        "direction, and print a `link` block with the fit quality in comments.")
+    p.epilog = ("example: ccost calibrate all_reduce.txt --name nvlink_measured --holdout "
+                "--plot fit.svg -o specs/measured/nvlink.ccost")
+    p.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests output (all_reduce_perf, ...)")
+    p.add_argument("--name", default="measured", help="name of the link block (default: measured)")
+    p.add_argument("--title", default=None, help="title of the link block (default: test, ranks, GPUs)")
+    p.add_argument("--algorithm", default="ring", choices=("ring", "tree", "one_shot", "two_shot"),
+                   help="AllReduce algorithm whose hop and volume formulas convert the fit (default ring, "
+                   "what NCCL uses for large messages on one node)")
+    p.add_argument("--ranks", type=int, default=None, metavar="N",
+                   help="rank count, when the log does not say it (multi-process runs without device "
+                   "lines)")
+    p.add_argument("--test", default=None, metavar="NAME",
+                   help="which test gives the block, e.g. all_gather_perf (default: the first all_reduce)")
+    p.add_argument("--in-place", action="store_true", help="fit the in-place times (default out-of-place)")
+    p.add_argument("--holdout", action="store_true",
+                   help="also fit on every other size and report the error on the others")
+    p.add_argument("--line-rate", default=None, metavar="BW",
+                   help="spec-sheet bandwidth per GPU per direction to compare the busbw plateau with, "
+                   "e.g. '300 GB/s' (default: from the GPU names in the log, when it lists them)")
+    p.add_argument("--plot", default=None, metavar="FILE.svg", help="write an SVG of the fit (log-log)")
+    p.add_argument("-o", "--output", default=None, metavar="FILE",
+                   help="write the block to FILE (atomically) instead of standard output")
+
+
+def _usage(message: str, help: str | None = None):
+    from ccost.diagnostics import CcostError, error
+
+    return CcostError(error("E501", message, None, help))
+
+
+def _line_rate(text: str | None) -> float | None:
+    if text is None:
+        return None
+    from ccost import units
+
+    try:
+        value, dim = units.parse_quantity(text)
+    except (ValueError, units.UnitError) as exc:
+        raise _usage(f"--line-rate {text!r} is not a bandwidth ({exc})", "write it like '300 GB/s'") from None
+    if dim != units.BANDWIDTH or value <= 0:
+        raise _usage(f"--line-rate needs a positive bandwidth like '300 GB/s'; got {text!r}")
+    return value
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line that regenerates the output, for the block's comment."""
+    parts = ["ccost", "calibrate", *args.logs]
+    if args.name != "measured":
+        parts += ["--name", args.name]
+    if args.title:
+        parts += ["--title", args.title]
+    if args.algorithm != "ring":
+        parts += ["--algorithm", args.algorithm]
+    if args.ranks is not None:
+        parts += ["--ranks", str(args.ranks)]
+    if args.test:
+        parts += ["--test", args.test]
+    if args.in_place:
+        parts.append("--in-place")
+    if args.holdout:
+        parts.append("--holdout")
+    if args.line_rate:
+        parts += ["--line-rate", args.line_rate]
+    if args.plot:
+        parts += ["--plot", args.plot]
+    if args.output:
+        parts += ["-o", args.output]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ccost.calibrate import fit_test, link_block, quality_lines, read_log
+    from ccost.calibrate.block import valid_name
+    from ccost.calibrate.files import write_atomic
+    from ccost.calibrate.fit import select_test
+    from ccost.diagnostics import CcostError, render_all, use_colour
+
+    if not valid_name(args.name):
+        raise _usage(f"--name {args.name!r} is not a valid block name",
+                     "use letters, digits and _, not starting with a digit, e.g. --name nvlink_measured")
+    if args.ranks is not None and args.ranks < 2:
+        raise _usage(f"--ranks {args.ranks}: a collective needs at least 2 ranks")
+    rate = _line_rate(args.line_rate)
+    logs = [read_log(path, args.ranks) for path in args.logs]
+    warnings = [w for log in logs for w in log.warnings]
+
+    # The block's test: --test in any log, else the first all_reduce, else the first fittable test.
+    chosen = None
+    if args.test:
+        for log in logs:
+            if any(t.name == (args.test if args.test.endswith("_perf") else args.test + "_perf")
+                   for t in log.tests):
+                chosen = (log, select_test(log, args.test))
+                break
+        if chosen is None:
+            select_test(logs[0], args.test)  # raises with the list of tests it has
+    else:
+        for log in logs:
+            for t in log.tests:
+                if t.kind == "allreduce":
+                    chosen = (log, t)
+                    break
+            if chosen:
+                break
+        if chosen is None:
+            chosen = (logs[0], select_test(logs[0]))
+    log, test = chosen
+    fit = fit_test(test, args.algorithm, args.in_place, args.holdout, log, rate)
+
+    out_dir = Path(args.output).parent if args.output else None
+    log_name = os.path.relpath(log.file, out_dir).replace(os.sep, "/") if out_dir is not None else log.file
+    text = link_block(fit, args.name, log_name, args.title, _command(args))
+
+    cross = []
+    for other_log in logs:
+        for t in other_log.tests:
+            if t is test:
+                continue
+            head = f"# Cross-check: {t.name} in {other_log.file} (line {t.line}), {t.ranks} ranks"
+            try:
+                f = fit_test(t, args.algorithm, args.in_place, False, other_log, rate)
+            except CcostError as exc:
+                cross.append(f"{head}: not fitted: {exc.diagnostics[0].message}")
+                continue
+            cross.append(f"{head}: alpha {f.alpha * 1e6:.4g} us, bandwidth {f.bandwidth / 1e9:.4g} GB/s "
+                         f"({f.algorithm})")
+            cross += ["#   " + line[2:] for line in quality_lines(f)]
+    if cross:
+        text = "\n".join(cross) + "\n" + text
+
+    if warnings:
+        print(render_all(warnings, None, use_colour(sys.stderr)), file=sys.stderr)
+    if args.plot:
+        from ccost.calibrate import plot_svg
+
+        write_atomic(args.plot, plot_svg(fit))
+    if args.output:
+        write_atomic(args.output, text)
+        print(f"wrote {args.output}: link {args.name}, alpha {fit.alpha * 1e6:.4g} us, bandwidth "
+              f"{fit.bandwidth / 1e9:.4g} GB/s", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -231,6 +231,15 @@ def p2p(p: Num, m: Num, alpha: Num, bandwidth: Num, tag: str | None = None) -> C
     return collective_cost("p2p", None, p, m, alpha, bandwidth, tag=tag)
 
 
+def scaled(cost: Cost, count: Num, tag: str | None = None) -> Cost:
+    """``count`` repetitions of a collective (160 AllReduces per token): every field times ``count``.
+    In derive mode the total time is a named step ``T_total_<tag>`` = count·T; the other fields stay
+    anonymous products (``160·α·hops``) so the caller can name the ones the review prints."""
+    return Cost(cost.kind, cost.algorithm, count * cost.hops, count * cost.volume, count * cost.latency,
+                count * cost.bandwidth_time,
+                named(_tag("T_total", tag), count * cost.time, f"{cost.kind} × count"), cost.stages)
+
+
 # ---------------------------------------------------------------------------------------------------
 # auto: the cheapest AllReduce algorithm
 
@@ -416,7 +425,7 @@ def group_cost(kind: str, algorithm: str | None, p: Num, m: Num, per_node: Num, 
     which, t = choose({"flat": flat.time, "hierarchical": hier.time})
     base = flat if which == "flat" else hier
     t = named(_tag("T", _tag_join(tag, "cross-node")), t,
-              f"{kind} across nodes: the cheaper of flat and hierarchical ({which})")
+              f"{kind} across nodes: the cheaper of flat and hierarchical")
     chosen = Cost(base.kind, base.algorithm, base.hops, base.volume, base.latency, base.bandwidth_time, t,
                   base.stages)
     return GroupCost(chosen, flat, hier, split, which)
@@ -432,11 +441,11 @@ def _spanning(kind: str, alg: str, p: Num, m: Num, g: Num, intra: LinkParams, in
     """flat, hierarchical and split costs of a group spanning n = p/g nodes (same code in every mode)."""
     flat = collective_cost(kind, alg, p, m, inter.alpha, inter.bandwidth, inter.one_shot_latency,
                            tag=_tag_join(tag, "flat"))
-    n = named(_tag("n", _tag_join(tag, "nodes")), p / g, "nodes the group spans, p/g")
+    n = named(_tag("n", tag), p / g, "nodes the group spans, p/g")
 
     def on(k: str, a: str | None, ranks: Num, size: Num, link: LinkParams, label: str) -> tuple[str, Cost]:
         return label, collective_cost(k, a, ranks, size, link.alpha, link.bandwidth, link.one_shot_latency,
-                                      tag=_tag_join(tag, label))
+                                      tag=_tag_join(tag, label.replace(" ", "-")))
 
     if kind == "allreduce":
         stages = [on("reducescatter", None, g, m, intra, "RS intra"),
@@ -460,7 +469,7 @@ def _spanning(kind: str, alg: str, p: Num, m: Num, g: Num, intra: LinkParams, in
                 named(_tag("T", _tag_join(tag, "hier")), _sum(c.time for c in cs),
                       f"hierarchical {kind}: {' + '.join(label for label, _ in stages)}"),
                 tuple(stages))
-    share = named(_tag("s", _tag_join(tag, "inter")), (n - 1) / n,
+    share = named(_tag("s", tag), (n - 1) / n,
                   "share of the ring's hops and bytes that cross nodes, (n−1)/n")
     h = share * flat.hops
     v = share * flat.volume

@@ -532,7 +532,8 @@ def markdown() -> str:
         _, d = U.parse_unit(unit)
         by_dim.setdefault(d, []).append(unit)
     for d, names in by_dim.items():
-        w(f"| {U.dim_name(d)} | `{U.DIM_EXAMPLES.get(d, '')}` | " + ", ".join(f"`{n}`" for n in names) + " |")
+        label = "a fraction (a plain number)" if d == U.DIMENSIONLESS else U.dim_name(d)
+        w(f"| {label} | `{U.DIM_EXAMPLES.get(d, '') if d else '30 %'}` | " + ", ".join(f"`{n}`" for n in names) + " |")
     w("")
     w("Common misspellings are errors with a suggestion: " + ", ".join(
         f"`{k}` → `{v}`" for k, v in list(U.COMMON_MISTAKES.items())[:6]) + ".")
@@ -553,8 +554,8 @@ def markdown() -> str:
     w("## Imports")
     w("")
     w("`import \"PATH\"` brings in every block of another file. A relative path is relative to the importing "
-      "file; `\"std/...\"` names the library bundled with ccost (`std/gpus.ccost`, `std/links.ccost`, "
-      "`std/models.ccost`). A file sees the names of the files it imports (and theirs). Import cycles and "
+      "file; `\"std/...\"` names the library bundled with ccost (GPUs, links, clusters and models, such as "
+      "`std/gpus.ccost` and `std/links.ccost`). A file sees the names of the files it imports (and theirs). Import cycles and "
       "missing files are errors that show the chain of imports. An imported file's `policy` does not apply "
       "to the importing file.")
     w("")

@@ -1,0 +1,83 @@
+"""``ccost check SPEC...``: parse and check specs, print every diagnostic; ``--policy`` also gates on the
+policy and the checklist.
+
+Exit status (INTERFACE.md): 0 when every spec is clean (warnings allowed), 2 when a spec has an error,
+1 when ``--policy`` finds a plan that fails its policy. Diagnostics go to stderr, the one-line summary of a
+clean spec (``specs/x.ccost: ok (3 plans, 1 sweep)``) to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "parse and check specs; with --policy, also gate on the policy"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("specs", nargs="+", metavar="SPEC", help=".ccost files to check")
+    parser.add_argument("--policy", action="store_true",
+                        help="also evaluate every plan against the spec's policy and the checklist; "
+                             "exit 1 when a plan fails")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 'es' if word.endswith('h') else 's'}"
+
+
+def summary(spec) -> str:
+    """``3 plans, 1 sweep``: what a clean spec holds (its own plans and everything it can evaluate)."""
+    parts = [_plural(len(spec.plans), "plan")]
+    for attr, word in (("sweeps", "sweep"), ("compares", "comparison"), ("searches", "search")):
+        n = len(getattr(spec, attr, {}) or {})
+        if n:
+            parts.append(_plural(n, word))
+    return ", ".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ccost.check import check_file
+    from ccost.diagnostics import render_all, use_colour
+
+    status = 0
+    clean = []
+    for path in args.specs:
+        result = check_file(path)
+        if result.diagnostics:
+            print(render_all(result.diagnostics, result.sources, colour=use_colour(sys.stderr)),
+                  file=sys.stderr)
+        if result.spec is None or result.errors:
+            status = 2
+            continue
+        spec = result.spec
+        note = ""
+        if not spec.plans:
+            note = " — note: it defines no plans, so there is nothing to evaluate"
+        warn = len(result.warnings)
+        warned = f", {warn} warning{'s' if warn != 1 else ''}" if warn else ""
+        print(f"{path}: ok ({summary(spec)}{warned}){note}")
+        clean.append(spec)
+    if status or not args.policy:
+        return status
+    return _gate(clean)
+
+
+def _gate(specs) -> int:
+    """Evaluate each clean spec and ask ``ccost.gate`` which plans break their policy."""
+    try:
+        from ccost import evaluate, gate
+    except ImportError as exc:
+        print(f"ccost check --policy: this build of ccost cannot evaluate policies yet ({exc}).",
+              file=sys.stderr)
+        return 2
+    failed = False
+    for spec in specs:
+        results = evaluate.evaluate(spec)
+        failures = gate.policy_failures(spec, results)
+        for line in failures:
+            print(f"{spec.path}: {line}", file=sys.stderr)
+        if failures:
+            failed = True
+        else:
+            print(f"{spec.path}: policy ok")
+    return 1 if failed else 0

@@ -1,0 +1,185 @@
+"""The design review: HTML and PDF of a spec's results, with every number derived (issue 4).
+
+Pipeline of this package, one module per job::
+
+    load_spec -> evaluate -> results_document ──┐
+                 explain(plan) for each plan ───┼─ build.build -> view.ReportView
+    provenance.collect (files, git, date) ──────┘        │
+                                     render.render_html("screen") -> <stem>.html
+                                     render.render_html("print") -> render.render_pdf -> <stem>.pdf
+                                     output.to_yaml(document) -> <stem>.yaml
+    atomic.AtomicFiles: all outputs land together, or none does.
+
+``write_report`` is the entry point of ``ccost report`` and of ``python -m ccost.report.regen``.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+FORMATS = ("html", "pdf", "yaml")
+
+
+@dataclass(frozen=True)
+class Review:
+    """Everything rendered for one spec, before it is written."""
+
+    view: object  # view.ReportView
+    document: dict
+
+
+def output_paths(spec_path: str | Path, out: str | Path | None, fmt: str = "both",
+                 cwd: Path | None = None) -> dict[str, Path]:
+    """Where ``ccost report`` writes: ``reports/<stem>.{html,pdf,yaml}`` under ``cwd`` by default.
+
+    ``-o`` names either a folder (existing, or written with a trailing slash) that receives
+    ``<stem>.*``, or a file whose suffix is dropped: ``-o out/review.pdf`` writes ``out/review.pdf``,
+    ``out/review.html`` and ``out/review.yaml``. The YAML of the results is always written beside them.
+    """
+    cwd = cwd or Path.cwd()
+    stem = Path(spec_path).stem
+    if out is None:
+        base = cwd / "reports" / stem
+    else:
+        text = str(out)
+        p = Path(out)
+        p = p if p.is_absolute() else cwd / p
+        if text.endswith(("/", os.sep)) or p.is_dir():
+            base = p / stem
+        elif p.suffix.lower() in (".html", ".htm", ".pdf", ".yaml", ".yml"):
+            base = p.with_suffix("")
+        else:
+            base = p
+    kinds = {"both": ("html", "pdf"), "html": ("html",), "pdf": ("pdf",)}[fmt]
+    paths = {k: base.with_name(base.name + "." + k) for k in kinds}
+    paths["yaml"] = base.with_name(base.name + ".yaml")
+    return paths
+
+
+@contextmanager
+def source_date_epoch(value: str | None) -> Iterator[None]:
+    """Set ``SOURCE_DATE_EPOCH`` for the duration of a render (WeasyPrint reads the process environment)."""
+    if value is None:
+        yield
+        return
+    old = os.environ.get("SOURCE_DATE_EPOCH")
+    os.environ["SOURCE_DATE_EPOCH"] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("SOURCE_DATE_EPOCH", None)
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = old
+
+
+def _warning_text(d) -> str:
+    where = f"{d.span}: " if getattr(d, "span", None) else ""
+    text = f"{where}{d.message}"
+    if getattr(d, "help", None):
+        text += f" ({d.help})"
+    return f"[{d.code}] {text}" if getattr(d, "code", None) else text
+
+
+def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[str, list]:
+    """Calibration plots of the measured links each plan uses (needs ``ccost.calibrate``; optional)."""
+    from ccost.report.build import Calibration
+
+    try:
+        from ccost.calibrate import fit_for_link, plot_svg
+    except ImportError:
+        return {}
+    out: dict[str, list] = {}
+    cache: dict[str, Calibration] = {}
+    for name in plan_names:
+        plan = spec.plans.get(name)
+        cluster = getattr(plan, "cluster", None)
+        for link in (getattr(cluster, "intra_node", None), getattr(cluster, "inter_node", None)):
+            if link is None or not link.measured:
+                continue
+            if link.name not in cache:
+                from ccost.diagnostics import CcostError
+
+                try:
+                    fit = fit_for_link(link, spec_dir)
+                    cal = (Calibration(link.name, plot_svg(fit), link.source or "measured")
+                           if fit is not None else
+                           Calibration(link.name, None, "measured, but its nccl-tests log was not found "
+                                                        "next to the spec; no fit plot"))
+                except CcostError as exc:
+                    cal = Calibration(link.name, None, f"the calibration log could not be read: {exc}")
+                cache[link.name] = cal
+            out.setdefault(name, []).append(cache[link.name])
+    return out
+
+
+def review(spec_path: str | Path, *, include_git: bool = True, environ: Mapping[str, str] | None = None,
+           cwd: Path | None = None, git_note: str = "not recorded", charts: bool = True) -> Review:
+    """Check, evaluate and explain ``spec_path``; build the view model. Raises ``CcostError`` on a bad spec."""
+    from ccost.check import load_spec
+    from ccost.evaluate import evaluate, explain, results_document
+    from ccost.report import build, provenance, render
+
+    spec, warnings = load_spec(str(spec_path))
+    document = results_document(evaluate(spec))
+    steps = {name: explain(spec, name) for name in document.get("plans", {})}
+    return review_from(spec, document, steps, spec_path=spec_path, warnings=warnings,
+                       include_git=include_git, environ=environ, cwd=cwd, git_note=git_note, charts=charts)
+
+
+def review_from(spec, document: dict, steps: Mapping[str, Sequence], *, spec_path: str | Path,
+                warnings: Sequence = (), include_git: bool = True, environ: Mapping[str, str] | None = None,
+                cwd: Path | None = None, git_note: str = "not recorded", charts: bool = True) -> Review:
+    """The view model from an already evaluated spec (tests use it with a hand-made document)."""
+    from ccost.report import build, provenance, render
+
+    files = list(getattr(spec, "files", ()) or (str(spec_path),))
+    stamp = provenance.collect(spec_path, files, include_git=include_git,
+                               environ=dict(environ) if environ is not None else None, cwd=cwd,
+                               git_note=git_note)
+    std = provenance._std_dir()
+    sources = []
+    for f in [str(spec_path)] + [f for f in files if Path(f).resolve() != Path(spec_path).resolve()]:
+        p = Path(f)
+        if std is not None and p.resolve().is_relative_to(std):
+            continue  # the bundled library is named and hashed on the cover, not reprinted
+        sources.append(render.highlight_source(provenance.display_path(p, cwd),
+                                               p.read_text(encoding="utf-8")))
+    calibrations = calibrations_for(spec, list(document.get("plans", {})), Path(spec_path).resolve().parent)
+    view = build.build(spec, document, steps, stamp, [_warning_text(w) for w in warnings], sources,
+                       calibrations=calibrations, charts=charts)
+    return Review(view, document)
+
+
+def write_review(rev: Review, paths: Mapping[str, Path], epoch: str | None = None) -> list[Path]:
+    """Render and write ``paths`` (keys from ``FORMATS``) all-or-nothing; returns the paths written."""
+    from ccost.output import to_yaml
+    from ccost.report import render
+    from ccost.report.atomic import AtomicFiles
+
+    out = AtomicFiles()
+    try:
+        if "html" in paths:
+            out.write(paths["html"], render.render_html(rev.view, "screen").encode("utf-8"))
+        if "pdf" in paths:
+            with source_date_epoch(epoch):
+                out.write(paths["pdf"], render.render_pdf(render.render_html(rev.view, "print")))
+        if "yaml" in paths:
+            out.write(paths["yaml"], to_yaml(rev.document).encode("utf-8"))
+    except BaseException:
+        out.discard()  # the previous review stays in place
+        raise
+    return out.commit()
+
+
+def write_report(spec_path: str | Path, paths: Mapping[str, Path], *, include_git: bool = True,
+                 environ: Mapping[str, str] | None = None, cwd: Path | None = None,
+                 git_note: str = "not recorded") -> list[Path]:
+    """``ccost report``: check, evaluate, render and write the review of ``spec_path``."""
+    env = dict(os.environ if environ is None else environ)
+    rev = review(spec_path, include_git=include_git, environ=env, cwd=cwd, git_note=git_note)
+    return write_review(rev, paths, env.get("SOURCE_DATE_EPOCH"))

@@ -1,0 +1,429 @@
+"""Build a ``ReportView`` from the results document, the derivation steps and the checked spec.
+
+The only arithmetic here is layout (counting checklist verdicts, numbering steps); every printed number
+is a value of the results document or of a derivation step, formatted (``view.fmt_value``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from ccost import spec as S
+from ccost import units
+from ccost.report import view as V
+from ccost.report.provenance import Provenance
+
+STATUSES = ("pass", "warn", "fail", "n/a")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A calibration plot of a measured link (from ``ccost.calibrate``), or why there is none."""
+
+    link: str
+    svg: str | None
+    note: str
+
+
+# ----------------------------------------------------------------------------------------------------
+# Inputs: what the user wrote, with units and sources.
+
+def _q(value: float | None, dim) -> str:
+    return "—" if value is None else units.format_quantity(value, dim)
+
+
+def _used_entities(spec: S.Spec, plan_names: Iterable[str]):
+    plans = [spec.plans[n] for n in plan_names if n in spec.plans]
+    clusters: dict[str, S.Cluster] = {}
+    models: dict[str, S.Model] = {}
+    gpus: dict[str, S.Gpu] = {}
+    links: dict[str, S.Link] = {}
+    for p in plans:
+        if p.cluster is not None:
+            clusters.setdefault(p.cluster.name, p.cluster)
+            if p.cluster.gpu is not None:
+                gpus.setdefault(p.cluster.gpu.name, p.cluster.gpu)
+            for link in (p.cluster.intra_node, p.cluster.inter_node):
+                if link is not None:
+                    links.setdefault(link.name, link)
+        if p.model is not None:
+            models.setdefault(p.model.name, p.model)
+    return plans, clusters, models, gpus, links
+
+
+def link_provenance(link: S.Link) -> str:
+    if link.measured:
+        return "measured"
+    if not link.source or link.source.strip().lower() == "spec sheet":
+        return "spec sheet"
+    return f"spec sheet ({link.source})"
+
+
+def build_inputs(spec: S.Spec, plan_names: Sequence[str]) -> V.InputsSection:
+    plans, clusters, models, gpus, links = _used_entities(spec, plan_names)
+    T, I, BW, FR = units.TIME, units.INFORMATION, units.BANDWIDTH, units.FLOP_RATE
+    tables: list[tuple[str, V.Table]] = []
+    tables.append(("GPUs", V.Table(
+        ("name", "memory", "HBM bandwidth", "peak FLOP/s", "achieved FLOP/s", "source"),
+        tuple((f"{g.name} — {g.label}" if g.title else g.name, _q(g.memory, I), _q(g.hbm_bandwidth, BW),
+               _q(g.flops, FR),
+               _q(g.achieved_flops, FR) if g.achieved_flops is not None else "— (peak used)",
+               g.source or "—") for g in gpus.values()),
+        (False, True, True, True, True, False))))
+    tables.append(("Links", V.Table(
+        ("name", "α per hop", "bandwidth", "efficiency", "one-shot latency", "α, β from"),
+        tuple((f"{k.name} — {k.label}" if k.title else k.name, _q(k.alpha, T), _q(k.bandwidth, BW),
+               units.format_percent(k.efficiency),
+               _q(k.one_shot, T) + ("" if k.one_shot_latency is not None else " (= α)"),
+               ("measured: " + k.source.split(":", 1)[-1].strip()) if k.measured
+               else (k.source or "spec sheet (no source given)")) for k in links.values()),
+        (False, True, True, True, True, False))))
+    tables.append(("Clusters", V.Table(
+        ("name", "GPU", "nodes × GPUs/node", "NVLink domain", "intra-node", "inter-node"),
+        tuple((f"{c.name} — {c.label}" if c.title else c.name, c.gpu.name if c.gpu else "—",
+               f"{c.nodes} × {c.gpus_per_node}", f"{c.domain}",
+               c.intra_node.name if c.intra_node else "—", c.inter_node.name if c.inter_node else "—")
+              for c in clusters.values()),
+        (False, False, True, True, False, False))))
+    tables.append(("Models", V.Table(
+        ("name", "layers L", "hidden d", "heads / KV heads", "params", "weights", "dtypes w / act / kv", "MoE"),
+        tuple((f"{m.name} — {m.label}" if m.title else m.name, f"{m.layers:,}", f"{m.hidden:,}",
+               f"{m.heads or '—'} / {m.kv_heads or '—'}",
+               units.format_quantity(m.params, units.DIMENSIONLESS) if m.params else "—",
+               _q(m.total_weight_bytes, I) + (" (given)" if m.weight_bytes is not None else ""),
+               f"{m.weights} / {m.activations} / {m.kv_cache}",
+               (f"{m.experts} experts, top-{m.top_k}" if m.is_moe else "—")) for m in models.values()),
+        (False, True, True, True, True, True, False, False), wide=True)))
+    tables.append(("Plans: layouts", V.Table(
+        ("plan", "model / cluster", "phase", "batch", "seq", "tp·pp·ep·dp", "micro-batches", "AllReduce",
+         "cross-node", "overlap"),
+        tuple((p.name, f"{p.model.name if p.model else '—'} / {p.cluster.name if p.cluster else '—'}",
+               p.phase, f"{p.batch:,}", f"{p.seq:,}" if p.seq else "—",
+               f"{p.tp}·{p.pp}·{p.ep}·{p.dp}" + (" (FSDP)" if p.fsdp else ""), f"{p.microbatches}",
+               p.allreduce, getattr(p, "cross_node", "auto"), units.format_percent(p.overlap)
+               + (f"; compute_time = {_q(p.compute_time, T)}" if p.compute_time is not None else ""))
+              for p in plans),
+        (False, False, False, True, True, True, True, False, False, True), wide=True)))
+    return V.InputsSection(tuple((h, t) for h, t in tables if t.rows))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Plans: key numbers, collectives, derivation steps.
+
+def key_numbers_table(doc_plan: Mapping[str, Any]) -> V.Table:
+    rows = []
+    for key in V.KEY_NUMBERS:
+        if key in doc_plan:
+            rows.append((V.label(key), V.fmt_value(key, doc_plan[key])))
+    if "throughput_tokens_s" in doc_plan:
+        rows.append(("throughput", throughput(doc_plan)))
+    return V.Table(("quantity", "value"), tuple(rows), (False, True))
+
+
+def throughput(doc_plan: Mapping[str, Any]) -> str:
+    if doc_plan.get("throughput_tokens_s") is None:
+        return "—"
+    text = f"{units.format_quantity(doc_plan['throughput_tokens_s'], units.DIMENSIONLESS, digits=4)} tokens/s"
+    if doc_plan.get("throughput_per_gpu") is not None:
+        text += f" ({units.format_quantity(doc_plan['throughput_per_gpu'], units.DIMENSIONLESS, digits=4)}/GPU)"
+    return text
+
+
+COLLECTIVE_COLUMNS = (("kind", "collective"), ("purpose", "purpose"), ("algorithm", "algorithm"),
+                      ("count", "count/step"), ("group_size", "P"), ("link", "link"),
+                      ("message_bytes", "message"), ("hops", "hops"), ("volume_bytes", "volume/GPU"),
+                      ("latency_s", "latency"), ("bandwidth_s", "bandwidth"), ("time_s", "time each"))
+
+
+def collectives_table(doc_plan: Mapping[str, Any]) -> V.Table:
+    rows = []
+    for c in doc_plan.get("collectives") or ():
+        rows.append(tuple(V.fmt_value(k, c.get(k)) for k, _ in COLLECTIVE_COLUMNS))
+    numeric = tuple(k in ("count", "group_size", "message_bytes", "hops", "volume_bytes", "latency_s",
+                          "bandwidth_s", "time_s") for k, _ in COLLECTIVE_COLUMNS)
+    return V.Table(tuple(h for _, h in COLLECTIVE_COLUMNS), tuple(rows), numeric, wide=True)
+
+
+def step_views(steps: Sequence[Any]) -> tuple[V.Step, ...]:
+    """``derive.Step`` values (duck-typed) as printable steps; inputs first keep their sources."""
+    out = []
+    for i, s in enumerate(steps, 1):
+        kind = getattr(s, "kind", "step")
+        desc = s.description or ""
+        extra = [x for x in (getattr(s, "source", None) and f"source: {s.source}", getattr(s, "note", None))
+                 if x]
+        if extra:
+            desc = "; ".join([desc, *extra]) if desc else "; ".join(extra)
+        formula = "" if kind == "input" else s.formula
+        substituted = "" if kind == "input" or s.substituted == s.formula else s.substituted
+        out.append(V.Step(i, s.name, desc, formula, substituted, s.result))
+    return tuple(out)
+
+
+def plan_section(name: str, doc_plan: Mapping[str, Any], steps: Sequence[Any],
+                 calibrations: Sequence[Calibration] = ()) -> V.PlanSection:
+    notes = []
+    for c in doc_plan.get("collectives") or ():
+        if c.get("reason"):
+            notes.append(f"{c.get('kind')} ({c.get('purpose')}): {c['reason']}")
+    figures = tuple(V.Figure(cal.svg, f"Calibration of link {cal.link}: {cal.note}")
+                    for cal in calibrations if cal.svg)
+    notes += [f"Calibration of link {cal.link}: {cal.note}" for cal in calibrations if not cal.svg]
+    return V.PlanSection(name, doc_plan.get("title") or name, key_numbers_table(doc_plan),
+                         collectives_table(doc_plan), step_views(steps), figures, tuple(notes))
+
+
+def checklist(name: str, doc_plan: Mapping[str, Any]) -> V.PlanChecklist:
+    rows = tuple(V.ChecklistRow(str(item.get("id", "")), item.get("title", ""), str(item.get("status", "n/a")),
+                                _checklist_value(item.get("value")), _checklist_value(item.get("threshold")),
+                                item.get("note") or "")
+                 for item in doc_plan.get("checklist") or ())
+    return V.PlanChecklist(name, doc_plan.get("title") or name, rows, verdict_counts(rows))
+
+
+def _checklist_value(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return units._sig(float(v), 4) if not float(v).is_integer() else f"{int(v):,}"
+    return V.fmt_value("", v)
+
+
+def verdict_counts(rows: Sequence[V.ChecklistRow]) -> str:
+    counts = {s: 0 for s in STATUSES}
+    for r in rows:
+        counts[r.status if r.status in counts else "n/a"] += 1
+    return " · ".join(f"{counts[s]} {s}" for s in STATUSES)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Sweeps and comparisons.
+
+SHORT_LABELS = {"step_time_s": "step time", "compute_time_s": "compute", "comm_time_s": "T_comm",
+                "speedup": "speedup", "efficiency": "efficiency", "overhead": "overhead"}
+SWEEP_METRICS = ("step_time_s", "compute_time_s", "comm_time_s", "speedup", "efficiency", "overhead")
+
+
+def _same_point(a: Mapping, b: Mapping, fields: Sequence[str]) -> bool:
+    return all(a.get(f) == b.get(f) for f in fields)
+
+
+def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, charts: bool) -> V.SweepSection:
+    fields = list(s.get("field") or [])
+    points = list(s.get("points") or [])
+    metrics = [m for m in SWEEP_METRICS if any(m in p for p in points)]
+    highlight = []
+    opt = s.get("time_optimal") or {}
+    cost = {k: v for k, v in (s.get("cost_optimal") or {}).items()}
+    rows = []
+    for i, p in enumerate(points):
+        marks = []
+        if opt and _same_point(p, opt, fields):
+            marks.append("time-optimal")
+            highlight.append(i)
+        for thr, pt in cost.items():
+            if pt and _same_point(p, pt, fields):
+                marks.append(f"cost-optimal at ≥ {units.format_percent(float(thr))}")
+        rows.append(tuple([V.fmt_value(f, p.get(f)) for f in fields]
+                          + [V.fmt_value(m, p.get(m)) for m in metrics] + ["; ".join(marks)]))
+    table = V.Table(tuple(fields + [SHORT_LABELS.get(m, V.label(m)) for m in metrics] + ["optimum"]), tuple(rows),
+                    tuple([True] * (len(fields) + len(metrics)) + [False]), highlight=tuple(highlight))
+    optima = []
+    if opt:
+        optima.append("Time-optimal point: " + ", ".join(f"{f} = {V.fmt_value(f, opt.get(f))}" for f in fields)
+                      + ".")
+    for thr, pt in cost.items():
+        where = ", ".join(f"{f} = {V.fmt_value(f, pt.get(f))}" for f in fields) if pt else "no point reaches it"
+        optima.append(f"Cost-optimal at efficiency ≥ {units.format_percent(float(thr))}: {where}.")
+    if s.get("continuous_optimum") is not None:
+        optima.append("Continuous time optimum N* = W·ln2 / (2·α·c·L·BW) = "
+                      f"{units._sig(float(s['continuous_optimum']), 4)}.")
+    figures: list[V.Figure] = []
+    numeric_x = len(fields) == 1 and points and all(isinstance(p.get(fields[0]), (int, float))
+                                                    and not isinstance(p.get(fields[0]), bool)
+                                                    for p in points)
+    if charts and numeric_x:
+        figures.extend(sweep_figures(name, s, fields[0], points, policy))
+    return V.SweepSection(name, s.get("title") or name, str(s.get("base", "")), ", ".join(fields), table,
+                          tuple(optima), tuple(figures))
+
+
+def sweep_figures(name: str, s: Mapping[str, Any], field: str, points: Sequence[Mapping],
+                  policy: S.Policy | None) -> list[V.Figure]:
+    from ccost.report import charts
+
+    xs = [p[field] for p in points]
+    out = []
+    if all(k in p and p[k] is not None for p in points for k in ("compute_time_s", "latency_term_s",
+                                                                  "bandwidth_term_s")):
+        svg = charts.sweep_time_chart(xs, field, [p["compute_time_s"] for p in points],
+                                      [p["latency_term_s"] for p in points],
+                                      [p["bandwidth_term_s"] for p in points],
+                                      [p["step_time_s"] for p in points] if all(
+                                          p.get("step_time_s") is not None for p in points) else None,
+                                      f"{name}: step time by term")
+        out.append(V.Figure(svg, f"Step time of sweep {name} against {field}, split into compute, the "
+                                 "latency term and the bandwidth term of communication (stacked); the line "
+                                 "is the step time (compute + exposed communication)."))
+    if all(p.get("efficiency") is not None for p in points):
+        thresholds = []
+        for thr in (s.get("cost_optimal") or {}):
+            thresholds.append((f"threshold {units.format_percent(float(thr))}", float(thr)))
+        if policy is not None and not any(abs(v - policy.min_efficiency) < 1e-12 for _, v in thresholds):
+            thresholds.insert(0, (f"policy min_efficiency {units.format_percent(policy.min_efficiency)}",
+                                  policy.min_efficiency))
+        n_star = s.get("continuous_optimum")
+        svg = charts.sweep_efficiency_chart(xs, field, [p["efficiency"] for p in points], thresholds,
+                                            n_star if field == "tp" else None, f"{name}: efficiency")
+        out.append(V.Figure(svg, f"Efficiency (speedup / GPUs) of sweep {name} against {field}, with the "
+                                 "efficiency thresholds" + (" and the continuous optimum N*" if n_star is not None
+                                                            and field == "tp" else "") + "."))
+    return out
+
+
+COMPARE_ROWS = ("gpus", "step_time_s", "compute_time_s", "comm_time_s", "latency_term_s", "bandwidth_term_s",
+                "exposed_comm_s", "overhead", "efficiency", "bubble", "memory_bytes_per_gpu", "fits_memory",
+                "regime")
+
+
+def compare_section(name: str, c: Mapping[str, Any], plans: Mapping[str, Mapping[str, Any]],
+                    charts: bool) -> V.CompareSection:
+    ranking = [p for p in c.get("ranking") or [] if p in plans]
+    headers = ("", *[f"{i}. {p}" for i, p in enumerate(ranking, 1)])
+    rows = [(V.label(k), *[V.fmt_value(k, plans[p].get(k)) for p in ranking])
+            for k in COMPARE_ROWS if any(k in plans[p] for p in ranking)]
+    if any("throughput_tokens_s" in plans[p] for p in ranking):
+        rows.append(("throughput", *[throughput(plans[p]) for p in ranking]))
+    table = V.Table(headers, tuple(rows), (False, *[True] * len(ranking)), wide=len(ranking) > 4)
+    figure = None
+    keys = ("compute_time_s", "latency_term_s", "bandwidth_term_s", "step_time_s")
+    if charts and ranking and all(plans[p].get(k) is not None for p in ranking for k in keys):
+        from ccost.report import charts as ch
+
+        svg = ch.compare_chart(ranking, *[[plans[p][k] for p in ranking] for k in keys],
+                               f"{name}: time per step")
+        figure = V.Figure(svg, f"Plans of comparison {name}, best first (by {c.get('by', 'latency')}): "
+                               "compute, latency term and bandwidth term of communication; the tick is the "
+                               "step time (compute + exposed communication).")
+    return V.CompareSection(name, c.get("title") or name, str(c.get("by", "latency")), tuple(ranking),
+                            c.get("recommendation") or "", table, figure)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Summary, assumptions.
+
+SUMMARY_COLUMNS = ("gpus", "step_time_s", "comm_time_s", "overhead", "efficiency", "fits_memory")
+
+
+def summary(doc: Mapping[str, Any], checklists: Sequence[V.PlanChecklist], warnings: Sequence[str]) -> V.Summary:
+    plans = doc.get("plans") or {}
+    recs = tuple((c.get("title") or n, c.get("recommendation") or "")
+                 for n, c in (doc.get("compares") or {}).items())
+    has_tp = any("throughput_tokens_s" in p for p in plans.values())
+    headers = ("plan", "GPUs", "step time", "T_comm", "overhead", "efficiency", "memory fit",
+               *(("throughput",) if has_tp else ()))
+    rows = []
+    for n, p in plans.items():
+        fit = V.fmt_value("fits_memory", p.get("fits_memory"))
+        if p.get("memory_bytes_per_gpu") is not None:
+            fit += f" ({V.fmt_value('memory_bytes_per_gpu', p['memory_bytes_per_gpu'])}/GPU)"
+        rows.append((n, *[V.fmt_value(k, p.get(k)) for k in SUMMARY_COLUMNS[:-1]], fit,
+                     *((throughput(p),) if has_tp else ())))
+    table = V.Table(headers, tuple(rows), (False, True, True, True, True, True, False,
+                                           *((True,) if has_tp else ())), wide=has_tp)
+    verdicts = V.Table(("plan", "pass", "warn", "fail", "n/a", "items to look at"),
+                       tuple(_verdict_row(c) for c in checklists), (False, True, True, True, True, False))
+    return V.Summary(recs, table, verdicts, tuple(warnings))
+
+
+def _verdict_row(c: V.PlanChecklist) -> tuple[str, ...]:
+    counts = {s: sum(1 for r in c.rows if (r.status if r.status in STATUSES else "n/a") == s) for s in STATUSES}
+    look = ", ".join(f"{r.id} ({r.status})" for r in c.rows if r.status in ("warn", "fail"))
+    return (c.plan, *[str(counts[s]) for s in STATUSES], look or "—")
+
+
+NOT_MODELLED = (
+    ("Congestion", "Every collective is priced as if it had its links to itself: no contention between "
+     "concurrent collectives, no oversubscribed switch tiers, no stragglers."),
+    ("NCCL protocols", "One α and one bandwidth per link. NCCL's LL, LL128 and Simple protocols, channel "
+     "counts and chunking change both with message size; measure with nccl-tests (ccost calibrate)."),
+    ("Launch overhead", "Kernel launch and synchronisation costs (a few µs per collective, more without CUDA "
+     "graphs) are not added; at small messages they are the same size as α."),
+    ("One-shot volume", "A one-shot AllReduce is charged one hop at one_shot_latency plus the ring volume "
+     "2(P−1)/P·m per GPU, as the reference notes do; charging each GPU's (P−1)·m egress instead would raise "
+     "its bandwidth term by P/2."),
+    ("All-to-All volume", "All-to-All moves (P−1)/P of each GPU's m bytes (the local share stays put; seed "
+     "000's convention), in P−1 hops; seed 001 charges the full B·S·k·d·bytes."),
+    ("Absolutes", "The notes warn that the α-β model ranks options better than it predicts absolute times: "
+     "real overlap is often 30–50 % better than modelled, and spec-sheet bandwidth is optimistic."),
+)
+
+
+def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...]:
+    out = []
+    plans = doc.get("plans") or {}
+    _, _, _, _, links = _used_entities(spec, plans.keys())
+    for link in links.values():
+        out.append(V.Assumption(f"α and β of {link.name}",
+                                f"{link_provenance(link)}: α = {_q(link.alpha, units.TIME)}, bandwidth "
+                                f"{_q(link.bandwidth, units.BANDWIDTH)} at {units.format_percent(link.efficiency)}"
+                                " efficiency."
+                                + ("" if link.measured else " Spec-sheet numbers are optimistic; measure "
+                                   "them with nccl-tests and `ccost calibrate`.")))
+    for name, p in plans.items():
+        plan = spec.plans.get(name)
+        algos = []
+        for c in p.get("collectives") or ():
+            text = f"{c.get('kind')} ({c.get('purpose')}): {c.get('algorithm')} on {c.get('link')}"
+            if c.get("reason"):
+                text += f" — {c['reason']}"
+            algos.append(text)
+        lines = "; ".join(algos) if algos else "no collectives (a single GPU)"
+        if plan is not None:
+            lines += (f". Overlap assumed: {units.format_percent(plan.overlap)} of communication hidden behind "
+                      "compute")
+            lines += f". Cross-node pricing: {getattr(plan, 'cross_node', 'auto')}"
+            if plan.compute_time is not None:
+                lines += f". Compute time given in the spec ({_q(plan.compute_time, units.TIME)}), not derived"
+        out.append(V.Assumption(f"plan {name}", lines + "."))
+    return tuple(out)
+
+
+def not_modelled() -> tuple[V.Assumption, ...]:
+    return tuple(V.Assumption(t, x) for t, x in NOT_MODELLED)
+
+
+# ----------------------------------------------------------------------------------------------------
+
+def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any]], provenance: Provenance,
+          warnings: Sequence[str] = (), sources: Sequence[V.SourceFile] = (), source_css: str = "",
+          calibrations: Mapping[str, Sequence[Calibration]] | None = None, charts: bool = True) -> V.ReportView:
+    """The whole review as a view model.
+
+    ``doc`` is ``results_document(evaluate(spec))``; ``steps`` maps each plan of ``doc`` to
+    ``explain(spec, plan)``; ``calibrations`` maps a plan to the calibration plots of its measured links.
+    """
+    plans = doc.get("plans") or {}
+    calibrations = calibrations or {}
+    checklists = tuple(checklist(n, p) for n, p in plans.items())
+    sections = tuple(plan_section(n, p, steps.get(n, ()), calibrations.get(n, ())) for n, p in plans.items())
+    sweeps = tuple(sweep_section(n, s, spec.policy, charts) for n, s in (doc.get("sweeps") or {}).items())
+    compares = tuple(compare_section(n, c, plans, charts) for n, c in (doc.get("compares") or {}).items())
+    stem = Path(spec.path).stem
+    return V.ReportView(
+        title=f"Design review: {stem}",
+        spec_name=stem,
+        provenance=provenance,
+        summary=summary(doc, checklists, warnings),
+        inputs=build_inputs(spec, list(plans)),
+        plans=sections,
+        checklists=checklists,
+        sweeps=sweeps,
+        compares=compares,
+        assumptions=assumptions(spec, doc),
+        not_modelled=not_modelled(),
+        sources=tuple(sources),
+        source_css=source_css,
+    )

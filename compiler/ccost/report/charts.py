@@ -1,0 +1,157 @@
+"""SVG charts for the review, drawn with matplotlib's SVG backend and made deterministic.
+
+Every value plotted is handed in by the view-model builder from the results document; nothing here
+computes a result. Determinism (DESIGN principle 5): a fixed ``svg.hashsalt`` (clip-path and glyph ids),
+no creation date in the metadata, text kept as text (``svg.fonttype = none``, drawn in DejaVu Sans, which
+WeasyPrint also has). matplotlib is imported lazily so ``ccost check`` and ``eval`` never pay for it.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from typing import Sequence
+
+# Print size: the text column of A4 with 18 mm margins is ~174 mm (6.85 in).
+WIDTH_IN = 6.6
+COLOURS = {"compute": "#4c72b0", "latency": "#dd8452", "bandwidth": "#55a868", "step": "#222222",
+           "efficiency": "#4c72b0", "threshold": "#c44e52", "optimum": "#8172b3"}
+
+_RC = {
+    "svg.hashsalt": "ccost",
+    "svg.fonttype": "none",
+    "font.family": "DejaVu Sans",
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "path.simplify": False,
+}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("svg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _to_svg(fig) -> str:
+    plt = _pyplot()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "ccost"}, bbox_inches="tight")
+    plt.close(fig)
+    svg = buf.getvalue()
+    # Inline in HTML: drop the XML declaration and DOCTYPE; keep the <svg> element.
+    svg = svg[svg.index("<svg"):]
+    # matplotlib writes fixed pt sizes; let CSS scale the figure to the column (the viewBox keeps the ratio).
+    svg = re.sub(r'(<svg[^>]*?) width="[^"]*" height="[^"]*"', r'\1 class="chart"', svg, count=1)
+    return svg
+
+
+def _time_axis(values_s: Sequence[float]) -> tuple[float, str]:
+    top = max((abs(v) for v in values_s if v is not None and math.isfinite(v)), default=0.0)
+    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if top >= factor:
+            return factor, unit
+    return 1e-9, "ns"
+
+
+def _x_axis(ax, xs: Sequence[float], label: str) -> None:
+    ax.set_xlabel(label)
+    positive = all(x > 0 for x in xs)
+    powers_of_two = positive and all(float(x).is_integer() and (int(x) & (int(x) - 1)) == 0 for x in xs)
+    if powers_of_two and len(xs) > 2:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([f"{int(x)}" for x in xs])
+        ax.minorticks_off()
+
+
+def sweep_time_chart(xs: Sequence[float], x_label: str, compute: Sequence[float],
+                     latency: Sequence[float], bandwidth: Sequence[float],
+                     step: Sequence[float] | None, title: str) -> str:
+    """Step time against the swept field, split into compute, latency and bandwidth terms (stacked)."""
+    plt = _pyplot()
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.5))
+        factor, unit = _time_axis([c + la + b for c, la, b in zip(compute, latency, bandwidth)]
+                                  + list(step or []))
+        c = [v / factor for v in compute]
+        la = [v / factor for v in latency]
+        b = [v / factor for v in bandwidth]
+        ax.stackplot(xs, c, la, b, labels=["compute", "latency term (α·hops)", "bandwidth term (volume/B)"],
+                     colors=[COLOURS["compute"], COLOURS["latency"], COLOURS["bandwidth"]], alpha=0.85)
+        if step is not None:
+            ax.plot(xs, [v / factor for v in step], color=COLOURS["step"], marker="o", markersize=3,
+                    linewidth=1.2, label="step time (compute + exposed comm)")
+        _x_axis(ax, xs, x_label)
+        ax.set_ylabel(f"time per step ({unit})")
+        ax.set_ylim(bottom=0)
+        ax.set_title(title, loc="left")
+        ax.legend(loc="upper right", frameon=False)
+        return _to_svg(fig)
+
+
+def sweep_efficiency_chart(xs: Sequence[float], x_label: str, efficiency: Sequence[float],
+                           thresholds: Sequence[tuple[str, float]], n_star: float | None,
+                           title: str) -> str:
+    """Efficiency (%) against the swept field, with the policy thresholds and the continuous N*."""
+    plt = _pyplot()
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.3))
+        ax.plot(xs, [e * 100 for e in efficiency], color=COLOURS["efficiency"], marker="o", markersize=3,
+                linewidth=1.4, label="efficiency = speedup / N")
+        for i, (label, value) in enumerate(thresholds):
+            ax.axhline(value * 100, color=COLOURS["threshold"], linewidth=0.9,
+                       linestyle=("--", ":", "-.")[i % 3], label=label)
+        _x_axis(ax, xs, x_label)
+        if n_star is not None and math.isfinite(n_star) and n_star > 0:
+            ax.axvline(n_star, color=COLOURS["optimum"], linewidth=1.0, linestyle="-")
+            ax.annotate(f"N* = {n_star:.3g}", xy=(n_star, 0.97), xycoords=("data", "axes fraction"),
+                        ha="right", va="top", fontsize=8, color=COLOURS["optimum"],
+                        xytext=(-3, 0), textcoords="offset points")
+            if ax.get_xscale() == "log" and n_star > max(xs):
+                ax.set_xlim(right=n_star * 1.15)
+        ax.set_ylabel("efficiency (%)")
+        ax.set_ylim(0, 105)
+        ax.set_title(title, loc="left")
+        ax.legend(loc="lower left", frameon=False)
+        return _to_svg(fig)
+
+
+def compare_chart(names: Sequence[str], compute: Sequence[float], latency: Sequence[float],
+                  bandwidth: Sequence[float], step: Sequence[float], title: str) -> str:
+    """Horizontal stacked bars, one per plan: compute, latency and bandwidth terms; step time marked."""
+    plt = _pyplot()
+    with plt.rc_context(_RC):
+        height = 1.0 + 0.42 * len(names)
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, height))
+        factor, unit = _time_axis([c + la + b for c, la, b in zip(compute, latency, bandwidth)] + list(step))
+        ys = list(range(len(names)))[::-1]
+        left = [0.0] * len(names)
+        for label, values, colour in (("compute", compute, COLOURS["compute"]),
+                                      ("latency term", latency, COLOURS["latency"]),
+                                      ("bandwidth term", bandwidth, COLOURS["bandwidth"])):
+            widths = [v / factor for v in values]
+            ax.barh(ys, widths, left=left, color=colour, label=label, height=0.6)
+            left = [a + w for a, w in zip(left, widths)]
+        ax.scatter([s / factor for s in step], ys, marker="|", s=260, color=COLOURS["step"], zorder=3,
+                   label="step time")
+        ax.set_yticks(ys)
+        ax.set_yticklabels(list(names))
+        ax.set_xlabel(f"time per step ({unit})")
+        ax.grid(axis="y", visible=False)
+        ax.set_title(title, loc="left")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22 - 0.1 / max(len(names), 1)), ncol=4,
+                  frameon=False)
+        return _to_svg(fig)

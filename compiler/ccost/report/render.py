@@ -1,0 +1,68 @@
+"""Rendering: the Jinja environment, the two HTML variants, the PDF, and the highlighted spec source.
+
+Jinja runs with ``autoescape=True`` (STYLE.md: ``select_autoescape`` would not escape ``*.html.j2``, and
+spec titles are untrusted) and ``StrictUndefined`` (a misspelt field in a template is an error, not an
+empty cell). The only unescaped inserts are SVG made by ``ccost.report.charts`` and Pygments' output,
+both of which escape the text they carry.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import jinja2
+
+from ccost.report.view import ReportView, SourceFile
+from ccost.resources import resource_dir
+
+VARIANTS = ("screen", "print")
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(resource_dir("templates"))),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+        lstrip_blocks=False,
+        keep_trailing_newline=True,
+        auto_reload=False,
+    )
+
+
+def render_html(view: ReportView, variant: str = "screen") -> str:
+    """The review as HTML. ``screen`` is the self-contained file written next to the PDF; ``print`` is the
+    same content with the A4 page layout, fed to WeasyPrint."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown report variant {variant!r}; expected one of {VARIANTS}")
+    return environment().get_template(f"report/{variant}.html").render(r=view)
+
+
+def render_pdf(print_html: str, fetcher=None) -> bytes:
+    """Render the print variant to PDF bytes; nothing is fetched but ``data:`` URIs.
+
+    ``fetcher`` defaults to a fresh ``DataOnlyFetcher``; tests pass a spy. Reproducible bytes need
+    ``SOURCE_DATE_EPOCH`` set in the environment (WeasyPrint reads it for the PDF dates).
+    """
+    import weasyprint
+
+    from ccost.report.fetcher import DataOnlyFetcher
+
+    fetcher = fetcher or DataOnlyFetcher()
+    # base_url None: a relative URL cannot resolve to the working folder either.
+    document = weasyprint.HTML(string=print_html, base_url=None, url_fetcher=fetcher)
+    return document.write_pdf(url_fetcher=fetcher, uncompressed_pdf=False)
+
+
+def highlight_source(path: str, text: str) -> SourceFile:
+    """A spec file, line-numbered and highlighted with the ``.ccost`` Pygments lexer (inline styles, so
+    the HTML needs no stylesheet file)."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+
+    from ccost.lexer import CcostLexer
+
+    formatter = HtmlFormatter(noclasses=True, linenos="inline", style="default", nobackground=True,
+                              wrapcode=True)
+    return SourceFile(path, highlight(text, CcostLexer(), formatter))

@@ -1,0 +1,216 @@
+"""View models: everything a review template shows, as frozen dataclasses of ready-to-print strings.
+
+Built from three things only (DESIGN principle 1, "the report never re-types or recomputes a number"):
+the results document (``ccost.evaluate.results_document``, INTERFACE.md's normative keys), the derivation
+steps of each plan (``ccost.evaluate.explain``, the same ``derive.Step`` values ``ccost explain`` prints),
+and the checked spec for the inputs the user wrote. This module formats; it does no arithmetic on
+results. Templates then only loop and print (coverage.py's html.py does the same split).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from ccost import units
+from ccost.report.provenance import Provenance
+
+# ----------------------------------------------------------------------------------------------------
+# Formatting of result-document values, by key. SI floats in, text out.
+
+FRACTION_KEYS = {"overhead", "efficiency", "bubble", "overlap", "max_overhead", "min_efficiency",
+                 "max_memory", "memory_fraction", "efficiency_threshold"}
+
+LABELS = {
+    "gpus": "GPUs",
+    "step_time_s": "step time",
+    "compute_time_s": "compute time",
+    "comm_time_s": "T_comm",
+    "latency_term_s": "latency term",
+    "bandwidth_term_s": "bandwidth term",
+    "exposed_comm_s": "exposed comm",
+    "overhead": "overhead (T_comm / T_compute)",
+    "speedup": "speedup vs 1 GPU",
+    "efficiency": "efficiency (speedup / N)",
+    "bubble": "pipeline bubble",
+    "regime": "regime",
+    "weight_bytes_per_gpu": "weights per GPU",
+    "memory_bytes_per_gpu": "memory per GPU",
+    "fits_memory": "fits in memory",
+}
+
+# The key numbers of a plan, in the order the summary and the plan sections show them.
+KEY_NUMBERS = ("gpus", "step_time_s", "compute_time_s", "comm_time_s", "latency_term_s",
+               "bandwidth_term_s", "exposed_comm_s", "overhead", "speedup", "efficiency", "bubble",
+               "regime", "weight_bytes_per_gpu", "memory_bytes_per_gpu", "fits_memory")
+
+
+def _sig(x: float, digits: int = 4) -> str:
+    return units._sig(float(x), digits)
+
+
+def fmt_value(key: str, value: Any) -> str:
+    """One value of the results document as a reader sees it: ``0.00448`` under ``*_s`` is ``4.48 ms``."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} = {fmt_value(k, v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(fmt_value(key, v) for v in value)
+    if not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return units.format_quantity(value, units.DIMENSIONLESS)
+    if key.endswith("_s") or key.endswith("_time") or key in ("alpha", "latency", "one_shot_latency"):
+        return units.format_quantity(value, units.TIME)
+    if key.endswith("_bytes") or "_bytes_" in key or key in ("memory", "weight_bytes"):
+        return units.format_quantity(value, units.INFORMATION)
+    if key.endswith("bandwidth") or key.endswith("_bytes_per_s"):
+        return units.format_quantity(value, units.BANDWIDTH)
+    if key.endswith("flops"):
+        return units.format_quantity(value, units.FLOP_RATE)
+    if key in FRACTION_KEYS:
+        return units.format_percent(value)
+    if key == "speedup":
+        return f"{_sig(value, 3)}×"
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{int(value):,}"
+    return _sig(value)
+
+
+def label(key: str) -> str:
+    return LABELS.get(key, key.replace("_s", "").replace("_", " "))
+
+
+# ----------------------------------------------------------------------------------------------------
+# The view-model dataclasses.
+
+@dataclass(frozen=True)
+class Table:
+    """A plain table: header cells, rows of text cells; ``numeric`` marks right-aligned columns."""
+
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    numeric: tuple[bool, ...] = ()
+    caption: str = ""
+    highlight: tuple[int, ...] = ()  # row indexes to emphasise (the optimum of a sweep, say)
+    wide: bool = False  # many columns: the print layout shrinks the font rather than overflow
+
+
+@dataclass(frozen=True)
+class Figure:
+    svg: str  # an <svg> element made by ccost.report.charts (trusted: never spec text)
+    caption: str
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    name: str
+    description: str
+    formula: str
+    substituted: str
+    result: str
+
+
+@dataclass(frozen=True)
+class ChecklistRow:
+    id: str
+    title: str
+    status: str  # pass, warn, fail, n/a
+    value: str
+    threshold: str
+    note: str
+
+    @property
+    def css(self) -> str:
+        return {"pass": "pass", "warn": "warn", "fail": "fail"}.get(self.status, "na")
+
+
+@dataclass(frozen=True)
+class PlanChecklist:
+    plan: str
+    title: str
+    rows: tuple[ChecklistRow, ...]
+    counts: str  # "7 pass · 2 warn · 0 fail · 1 n/a"
+
+
+@dataclass(frozen=True)
+class PlanSection:
+    name: str
+    title: str
+    key_numbers: Table
+    collectives: Table
+    steps: tuple[Step, ...]
+    figures: tuple[Figure, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SweepSection:
+    name: str
+    title: str
+    base: str
+    fields: str
+    table: Table
+    optima: tuple[str, ...]
+    figures: tuple[Figure, ...]
+
+
+@dataclass(frozen=True)
+class CompareSection:
+    name: str
+    title: str
+    by: str
+    ranking: tuple[str, ...]
+    recommendation: str
+    table: Table
+    figure: Figure | None
+
+
+@dataclass(frozen=True)
+class Summary:
+    recommendations: tuple[tuple[str, str], ...]  # (compare title, recommendation)
+    plans: Table
+    verdicts: Table
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class InputsSection:
+    tables: tuple[tuple[str, Table], ...]  # (heading, table)
+
+
+@dataclass(frozen=True)
+class Assumption:
+    topic: str
+    text: str
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str
+    html: str  # Pygments output, inline styles; escaped by Pygments
+
+
+@dataclass(frozen=True)
+class ReportView:
+    title: str
+    spec_name: str
+    provenance: Provenance
+    summary: Summary
+    inputs: InputsSection
+    plans: tuple[PlanSection, ...]
+    checklists: tuple[PlanChecklist, ...]
+    sweeps: tuple[SweepSection, ...]
+    compares: tuple[CompareSection, ...]
+    assumptions: tuple[Assumption, ...]
+    not_modelled: tuple[Assumption, ...]
+    sources: tuple[SourceFile, ...]
+    source_css: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)

@@ -82,6 +82,7 @@ CODES: dict[str, str] = {
     "E501": "calibration log cannot be read or fitted",
     "E502": "git revision or file cannot be read",
     "E503": "formatting would change the meaning of the spec",
+    "E504": "design review cannot be rendered or written",
     "W501": "calibration log: rows not fitted, or counts that disagree",
     "W301": "tensor-parallel group leaves the NVLink domain",
     "W302": "tensor parallelism does not divide kv_heads",

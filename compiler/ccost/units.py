@@ -111,6 +111,19 @@ def parse_unit(unit: str) -> tuple[float, Dim]:
     if text == "%":
         return 0.01, DIMENSIONLESS
     spelled = text.replace("μ", "µ")
+    # The common path: the units users write, precomputed from this registry (importing Pint costs ~0.25 s,
+    # more than the rest of `ccost check`). Pint stays the source of truth for everything else, and a
+    # test recomputes every entry of the table through it.
+    from ccost.units_table import UNITS
+
+    hit = UNITS.get(spelled)
+    if hit is not None:
+        return hit
+    return _parse_with_pint(unit, text, spelled)
+
+
+def _parse_with_pint(unit: str, text: str, spelled: str) -> tuple[float, Dim]:
+    """``parse_unit`` through the Pint registry, for units that are not in ``units_table``."""
     try:
         ureg = registry()
         q = ureg.Quantity(1.0, ureg.parse_units(spelled.replace("µ", "u")))
@@ -261,3 +274,55 @@ def format_percent(fraction: float, digits: int = 3) -> str:
     if fraction is None or not math.isfinite(fraction):
         return "—"
     return f"{_sig(fraction * 100, digits)} %"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The precomputed table (``units_table.py``), regenerated with ``python -m ccost.units --regen``.
+
+_TIME_UNITS = ["s", "sec", "ms", "us", "µs", "ns", "min", "h", "hr"]
+_SI_PREFIXES = ["", "k", "K", "M", "G", "T", "P", "E"]
+_IEC_PREFIXES = ["Ki", "Mi", "Gi", "Ti", "Pi"]
+
+
+def table_units() -> list[str]:
+    """Every unit spelling the table holds: what users write, and more (all prefixes, rates per s)."""
+    names: list[str] = list(_TIME_UNITS)
+    amounts: list[str] = []
+    for base in ("B", "bit", "b", "byte"):
+        for p in _SI_PREFIXES + (_IEC_PREFIXES if base != "byte" else []):
+            amounts.append(p + base)
+    for p in _SI_PREFIXES:
+        amounts.append(p + "FLOP")
+    names += amounts
+    names += [a + "/s" for a in amounts]
+    names += [p + "FLOPS" for p in _SI_PREFIXES]
+    names += [u for u in KNOWN_UNITS if u not in names and u != "%"]
+    # drop spellings that parse_unit rejects as a common mistake before it looks at the table
+    return [n for n in dict.fromkeys(names) if n not in COMMON_MISTAKES or n == "Gb/s"]
+
+
+def _regen_table() -> str:
+    lines = [
+        '"""Units users write, with their factor to SI floats and their dimension: generated from the Pint',
+        "registry in units.txt by `python -m ccost.units --regen`. Do not edit; tests/test_schema.py recomputes",
+        'every entry through Pint."""',
+        "",
+        "# fmt: off",
+        "UNITS = {",
+    ]
+    for name in table_units():
+        factor, dim = _parse_with_pint(name, name, name)
+        lines.append(f"    {name!r}: ({factor!r}, {dim!r}),")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["--regen"]:
+        Path(__file__).with_name("units_table.py").write_text(_regen_table(), encoding="utf-8")
+        print("wrote", Path(__file__).with_name("units_table.py"))
+    else:
+        print("usage: python -m ccost.units --regen", file=sys.stderr)
+        raise SystemExit(2)

@@ -125,9 +125,9 @@ _RUN: contextvars.ContextVar[_Run] = contextvars.ContextVar("ccost_parse_run")
 
 
 class _TooDeep(Exception):
-    def __init__(self, span_token: Token | None, span: Span | None = None):
-        self.token = span_token
-        self.span = span
+    def __init__(self, token: Token, what: str = "brackets"):
+        self.token = token
+        self.what = what
 
 
 def _synthetic(type_: str, value: str, after: Token) -> Token:
@@ -147,15 +147,22 @@ class _PostLex:
         item_start: Token | None = None
         at_item_start = True
         tokens = run.tokens
+        minus_run: list[Token] = []  # `- - - ... x` nests as deep as brackets do
         for tok in stream:
             t = tok.type
             if t == "_NL" and depth > 0:
                 continue
+            if t == "MINUS":
+                minus_run.append(tok)
+                if len(minus_run) > MAX_DEPTH:
+                    raise _TooDeep(minus_run[0], what="signs `-`")
+            elif minus_run:
+                minus_run = []
             tokens.append((tok, depth, braces))
             if t in _OPEN:
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise _TooDeep(tok)
+                    raise _TooDeep(tok)  # before Lark builds a tree deeper than anything can walk
             elif t in _CLOSE:
                 depth = max(depth - 1, 0)
             elif t == "LBRACE":
@@ -230,7 +237,7 @@ def parse(text: str, path: str) -> T.File:
     An empty file is valid and has no items.
     """
     if text.startswith("\ufeff"):
-        text = " " + text[1:]  # keep columns: the BOM becomes a blank
+        text = text[1:]  # read_source drops it too; columns are what an editor shows
     parser = _parser()
     diags: list[Diagnostic] = []
     lines_with_errors: set[int] = set()
@@ -239,7 +246,9 @@ def parse(text: str, path: str) -> T.File:
     working = text
     last_pos = -1
     lark_tree = None
-    for _round in range(MAX_ERRORS + 1):
+    # Each recovery round re-parses the whole text: bound the total work on big files.
+    rounds = MAX_ERRORS if len(text) <= 256 * 1024 else max(2, MAX_ERRORS * 256 * 1024 // len(text))
+    for _round in range(rounds + 1):
         run = _Run(working, dict(insert_after))
         token = _RUN.set(run)
         try:
@@ -247,7 +256,7 @@ def parse(text: str, path: str) -> T.File:
             break
         except _TooDeep as exc:
             tok = exc.token
-            diags.append(error("E006", f"brackets nested more than {MAX_DEPTH} deep",
+            diags.append(error("E006", f"{exc.what} nested more than {MAX_DEPTH} deep",
                                _tok_span(path, tok), "a spec needs a few levels at most; is this file generated?"))
             lark_tree = None
             break
@@ -280,11 +289,17 @@ def parse(text: str, path: str) -> T.File:
             diags.extend(_Builder(path, run.text).build(lark_tree, run.comments)[1])
         if not diags:  # recovery gave up without a message: never fail silently
             diags.append(error("E001", "the file cannot be parsed", Span.point(path, 1, 1)))
-        raise CcostError(_sorted(diags))
+        raise _error(diags, path, text)
     file, more = _Builder(path, text).build(lark_tree, run.comments)
     if more:
-        raise CcostError(_sorted(more))
+        raise _error(more, path, text)
     return file
+
+
+def _error(diags: list[Diagnostic], path: str, text: str) -> CcostError:
+    exc = CcostError(_sorted(diags))
+    exc.sources = {path: text}  # type: ignore[attr-defined]  # the CLI shows the source lines
+    return exc
 
 
 def _statement_end(text: str, i: int, mode: str) -> int:
@@ -422,8 +437,6 @@ def _statement_start(run: _Run, before: int) -> tuple[Token | None, int, int]:
     ``before``, with its bracket depth and brace level; None when the error is the first token."""
     toks = run.tokens
     i = len(toks) - 1
-    while i >= 0 and toks[i][0].start_pos >= before and toks[i][0].type != "RBRACE":
-        i -= 1
     while i >= 0 and toks[i][0].start_pos >= before:
         i -= 1
     start = None

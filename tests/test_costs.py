@@ -330,6 +330,26 @@ def test_auto_with_all_algorithms_and_arrays():
     assert arr.reason is None
 
 
+def test_auto_on_a_topology():
+    # A3 option B, TP = 8 inside a node: one-shot 8 µs + 4.078 µs beats tree 12 µs + 4.078 µs
+    g = group_cost("allreduce", "auto", 8, A3_M, 8, NVLINK, IB, candidates=("ring", "tree", "one_shot"))
+    assert g.algorithm == "one_shot" and g.used == "intra"
+    assert 252 * g.chosen.time == pytest.approx(3.04 * MS, **NOTES)
+    assert g.reason.startswith("one_shot: 1 hop beats tree's 6 at a 1 MiB message (12.08 µs vs 16.08 µs)")
+    assert set(g.alternatives) == {"ring", "tree", "one_shot"}
+    # A3 option A, TP = 16 across two nodes, ring vs tree. Hierarchical tree per AllReduce:
+    #   14 µs + 2.039 µs (RS) + 2·log₂2 × 3 µs + 131,072 B / 50 GB/s (AR across) + 14 µs + 2.039 µs (AG)
+    # = the ring's hierarchical cost (40.70 µs): with n = 2 the tree and the ring are both 2 hops.
+    g = group_cost("allreduce", "auto", 16, A3_M, 8, NVLINK, IB, candidates=("ring", "tree"))
+    assert g.used == "hierarchical" and g.algorithm == "ring"  # the tie goes to the earlier candidate
+    assert g.chosen.time == pytest.approx(2 * (14e-6 + 917_504 / 450e9) + 6e-6 + 131_072 / 50e9, rel=1e-12)
+    assert g.reason.endswith("(priced hierarchical across nodes)")
+    # Forced flat: tree 2·⌈log₂16⌉ = 8 hops × 3 µs beats the ring's 30 × 3 µs
+    g = group_cost("allreduce", "auto", 16, A3_M, 8, NVLINK, IB, cross_node="flat", candidates=("ring", "tree"))
+    assert g.algorithm == "tree"
+    assert g.chosen.time == pytest.approx(24e-6 + 1_966_080 / 50e9, rel=1e-12)
+
+
 def test_regime():
     c = costs.ring_allreduce(8, A1_M, 2e-6, 450e9)
     assert costs.regime(c.latency, c.bandwidth_time) == "latency-bound"
@@ -398,7 +418,7 @@ group_cases = st.lists(st.tuples(st.integers(1, 512), st.integers(1, 16)), min_s
 
 @settings(max_examples=40, deadline=None)
 @given(cases=group_cases, m=messages, a1=alphas, b1=bandwidths, a2=alphas, b2=bandwidths,
-       kind_alg=st.sampled_from(KIND_ALGS), cross=st.sampled_from(costs.CROSS_NODE))
+       kind_alg=st.sampled_from(KIND_ALGS + [("allreduce", "auto")]), cross=st.sampled_from(costs.CROSS_NODE))
 def test_group_cost_modes_agree(cases, m, a1, b1, a2, b2, kind_alg, cross):
     kind, alg = kind_alg
     intra, inter = LinkParams(a1, b1, a1 * 2), LinkParams(a2, b2)
@@ -411,6 +431,8 @@ def test_group_cost_modes_agree(cases, m, a1, b1, a2, b2, kind_alg, cross):
         vinter = LinkParams(leaf("α_IB", a2, TIME), leaf("B_IB", b2, BANDWIDTH))
         v = group_cost(kind, alg, leaf("P", p), leaf("m", m, INFORMATION), leaf("g", g), vintra, vinter, cross)
         assert f.used == v.used == costs.GROUP_MODES[int(arr.used[i])]
+        if alg == "auto":
+            assert f.algorithm == v.algorithm == arr.candidates[int(arr.algorithm[i])]
         for fld in FIELDS:
             want = _bits(getattr(f.chosen, fld))
             assert _bits(np.asarray(getattr(arr.chosen, fld))[i]) == want

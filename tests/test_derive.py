@@ -190,3 +190,52 @@ def test_constant_is_free_in_float_mode():
     w = leaf("W", 1.0, INFORMATION)
     assert derive.formula(w * derive.constant(math.log(2), "ln 2", w)) == "W·ln 2"
     assert [s.name for s in steps(named("y", w * derive.constant(math.log(2), "ln 2", w)))] == ["W", "y"]
+
+
+def test_different_values_sharing_a_name_get_primes():
+    alpha = leaf("α", 2e-6, TIME)
+    h8 = named("hops", 2 * (leaf("P", 8) - 1))
+    h16 = named("hops", 2 * (leaf("P", 16) - 1))
+    t8, t16 = named("T", alpha * h8), named("T", alpha * h16)
+    lines = to_text(steps(t8, t16)).splitlines()
+    assert lines == [
+        "α = 2 µs",
+        "P = 8",
+        "hops = 2·(P − 1) = 2 × (8 − 1) = 14",
+        "T = α·hops = 2 µs × 14 = 28 µs",
+        "P′ = 16",
+        "hops′ = 2·(P′ − 1) = 2 × (16 − 1) = 30",
+        "T′ = α·hops′ = 2 µs × 30 = 60 µs",
+    ]
+    # Outside a derivation the names are untouched.
+    assert derive.formula(t16) == "α·hops"
+
+
+def test_the_same_input_built_twice_is_listed_once():
+    a1 = leaf("α", 2e-6, TIME, source="spec sheet")
+    a2 = leaf("α", 2e-6, TIME, source="spec sheet")
+    t = named("T", a1 * 3 + a2 * 4)
+    got = steps(t)
+    assert [s.name for s in got] == ["α", "T"]
+    assert got[-1].formula == "α·3 + α·4"
+
+
+def test_percent_style():
+    overlap = leaf("overlap", 0.9, DIMENSIONLESS, style="percent")
+    exposed = named("exposed", leaf("T_comm", 50e-3, TIME) * (1 - overlap))
+    eta = named("η", leaf("T_c", 100e-3, TIME) / (leaf("T_c", 100e-3, TIME) + exposed), style="percent")
+    s = {x.name: x for x in steps(eta)}
+    assert list(s) == ["T_c", "T_comm", "overlap", "exposed", "η"]
+    assert s["overlap"].result == "90 %"
+    assert s["exposed"].substituted == "50 ms × (1 − 90 %)"
+    # 100 / (100 + 50 × 0.1) = 95.24 %
+    assert s["η"].formula == "T_c/(T_c + exposed)"
+    assert s["η"].result == "95.2 %"
+
+
+def test_long_sums_do_not_exhaust_the_stack_when_ordered():
+    terms = [named(f"t{i}", leaf(f"x{i}", float(i), TIME) * 2) for i in range(400)]
+    total = named("total", sum(terms))
+    got = steps(total)
+    assert len(got) == 801  # 400 inputs, 400 steps, the total
+    assert got[-1].value == sum(2.0 * i for i in range(400))

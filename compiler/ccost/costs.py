@@ -305,8 +305,9 @@ def _auto_reason(choice: str, costs: dict, m: Num, alpha: Num, bandwidth: Num) -
     if f(w.time) == f(r.time):
         why = f"ties with {runner} at a {msg} message ({t_w}; the earlier candidate wins)"
     elif f(w.hops) < f(r.hops):
-        why = (f"{_fmt_hops(w.hops)} hops beat {runner}'s {_fmt_hops(r.hops)} at a {msg} message "
-               f"({t_w} vs {t_r})")
+        one = float(derive.value_of(w.hops)) == 1
+        why = (f"{_fmt_hops(w.hops)} {'hop beats' if one else 'hops beat'} {runner}'s {_fmt_hops(r.hops)} "
+               f"at a {msg} message ({t_w} vs {t_r})")
     else:
         why = f"{t_w} beats {runner}'s {t_r} at a {msg} message"
     return f"{choice}: {why}; {side}"
@@ -370,6 +371,14 @@ class GroupCost:
     hierarchical: Cost | None
     split: Cost | None
     used: Any
+    #: The AllReduce algorithm priced: the one asked for, or for ``algorithm="auto"`` the cheapest
+    #: candidate (an int array of indices into ``candidates`` in array mode).
+    algorithm: Any = None
+    #: Why ``auto`` chose that algorithm (None unless auto, and in array mode).
+    reason: str | None = None
+    #: For ``auto``: the GroupCost of every candidate, for the review's comparison table.
+    alternatives: dict = field(default_factory=dict, compare=False, repr=False)
+    candidates: tuple = ()
 
 
 def _is_arrayish(*xs) -> bool:
@@ -377,7 +386,8 @@ def _is_arrayish(*xs) -> bool:
 
 
 def group_cost(kind: str, algorithm: str | None, p: Num, m: Num, per_node: Num, intra: LinkParams,
-               inter: LinkParams | None, cross_node: str = "auto", tag: str | None = None) -> GroupCost:
+               inter: LinkParams | None, cross_node: str = "auto", tag: str | None = None,
+               candidates: tuple = ALLREDUCE_ALGORITHMS) -> GroupCost:
     """Price a collective on ``p`` ranks of which ``per_node`` share a node (one NVLink domain).
 
     * ``p ≤ per_node``: the intra-node link only.
@@ -398,13 +408,18 @@ def group_cost(kind: str, algorithm: str | None, p: Num, m: Num, per_node: Num, 
         hops and volume priced on the inter-node link and the rest ignored, as the notes' A3 does
         ("half the ring hops cross InfiniBand"; 16.29 ms for 252 AllReduces of 1 MiB on 16 ranks).
 
-    ``cross_node``: ``"auto"`` takes the cheaper of flat and hierarchical (ties: flat), or force one.
+    ``algorithm="auto"`` (AllReduce only) prices every algorithm of ``candidates`` on the topology and
+    keeps the cheapest (ties: the earlier candidate), with ``reason`` saying why, as ``auto_allreduce``
+    does for one link. ``cross_node``: ``"auto"`` takes the cheaper of flat and hierarchical (ties:
+    flat), or force one.
     Works elementwise when ``p``, ``per_node``, ``m`` or link parameters are arrays (``used`` is then an
     index array into ``GROUP_MODES``). A group that spans nodes without an ``inter`` link is a
     programming error (the checker rejects such a spec) and raises ValueError.
     """
     if cross_node not in CROSS_NODE:
         raise ValueError(f"cross_node must be one of {', '.join(CROSS_NODE)}, not {cross_node!r}")
+    if kind == "allreduce" and algorithm == "auto":
+        return _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates)
     alg = _algorithm(kind, algorithm)
     vector = _is_arrayish(p, m, per_node, intra.alpha, intra.bandwidth, intra.one_shot_latency,
                           *((inter.alpha, inter.bandwidth, inter.one_shot_latency) if inter else ()))
@@ -413,22 +428,22 @@ def group_cost(kind: str, algorithm: str | None, p: Num, m: Num, per_node: Num, 
     if vector:
         return _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, inside)
     if p <= per_node:
-        return GroupCost(inside, None, None, None, "intra")
+        return GroupCost(inside, None, None, None, "intra", alg)
     if inter is None:
         raise ValueError(f"a {kind} group of {derive.value_of(p):g} ranks spans nodes of "
                          f"{derive.value_of(per_node):g}, but no inter-node link was given")
     flat, hier, split = _spanning(kind, alg, p, m, per_node, intra, inter, tag)
     if cross_node == "flat":
-        return GroupCost(flat, flat, hier, split, "flat")
+        return GroupCost(flat, flat, hier, split, "flat", alg)
     if cross_node == "hierarchical":
-        return GroupCost(hier, flat, hier, split, "hierarchical")
+        return GroupCost(hier, flat, hier, split, "hierarchical", alg)
     which, t = choose({"flat": flat.time, "hierarchical": hier.time})
     base = flat if which == "flat" else hier
     t = named(_tag("T", _tag_join(tag, "cross-node")), t,
               f"{kind} across nodes: the cheaper of flat and hierarchical")
     chosen = Cost(base.kind, base.algorithm, base.hops, base.volume, base.latency, base.bandwidth_time, t,
                   base.stages)
-    return GroupCost(chosen, flat, hier, split, which)
+    return GroupCost(chosen, flat, hier, split, which, alg)
 
 
 def _tag_join(*parts: str | None) -> str | None:
@@ -499,7 +514,7 @@ def _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, 
     if inter is None:
         if spans.any():
             raise ValueError(f"a {kind} group spans nodes, but no inter-node link was given")
-        return GroupCost(inside, None, None, None, np.zeros(shape, dtype=int))
+        return GroupCost(inside, None, None, None, np.zeros(shape, dtype=int), alg)
     with np.errstate(divide="ignore", invalid="ignore"):
         flat, hier, split = _spanning(kind, alg, p, m, per_node, intra, inter, tag)
     if cross_node == "flat":
@@ -512,7 +527,37 @@ def _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, 
     used = np.where(np.broadcast_to(spans, shape), mode, 0)
     picked = [np.choose(used, [np.broadcast_to(np.asarray(getattr(c, f), dtype=float), shape)
                                for c in (inside, flat, hier)]) for f in fields]
-    return GroupCost(Cost(kind, alg, *picked), flat, hier, split, used)
+    return GroupCost(Cost(kind, alg, *picked), flat, hier, split, used, alg)
+
+
+def _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates) -> GroupCost:
+    """``group_cost`` for ``allreduce`` / ``auto``: every candidate on the topology, the cheapest kept."""
+    for c in candidates:
+        _algorithm("allreduce", c)
+    alts = {c: group_cost("allreduce", c, p, m, per_node, intra, inter, cross_node,
+                          _tag_join(tag, c)) for c in candidates}
+    choice, t = choose({c: alts[c].chosen.time for c in candidates})
+    fields = ("hops", "volume", "latency", "bandwidth_time", "time")
+    if isinstance(choice, np.ndarray):
+        def pick(get):
+            parts = [get(alts[c]) for c in candidates]
+            if any(x is None for x in parts):
+                return None
+            return Cost("allreduce", "auto", *(
+                np.choose(choice, [np.broadcast_to(np.asarray(getattr(x, f), dtype=float), choice.shape)
+                                   for x in parts]) for f in fields))
+        used = np.choose(choice, [np.broadcast_to(alts[c].used, choice.shape) for c in candidates])
+        return GroupCost(pick(lambda g: g.chosen), pick(lambda g: g.flat), pick(lambda g: g.hierarchical),
+                         pick(lambda g: g.split), used, choice, None, alts, tuple(candidates))
+    w = alts[choice]
+    t = named(_tag("T", tag), t, f"time of one AllReduce, cheapest algorithm ({choice})")
+    c = w.chosen
+    chosen = Cost("allreduce", choice, c.hops, c.volume, c.latency, c.bandwidth_time, t, c.stages)
+    link = intra if w.used == "intra" else inter
+    reason = _auto_reason(choice, {k: g.chosen for k, g in alts.items()}, m, link.alpha, link.bandwidth)
+    if w.used != "intra":
+        reason += f" (priced {w.used} across nodes)"
+    return GroupCost(chosen, w.flat, w.hierarchical, w.split, w.used, choice, reason, alts, tuple(candidates))
 
 
 # ---------------------------------------------------------------------------------------------------

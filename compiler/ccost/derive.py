@@ -67,13 +67,14 @@ class Value:
     and return a ``Cond`` (a truthy object that also remembers the comparison for the derivation).
     """
 
-    __slots__ = ("value", "dim", "name", "op", "args", "description", "source", "extra")
+    __slots__ = ("value", "dim", "name", "op", "args", "description", "source", "extra", "style")
     # numpy must not try to make an object array out of a Value: mixing the array and derive modes
     # in one expression is a programming error, so let numpy raise TypeError.
     __array_ufunc__ = None
 
     def __init__(self, value: float, dim: Dim, op: str, args: tuple = (), name: str | None = None,
-                 description: str | None = None, source: str | None = None, extra: Any = None):
+                 description: str | None = None, source: str | None = None, extra: Any = None,
+                 style: str | None = None):
         self.value = float(value)
         self.dim = dim
         self.op = op  # "leaf", "const", "named", "+", "-", "*", "/", "neg", "call", "where", "choose"
@@ -82,6 +83,7 @@ class Value:
         self.description = description
         self.source = source
         self.extra = extra
+        self.style = style  # "percent": print a fraction as 42.7 % rather than 0.427
 
     # -- arithmetic (the same Python float operation as float mode, so the bits agree) -----------------
     def __add__(self, other):
@@ -208,27 +210,33 @@ class Cond:
 # Building values
 
 def leaf(name: str, value: float, dim: Dim = DIMENSIONLESS, description: str | None = None,
-         source: str | None = None) -> Value:
+         source: str | None = None, style: str | None = None) -> Value:
     """A named input of a derivation: ``leaf("α", 2e-6, units.TIME, "NVLink latency per hop", "spec sheet")``.
 
     ``value`` is an SI float (seconds, bytes, FLOP, ...). ``source`` says where the number comes from
-    (spec sheet, measured, a spec line) and is shown next to the input in the review.
+    (spec sheet, measured, a spec line) and is shown next to the input in the review. ``style="percent"``
+    prints a dimensionless fraction as a percentage (overlap 90 %).
+
+    Two leaves with the same name, value, dimension and source are one input in a derivation, so callers
+    may build the leaves of a link once per collective without listing them twice.
     """
     if isinstance(value, Value):
         value = value.value
-    return Value(float(value), dim, "leaf", (), name=name, description=description, source=source)
+    return Value(float(value), dim, "leaf", (), name=name, description=description, source=source,
+                 style=style)
 
 
-def named(name: str, x, description: str | None = None):
+def named(name: str, x, description: str | None = None, style: str | None = None):
     """Name an intermediate result so that it becomes one step of the derivation.
 
     For floats and arrays this returns ``x`` unchanged (zero cost in the fast modes). For a Value it
     returns a new Value called ``name`` whose formula is ``x``'s expression; formulas that use it print
     ``name`` instead of the whole expression: ``hops = 2·(P − 1) = 2 × (8 − 1) = 14``.
+    ``style="percent"`` prints the (dimensionless) result as a percentage: ``overhead = ... = 42.7 %``.
     """
     if not isinstance(x, Value):
         return x
-    return Value(x.value, x.dim, "named", (x,), name=name, description=description)
+    return Value(x.value, x.dim, "named", (x,), name=name, description=description, style=style)
 
 
 def constant(value: float, symbol: str, *like):
@@ -255,6 +263,8 @@ def value_of(x):
 def fmt(x, dim: Dim | None = None) -> str:
     """Format a Value (or a float with ``dim``) through ``units.format_quantity``."""
     if isinstance(x, Value):
+        if x.style == "percent" and x.dim == DIMENSIONLESS:
+            return units.format_percent(x.value)
         return units.format_quantity(x.value, x.dim)
     return units.format_quantity(float(x), dim if dim is not None else DIMENSIONLESS)
 
@@ -422,15 +432,24 @@ def _const_text(v: Value) -> str:
     return units.format_quantity(float(x), DIMENSIONLESS)
 
 
+# While ``steps`` prints a derivation: the name each Value is shown under (two different Values that
+# share a name get primes: hops, hops′). Outside ``steps`` names print as they are.
+_DISPLAY: dict[int, str] = {}
+
+
+def _label(v: Value) -> str:
+    return _DISPLAY.get(id(v)) or v.name or "?"
+
+
 def _render(v: Value, subst: bool, top: bool = False) -> tuple[str, int]:
     """(text, precedence) of ``v``: names (or their values, when ``subst``) for leaves and named steps;
     the expression for anonymous intermediates."""
     if v.op == "leaf":
         if subst and v.extra != "constant":
             return fmt(v), _PREC_ATOM if " " not in fmt(v) else _PREC_MUL
-        return v.name or "?", _PREC_ATOM
+        return _label(v), _PREC_ATOM
     if v.op == "named" and not top:
-        return (fmt(v), _PREC_ATOM if " " not in fmt(v) else _PREC_MUL) if subst else (v.name or "?", _PREC_ATOM)
+        return (fmt(v), _PREC_ATOM if " " not in fmt(v) else _PREC_MUL) if subst else (_label(v), _PREC_ATOM)
     if v.op == "named":
         return _render(v.args[0], subst, False)
     if v.op == "const":
@@ -503,7 +522,7 @@ def _notes(v: Value, top: bool = True) -> list[str]:
         fname, i = v.extra
         winner = v.args[i]
         if winner.op != "const":  # "min(P − 1, 1) is 1" says nothing the substituted line doesn't
-            label = winner.name or _render(winner, False)[0]
+            label = _label(winner) if winner.name else _render(winner, False)[0]
             out.append(f"{fname} is {label} ({fmt(winner)})")
     elif v.op == "where" and isinstance(v.extra, Cond):
         out.append(f"{v.extra.formula}: {v.extra.substituted}" if v.extra.result
@@ -552,42 +571,94 @@ class Step:
 
 
 def _step_of(v: Value) -> Step:
+    name = _label(v) if v.name else "result"
     if v.op == "leaf":
-        return Step(v.name or "?", v.description, v.name or "?", fmt(v), v.value, v.dim, fmt(v),
-                    kind="input", source=v.source)
+        return Step(name, v.description, name, fmt(v), v.value, v.dim, fmt(v), kind="input", source=v.source)
     notes = _notes(v)
-    return Step(v.name or "result", v.description, formula(v), substituted(v), v.value, v.dim, fmt(v),
+    return Step(name, v.description, formula(v), substituted(v), v.value, v.dim, fmt(v),
                 kind="step", note="; ".join(notes) or None)
+
+
+def _order(values) -> list[Value]:
+    """Leaves, named steps and the top-level values, dependencies first, each once (post-order, by
+    identity). Iterative, so a long chain of sums cannot exhaust Python's recursion limit."""
+    out: list[Value] = []
+    emitted: set[int] = set()
+    expanded: set[int] = set()
+    tops = [v for x in values for v in _flatten(x)]
+    stack: list[tuple[Value, bool, bool]] = [(v, True, False) for v in reversed(tops)]
+    while stack:
+        v, top, done = stack.pop()
+        if done:
+            if (v.op == "named" or top) and id(v) not in emitted:
+                emitted.add(id(v))
+                out.append(v)
+            continue
+        if v.op == "const":
+            continue
+        if v.op == "leaf":
+            if id(v) not in emitted and v.extra != "constant":
+                emitted.add(id(v))
+                out.append(v)
+            continue
+        if id(v) in expanded:
+            if top and id(v) not in emitted:
+                emitted.add(id(v))
+                out.append(v)
+            continue
+        expanded.add(id(v))
+        stack.append((v, top, True))
+        for a in reversed(v.args):
+            stack.append((a, False, False))
+    return out
+
+
+_PRIMES = ["", "′", "″", "‴"]
 
 
 def steps(*values) -> list[Step]:
     """The ordered, de-duplicated derivation of ``values``: every input and named step they depend on,
     dependencies first, each once (by identity), then the values themselves. Non-Value arguments are
-    skipped, so callers can pass a result of any mode. Constants such as ``ln 2`` are not listed."""
+    skipped, so callers can pass a result of any mode (lists, tuples and dataclasses such as
+    ``costs.Cost`` are searched for Values). Constants such as ``ln 2`` are not listed.
+
+    Two inputs with the same name, value, dimension and source are listed once. Two *different* steps or
+    inputs that share a name are told apart with primes (``hops``, ``hops′``) in every formula that uses
+    them, so a derivation never shows one name with two values.
+    """
+    global _DISPLAY
+    order = _order(values)
+    display: dict[int, str] = {}
+    by_name: dict[str, list[tuple[Value, str]]] = {}
     out: list[Step] = []
-    seen: set[int] = set()
-
-    def visit(v: Value, top: bool) -> None:
-        # Iterative post-order would be faster; derivations are small (tens of steps), recursion is clear.
-        if id(v) in seen:
-            return
-        if v.op == "leaf":
-            seen.add(id(v))
-            if v.extra != "constant":
+    saved, _DISPLAY = _DISPLAY, display
+    try:
+        for v in order:
+            if not v.name:
                 out.append(_step_of(v))
-            return
-        if v.op == "const":
-            return
-        for a in v.args:
-            visit(a, False)
-        if v.op == "named" or top:
-            seen.add(id(v))
+                continue
+            same = by_name.setdefault(v.name, [])
+            alias = next((label for w, label in same if _equivalent(v, w)), None)
+            if alias is not None:
+                display[id(v)] = alias
+                continue
+            k = len(same)
+            label = v.name + (_PRIMES[k] if k < len(_PRIMES) else f"_{k + 1}")
+            display[id(v)] = label
+            same.append((v, label))
             out.append(_step_of(v))
-
-    for x in values:
-        for v in _flatten(x):
-            visit(v, True)
+    finally:
+        _DISPLAY = saved
     return out
+
+
+def _equivalent(v: Value, w: Value) -> bool:
+    """Same input (leaf: name, value, dim, source) or the same step (same formula with the same values)."""
+    if v.op != w.op or v.value != w.value or v.dim != w.dim:
+        return False
+    if v.op == "leaf":
+        return v.source == w.source and v.extra == w.extra
+    return formula(v) == formula(w) and substituted(v) == substituted(w)
 
 
 def _flatten(x) -> Iterable[Value]:

@@ -480,3 +480,14 @@ def test_parse_error_carries_sources():
     with pytest.raises(CcostError) as info:
         parse("link a {", "s.ccost")
     assert info.value.sources == {"s.ccost": "link a {"}
+
+
+def test_help_lines_of_the_smaller_mistakes():
+    d = one_error("plan p { tp = 8, pp = 2 }")
+    assert d.help == "separate members with `;` or a newline"
+    d = one_error("import std/gpus.ccost\n")
+    assert d.help == 'write `import "std/gpus.ccost"`'
+    d = one_error("link a {\n  x = [1 2]\n}\n")
+    assert (d.span.line, d.span.column, d.help) == (2, 10, "separate list items with `,`: `[1, 2, 4]`")
+    d = one_error("link a {\n  x = 1 +\n}\n")
+    assert "ends with `+`" in d.help

@@ -398,6 +398,10 @@ def _describe_expected(expected: set[str] | frozenset[str], bracket: Token | Non
         exp -= {"_NL", "SEMICOLON", "RBRACE"}
     if bracket is not None:
         exp -= {"_NL", "SEMICOLON", "RBRACE", "RSQB" if bracket.type == "LPAR" else "RPAR"}
+    else:
+        exp -= {"RPAR", "RSQB", "COMMA"}
+    if "_NL" in exp and "SEMICOLON" not in exp and len(exp) > 1:
+        exp.discard("_NL")  # only the blank lines allowed before a block's `{`: not worth saying
     parts: list[str] = []
     if {"NUMBER", "NAME", "STRING"} <= exp:
         parts.append("a value (a number, a name, a string, a list or an expression)")
@@ -532,8 +536,9 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
     if in_block and tok.type == "EQUAL" and prev is not None and prev.type == "UNIT" and start is not None:
         number = _prev_token(run, prev.start_pos)
         first = text[start.start_pos:prev.start_pos].rstrip()
-        rep = _Repair(error("E004", f"two members on one line: `{prev.value}` was read as the unit of "
-                            f"the number before it, then `=` makes no sense",
+        num_text = f"`{number.value}`" if number is not None and number.type == "NUMBER" else "the number"
+        rep = _Repair(error("E004", f"two members on one line: `{prev.value}` reads as the unit of "
+                            f"{num_text}, and then `=` cannot follow",
                             _tok_span(path, prev),
                             f"separate members with `;` or a newline: `{first}; {prev.value} = ...`"))
         if number is not None and _NAME_RE.match(prev.value):
@@ -550,6 +555,26 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
                              _tok_span(path, tok),
                              f"separate members with `;` or a newline: `{first}; {tok.value} = ...`"),
                        insert_after={prev.start_pos: "SEMICOLON"})
+
+    # --- `tp = 8, pp = 2`: a comma between members
+    if tok.type == "COMMA" and in_block and not run.brackets:
+        return _Repair(error("E001", "a `,` cannot separate members", _tok_span(path, tok),
+                             "separate members with `;` or a newline"), skip={tok.start_pos: "token"})
+
+    # --- `import std/gpus.ccost`: a path without quotes
+    if prev is not None and prev.type == "IMPORT" and tok.type != "STRING":
+        path_text = _rest_of_statement(text, tok.start_pos) if tok.type != "_NL" else "PATH"
+        return _Repair(error("E001", f"`import` needs a path in double quotes, found {_describe_token(tok)}",
+                             _tok_span(path, tok), f"write `import \"{path_text}\"`"),
+                       skip={prev.start_pos: "item"})
+
+    # --- `x = 3` outside any block
+    if (braces == 0 and not in_block and (start is None or start is tok) and isinstance(tok.value, str)
+            and _NAME_RE.match(tok.value) and text[tok.end_pos:].lstrip(" \t").startswith("=")):
+        return _Repair(error("E001", f"the member `{tok.value} = ...` is outside any block",
+                             _tok_span(path, tok),
+                             "members go between a block's `{ }`; is there a `}` too early above?"),
+                       skip={tok.start_pos: "item"})
 
     # --- top level: something that is not a block or an import
     if braces == 0 and not in_block and (start is None or start is tok) and tok.type != "RBRACE":

@@ -49,7 +49,12 @@ def parse_bytes(data: bytes, name: str, ranks: int | None = None) -> NcclLog:
         line = data[: exc.start].count(b"\n") + 1
         raise CcostError(error("E501", f"{name} is not text (byte {exc.start} is not UTF-8): a binary "
                                "file, not nccl-tests output", Span.point(name, line, 1), _RUN_HELP)) from None
-    return parse_log(text.lstrip("\ufeff"), name, ranks)
+    text = text.lstrip("\ufeff")
+    try:
+        return parse_log(text, name, ranks)
+    except CcostError as exc:
+        exc.sources = {name: text}  # the CLI shows the offending line with a caret
+        raise
 
 
 def write_atomic(path: str | os.PathLike, text: str) -> None:

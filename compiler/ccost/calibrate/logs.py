@@ -157,6 +157,13 @@ _DEFAULT_COLUMNS = ("size", "count", "type", "redop", "root",
                     "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong")
 
 
+def _bytes(n: int) -> str:
+    from ccost.units import INFORMATION, format_quantity
+
+    text = format_quantity(float(n), INFORMATION)
+    return f"{n} B" if text == f"{n} B" else f"{n} B ({text})"
+
+
 def _library_version(code: str) -> str:
     """NCCL_VERSION_CODE -> "2.29.2" (major*10000 + minor*100 + patch since 2.9; 1000s before)."""
     n = int(code)
@@ -429,10 +436,11 @@ def _parse_row(file: str, no: int, line: str, fields: list[str], b: _TestBuilder
     if oop is None:
         raise CcostError(_diag(file, no, "the table has no time column", "pass nccl-tests output"))
     if b.rows and size <= b.rows[-1].size:
-        raise CcostError(_diag(file, no, f"size {size} B follows {b.rows[-1].size} B (line "
+        col = line.find(fields[idx["size"][0]]) + 1
+        raise CcostError(_diag(file, no, f"size {_bytes(size)} follows {_bytes(b.rows[-1].size)} (line "
                                f"{b.rows[-1].line}): sizes must grow down a table, so two runs are "
                                "interleaved here", "keep each run's output apart; concatenate whole "
-                               "logs, each with its own `# nThread` header", 1, len(str(size)) + 1))
+                               "logs, each with its own `# nThread` header", col, col + len(str(size))))
     return Row(no, int(size), int(count or 0), dtype, redop, int(root if root is not None else -1),
                oop, timing(1))
 
@@ -460,7 +468,8 @@ def _check_truncated(b: _TestBuilder, warns: list[Diagnostic]) -> None:
     if expected is not None and last.size < expected:
         raise CcostError(_diag(
             b.file, last.line, f"the log is cut: the header (line {b.line}) asks for sizes up to "
-            f"{expected} B but the table stops at {last.size} B on line {last.line}, with no footer",
+            f"{_bytes(expected)} but the table stops at {_bytes(last.size)} on line {last.line}, with no "
+            "footer",
             "rerun the test to completion, or pass the whole log"))
     warns.append(warning("W501", "the table has no `# Avg bus bandwidth` footer; the rows look "
                          "complete, so they are used", Span(b.file, last.line, 1, last.line, 2)))

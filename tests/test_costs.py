@@ -265,6 +265,14 @@ def test_hierarchical_two_level_analogues():
     assert bc.time == pytest.approx(2 * (3e-6 + m / 50e9) + 3 * (2e-6 + m / 450e9), rel=1e-12)
 
 
+def test_split_model_prices_the_cross_node_share():
+    # 32 ranks on 4 nodes of 8: (n−1)/n = 3/4 of the ring's 2·31 = 62 hops and 2·31/32·m bytes cross IB
+    m = 1e6
+    g = group_cost("allreduce", "ring", 32, m, 8, NVLINK, IB)
+    assert g.split.hops == pytest.approx(0.75 * 62, rel=1e-12)
+    assert g.split.time == pytest.approx(0.75 * 62 * 3e-6 + 0.75 * (62 / 32 * m) / 50e9, rel=1e-12)
+
+
 def test_group_spanning_nodes_needs_an_inter_link():
     with pytest.raises(ValueError):
         group_cost("allreduce", "ring", 16, A3_M, 8, NVLINK, None)

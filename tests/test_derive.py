@@ -239,3 +239,13 @@ def test_long_sums_do_not_exhaust_the_stack_when_ordered():
     got = steps(total)
     assert len(got) == 801  # 400 inputs, 400 steps, the total
     assert got[-1].value == sum(2.0 * i for i in range(400))
+
+
+def test_docstring_examples_hold():
+    import doctest
+
+    from ccost import costs
+
+    for module in (derive, costs):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

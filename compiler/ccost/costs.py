@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from ccost import derive, units
-from ccost.derive import ceil, choose, log2, maximum, minimum, named, where
+from ccost.derive import ceil, choose, log2, maximum, minimum, named
 
 KINDS = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "p2p")
 #: The AllReduce algorithms the model prices; "auto" (``auto_allreduce``) picks the cheapest of them.

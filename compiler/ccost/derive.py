@@ -28,7 +28,6 @@ give Values that record the operation (``max(T_mem, T_flop)``) and the branch th
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Iterable, Mapping, Sequence

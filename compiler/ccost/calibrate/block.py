@@ -62,6 +62,33 @@ def _piece_line(i: int, p: Piece, role: str) -> str:
             f"{_pct(p.worst_error)}{role}")
 
 
+def _wrap(line: str, width: int = 108) -> list[str]:
+    """Wrap a long comment at spaces; continuation lines are indented under the text."""
+    if len(line) <= width or not line.startswith("#") or line.startswith("# Regenerate:"):
+        return [line]  # the command stays on one line so it can be copied
+    body = line[1:].lstrip()
+    indent = len(line) - len(body) - 1
+    lead = "#" + " " * indent
+    words: list[str] = []
+    for word in body.split(" "):
+        if words and _UNIT.match(word) and re.search(r"\d$", words[-1]):
+            words[-1] += " " + word  # never split "32 MiB" across lines
+        else:
+            words.append(word)
+    out, cur = [], lead
+    for word in words:
+        if cur.strip("# ") and len(cur) + 1 + len(word) > width:
+            out.append(cur)
+            cur = lead + "    " + word
+        else:
+            cur = cur + word if cur.endswith(" ") or cur == "#" else cur + " " + word
+    out.append(cur)
+    return out
+
+
+_UNIT = re.compile(r"^(%|[kMGTP]?i?B(/s)?[,;:)]*|[mun]?s[,;:)]*|us[,;:)]*|µs[,;:)]*|%[,;:)]*)$")
+
+
 def quality_lines(fit: Fit) -> list[str]:
     """The fit quality as comment lines (also printed for cross-check tests)."""
     out = []
@@ -101,7 +128,7 @@ def quality_lines(fit: Fit) -> list[str]:
         out.append(f"# Not fitted: line {line}: {why}")
     for note in fit.notes:
         out.append(f"# Note: {note}")
-    return out
+    return [wrapped for line in out for wrapped in _wrap(line)]
 
 
 def link_block(fit: Fit, name: str, log_name: str, title: str | None = None,
@@ -110,7 +137,7 @@ def link_block(fit: Fit, name: str, log_name: str, title: str | None = None,
     first, last = fit.pieces[0], fit.pieces[-1]
     lines = [
         f"# Calibrated by `ccost calibrate` from nccl-tests {fit.test} in {log_name}: {fit.ranks} ranks "
-        f"({fit.ranks_from}).",
+        f"({fit.ranks_from})",
     ]
     if command:
         lines.append(f"# Regenerate: {command}")
@@ -123,6 +150,7 @@ def link_block(fit: Fit, name: str, log_name: str, title: str | None = None,
     if title is None:
         gpus = "/".join(fit.gpu_names)
         title = f"measured {fit.test} on {fit.ranks} ranks" + (f" ({gpus})" if gpus else "")
+    lines = [wrapped for line in lines for wrapped in _wrap(line)]
     lines.append(f"link {name} {ccost_string(title)} {{")
     lines.append(f"  alpha     = {_sig(fit.alpha * 1e6)} us")
     lines.append(f"  bandwidth = {_sig(fit.bandwidth / 1e9)} GB/s")

@@ -490,7 +490,7 @@ def _finish(b: _TestBuilder, ranks: int | None, warns: list[Diagnostic]) -> Test
         how = f"{p} `Rank` lines under `Using devices`"
     else:
         p = per_proc
-        how = f"nGpus {b.n_gpus} × nThread {b.n_threads} × 1 process (the log lists no devices)"
+        how = f"nGpus {b.n_gpus} × nThread {b.n_threads} × 1 process; the log lists no devices"
     if not name:
         test = _kind_from_rows(b.rows, p)
         if test:

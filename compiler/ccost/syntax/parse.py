@@ -44,7 +44,6 @@ MAX_ERRORS = 50  # recovery rounds; each round re-parses the file, so bound the 
 
 BLOCK_KINDS = ("link", "gpu", "cluster", "model", "plan", "sweep", "compare", "policy", "search")
 KEYWORDS = frozenset(BLOCK_KINDS + ("import", "extends", "true", "false"))
-_KEYWORD_TYPES = {k: k.upper() for k in KEYWORDS}
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 _OPEN = {"LPAR": "RPAR", "LSQB": "RSQB"}

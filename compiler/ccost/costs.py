@@ -420,19 +420,25 @@ def group_cost(kind: str, algorithm: str | None, p: Num, m: Num, per_node: Num, 
         raise ValueError(f"cross_node must be one of {', '.join(CROSS_NODE)}, not {cross_node!r}")
     if kind == "allreduce" and algorithm == "auto":
         return _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates)
-    alg = _algorithm(kind, algorithm)
+    return _group(kind, _algorithm(kind, algorithm), p, m, per_node, intra, inter, cross_node, tag, tag)
+
+
+def _group(kind: str, alg: str, p: Num, m: Num, per_node: Num, intra: LinkParams, inter: LinkParams | None,
+           cross_node: str, tag: str | None, base_tag: str | None) -> GroupCost:
+    """``group_cost`` for one algorithm. ``base_tag`` names the steps that do not depend on the
+    algorithm (nodes spanned, the intra-node stages), so that ``auto``'s candidates share them."""
     vector = _is_arrayish(p, m, per_node, intra.alpha, intra.bandwidth, intra.one_shot_latency,
                           *((inter.alpha, inter.bandwidth, inter.one_shot_latency) if inter else ()))
     inside = collective_cost(kind, alg, p, m, intra.alpha, intra.bandwidth, intra.one_shot_latency,
                              tag=_tag_join(tag, intra.label))
     if vector:
-        return _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, inside)
+        return _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, base_tag, inside)
     if p <= per_node:
         return GroupCost(inside, None, None, None, "intra", alg)
     if inter is None:
         raise ValueError(f"a {kind} group of {derive.value_of(p):g} ranks spans nodes of "
                          f"{derive.value_of(per_node):g}, but no inter-node link was given")
-    flat, hier, split = _spanning(kind, alg, p, m, per_node, intra, inter, tag)
+    flat, hier, split = _spanning(kind, alg, p, m, per_node, intra, inter, tag, base_tag)
     if cross_node == "flat":
         return GroupCost(flat, flat, hier, split, "flat", alg)
     if cross_node == "hierarchical":
@@ -452,15 +458,17 @@ def _tag_join(*parts: str | None) -> str | None:
 
 
 def _spanning(kind: str, alg: str, p: Num, m: Num, g: Num, intra: LinkParams, inter: LinkParams,
-              tag: str | None) -> tuple[Cost, Cost, Cost]:
+              tag: str | None, base_tag: str | None) -> tuple[Cost, Cost, Cost]:
     """flat, hierarchical and split costs of a group spanning n = p/g nodes (same code in every mode)."""
     flat = collective_cost(kind, alg, p, m, inter.alpha, inter.bandwidth, inter.one_shot_latency,
                            tag=_tag_join(tag, "flat"))
-    n = named(_tag("n", tag), p / g, "nodes the group spans, p/g")
+    n = named(_tag("n", base_tag), p / g, "nodes the group spans, p/g")
 
     def on(k: str, a: str | None, ranks: Num, size: Num, link: LinkParams, label: str) -> tuple[str, Cost]:
+        # Only an AllReduce stage uses the algorithm; the others are named without it.
+        t = _tag_join(tag if k == "allreduce" else base_tag, label.replace(" ", "-"))
         return label, collective_cost(k, a, ranks, size, link.alpha, link.bandwidth, link.one_shot_latency,
-                                      tag=_tag_join(tag, label.replace(" ", "-")))
+                                      tag=t)
 
     if kind == "allreduce":
         stages = [on("reducescatter", None, g, m, intra, "RS intra"),
@@ -507,7 +515,7 @@ def _sum(xs) -> Num:
     return total
 
 
-def _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, inside) -> GroupCost:
+def _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, base_tag, inside) -> GroupCost:
     spans = np.asarray(p > per_node)
     fields = ("hops", "volume", "latency", "bandwidth_time", "time")
     shape = np.broadcast(*[np.asarray(getattr(inside, f)) for f in fields], spans).shape
@@ -516,7 +524,7 @@ def _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, 
             raise ValueError(f"a {kind} group spans nodes, but no inter-node link was given")
         return GroupCost(inside, None, None, None, np.zeros(shape, dtype=int), alg)
     with np.errstate(divide="ignore", invalid="ignore"):
-        flat, hier, split = _spanning(kind, alg, p, m, per_node, intra, inter, tag)
+        flat, hier, split = _spanning(kind, alg, p, m, per_node, intra, inter, tag, base_tag)
     if cross_node == "flat":
         mode = np.ones(shape, dtype=int)
     elif cross_node == "hierarchical":
@@ -534,8 +542,8 @@ def _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates) 
     """``group_cost`` for ``allreduce`` / ``auto``: every candidate on the topology, the cheapest kept."""
     for c in candidates:
         _algorithm("allreduce", c)
-    alts = {c: group_cost("allreduce", c, p, m, per_node, intra, inter, cross_node,
-                          _tag_join(tag, c)) for c in candidates}
+    alts = {c: _group("allreduce", c, p, m, per_node, intra, inter, cross_node, _tag_join(tag, c), tag)
+            for c in candidates}
     choice, t = choose({c: alts[c].chosen.time for c in candidates})
     fields = ("hops", "volume", "latency", "bandwidth_time", "time")
     if isinstance(choice, np.ndarray):

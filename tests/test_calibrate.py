@@ -467,7 +467,7 @@ def test_cli_writes_file_plot_and_fit_for_link_round_trip(tmp_path, capsys):
     assert fit.holdout is not None
     body = svg.read_text()
     assert body.startswith("<?xml") and "message size" in body and "<dc:date>" not in body
-    assert plot_svg(fit) == plot_svg(fit)  # deterministic
+    assert plot_svg(fit) == body  # deterministic: the same fit, drawn again, is byte-identical
 
 
 def test_fit_for_link_ignores_links_that_are_not_calibrated(tmp_path):
@@ -512,3 +512,62 @@ def test_atomic_write_keeps_the_old_file_on_failure(tmp_path):
     with pytest.raises(TypeError):
         write_atomic(target, None)  # writing None fails inside the temporary file
     assert target.read_text() == "old\n" and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_sizes_option_fits_the_decode_range(tmp_path, capsys):
+    """Decode's TP AllReduce is 512 KiB (A1). The whole-log fit prices it at 14·2.293 µs + 917,504 B /
+    230.9 GB/s = 36.1 µs against the 58.96 µs the log measured (line 18). Fitting only 128 KiB..1 MiB
+    (38.50, 45.21, 58.96, 76.71 µs: nearly straight) must land within 5 % of the measured 58.96 µs."""
+    log = read_log(OCI)
+    whole = fit_log(log)
+    assert whole.priced(524288) == pytest.approx(36.1e-6, rel=0.01)
+    decode = fit_log(log, sizes=(128 << 10, 1 << 20))
+    assert len(decode.points) == 4
+    assert decode.priced(524288) == pytest.approx(58.96e-6, rel=0.05)
+    assert any("24 sizes outside --sizes 128KiB..1MiB" in n for n in decode.notes)  # 28 - 4
+    shutil.copy(OCI, tmp_path / "oci.txt")
+    out = tmp_path / "decode.ccost"
+    assert main(["calibrate", str(tmp_path / "oci.txt"), "--sizes", "128KiB..1MiB", "-o", str(out)]) == 0
+    assert "sizes 128KiB..1MiB" in out.read_text()
+    from ccost.check import check_file
+
+    link = check_file(str(out)).spec.links["measured"]
+    again = fit_for_link(link, tmp_path)
+    assert again is not None and again.size_range == (128 << 10, 1 << 20)
+    assert again.alpha == pytest.approx(link.alpha, rel=1e-3)
+
+
+@pytest.mark.parametrize("bad", ["64KiB", "4MiB..64KiB", "1 GB/s..2 GB/s"])
+def test_sizes_option_rejects_bad_ranges(bad, capsys):
+    assert main(["calibrate", str(OCI), "--sizes", bad]) == 2
+    assert "--sizes" in capsys.readouterr().err
+
+
+def test_example_link_block_is_current(tmp_path):
+    """specs/measured/a100-nvlink.ccost is generated; regenerating it must give the same text (apart from
+    the output path in the `Regenerate` comment), so the committed block matches the log and the code."""
+    committed = REPO / "specs" / "measured" / "a100-nvlink.ccost"
+    shutil.copy(REPO / "specs" / "measured" / "oci_a100_1x8_ar.txt", tmp_path / "oci_a100_1x8_ar.txt")
+    out = tmp_path / "a100-nvlink.ccost"
+    assert main(["calibrate", str(tmp_path / "oci_a100_1x8_ar.txt"), "--name", "nvlink3_measured", "--title",
+                 "NVLink 3 through NVSwitch (A100), measured", "--holdout", "--line-rate", "300 GB/s",
+                 "-o", str(out)]) == 0
+
+    def body(text):
+        return [ln for ln in text.splitlines() if not ln.startswith("# Regenerate:")]
+    assert body(out.read_text()) == body(committed.read_text()), \
+        "regenerate it: see the header of specs/calibrated-nvlink.ccost"
+
+
+def test_example_spec_checks_and_its_link_is_measured():
+    from ccost.check import check_file
+
+    result = check_file(str(REPO / "specs" / "calibrated-nvlink.ccost"))
+    assert not [d for d in result.diagnostics if d.is_error]
+    link = result.spec.plans["tp8"].cluster.intra_node
+    assert link.name == "nvlink3_measured" and link.measured
+    # the report hook finds the log next to the link's own file
+    fit = fit_for_link(link, REPO / "specs")
+    assert fit is not None and fit.ranks == 8 and fit.test == "all_reduce_perf"
+    assert link.alpha == pytest.approx(fit.alpha, rel=1e-3)
+    assert link.bandwidth == pytest.approx(fit.bandwidth, rel=1e-3)

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from ccost.calibrate.block import link_block, quality_lines, source_string
-from ccost.calibrate.fit import Fit, Holdout, Piece, Point, fit_test, select_test
+from ccost.calibrate.fit import Fit, Holdout, Piece, Point, fit_test, parse_size_range, select_test
 from ccost.calibrate.logs import NcclLog, Row, Test, Timing, parse_log
 
 __all__ = ["Fit", "Holdout", "Piece", "Point", "NcclLog", "Row", "Test", "Timing", "fit_for_link",
@@ -40,9 +40,10 @@ def plot_svg(fit: Fit) -> str:
 
 
 def fit_log(log: NcclLog, algorithm: str = "ring", test: str | None = None, in_place: bool = False,
-            holdout: bool = False, line_rate: float | None = None) -> Fit:
+            holdout: bool = False, line_rate: float | None = None,
+            sizes: tuple[int | None, int | None] | None = None) -> Fit:
     """Pick the test to calibrate from (``select_test``) and fit it."""
-    return fit_test(select_test(log, test), algorithm, in_place, holdout, log, line_rate)
+    return fit_test(select_test(log, test), algorithm, in_place, holdout, log, line_rate, sizes)
 
 
 _RANKS = re.compile(r"^(\d+) ranks?$")
@@ -65,6 +66,7 @@ def fit_for_link(link, spec_dir: Path | str) -> Fit | None:
     test = head[-1] if head and head[-1].endswith("_perf") else None
     ranks = algorithm = None
     in_place = False
+    sizes = None
     log_name = None
     for p in parts[1:]:
         if m := _RANKS.match(p):
@@ -73,6 +75,11 @@ def fit_for_link(link, spec_dir: Path | str) -> Fit | None:
             algorithm = p
         elif p == "in-place":
             in_place = True
+        elif p.startswith("sizes "):
+            try:
+                sizes = parse_size_range(p[len("sizes "):])
+            except ValueError:
+                return None
         elif log_name is None and not p.lower().startswith(("nccl-tests ", "nccl ")):
             log_name = p
     if not log_name:
@@ -87,5 +94,5 @@ def fit_for_link(link, spec_dir: Path | str) -> Fit | None:
         if candidate.is_file():
             log = read_log(candidate, ranks, display=str(candidate))
             alg = algorithm if algorithm in ("ring", "tree", "one_shot", "two_shot") else "ring"
-            return fit_log(log, alg, test, in_place, holdout=True)
+            return fit_log(log, alg, test, in_place, holdout=True, sizes=sizes)
     return None

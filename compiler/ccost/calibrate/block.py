@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ccost.calibrate.fit import Fit, Piece
+from ccost.calibrate.fit import Fit, Piece, size_range_text
 from ccost.units import BANDWIDTH, INFORMATION, TIME, format_quantity
 
 
@@ -49,6 +49,8 @@ def source_string(fit: Fit, log_name: str) -> str:
     parts = [f"measured: nccl-tests {fit.test}", log_name, f"{fit.ranks} ranks", fit.algorithm]
     if fit.placement != "out-of-place":
         parts.append(fit.placement)
+    if fit.size_range:
+        parts.append(f"sizes {size_range_text(fit.size_range)}")
     if fit.tests_version:
         parts.append(f"nccl-tests {fit.tests_version}")
     if fit.nccl_version:

@@ -105,6 +105,7 @@ class Fit:
     holdout: Holdout | None = None
     line_rate: float | None = None  # spec-sheet B/s per GPU per direction, when known
     line_rate_from: str | None = None
+    size_range: tuple[int | None, int | None] | None = None  # --sizes, bytes
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -261,17 +262,26 @@ def select_test(log: NcclLog, test: str | None = None) -> Test:
 
 
 def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: bool = False,
-             log: NcclLog | None = None, line_rate: float | None = None) -> Fit:
+             log: NcclLog | None = None, line_rate: float | None = None,
+             sizes: tuple[int | None, int | None] | None = None) -> Fit:
     """Fit one parsed test; raises CcostError (E501) when it cannot be fitted.
 
     ``line_rate`` (B/s per GPU per direction, from the spec sheet) is only carried along for the
     comparison with the busbw plateau; when None it is guessed from the GPU names the log lists.
+    ``sizes`` = (lo, hi) bytes, either None: fit only that range (``--sizes``), e.g. the message sizes a
+    plan sends, when one α-β line cannot cover the whole log.
     """
     placement = "in-place" if in_place else "out-of-place"
     points: list[Point] = []
     excluded: list[tuple[int, str]] = []
     unvalidated = 0
+    size_range = sizes  # `sizes` is reused below for the array of fitted sizes
+    lo, hi = size_range or (None, None)
+    outside = 0
     for r in t.rows:
+        if (lo is not None and r.size < lo) or (hi is not None and r.size > hi):
+            outside += 1
+            continue
         tm = r.in_place if in_place else r.out_of_place
         if tm is None or tm.time_us is None:
             excluded.append((r.line, f"{r.size} B: no {placement} time (N/A)"))
@@ -300,6 +310,8 @@ def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: 
     times = np.array([p.time for p in points], dtype=float)
     pieces = fit_pieces(sizes, times)
     alpha, bandwidth, notes = _link_numbers(pieces, hops, ratio, t)
+    if outside:
+        notes.append(f"{outside} sizes outside --sizes {size_range_text(size_range)} were left out of the fit")
     if unvalidated:
         notes.append(f"{unvalidated} rows were not validated by nccl-tests (#wrong = N/A, run with -c 0)")
 
@@ -324,7 +336,8 @@ def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: 
         priced_worst_size=int(sizes[int(prel.argmax())]), busbw_plateau=plateau * 1e9,
         busbw_plateau_size=plateau_size, tests_version=log.tests_version if log else None,
         nccl_version=log.nccl_version if log else None, gpu_names=t.gpu_names, holdout=ho,
-        line_rate=rate, line_rate_from=rate_from, notes=tuple(notes))
+        line_rate=rate, line_rate_from=rate_from, size_range=tuple(size_range) if size_range else None,
+        notes=tuple(notes))
 
 
 def _link_numbers(pieces: tuple[Piece, ...], hops: float, ratio: float, t: Test
@@ -391,6 +404,43 @@ def spec_sheet_rate(gpu_names: tuple[str, ...]) -> tuple[float | None, str | Non
         return None, None
     rate, why = found.pop()
     return rate, why
+
+
+def size_range_text(sizes: tuple[int | None, int | None] | None) -> str:
+    """(65536, 4194304) -> "64KiB..4MiB" (the --sizes syntax, no spaces so it survives a source string)."""
+    from ccost.units import INFORMATION, format_quantity
+
+    if not sizes:
+        return ""
+    lo, hi = sizes
+    def one(x):
+        return "" if x is None else format_quantity(float(x), INFORMATION).replace(" ", "")
+    return f"{one(lo)}..{one(hi)}"
+
+
+def parse_size_range(text: str) -> tuple[int | None, int | None]:
+    """"64KiB..4MiB" -> (65536, 4194304); either end may be empty. Raises ValueError with the reason."""
+    from ccost.units import DIMENSIONLESS, INFORMATION, UnitError, parse_quantity
+
+    if ".." not in text:
+        raise ValueError("write a range like 64KiB..4MiB (either end may be left out)")
+    out: list[int | None] = []
+    for part in text.split("..", 1):
+        part = part.strip()
+        if not part:
+            out.append(None)
+            continue
+        try:
+            value, dim = parse_quantity(part)
+        except (ValueError, UnitError) as exc:
+            raise ValueError(f"{part!r} is not a size ({exc})") from None
+        if dim not in (INFORMATION, DIMENSIONLESS) or value < 0:
+            raise ValueError(f"{part!r} is not a size in bytes, like 64KiB")
+        out.append(int(round(value)))
+    lo, hi = out
+    if lo is not None and hi is not None and lo > hi:
+        raise ValueError(f"the range is empty: {text}")
+    return lo, hi
 
 
 def bus_factor(fit: Fit) -> float:

@@ -34,6 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "lines)")
     p.add_argument("--test", default=None, metavar="NAME",
                    help="which test gives the block, e.g. all_gather_perf (default: the first all_reduce)")
+    p.add_argument("--sizes", default=None, metavar="LO..HI",
+                   help="fit only these message sizes, e.g. 64KiB..4MiB for decode-sized AllReduces "
+                   "(either end may be left out); by default every size, in pieces")
     p.add_argument("--in-place", action="store_true", help="fit the in-place times (default out-of-place)")
     p.add_argument("--holdout", action="store_true",
                    help="also fit on every other size and report the error on the others")
@@ -78,6 +81,8 @@ def _command(args: argparse.Namespace) -> str:
         parts += ["--ranks", str(args.ranks)]
     if args.test:
         parts += ["--test", args.test]
+    if args.sizes:
+        parts += ["--sizes", args.sizes]
     if args.in_place:
         parts.append("--in-place")
     if args.holdout:
@@ -104,6 +109,14 @@ def run(args: argparse.Namespace) -> int:
     if args.ranks is not None and args.ranks < 2:
         raise _usage(f"--ranks {args.ranks}: a collective needs at least 2 ranks")
     rate = _line_rate(args.line_rate)
+    sizes = None
+    if args.sizes is not None:
+        from ccost.calibrate.fit import parse_size_range
+
+        try:
+            sizes = parse_size_range(args.sizes)
+        except ValueError as exc:
+            raise _usage(f"--sizes {args.sizes!r}: {exc}", "write it like --sizes 64KiB..4MiB") from None
     logs = [read_log(path, args.ranks) for path in args.logs]
     warnings = [w for log in logs for w in log.warnings]
 
@@ -128,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         if chosen is None:
             chosen = (logs[0], select_test(logs[0]))
     log, test = chosen
-    fit = fit_test(test, args.algorithm, args.in_place, args.holdout, log, rate)
+    fit = fit_test(test, args.algorithm, args.in_place, args.holdout, log, rate, sizes)
 
     out_dir = Path(args.output).parent if args.output else None
     log_name = os.path.relpath(log.file, out_dir).replace(os.sep, "/") if out_dir is not None else log.file
@@ -141,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
                 continue
             head = f"# Cross-check: {t.name} in {other_log.file} (line {t.line}), {t.ranks} ranks"
             try:
-                f = fit_test(t, args.algorithm, args.in_place, False, other_log, rate)
+                f = fit_test(t, args.algorithm, args.in_place, False, other_log, rate, sizes)
             except CcostError as exc:
                 cross.append(f"{head}: not fitted: {exc.diagnostics[0].message}")
                 continue

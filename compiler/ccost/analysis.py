@@ -1,0 +1,418 @@
+"""Analysis: from a plan's collective program to the numbers a design review judges it by.
+
+``analyse(program)`` runs in the three modes (floats, arrays, derivation values) like ``ccost.lower``;
+the checklist, sweeps and comparisons work on float results.
+
+How the step is put together (one place, so the review can say it):
+
+* ``T_comm`` = Σ count × time over the collective program; its latency and bandwidth terms likewise.
+* ``exposed`` = T_comm·(1 − overlap); ``step`` = T_compute + exposed. With pipeline parallelism this is the
+  latency of one step, the stages one after another (the notes' per-token latency, A3: 18.2 ms for
+  TP=8 × PP=2). **The bubble** (P−1)/(M+P−1) enters throughput, speedup and efficiency: with M
+  micro-batches in flight, P·(1 − bubble) = P·M/(M+P−1) steps overlap in the pipeline, so
+  throughput = tokens per step × P·(1 − bubble) / step. M = 1 gives no overlap, M → ∞ all P stages busy.
+* ``speedup`` = throughput / the throughput of one GPU running the same model instance's step alone (its
+  whole weights and the instance's KV cache, no communication): dp·P·(1 − bubble)·T₁/step, so a
+  single-stage, single-replica plan has the notes' T₁/T(N). ``efficiency`` = speedup / GPUs. With pure data
+  parallelism and a given ``compute_time`` this is seed 000's η = T_c/(T_c + exposed comm).
+* ``overhead`` = T_comm / T_compute (before overlap, as the notes define it).
+* ``regime``: latency-bound when the latency term of T_comm is the larger, else bandwidth-bound.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ccost import costs, derive, lower, units
+from ccost import spec as S
+from ccost.derive import named
+
+import numpy as np
+
+Num = Any
+
+#: Efficiency thresholds of the notes' cost-optimal table (seed 001 §6); the policy's min_efficiency is added.
+COST_THRESHOLDS = (0.8, 0.7, 0.5)
+#: A bubble above this share is flagged (checklist item 10): M ≥ 9·(P−1) micro-batches keep it below.
+BUBBLE_WARN = 0.10
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The per-step numbers of one plan (floats, arrays or Values)."""
+
+    T_comm: Num
+    T_lat: Num
+    T_bw: Num
+    exposed: Num
+    T_compute: Num
+    step: Num
+    overhead: Num
+    bubble: Num
+    in_flight: Num
+    gpus: Num
+    speedup: Num
+    efficiency: Num
+    throughput: Num
+    throughput_gpu: Num
+    volume: Num  # bytes each GPU sends per step
+    hops: Num  # latency steps per step
+
+
+def _sum(xs, empty=0.0):
+    total = None
+    for x in xs:
+        total = x if total is None else total + x
+    return empty if total is None else total
+
+
+def costs_nothing(k: lower.Collective) -> bool:
+    """A collective that is exactly free in this plan: no instance per step, or a group of one rank.
+    Only decided for scalars (floats, Values); in array mode every collective is summed (adding an exact
+    0.0 changes no bit, so skipping it in the scalar modes keeps the modes identical)."""
+    cnt, size = derive.value_of(k.count), derive.value_of(k.group_size)
+    if isinstance(cnt, np.ndarray) or isinstance(size, np.ndarray):
+        return False
+    return cnt == 0 or size <= 1
+
+
+def analyse(program: lower.Program) -> Metrics:
+    """Totals, step time, overhead, bubble, speedup, efficiency and throughput of a lowered plan."""
+    x, c = program.inputs, program.compute
+    coll = [k for k in program.collectives if not costs_nothing(k)]
+    T_comm = named("T_comm", _sum(k.total for k in coll), "communication per step: Σ count × time")
+    T_lat = named("T_lat", _sum(k.count * k.cost.latency for k in coll), "latency term: Σ count·α·hops")
+    T_bw = named("T_bw", _sum(k.count * k.cost.bandwidth_time for k in coll),
+                 "bandwidth term: Σ count·volume/B")
+    volume = named("V_step", _sum(k.count * k.cost.volume for k in coll), "bytes each GPU sends per step")
+    hops = named("hops_step", _sum(k.count * k.cost.hops for k in coll), "latency steps per step")
+    exposed = named("T_exposed", costs.exposed_comm(T_comm, x.overlap), "communication not hidden: "
+                    "T_comm·(1 − overlap)")
+    step = named("T_step", c.T_compute + exposed, "step time: T_compute + T_exposed")
+    ovh = named("overhead", costs.overhead(T_comm, c.T_compute), "T_comm / T_compute")
+    bubble = named("bubble", costs.pipeline_bubble(x.pp, x.M), "pipeline bubble (P−1)/(M+P−1)")
+    in_flight = named("in_flight", x.pp * (1 - bubble), "steps in flight in the pipeline: P·(1 − bubble)")
+    gpus = named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
+    speedup = named("speedup", x.dp * in_flight * costs.speedup(c.T_one, step),
+                    "against one GPU: dp·P·(1 − bubble)·T_1/T_step")
+    eff = named("efficiency", speedup / gpus, "speedup / N")
+    thr = named("throughput", c.tokens_step * in_flight / step, "tokens/s: tokens_step·P·(1 − bubble)/T_step")
+    thr_gpu = named("throughput_GPU", thr / gpus, "tokens/s per GPU")
+    return Metrics(T_comm, T_lat, T_bw, exposed, c.T_compute, step, ovh, bubble, in_flight, gpus, speedup,
+                   eff, thr, thr_gpu, volume, hops)
+
+
+def regime(m: Metrics) -> str:
+    """latency-bound / bandwidth-bound by the dominant term of T_comm; "no communication" without any."""
+    lat, bw = derive.value_of(m.T_lat), derive.value_of(m.T_bw)
+    if lat == 0 and bw == 0:
+        return "no communication"
+    return costs.regime(lat, bw)
+
+
+def finite(x) -> float | None:
+    """A float for the document, or None for NaN/∞ (which never reach the JSON)."""
+    v = float(derive.value_of(x))
+    return v if math.isfinite(v) else None
+
+
+# ---------------------------------------------------------------------------------------------------
+# The checklist of seed 001 §7 (ten items) plus memory (item 11)
+
+TITLES = {
+    1: "per-GPU weight bytes and compute time",
+    2: "communication volume and hops per step",
+    3: "α and β measured, not spec-sheet",
+    4: "T_comm = α·hops + β·volume",
+    5: "overhead = T_comm / T_compute",
+    6: "overhead above the policy: reconsider the strategy",
+    7: "TP degree divides the KV heads",
+    8: "TP group inside one NVLink domain",
+    9: "efficiency = speedup / N above the policy",
+    10: "pipeline bubble (P−1)/(M+P−1)",
+    11: "memory per GPU fits (weights, KV cache, gradients, optimizer)",
+}
+
+
+def _item(i: int, status: str, value, threshold, note: str) -> dict:
+    return {"id": i, "title": TITLES[i], "status": status, "value": value, "threshold": threshold, "note": note}
+
+
+def _t(x: float | None) -> str:
+    return "—" if x is None else units.format_quantity(x, units.TIME)
+
+
+def _b(x: float | None) -> str:
+    return "—" if x is None else units.format_quantity(x, units.INFORMATION)
+
+
+def _p(x: float | None) -> str:
+    return "—" if x is None else units.format_percent(x)
+
+
+def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics) -> list[dict]:
+    """The notes' ten checks (numbered 1–10 as in seed 001 §7) and memory (11), each with a status
+    (pass, warn, fail, n/a), the value it was judged on, the threshold and one sentence."""
+    model, cluster = plan.model, plan.cluster
+    c = program.compute
+    f = finite
+    items: list[dict] = []
+    static = program.static
+
+    # 1. weights per GPU and compute time
+    t_mem, t_flop = f(c.T_mem), f(c.T_flop)
+    if static.compute_given:
+        bound = "given in the plan"
+    else:
+        bound = "memory-bound" if (t_mem or 0) >= (t_flop or 0) else "FLOP-bound"
+    status = "pass"
+    note = (f"{_b(f(c.weights_gpu))} of weights per GPU; compute {_t(f(c.T_compute))} per step ({bound}"
+            + (f", {plan.pp} stages in turn" if plan.pp > 1 else "") + ").")
+    if bound == "FLOP-bound" and cluster.gpu.achieved_flops is None:
+        status = "warn"
+        note += f" gpu `{cluster.gpu.name}` has no achieved_flops: peak FLOP/s used, compute is optimistic."
+    items.append(_item(1, status, f(c.weights_gpu), None, note))
+
+    # 2. volume and hops
+    vol, hops = f(m.volume), f(m.hops)
+    per = "token" if plan.phase == "decode" else "step"
+    if not vol and not hops:
+        items.append(_item(2, "n/a", 0.0, None, "No collective: a single GPU per replica."))
+    else:
+        items.append(_item(2, "pass", vol, None,
+                           f"{_b(vol)} sent per GPU and {units.format_quantity(hops, units.DIMENSIONLESS)} "
+                           f"hops per {per}."))
+
+    # 3. α, β measured?
+    used = _links_used(program, cluster)
+    if not used:
+        items.append(_item(3, "n/a", None, None, "No communication, so no link parameters are used."))
+    else:
+        not_measured = [ln for ln in used if not ln.measured]
+        srcs = "; ".join(f"{ln.name}: {ln.source or 'no source given'}" for ln in used)
+        if not_measured:
+            items.append(_item(3, "warn", "spec sheet", "measured",
+                               f"Spec-sheet α/β ({srcs}): measure them with nccl-tests and `ccost calibrate`; "
+                               "spec sheets are optimistic."))
+        else:
+            items.append(_item(3, "pass", "measured", "measured", f"Measured α/β ({srcs})."))
+
+    # 4. T_comm
+    T_comm, T_lat, T_bw = f(m.T_comm), f(m.T_lat), f(m.T_bw)
+    rg = regime(m)
+    items.append(_item(4, "pass" if T_comm else "n/a", T_comm, None,
+                       f"T_comm = {_t(T_lat)} latency + {_t(T_bw)} bandwidth = {_t(T_comm)} per {per} ({rg})."))
+
+    # 5, 6. overhead
+    ovh = f(m.overhead)
+    items.append(_item(5, "pass", ovh, None,
+                       f"Overhead {_t(T_comm)} / {_t(f(m.T_compute))} = {_p(ovh)}."))
+    if ovh is None:
+        items.append(_item(6, "n/a", None, policy.max_overhead, "Overhead undefined (no compute time)."))
+    elif ovh > policy.max_overhead:
+        items.append(_item(6, "fail", ovh, policy.max_overhead,
+                           f"Overhead {_p(ovh)} exceeds {_p(policy.max_overhead)}: reconsider the strategy "
+                           "(a cheaper AllReduce, TP inside the node, PP across nodes, a larger batch)."))
+    else:
+        items.append(_item(6, "pass", ovh, policy.max_overhead,
+                           f"Overhead {_p(ovh)} is within {_p(policy.max_overhead)}."))
+
+    # 7. TP divides KV heads
+    kvh = model.kv_heads or model.heads
+    if plan.tp == 1:
+        items.append(_item(7, "n/a", plan.tp, kvh, "No tensor parallelism."))
+    elif not kvh:
+        items.append(_item(7, "n/a", plan.tp, None, f"model `{model.name}` gives no kv_heads to check."))
+    elif kvh % plan.tp == 0:
+        items.append(_item(7, "pass", plan.tp, kvh, f"tp = {plan.tp} divides {kvh} KV heads "
+                                                     f"({kvh // plan.tp} per GPU)."))
+    else:
+        what = ("each KV head is replicated on " f"{plan.tp // kvh if plan.tp % kvh == 0 else 'several'} GPUs"
+                if plan.tp > kvh else "the KV heads split unevenly")
+        items.append(_item(7, "warn", plan.tp, kvh,
+                           f"tp = {plan.tp} does not divide {kvh} KV heads: {what}, wasting KV-cache memory "
+                           "and bandwidth."))
+
+    # 8. TP group inside one NVLink domain
+    dom = cluster.domain
+    if plan.tp == 1:
+        items.append(_item(8, "n/a", plan.tp, dom, "No tensor parallelism."))
+    elif plan.tp <= dom:
+        items.append(_item(8, "pass", plan.tp, dom, f"The {plan.tp} TP ranks share one NVLink domain of {dom}."))
+    else:
+        tp_coll = next((k for k in program.collectives if k.key == "TP"), None)
+        how = f" (priced {tp_coll.group.used})" if tp_coll is not None and tp_coll.group is not None else ""
+        items.append(_item(8, "warn", plan.tp, dom,
+                           f"The TP group of {plan.tp} spans {math.ceil(plan.tp / dom)} NVLink domains of {dom}: "
+                           f"every AllReduce crosses the slow link{how}. Keep TP ≤ {dom}; use PP across nodes."))
+
+    # 9. efficiency
+    eff = f(m.efficiency)
+    n = plan.gpus
+    if n == 1:
+        items.append(_item(9, "n/a", eff, policy.min_efficiency, "One GPU: nothing to scale."))
+    elif eff is not None and eff < policy.min_efficiency:
+        items.append(_item(9, "fail", eff, policy.min_efficiency,
+                           f"Efficiency {_p(eff)} on {n} GPUs is below {_p(policy.min_efficiency)}: use a "
+                           "smaller N per replica and data parallelism for throughput."))
+    else:
+        items.append(_item(9, "pass", eff, policy.min_efficiency,
+                           f"Efficiency {_p(eff)} on {n} GPUs (speedup {units.format_quantity(f(m.speedup) or 0, units.DIMENSIONLESS, 3)}×)."))
+
+    # 10. bubble
+    bub = f(m.bubble)
+    if plan.pp == 1:
+        items.append(_item(10, "n/a", 0.0, BUBBLE_WARN, "No pipeline parallelism."))
+    else:
+        st = "warn" if bub > BUBBLE_WARN else "pass"
+        items.append(_item(10, st, bub, BUBBLE_WARN,
+                           f"Bubble ({plan.pp}−1)/({plan.microbatches}+{plan.pp}−1) = {_p(bub)}"
+                           + (f": more micro-batches (M ≥ {9 * (plan.pp - 1)}) bring it under {_p(BUBBLE_WARN)}."
+                              if st == "warn" else ".")))
+
+    # 11. memory
+    mem, limit = f(c.mem_total), f(c.mem_limit)
+    fits = mem is not None and limit is not None and mem <= limit
+    parts = [f"weights {_b(f(c.mem_weights))}"]
+    if f(c.mem_kv):
+        parts.append(f"KV cache {_b(f(c.mem_kv))}")
+    if f(c.mem_grads):
+        parts.append(f"gradients {_b(f(c.mem_grads))}")
+    if f(c.mem_optimizer):
+        parts.append(f"optimizer {_b(f(c.mem_optimizer))}")
+    detail = " + ".join(parts)
+    if fits:
+        items.append(_item(11, "pass", mem, limit, f"{_b(mem)} per GPU ({detail}) fits within {_b(limit)} "
+                                                    f"({_p(policy.max_memory)} of {_b(cluster.gpu.memory)})."))
+    else:
+        items.append(_item(11, "fail", mem, limit,
+                           f"{_b(mem)} per GPU ({detail}) exceeds {_b(limit)} ({_p(policy.max_memory)} of "
+                           f"{_b(cluster.gpu.memory)}): shard more (tp, pp, FSDP) or lower the batch."))
+    return items
+
+
+def _links_used(program: lower.Program, cluster: S.Cluster) -> list[S.Link]:
+    """The cluster's links that carry at least one collective with a cost, intra-node first."""
+    names: set[str] = set()
+    for k in program.collectives:
+        if (finite(k.group_size) or 0) > 1 and (finite(k.count) or 0) > 0:
+            names.update(str(k.link).split("+"))
+    return [ln for ln in (cluster.intra_node, cluster.inter_node) if ln is not None and ln.name in names]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Sweeps and comparisons (float mode: each point is a plan)
+
+def sweep_points(sweep: S.Sweep):
+    """The plans of a sweep: the cartesian product of its field lists, in written order, as
+    (assignment dict, plan)."""
+    base = sweep.base
+    names = [f for f, _ in sweep.fields]
+    for combo in itertools.product(*(vals for _, vals in sweep.fields)):
+        assign = dict(zip(names, combo))
+        label = ",".join(f"{k}={v}" for k, v in assign.items())
+        yield assign, replace(base, name=f"{sweep.name}[{label}]", **assign)
+
+
+def cost_thresholds(policy: S.Policy) -> list[float]:
+    out = sorted(set(COST_THRESHOLDS) | {float(policy.min_efficiency)}, reverse=True)
+    return out
+
+
+def optima(points: list[dict], names: list[str], policy: S.Policy) -> tuple[dict | None, dict]:
+    """(time-optimal point, {threshold: cost-optimal point}) among the feasible points that fit memory
+    (all feasible points when none fits). Cost-optimal: the most GPUs whose efficiency stays at or above
+    the threshold (ties: the faster)."""
+    ok = [p for p in points if p.get("step_time_s") is not None]
+    fit = [p for p in ok if p.get("fits_memory")] or ok
+
+    def key_of(p):
+        return {k: p[k] for k in names}
+
+    t_opt = min(fit, key=lambda p: p["step_time_s"]) if fit else None
+    cost: dict[str, dict | None] = {}
+    for thr in cost_thresholds(policy):
+        cands = [p for p in fit if p.get("efficiency") is not None and p["efficiency"] >= thr]
+        best = max(cands, key=lambda p: (p["gpus"], -p["step_time_s"])) if cands else None
+        cost[_thr_key(thr)] = key_of(best) if best else None
+    return (key_of(t_opt) if t_opt else None), cost
+
+
+def _thr_key(thr: float) -> str:
+    return f"{thr:g}"
+
+
+#: compare `by` → (document key, higher is better, how to print)
+COMPARE_METRICS = {
+    "latency": ("step_time_s", False, "per-step latency"),
+    "throughput": ("throughput_tokens_s", True, "throughput"),
+    "overhead": ("overhead", False, "communication overhead"),
+    "efficiency": ("efficiency", True, "efficiency"),
+}
+
+
+def _fmt_metric(by: str, v: float) -> str:
+    if by == "latency":
+        return units.format_quantity(v, units.TIME)
+    if by == "throughput":
+        return units.format_quantity(v, units.DIMENSIONLESS) + " tokens/s"
+    return units.format_percent(v)
+
+
+def rank(compare_by: str, plans: dict[str, dict]) -> tuple[list[str], str]:
+    """Ranking of plan documents by the compare metric (plans that do not fit memory last, whatever their
+    metric), and a recommendation sentence with the reason and the margin over the runner-up."""
+    key, higher, label = COMPARE_METRICS[compare_by]
+
+    def metric(name: str) -> float:
+        v = plans[name].get(key)
+        if v is None:
+            return -math.inf if higher else math.inf
+        return v
+
+    names = list(plans)
+    order = sorted(names, key=lambda n: (not plans[n]["fits_memory"], -metric(n) if higher else metric(n),
+                                         names.index(n)))
+    if not order:
+        return [], "No plans to compare."
+    best = order[0]
+    bp = plans[best]
+    if not bp["fits_memory"]:
+        return order, (f"No plan fits in memory; `{best}` would be best by {label} "
+                       f"({_fmt_metric(compare_by, metric(best))}), but it needs "
+                       f"{_b(bp['memory_bytes_per_gpu'])} per GPU.")
+    text = f"Choose `{best}` ({bp.get('title') or best}): best by {label}, {_fmt_metric(compare_by, metric(best))}"
+    if len(order) > 1:
+        ru = order[1]
+        mb, mr = metric(best), metric(ru)
+        if plans[ru]["fits_memory"] and math.isfinite(mr) and mr != 0:
+            if compare_by in ("overhead", "efficiency"):  # fractions: the gap in percentage points
+                gap = units.format_quantity(abs(mb - mr) * 100, units.DIMENSIONLESS, 3)
+                margin = f"{gap} percentage points {'above' if higher else 'below'}"
+            elif higher:
+                margin = f"{units.format_percent(mb / mr - 1)} more than"
+            else:
+                margin = f"{units.format_percent(1 - mb / mr)} less than"
+            text += f", {margin} `{ru}` ({_fmt_metric(compare_by, mr)})"
+        elif plans[ru]["fits_memory"]:
+            text += f", against `{ru}` ({_fmt_metric(compare_by, mr)})"
+    text += "."
+    why = []
+    if compare_by != "overhead":
+        why.append(f"overhead {units.format_percent(bp['overhead'])}" if bp.get("overhead") is not None else "")
+    if compare_by != "efficiency" and bp.get("efficiency") is not None:
+        why.append(f"efficiency {units.format_percent(bp['efficiency'])}")
+    why.append(bp["regime"])
+    why = [w for w in why if w]
+    if why:
+        text += " It runs at " + ", ".join(why) + "."
+    unfit = [n for n in order if not plans[n]["fits_memory"]]
+    if unfit:
+        text += " Ranked last because they do not fit in memory: " + ", ".join(f"`{n}`" for n in unfit) + "."
+    fails = [str(i["id"]) for i in bp.get("checklist", []) if i["status"] == "fail"]
+    if fails:
+        text += f" Caution: checklist item{'s' if len(fails) > 1 else ''} {', '.join(fails)} fail{'' if len(fails) > 1 else 's'} for it."
+    return order, text

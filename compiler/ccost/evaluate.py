@@ -1,0 +1,342 @@
+"""Evaluate a checked spec: every plan priced, every sweep and comparison resolved, one results document.
+
+The pipeline of this stage, top to bottom::
+
+    plan ─lower.prepare─▶ Static + Inputs ─lower.lower─▶ Program ─analysis.analyse─▶ Metrics ─▶ document
+                           (floats | arrays | Values)   collectives, compute, memory      + checklist
+
+``evaluate(spec)`` runs it in float mode for ``ccost eval`` and the report; ``explain(spec, plan)`` runs the
+*same* functions on derivation values, so every number in a derivation is bit-identical to the one in
+``eval --format json`` (a test checks it on every example spec). Search calls ``lower.lower`` with arrays.
+
+``results_document`` follows INTERFACE.md's normative keys and order (extra keys are marked below); the
+writers in ``ccost.output`` make its numbers stable. Machine units: seconds, bytes, fractions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ccost import __version__, analysis, costs, derive, lower, units
+from ccost import spec as S
+from ccost.derive import Step
+from ccost.diagnostics import CcostError, Diagnostics, error
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """One plan evaluated in float mode: its program, metrics, checklist and document section."""
+
+    plan: S.Plan
+    program: lower.Program
+    metrics: analysis.Metrics
+    checklist: list
+    doc: dict
+
+
+@dataclass(frozen=True)
+class Results:
+    """Everything ``ccost eval`` prints and the review renders."""
+
+    spec: S.Spec
+    plans: dict  # name -> PlanResult, in written order
+    sweeps: dict  # name -> sweep document section
+    compares: dict  # name -> compare document section
+    version: str = __version__
+
+
+# ---------------------------------------------------------------------------------------------------
+
+def evaluate_plan(plan: S.Plan, policy: S.Policy) -> PlanResult:
+    """Price one plan in float mode. Raises ``CcostError`` (E401, E301, ...) for a plan that cannot be
+    evaluated: a diagnostic, never a traceback or a NaN."""
+    program = lower.lower_plan(plan, policy)
+    metrics = analysis.analyse(program)
+    items = analysis.checklist(plan, policy, program, metrics)
+    return PlanResult(plan, program, metrics, items, plan_document(plan, program, metrics, items))
+
+
+def _f(x) -> float | None:
+    return analysis.finite(x)
+
+
+def _alt(c: costs.Cost, count: float) -> dict:
+    return {"hops": _f(c.hops), "volume_bytes": _f(c.volume), "latency_s": _f(c.latency),
+            "bandwidth_s": _f(c.bandwidth_time), "time_s": _f(c.time), "total_time_s": _f(c.time) * count
+            if _f(c.time) is not None else None}
+
+
+def collective_record(k: lower.Collective) -> dict:
+    """One collective of the program as the document records it (normative keys first)."""
+    count = _f(k.count) or 0.0
+    rec = {
+        "kind": k.kind,
+        "purpose": k.purpose,
+        "algorithm": k.algorithm,
+        "count": count,
+        "group_size": _f(k.group_size),
+        "link": k.link,
+        "message_bytes": _f(k.message),
+        "hops": _f(k.cost.hops),
+        "volume_bytes": _f(k.cost.volume),
+        "latency_s": _f(k.cost.latency),
+        "bandwidth_s": _f(k.cost.bandwidth_time),
+        "time_s": _f(k.cost.time),
+        # extra keys
+        "total_time_s": _f(k.total),
+    }
+    if k.group is not None and k.group.flat is not None:
+        rec["cross_node"] = k.group.used
+        rec["alternatives"] = {name: _alt(c, count) for name, c in
+                               (("flat", k.group.flat), ("hierarchical", k.group.hierarchical),
+                                ("split", k.group.split)) if c is not None}
+    if k.candidate_costs:
+        rec["candidates"] = {a: _f(c.time) for a, c in k.candidate_costs.items()}
+    if k.reason:
+        rec["reason"] = k.reason
+    if k.kind == "allreduce" and k.algorithm == "one_shot":
+        # The notes charge one-shot the ring volume; a one-shot kernel really pushes (P−1)·m per GPU.
+        direct = costs.one_shot_direct_volume(_f(k.group_size), _f(k.message))
+        bw = _f(k.cost.bandwidth_time)
+        vol = _f(k.cost.volume)
+        t_direct = _f(k.cost.latency) + (direct / vol * bw if vol else 0.0)
+        rec["one_shot_direct"] = {"volume_bytes": direct, "time_s": t_direct, "total_time_s": t_direct * count,
+                                  "note": "charged: the ring volume 2(P−1)/P·m (the notes' convention); "
+                                          "this is the alternative where each GPU sends its whole buffer "
+                                          "to each of the P−1 peers"}
+    if k.note:
+        rec["note"] = k.note
+    return rec
+
+
+def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, items: list) -> dict:
+    """The document section of one plan: INTERFACE.md's keys, in its order, then extras."""
+    c = program.compute
+    mem = _f(c.mem_total)
+    limit = _f(c.mem_limit)
+    doc: dict[str, Any] = {
+        "title": plan.title or plan.name,
+        "gpus": plan.gpus,
+        "weight_bytes_per_gpu": _f(c.weights_gpu),
+        "memory_bytes_per_gpu": mem,
+        "fits_memory": bool(mem is not None and limit is not None and mem <= limit),
+        "compute_time_s": _f(c.T_compute),
+        "comm_time_s": _f(m.T_comm),
+        "latency_term_s": _f(m.T_lat),
+        "bandwidth_term_s": _f(m.T_bw),
+        "exposed_comm_s": _f(m.exposed),
+        "step_time_s": _f(m.step),
+        "overhead": _f(m.overhead),
+        "speedup": _f(m.speedup),
+        "efficiency": _f(m.efficiency),
+        "bubble": _f(m.bubble),
+        "regime": analysis.regime(m),
+        # extra keys
+        "phase": plan.phase,
+        "layout": {"tp": plan.tp, "pp": plan.pp, "ep": plan.ep, "dp": plan.dp, "batch": plan.batch,
+                   "seq": plan.seq, "microbatches": plan.microbatches, "fsdp": plan.fsdp,
+                   "allreduce": plan.allreduce, "cross_node": getattr(plan, "cross_node", "auto"),
+                   "overlap": plan.overlap},
+        "latency_s": _f(m.step),
+        "throughput_tokens_s": _f(m.throughput),
+        "throughput_per_gpu": _f(m.throughput_gpu),
+        "tokens_per_step": _f(c.tokens_step),
+        "single_gpu_time_s": _f(c.T_one),
+        "compute": {
+            "bound": ("given" if program.static.compute_given else
+                      "memory" if (_f(c.T_mem) or 0) >= (_f(c.T_flop) or 0) else "flops"),
+            "memory_time_s": None if program.static.compute_given else _f(c.T_mem),
+            "flop_time_s": None if program.static.compute_given else _f(c.T_flop),
+            "stage_time_s": _f(c.T_stage),
+            "bytes_read_per_gpu": _f(c.bytes_gpu),
+            "flops_per_gpu": _f(c.flops_gpu),
+        },
+        "memory": {
+            "weights_bytes": _f(c.mem_weights),
+            "kv_cache_bytes": _f(c.mem_kv),
+            "gradient_bytes": _f(c.mem_grads),
+            "optimizer_bytes": _f(c.mem_optimizer),
+            "limit_bytes": limit,
+        },
+        "volume_bytes_per_step": _f(m.volume),
+        "hops_per_step": _f(m.hops),
+        "collectives": [collective_record(k) for k in program.collectives if not analysis.costs_nothing(k)],
+        "checklist": items,
+    }
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------------
+
+def _plans_to_evaluate(spec: S.Spec) -> list[str]:
+    names = list(spec.local_plans) or list(spec.plans)
+    for cmp in spec.compares.values():
+        for p in cmp.plans:
+            if p.name not in names and p.name in spec.plans:
+                names.append(p.name)
+    return names
+
+
+def evaluate(spec: S.Spec) -> Results:
+    """Evaluate every plan written in the spec (and every plan a comparison names), every sweep and every
+    comparison, in float mode. Raises one ``CcostError`` with the diagnostics of every plan that cannot
+    be evaluated."""
+    diags = Diagnostics()
+    plans: dict[str, PlanResult] = {}
+    for name in _plans_to_evaluate(spec):
+        try:
+            plans[name] = evaluate_plan(spec.plans[name], spec.policy)
+        except CcostError as exc:
+            diags.extend(exc.diagnostics)
+    sweeps = {}
+    for name, sw in spec.sweeps.items():
+        try:
+            sweeps[name] = sweep_document(sw, spec.policy)
+        except CcostError as exc:
+            diags.extend(exc.diagnostics)
+    compares = {}
+    for name, cmp in spec.compares.items():
+        missing = [p.name for p in cmp.plans if p.name not in plans]
+        if missing:
+            continue  # their own diagnostics are already in the bag
+        compares[name] = compare_document(cmp, {p.name: plans[p.name].doc for p in cmp.plans})
+    diags.raise_if_errors()
+    return Results(spec, plans, sweeps, compares)
+
+
+def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
+    """A sweep: every point priced as a plan, the time-optimal point, the cost-optimal point per
+    efficiency threshold, and the closed-form N* where the notes' model applies."""
+    if sw.base is None:
+        raise CcostError(error("E401", f"sweep `{sw.name}` has no base plan", sw.span))
+    names = [f for f, _ in sw.fields]
+    points = []
+    for assign, plan in analysis.sweep_points(sw):
+        errs = lower.check_plan(plan)
+        point: dict[str, Any] = dict(assign)
+        if errs:
+            point["error"] = errs[0].message.replace(f"plan `{plan.name}`", "this point")
+            points.append(point)
+            continue
+        r = evaluate_plan(plan, policy)
+        d = r.doc
+        point.update({
+            "gpus": d["gpus"], "step_time_s": d["step_time_s"], "speedup": d["speedup"],
+            "efficiency": d["efficiency"], "overhead": d["overhead"], "compute_time_s": d["compute_time_s"],
+            "comm_time_s": d["comm_time_s"], "throughput_tokens_s": d["throughput_tokens_s"],
+            "memory_bytes_per_gpu": d["memory_bytes_per_gpu"], "fits_memory": d["fits_memory"],
+        })
+        points.append(point)
+    t_opt, c_opt = analysis.optima(points, names, policy)
+    doc = {
+        "title": sw.title or sw.name,
+        "field": names,
+        "points": points,
+        "time_optimal": t_opt,
+        "cost_optimal": c_opt,
+        "continuous_optimum": continuous_optimum(sw),
+    }
+    return doc
+
+
+def continuous_optimum(sw: S.Sweep) -> float | None:
+    """N* = W·ln2/(2·α·c·L·BW) (seed 001 §6) when the notes' model applies: the sweep varies tp only, on a
+    decode plan with the tree AllReduce, c = 2 AllReduces per layer, α of the intra-node link."""
+    base = sw.base
+    if base is None or [f for f, _ in sw.fields] != ["tp"] or base.phase != "decode" or base.allreduce != "tree":
+        return None
+    model, cluster = base.model, base.cluster
+    if model is None or cluster is None or cluster.gpu is None or cluster.intra_node is None:
+        return None
+    if not (cluster.intra_node.alpha > 0 and cluster.gpu.hbm_bandwidth > 0 and model.layers > 0):
+        return None
+    w = model.total_weight_bytes
+    n = w * math.log(2) / (2 * cluster.intra_node.alpha * 2 * model.layers * cluster.gpu.hbm_bandwidth)
+    return n if math.isfinite(n) else None
+
+
+def compare_document(cmp: S.Compare, plan_docs: dict[str, dict]) -> dict:
+    """A comparison: the plans ranked by ``by``, the recommendation with its reason and margin."""
+    order, text = analysis.rank(cmp.by, plan_docs)
+    key = analysis.COMPARE_METRICS[cmp.by][0]
+    return {
+        "title": cmp.title or cmp.name,
+        "by": cmp.by,
+        "ranking": order,
+        "recommendation": text,
+        "values": {n: plan_docs[n].get(key) for n in order},
+    }
+
+
+def results_document(results: Results) -> dict:
+    """The INTERFACE.md results document (normative keys in order; extras marked in ``plan_document``)."""
+    doc: dict[str, Any] = {
+        "ccost": results.version,
+        "spec": results.spec.path,
+        "plans": {name: r.doc for name, r in results.plans.items()},
+    }
+    if results.sweeps:
+        doc["sweeps"] = results.sweeps
+    if results.compares:
+        doc["compares"] = results.compares
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------------
+# explain: the same evaluation on derivation values
+
+def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]]]:
+    """The derivation of every number of one plan, grouped for reading: inputs, each collective, compute,
+    memory, totals. Values are bit-identical to ``evaluate`` (same functions, derivation mode)."""
+    plan = spec.plans.get(plan_name)
+    if plan is None:
+        from difflib import get_close_matches
+        close = get_close_matches(plan_name, list(spec.plans), n=1)
+        raise CcostError(error("E101", f"no plan named `{plan_name}` in {spec.path}", None,
+                               f"did you mean `{close[0]}`?" if close else
+                               "plans: " + ", ".join(spec.plans) if spec.plans else "the spec has no plans"))
+    program = lower.lower_plan(plan, spec.policy, derivation=True)
+    m = analysis.analyse(program)
+    c = program.compute
+    groups: list[tuple[str, list]] = []
+    for k in program.collectives:
+        if analysis.costs_nothing(k):
+            continue
+        vals: list = [k.count, k.message]
+        for cand in k.candidate_costs.values():
+            vals.append(cand.time)
+        if k.group is not None:
+            for alt in (k.group.flat, k.group.hierarchical, k.group.split):
+                if alt is not None:
+                    vals += [alt.time]
+        vals += [k.cost.hops, k.cost.volume, k.cost.time, k.total]
+        size = derive.value_of(k.group_size)
+        cnt = derive.value_of(k.count)
+        title = f"{k.key}: {cnt:g} × {k.kind} ({k.algorithm}) on {size:g} ranks over {k.link} — {k.purpose}"
+        groups.append((title, vals))
+    groups.append(("compute", [c.weights_gpu, c.kv_gpu, c.bytes_gpu, c.flops_gpu, c.T_mem, c.T_flop,
+                               c.T_stage, c.T_compute, c.T_one]))
+    groups.append(("memory", [c.mem_weights, c.mem_kv, c.mem_grads, c.mem_optimizer, c.mem_total,
+                              c.mem_limit]))
+    groups.append(("totals", [m.volume, m.hops, m.T_lat, m.T_bw, m.T_comm, m.exposed, m.step, m.overhead,
+                              m.bubble, m.in_flight, m.gpus, m.speedup, m.efficiency, c.tokens_step,
+                              m.throughput, m.throughput_gpu]))
+    sections: list[tuple[str, list[Step]]] = []
+    cumulative: list = []
+    done = 0
+    inputs: list[Step] = []
+    for title, vals in groups:
+        cumulative += vals
+        all_steps = derive.steps(*cumulative)
+        new = all_steps[done:]
+        done = len(all_steps)
+        inputs += [s for s in new if s.kind == "input"]
+        sections.append((title, [s for s in new if s.kind != "input"]))
+    return [("inputs", inputs)] + sections
+
+
+def explain(spec: S.Spec, plan_name: str) -> list[Step]:
+    """Every step of one plan's derivation, inputs first (the contract's flat list)."""
+    return [s for _, steps in explain_sections(spec, plan_name) for s in steps]

@@ -1,0 +1,592 @@
+"""Lowering: a plan → its collective program and compute terms.
+
+``lower(static, x)`` is the one plan-evaluation function of ccost. It runs in the three modes of
+``ccost.derive``: ``x``'s numbers are Python floats (``ccost eval``), numpy arrays (the search over layouts
+evaluates thousands of tp/pp/dp/batch combinations at once) or derivation ``Value``s (``ccost explain`` and
+the review). Therefore nothing below branches with a Python ``if`` on a number that could be an array:
+structural choices that depend on a number (does the TP group leave the NVLink domain? how many pipeline
+boundaries cross nodes?) are ``where``/``minimum``/``floor`` expressions, and a collective on a group of
+one rank simply costs 0 (``ccost.costs``). What *is* decided in Python is fixed per plan and lives in
+``Static``: the phase, the AllReduce algorithm, FSDP, whether the model is a mixture of experts, which
+inputs the spec gave.
+
+Every formula of the cost model lives in ``ccost.costs`` (collectives, roofline, bubble); this module only
+says *which* collectives a plan implies, how many, how large, on which group and link.
+
+The model, per step (decode: one token for every sequence; prefill: the prompt; train: one
+forward + backward pass over ``batch`` sequences of ``seq`` tokens), with B = batch, S = tokens per
+sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
+
+* **Rank placement** (decides which groups leave the NVLink domain): ranks are numbered TP fastest, then
+  EP, then DP, then PP (Megatron's tp-ep-dp-pp order): the chattiest groups get the NVLink domain first,
+  and the pipeline, one small send per stage boundary, is the axis left to cross nodes. A group of P ranks
+  at stride s has g = clamp(D/s, 1, P) of its ranks in each NVLink domain of D GPUs.
+* **TP**: 2 AllReduces per layer (attention output, FFN output) of B·S·d·activation bytes on the tp ranks;
+  training adds 2 more per layer in the backward pass (4·L in all).
+* **PP**: one point-to-point send of B·S·d·activation bytes per stage boundary (pp−1 per step; training
+  sends the gradients back too: 2·(pp−1)). A boundary crosses domains when consecutive stages sit in
+  different domains: with stages tp·ep·dp ranks apart, ⌊(pp−1)·tp·ep·dp/D⌋ of the pp−1 boundaries do
+  (at most pp−1). The whole batch goes as one message per boundary, as the notes price it (A3: 1 MiB);
+  splitting it into M micro-batches would add (M−1)·α per boundary, which the model leaves out.
+* **EP**: 2 All-to-Alls (dispatch, combine) per MoE layer of B·S·top_k·d·activation bytes per rank on
+  the ep ranks (training: ×2). Volume convention: seed 000's (P−1)/P·m (the local share stays put);
+  seed 001 omits that factor.
+* **DP**: without FSDP, one gradient AllReduce per step of this GPU's parameters × grad bytes on the dp
+  ranks (for a MoE model: the dense parameters over the dp·ep ranks that replicate them, the experts'
+  over the dp ranks). With FSDP: per layer, an AllGather of the layer's parameters before the forward and
+  again before the backward, and a ReduceScatter of its gradients (3·L collectives per step).
+* **Compute**, per GPU and stage: the roofline max(bytes read / HBM bandwidth, FLOPs / achieved FLOP/s).
+  Bytes read: this GPU's weights (for a MoE model, every local expert: with B·top_k routed tokens most
+  experts are hit; at tiny batch this overestimates) plus, in decode with ``seq``, the KV cache of B
+  sequences of ``seq`` tokens. FLOPs: 2·active params·B·S (6· for training) / (tp·pp); attention's
+  context-dependent FLOPs are not modelled. A token crosses the pp stages one after another, so the
+  step's compute on the critical path is pp × the stage's time (A3: 15.11 ms for TP=8 × PP=2).
+  ``compute_time`` in the plan overrides it.
+* **Memory** per GPU: weights (FSDP: sharded over the data-parallel ranks, plus one gathered layer), the
+  KV cache (``seq`` tokens of B sequences; KV heads split over min(tp, kv_heads) ranks, replicated beyond),
+  and in training the gradients and Adam's state (FP32 master, m, v: 12 B per parameter), sharded like the
+  weights under FSDP. Activations are not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+
+from ccost import costs, derive, units
+from ccost import spec as S
+from ccost.derive import floor, maximum, minimum, named, where
+from ccost.diagnostics import CcostError, Diagnostics, error
+
+Num = Any  # float | np.ndarray | derive.Value
+
+#: Adam with an FP32 master copy: master weights, first and second moments, 4 bytes each.
+OPTIMIZER_BYTES_PER_PARAM = 12.0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Inputs
+
+@dataclass(frozen=True)
+class Static:
+    """The structural choices of a plan: fixed per plan, never arrays, decided in Python."""
+
+    plan: str
+    phase: str  # decode | prefill | train
+    algorithm: str  # ring | tree | one_shot | two_shot | auto
+    cross_node: str  # auto | flat | hierarchical
+    fsdp: bool
+    moe: bool  # the model has experts (and active_params split them from the dense part)
+    kv: bool  # a KV cache is held (decode or prefill with seq)
+    kv_read: bool  # decode reads the KV cache every step
+    kv_heads_known: bool
+    heads_known: bool
+    compute_given: bool  # plan.compute_time overrides the roofline
+    intra: costs.LinkParams
+    inter: costs.LinkParams | None
+    intra_name: str
+    inter_name: str | None
+
+    @property
+    def train(self) -> bool:
+        return self.phase == "train"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The numbers of a plan, as floats, arrays or derivation leaves (SI units)."""
+
+    tp: Num
+    pp: Num
+    ep: Num
+    dp: Num
+    B: Num  # batch, sequences per replica (per dp·ep rank)
+    S: Num  # tokens per sequence per step: 1 in decode, seq otherwise
+    ctx: Num  # context length held in the KV cache (seq; 0 when absent)
+    M: Num  # micro-batches
+    overlap: Num
+    L: Num
+    d: Num
+    h: Num  # attention heads (1 when unknown; unused then)
+    h_kv: Num  # KV heads (= h when unknown)
+    params: Num  # total parameters
+    params_active: Num  # active parameters per token (= params for a dense model)
+    E: Num  # experts (1 for a dense model)
+    k: Num  # top_k (1 for a dense model)
+    L_moe: Num  # MoE layers (0 for a dense model)
+    W: Num  # total weight bytes
+    b_act: Num
+    b_kv: Num
+    b_grad: Num
+    D: Num  # GPUs per NVLink domain
+    BW_hbm: Num
+    R: Num  # achieved FLOP/s
+    mem: Num  # HBM capacity per GPU
+    max_mem: Num  # policy: usable share of memory
+    T_given: Num  # plan.compute_time (0 when absent; unused then)
+    c_F: Num  # FLOPs per parameter per token: 2 forward, 6 forward + backward
+    b_opt: Num  # optimizer bytes per parameter (Adam: 12)
+
+
+def with_arrays(x: Inputs, **arrays) -> Inputs:
+    """``x`` with some inputs replaced (by numpy arrays, for a search): ``with_arrays(x, tp=tps, dp=dps)``."""
+    return replace(x, **arrays)
+
+
+def _plan_fields_ok(plan: S.Plan, diags: Diagnostics) -> None:
+    """Diagnose plans that the formulas cannot evaluate (rather than divide by zero or return NaN)."""
+    model, cluster = plan.model, plan.cluster
+    span = plan.span
+
+    def at(name: str):
+        return plan.spans.get(name, span)
+
+    if model is None or cluster is None or cluster.gpu is None or cluster.intra_node is None:
+        diags.add(error("E401", f"plan `{plan.name}` has no model or cluster to evaluate", span,
+                        "give the plan `model = ...` and `cluster = ...`"))
+        return
+    gpu = cluster.gpu
+    for name in ("tp", "pp", "ep", "dp", "batch", "microbatches"):
+        v = getattr(plan, name)
+        if not (isinstance(v, (int, float)) and v >= 1):
+            diags.add(error("E203", f"plan `{plan.name}`: {name} must be at least 1, got {v}", at(name)))
+    if plan.gpus > cluster.gpus:
+        diags.add(error(
+            "E301", f"plan `{plan.name}` needs tp·pp·ep·dp = {plan.tp}·{plan.pp}·{plan.ep}·{plan.dp} = "
+            f"{plan.gpus} GPUs, but cluster `{cluster.name}` has {cluster.gpus}", at("tp"),
+            "lower a parallel degree, or use a cluster with more nodes"))
+    if plan.gpus > cluster.domain and cluster.inter_node is None:
+        diags.add(error(
+            "E302", f"plan `{plan.name}` spans {plan.gpus} GPUs, more than one NVLink domain of "
+            f"{cluster.domain}, but cluster `{cluster.name}` has no inter_node link", at("tp"),
+            f"give cluster `{cluster.name}` an `inter_node = ...` link"))
+    if model.layers < 1 or model.hidden < 1:
+        diags.add(error("E401", f"model `{model.name}` needs layers and hidden of at least 1", model.span))
+    elif plan.pp > model.layers:
+        diags.add(error("E401", f"plan `{plan.name}`: pp = {plan.pp} stages for {model.layers} layers "
+                        "leaves stages without a layer", at("pp"), f"use pp ≤ {model.layers}"))
+    if not (model.params or model.weight_bytes):
+        diags.add(error("E104", f"model `{model.name}` needs `params` or `weight_bytes`", model.span))
+    if plan.phase in ("prefill", "train") and not plan.seq:
+        diags.add(error("E104", f"plan `{plan.name}` is a {plan.phase} plan and needs `seq` (tokens per "
+                        "sequence)", at("phase"), "add e.g. `seq = 2048`"))
+    if not (0.0 <= plan.overlap <= 1.0):
+        diags.add(error("E203", f"plan `{plan.name}`: overlap must be between 0 % and 100 %, got "
+                        f"{plan.overlap:g}", at("overlap")))
+    if plan.compute_time is None:
+        if not gpu.hbm_bandwidth > 0:
+            diags.add(error("E401", f"plan `{plan.name}` cannot be priced: gpu `{gpu.name}` has no "
+                            "hbm_bandwidth (the memory-bound compute time needs it)", gpu.span,
+                            f"give gpu `{gpu.name}` an `hbm_bandwidth`, or the plan a `compute_time`"))
+        if not gpu.compute_rate > 0:
+            diags.add(error("E401", f"plan `{plan.name}` cannot be priced: gpu `{gpu.name}` has no flops",
+                            gpu.span, f"give gpu `{gpu.name}` `flops` (and `achieved_flops`)"))
+    elif not plan.compute_time > 0:
+        diags.add(error("E203", f"plan `{plan.name}`: compute_time must be positive", at("compute_time")))
+    for link in (cluster.intra_node, cluster.inter_node):
+        if link is not None and not (link.bandwidth > 0 and link.efficiency > 0 and link.alpha >= 0):
+            diags.add(error("E401", f"link `{link.name}` needs a positive bandwidth and efficiency and a "
+                            "non-negative alpha", link.span))
+    if model.is_moe:
+        if (model.top_k or 1) >= (model.experts or 1) and model.active_params not in (None, model.params):
+            diags.add(error("E401", f"model `{model.name}`: top_k must be smaller than experts to split "
+                            "active from total parameters", model.span))
+        if model.active_params is not None and model.params is not None and model.active_params > model.params:
+            diags.add(error("E203", f"model `{model.name}`: active_params exceeds params", model.span))
+    if model.heads is not None and model.heads < 1:
+        diags.add(error("E203", f"model `{model.name}`: heads must be at least 1", model.span))
+
+
+def check_plan(plan: S.Plan) -> list:
+    """The diagnostics (errors) that keep a plan from being evaluated; empty when it can be."""
+    diags = Diagnostics()
+    _plan_fields_ok(plan, diags)
+    return diags.items
+
+
+def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[Static, Inputs]:
+    """The ``Static`` choices and ``Inputs`` of a checked plan: floats, or (``derivation=True``) named
+    derivation leaves with units and sources. Raises ``CcostError`` for a plan that cannot be evaluated."""
+    diags = Diagnostics()
+    _plan_fields_ok(plan, diags)
+    diags.raise_if_errors()
+    model, cluster = plan.model, plan.cluster
+    assert model is not None and cluster is not None and cluster.gpu is not None
+    gpu = cluster.gpu
+    moe = bool(model.is_moe and model.experts and model.experts > 1)
+    params = float(model.params) if model.params else model.total_weight_bytes / S.DTYPE_BYTES[model.weights]
+    active = float(model.active_params) if (moe and model.active_params) else params
+    heads_known = bool(model.heads)
+    kv_heads_known = bool(model.kv_heads) or heads_known
+    kv = bool(plan.seq) and plan.phase in ("decode", "prefill")
+    static = Static(
+        plan=plan.name, phase=plan.phase, algorithm=plan.allreduce,
+        cross_node=getattr(plan, "cross_node", "auto") or "auto", fsdp=bool(plan.fsdp) and plan.phase == "train",
+        moe=moe and active < params, kv=kv, kv_read=kv and plan.phase == "decode",
+        kv_heads_known=kv_heads_known, heads_known=heads_known, compute_given=plan.compute_time is not None,
+        intra=costs.LinkParams.from_link(cluster.intra_node, derivation, "intra"),
+        inter=(costs.LinkParams.from_link(cluster.inter_node, derivation, "inter")
+               if cluster.inter_node is not None else None),
+        intra_name=cluster.intra_node.name,
+        inter_name=cluster.inter_node.name if cluster.inter_node is not None else None,
+    )
+    act = S.DTYPE_BYTES[model.activations]
+    s_step = 1 if plan.phase == "decode" else (plan.seq or 1)
+    values = dict(
+        tp=plan.tp, pp=plan.pp, ep=plan.ep, dp=plan.dp, B=plan.batch, S=s_step, ctx=plan.seq or 0,
+        M=plan.microbatches, overlap=plan.overlap, L=model.layers, d=model.hidden,
+        h=model.heads or 1, h_kv=model.kv_heads or model.heads or 1,
+        params=params, params_active=active, E=model.experts or 1, k=model.top_k or 1,
+        L_moe=(model.moe_layers or model.layers) if moe else 0,
+        W=model.total_weight_bytes, b_act=act, b_kv=S.DTYPE_BYTES[model.kv_cache],
+        b_grad=S.DTYPE_BYTES[model.grads], D=cluster.domain, BW_hbm=gpu.hbm_bandwidth, R=gpu.compute_rate,
+        mem=gpu.memory, max_mem=policy.max_memory, T_given=plan.compute_time or 0.0,
+        c_F=6.0 if plan.phase == "train" else 2.0, b_opt=OPTIMIZER_BYTES_PER_PARAM,
+    )
+    if not derivation:
+        return static, Inputs(**{k: float(v) for k, v in values.items()})
+    return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy) for k, v in values.items()})
+
+
+_DTYPE_NOTE = "bytes per element"
+
+# symbol, dimension, description — the names a reviewer reads in ``ccost explain``.
+_LEAVES: dict[str, tuple[str, units.Dim, str]] = {
+    "tp": ("tp", units.DIMENSIONLESS, "tensor-parallel degree"),
+    "pp": ("pp", units.DIMENSIONLESS, "pipeline stages"),
+    "ep": ("ep", units.DIMENSIONLESS, "expert-parallel degree"),
+    "dp": ("dp", units.DIMENSIONLESS, "data-parallel replicas"),
+    "B": ("B", units.DIMENSIONLESS, "batch: sequences per replica"),
+    "S": ("S", units.DIMENSIONLESS, "tokens per sequence per step"),
+    "ctx": ("S_ctx", units.DIMENSIONLESS, "context tokens held in the KV cache (seq)"),
+    "M": ("M", units.DIMENSIONLESS, "pipeline micro-batches"),
+    "overlap": ("overlap", units.DIMENSIONLESS, "share of communication hidden behind compute"),
+    "L": ("L", units.DIMENSIONLESS, "layers"),
+    "d": ("d", units.DIMENSIONLESS, "hidden size"),
+    "h": ("h", units.DIMENSIONLESS, "attention heads"),
+    "h_kv": ("h_kv", units.DIMENSIONLESS, "KV heads"),
+    "params": ("N_params", units.DIMENSIONLESS, "parameters"),
+    "params_active": ("N_active", units.DIMENSIONLESS, "parameters active per token"),
+    "E": ("E", units.DIMENSIONLESS, "experts"),
+    "k": ("k", units.DIMENSIONLESS, "experts per token (top_k)"),
+    "L_moe": ("L_moe", units.DIMENSIONLESS, "MoE layers"),
+    "W": ("W", units.INFORMATION, "weight bytes of the whole model"),
+    "b_act": ("b_act", units.INFORMATION, "activation " + _DTYPE_NOTE),
+    "b_kv": ("b_kv", units.INFORMATION, "KV-cache " + _DTYPE_NOTE),
+    "b_grad": ("b_grad", units.INFORMATION, "gradient " + _DTYPE_NOTE),
+    "D": ("D", units.DIMENSIONLESS, "GPUs per NVLink domain"),
+    "BW_hbm": ("BW_HBM", units.BANDWIDTH, "HBM bandwidth per GPU"),
+    "R": ("R", units.FLOP_RATE, "achieved FLOP/s per GPU"),
+    "mem": ("HBM", units.INFORMATION, "memory per GPU"),
+    "max_mem": ("max_memory", units.DIMENSIONLESS, "usable share of memory (policy)"),
+    "T_given": ("T_compute,given", units.TIME, "compute time given in the plan"),
+    "c_F": ("c_F", units.COMPUTE, "FLOPs per parameter per token"),
+    "b_opt": ("b_opt", units.INFORMATION, "optimizer bytes per parameter"),
+}
+
+
+def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Cluster, policy: S.Policy):
+    sym, dim, desc = _LEAVES[key]
+    gpu = cluster.gpu
+    source = None
+    if key in ("tp", "pp", "ep", "dp", "B", "ctx", "M", "overlap", "T_given"):
+        source = f"plan {plan.name}"
+    elif key == "S":
+        source = "decode: one new token per sequence" if plan.phase == "decode" else f"plan {plan.name}: seq"
+    elif key in ("L", "d", "h", "h_kv", "params", "params_active", "E", "k", "L_moe", "W"):
+        source = f"model {model.name}"
+        if key == "W" and model.weight_bytes is None:
+            desc = f"weight bytes of the whole model (params × {model.weights})"
+    elif key in ("b_act", "b_kv", "b_grad"):
+        dtype = {"b_act": model.activations, "b_kv": model.kv_cache, "b_grad": model.grads}[key]
+        source = f"model {model.name}: {dtype}"
+    elif key == "D":
+        source = f"cluster {cluster.name}"
+    elif key in ("BW_hbm", "R", "mem"):
+        source = f"gpu {gpu.name}" + (" (peak flops: no achieved_flops given)"
+                                      if key == "R" and gpu.achieved_flops is None else "")
+        if gpu.source:
+            source += f"; {gpu.source}"
+    elif key == "max_mem":
+        source = "policy"
+    elif key == "c_F":
+        source = ("training: 2 forward + 4 backward" if plan.phase == "train"
+                  else "one forward pass: a multiply and an add per parameter")
+    elif key == "b_opt":
+        source = "Adam with an FP32 master copy: master, m, v at 4 B each"
+    return derive.leaf(sym, value, dim, desc, source)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The collective program
+
+@dataclass(frozen=True)
+class Collective:
+    """One line of a plan's collective program: ``count`` collectives per step, each costing ``cost``.
+
+    ``algorithm`` is the algorithm used (for ``auto``, the winner; an index array into ``candidates``
+    in array mode). ``group`` holds the topology alternatives (flat / hierarchical / split) when the group
+    can span NVLink domains. ``total`` = count × time.
+    """
+
+    key: str  # TP, PP, PPx, EP, DP, DPe, AG, RS, ...
+    kind: str
+    purpose: str
+    algorithm: Any
+    count: Num
+    group_size: Num
+    per_domain: Num
+    message: Num
+    cost: costs.Cost
+    total: Num
+    link: Any  # name (str), or for a spanning group the `used` mode to map to names
+    group: costs.GroupCost | None = None
+    reason: str | None = None
+    candidates: tuple = ()
+    candidate_costs: dict = field(default_factory=dict)
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Compute and memory terms of one step (per GPU unless the name says otherwise)."""
+
+    weights_gpu: Num  # bytes of weights this GPU holds unsharded (what it reads each step)
+    kv_gpu: Num  # KV-cache bytes on this GPU
+    bytes_gpu: Num  # bytes read per step per GPU
+    flops_gpu: Num
+    T_mem: Num  # stage, memory bound
+    T_flop: Num  # stage, FLOP bound
+    T_stage: Num
+    T_compute: Num  # the step's compute on the critical path (pp stages)
+    T_one: Num  # the same work (one model instance) on one GPU
+    params_gpu: Num
+    mem_weights: Num
+    mem_kv: Num
+    mem_grads: Num
+    mem_optimizer: Num
+    mem_total: Num
+    mem_limit: Num
+    tokens_step: Num  # tokens per step in the whole plan (all replicas)
+
+
+@dataclass(frozen=True)
+class Program:
+    static: Static
+    inputs: Inputs
+    collectives: tuple[Collective, ...]
+    compute: Compute
+
+
+def _group_per_domain(p: Num, stride: Num, D: Num) -> Num:
+    """Ranks of a group of ``p`` at ``stride`` that share one NVLink domain: clamp(D/stride, 1, p)."""
+    return minimum(maximum(D / stride, 1), p)
+
+
+def _link_name(static: Static, used) -> Any:
+    """The link a priced group used: intra, inter (flat), or both (hierarchical)."""
+    both = f"{static.intra_name}+{static.inter_name}"
+    names = {"intra": static.intra_name, "flat": static.inter_name, "hierarchical": both}
+    if isinstance(used, np.ndarray):
+        return np.array([names[m] for m in costs.GROUP_MODES], dtype=object)[used]
+    return names[used]
+
+
+def _priced(static: Static, kind: str, algorithm: str | None, p: Num, m: Num, g: Num, tag: str):
+    """(GroupCost, chosen algorithm, reason, candidate costs) of one collective on its topology.
+
+    For an AllReduce with ``auto``, ``costs.group_cost`` prices every algorithm on the topology and keeps
+    the cheapest, with the reason (array mode: index arrays instead of labels)."""
+    gc = costs.group_cost(kind, algorithm if kind == "allreduce" else None, p, m, g, static.intra,
+                          static.inter, static.cross_node, tag=tag)
+    cand = {a: alt.chosen for a, alt in (gc.alternatives or {}).items()}
+    alg = gc.algorithm if gc.algorithm is not None else gc.chosen.algorithm
+    return gc, alg, gc.reason, cand
+
+
+def _collective(static: Static, key: str, kind: str, purpose: str, count: Num, p: Num, stride: Num,
+                m: Num, x: Inputs, algorithm: str | None = None, note: str | None = None) -> Collective:
+    g = named(f"g_{key}", _group_per_domain(p, stride, x.D), f"{key} ranks per NVLink domain")
+    gc, alg, reason, cand = _priced(static, kind, algorithm, p, m, g, key)
+    total = named(f"T_{key},step", count * gc.chosen.time, f"{purpose}: {key} collectives per step × time")
+    return Collective(key, kind, purpose, alg, count, p, g, m, gc.chosen, total, _link_name(static, gc.used),
+                      gc, reason, tuple(cand), cand, note)
+
+
+def _p2p(static: Static, key: str, purpose: str, count: Num, m: Num, link: costs.LinkParams,
+         link_name: str | None, note: str | None = None) -> Collective:
+    c = costs.collective_cost("p2p", None, 2, m, link.alpha, link.bandwidth, tag=key)
+    total = named(f"T_{key},step", count * c.time, f"{purpose}: sends per step × time")
+    return Collective(key, "p2p", purpose, "direct", count, 2, 2, m, c, total, link_name, None, None, (), {}, note)
+
+
+def lower(static: Static, x: Inputs) -> Program:
+    """The collective program and compute terms of one plan (see the module docstring for the model).
+
+    Runs on floats, arrays and derivation values alike; in array mode every input may be an array and the
+    results broadcast.
+    """
+    train = static.train
+    coll: list[Collective] = []
+
+    # --- sizes ---------------------------------------------------------------------------------------
+    m_act = named("m_act", x.B * x.S * x.d * x.b_act, "activations of one layer: B·S·d·bytes")
+
+    # --- tensor parallelism: 2 AllReduces per layer, forward (and 2 more backward) ----------------------
+    n_tp = named("count_TP", (4 if train else 2) * x.L,
+                 "AllReduces per step: 2 per layer" + (" forward + 2 backward" if train else ""))
+    coll.append(_collective(
+        static, "TP", "allreduce",
+        "tensor-parallel attention and FFN outputs" + (", forward and backward" if train else ""),
+        n_tp, x.tp, 1, m_act, x, static.algorithm,
+        "training: 2 per layer in the forward pass and 2 in the backward pass" if train else None))
+
+    # --- expert parallelism: 2 All-to-Alls per MoE layer ---------------------------------------------------
+    if static.moe:
+        m_ep = named("m_EP", x.B * x.S * x.k * x.d * x.b_act, "tokens routed per rank: B·S·k·d·bytes")
+        n_ep = named("count_EP", (4 if train else 2) * x.L_moe, "All-to-Alls per step: dispatch + combine per "
+                     "MoE layer" + (", forward and backward" if train else ""))
+        coll.append(_collective(
+            static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, x.tp, m_ep, x,
+            note="volume (P−1)/P·m per rank, seed 000's convention (seed 001 omits the factor)"))
+
+    # --- parameters on this GPU (dense part replicated over ep, experts sharded) ---------------------------
+    if static.moe:
+        n_expert1 = named("N_expert", (x.params - x.params_active) / (x.E - x.k),
+                          "parameters of one expert: (N_params − N_active)/(E − k)")
+        n_dense = named("N_dense", x.params_active - x.k * n_expert1,
+                        "parameters outside the routed experts: N_active − k·N_expert")
+        n_experts = named("N_experts", x.params - n_dense, "parameters of all routed experts")
+        p_dense_gpu = named("N_dense,GPU", n_dense / (x.tp * x.pp), "dense parameters on one GPU")
+        p_exp_gpu = named("N_experts,GPU", n_experts / (x.tp * x.pp * x.ep), "expert parameters on one GPU")
+        params_gpu = named("N_GPU", p_dense_gpu + p_exp_gpu, "parameters on one GPU (before FSDP sharding)")
+        b_w = named("b_w", x.W / x.params, "weight bytes per parameter")
+        weights_gpu = named("W_GPU", b_w * params_gpu, "weight bytes on one GPU")
+    else:
+        params_gpu = named("N_GPU", x.params / (x.tp * x.pp), "parameters on one GPU (before FSDP sharding)")
+        weights_gpu = named("W_GPU", x.W / (x.tp * x.pp), "weight bytes on one GPU")
+        b_w = None
+
+    # --- data parallelism -------------------------------------------------------------------------------
+    if train:
+        groups = []  # (key suffix, parameters on this GPU, group size, stride, label)
+        if static.moe:
+            groups.append(("", p_dense_gpu, x.dp * x.ep, x.tp, "dense parameters"))
+            groups.append(("e", p_exp_gpu, x.dp, x.tp * x.ep, "expert parameters"))
+        else:
+            groups.append(("", params_gpu, x.dp * x.ep, x.tp, "parameters"))
+        for suffix, p_gpu, size, stride, label in groups:
+            if not static.fsdp:
+                m_dp = named(f"m_DP{suffix}", p_gpu * x.b_grad, f"gradients of this GPU's {label}")
+                coll.append(_collective(
+                    static, f"DP{suffix}", "allreduce", f"data-parallel gradients ({label})", 1, size, stride,
+                    m_dp, x, static.algorithm))
+            else:
+                bw_ = b_w if b_w is not None else named("b_w", x.W / x.params, "weight bytes per parameter")
+                m_ag = named(f"m_AG{suffix}", p_gpu / (x.L / x.pp) * bw_,
+                             f"one layer of this GPU's {label}, gathered (weights dtype)")
+                m_rs = named(f"m_RS{suffix}", p_gpu / (x.L / x.pp) * x.b_grad,
+                             f"one layer of this GPU's {label} gradients")
+                n_ag = named(f"count_AG{suffix}", 2 * x.L, "AllGathers per step: each layer, forward and backward")
+                n_rs = named(f"count_RS{suffix}", x.L, "ReduceScatters per step: each layer's gradients")
+                coll.append(_collective(static, f"AG{suffix}", "allgather",
+                                        f"FSDP parameter gather, forward and backward ({label})",
+                                        n_ag, size, stride, m_ag, x))
+                coll.append(_collective(static, f"RS{suffix}", "reducescatter",
+                                        f"FSDP gradient reduce-scatter ({label})", n_rs, size, stride, m_rs, x))
+
+    # --- pipeline parallelism: one send per stage boundary -----------------------------------------------
+    passes = 2 if train else 1
+    boundaries = named("count_PP", passes * (x.pp - 1), "stage-boundary sends per step"
+                       + (" (activations forward, gradients backward)" if train else ""))
+    if static.inter is not None:
+        stage_stride = named("s_PP", x.tp * x.ep * x.dp, "ranks between consecutive stages")
+        crossing = named("count_PP,x", passes * minimum(x.pp - 1, floor((x.pp - 1) * stage_stride / x.D)),
+                         "stage boundaries that cross NVLink domains")
+        inside = named("count_PP,in", boundaries - crossing, "stage boundaries inside one NVLink domain")
+        coll.append(_p2p(static, "PP", "pipeline activations to the next stage (inside a domain)", inside,
+                         m_act, static.intra, static.intra_name))
+        coll.append(_p2p(static, "PPx", "pipeline activations to the next stage (across domains)", crossing,
+                         m_act, static.inter, static.inter_name))
+    else:
+        coll.append(_p2p(static, "PP", "pipeline activations to the next stage", boundaries, m_act,
+                         static.intra, static.intra_name))
+
+    comp = _compute(static, x, weights_gpu, params_gpu, b_w, p_dense_gpu if static.moe else None,
+                    p_exp_gpu if static.moe else None)
+    return Program(static, x, tuple(coll), comp)
+
+
+def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: Num | None,
+             p_dense_gpu: Num | None, p_exp_gpu: Num | None) -> Compute:
+    train = static.train
+    # KV cache: 2 (K and V) × layers × KV heads × head dim × bytes per token.
+    if static.kv:
+        if static.heads_known:
+            kv_tok = named("kv_token", 2 * x.L * x.h_kv * (x.d / x.h) * x.b_kv,
+                           "KV-cache bytes per token: 2·L·h_kv·(d/h)·bytes")
+            kv_split = named("tp_kv", minimum(x.tp, x.h_kv), "ranks the KV heads are split over, min(tp, h_kv)")
+        else:
+            kv_tok = named("kv_token", 2 * x.L * x.d * x.b_kv, "KV-cache bytes per token: 2·L·d·bytes")
+            kv_split = x.tp
+        kv_gpu = named("KV_GPU", x.B * x.ctx * kv_tok / (kv_split * x.pp),
+                       "KV cache on one GPU: B·S_ctx·kv_token/(tp_kv·pp)")
+        kv_one = named("KV_1", x.ep * x.B * x.ctx * kv_tok, "KV cache of the model instance's sequences")
+    else:
+        kv_gpu = 0.0
+        kv_one = 0.0
+    bytes_gpu = named("bytes_GPU", weights_gpu + kv_gpu, "bytes read per step per GPU") if static.kv_read \
+        else weights_gpu
+    flops_gpu = named("F_GPU", x.c_F * x.params_active * x.B * x.S / (x.tp * x.pp),
+                      "FLOPs per step per GPU: c_F·N_active·B·S/(tp·pp)")
+    if static.compute_given:
+        T_compute = named("T_compute", x.T_given, "compute time given in the plan")
+        T_mem = T_flop = T_stage = named("T_stage", T_compute / x.pp, "compute time of one stage")
+        T_one = named("T_1", T_compute * x.tp * x.ep, "the same work on one GPU: T_compute·tp·ep")
+    else:
+        T_mem = named("T_mem", costs.memory_time(bytes_gpu, x.BW_hbm), "stage: bytes read / HBM bandwidth")
+        T_flop = named("T_flop", costs.flop_time(flops_gpu, x.R), "stage: FLOPs / achieved FLOP/s")
+        T_stage = named("T_stage", maximum(T_mem, T_flop), "roofline of one stage: the larger bound")
+        T_compute = named("T_compute", x.pp * T_stage,
+                          "compute on the critical path: a token crosses the pp stages in turn")
+        bytes_one = named("bytes_1", x.W + kv_one, "bytes one GPU would read per step") if static.kv_read \
+            else x.W
+        flops_one = named("F_1", x.c_F * x.params_active * x.ep * x.B * x.S,
+                          "FLOPs of the model instance's step on one GPU")
+        T_one = named("T_1", maximum(costs.memory_time(bytes_one, x.BW_hbm), costs.flop_time(flops_one, x.R)),
+                      "the same work on one GPU, no communication")
+
+    # --- memory ---------------------------------------------------------------------------------------------
+    if static.fsdp:
+        shard = named("shard", x.dp * x.ep, "FSDP shards the dense parameters over dp·ep ranks")
+        if p_dense_gpu is not None:
+            params_mem = named("N_GPU,FSDP", p_dense_gpu / shard + p_exp_gpu / x.dp,
+                               "parameters this GPU keeps under FSDP")
+        else:
+            params_mem = named("N_GPU,FSDP", params_gpu / shard, "parameters this GPU keeps under FSDP")
+        bw_ = b_w if b_w is not None else x.W / x.params
+        mem_weights = named("mem_weights", params_mem * bw_ + weights_gpu / (x.L / x.pp),
+                            "weight bytes held: the FSDP shard + one gathered layer")
+    else:
+        params_mem = params_gpu
+        mem_weights = weights_gpu
+    if train:
+        mem_grads = named("mem_grads", params_mem * x.b_grad, "gradient bytes held")
+        mem_opt = named("mem_optimizer", params_mem * x.b_opt,
+                        "Adam state: FP32 master, m, v = 12 B per parameter")
+    else:
+        mem_grads = 0.0
+        mem_opt = 0.0
+    mem_total = named("mem_GPU", mem_weights + kv_gpu + mem_grads + mem_opt, "memory per GPU")
+    mem_limit = named("mem_limit", x.max_mem * x.mem, "usable memory: max_memory·HBM")
+    tokens = named("tokens_step", x.dp * x.ep * x.B * x.S, "tokens per step, all replicas: dp·ep·B·S")
+    return Compute(weights_gpu, kv_gpu, bytes_gpu, flops_gpu, T_mem, T_flop, T_stage, T_compute, T_one,
+                   params_gpu, mem_weights, kv_gpu, mem_grads, mem_opt, mem_total, mem_limit, tokens)
+
+
+def lower_plan(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Program:
+    """``prepare`` + ``lower`` for one checked plan."""
+    static, x = prepare(plan, policy, derivation)
+    return lower(static, x)

@@ -1,0 +1,235 @@
+"""Writers for the results document: JSON, YAML and readable text tables.
+
+The document itself (``ccost.evaluate.results_document``) is a plain dict of full-precision floats. The
+writers here make it *stable*: the same document always gives the same bytes, and two documents that
+differ in the 9th digit do not make a noisy git diff.
+
+Number formatting (decided once, for JSON and YAML alike):
+
+- a float is written with **7 significant digits** (``float(f"{x:.7g}")``, then Python's shortest
+  ``repr``): 0.004805632 stays 0.004805632, 0.0048056321234 becomes 0.004805632. Seven digits are three
+  more than any number the notes print and far inside the 0.5 % the conformance tests ask for, while
+  keeping last-bit noise out of diffs;
+- an integral value of a key that counts things (``*_bytes``, ``count``, ``hops``, ``gpus``,
+  ``group_size``, the parallel degrees) is written as an integer;
+- NaN and infinities never reach a document (analysis turns them into ``None``); ``null`` is written for
+  None. ``json.dumps(allow_nan=False)`` makes sure of it.
+
+Key order is the insertion order of the document (normative keys first, in INTERFACE.md's order), never
+sorted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from ccost import units
+
+SIGNIFICANT_DIGITS = 7
+
+# Keys whose integral values are counts or byte sizes: written as integers.
+_INT_KEYS = frozenset({
+    "gpus", "count", "hops", "group_size", "tp", "pp", "ep", "dp", "batch", "seq", "microbatches",
+    "id", "nodes", "gpus_per_node", "layers",
+})
+
+
+def _is_int_key(key: str | None) -> bool:
+    return key is not None and (key in _INT_KEYS or key.endswith("_bytes"))
+
+
+def stable_number(x: float, key: str | None = None) -> int | float | None:
+    """The value a writer puts in the document for the number ``x`` under ``key``."""
+    if isinstance(x, bool):
+        return x
+    if isinstance(x, int):
+        return x
+    x = float(x)
+    if not math.isfinite(x):
+        return None
+    if _is_int_key(key) and x == int(x) and abs(x) < 2.0**53:
+        return int(x)
+    if x == 0.0:
+        return 0.0  # never -0.0
+    return float(f"{x:.{SIGNIFICANT_DIGITS}g}")
+
+
+def normalize(doc: Any, key: str | None = None) -> Any:
+    """A copy of ``doc`` with every number made stable (see module docstring); dict order is kept."""
+    if isinstance(doc, dict):
+        return {str(k): normalize(v, str(k)) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [normalize(v, key) for v in doc]
+    if isinstance(doc, bool) or doc is None or isinstance(doc, str):
+        return doc
+    if isinstance(doc, (int, float)):
+        return stable_number(doc, key)
+    # numpy scalars and the like
+    try:
+        return stable_number(float(doc), key)
+    except (TypeError, ValueError):
+        return str(doc)
+
+
+def to_json(doc: dict) -> str:
+    """The document as JSON: stable numbers, insertion order, two-space indent, UTF-8 text."""
+    return json.dumps(normalize(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def to_yaml(doc: dict) -> str:
+    """The document as YAML: safe dumper, no aliases, insertion order, unicode kept, no line folding."""
+    import yaml
+
+    class _Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:  # a repeated small dict must not become &id001
+            return True
+
+    return yaml.dump(normalize(doc), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                     width=10_000, default_flow_style=False)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Text: readable tables with units.
+
+def fmt_time(x: float | None) -> str:
+    return "—" if x is None else units.format_quantity(x, units.TIME)
+
+
+def fmt_bytes(x: float | None) -> str:
+    return "—" if x is None else units.format_quantity(x, units.INFORMATION)
+
+
+def fmt_pct(x: float | None) -> str:
+    return "—" if x is None else units.format_percent(x)
+
+
+def fmt_num(x: float | None, digits: int = 4) -> str:
+    if x is None:
+        return "—"
+    return units.format_quantity(x, units.DIMENSIONLESS, digits=digits)
+
+
+def table(headers: list[str], rows: list[list[str]], align: str | None = None) -> str:
+    """An aligned plain-text table. ``align`` is one letter per column, ``l`` or ``r`` (default: first
+    column left, the others right)."""
+    cols = len(headers)
+    align = align or ("l" + "r" * (cols - 1))
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+
+    def line(cells: list[str]) -> str:
+        out = []
+        for i, cell in enumerate(cells):
+            out.append(cell.ljust(widths[i]) if align[i] == "l" else cell.rjust(widths[i]))
+        return "  ".join(out).rstrip()
+
+    sep = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), sep] + [line(r) for r in rows])
+
+
+_STATUS = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "n/a": "n/a"}
+
+
+def plan_text(name: str, p: dict) -> str:
+    """One plan of the document as text: headline numbers, collectives, checklist."""
+    out = [f"plan {name}" + (f" — {p['title']}" if p.get("title") and p["title"] != name else "")]
+    kv = [
+        ("GPUs", fmt_num(p["gpus"])),
+        ("weights per GPU", fmt_bytes(p["weight_bytes_per_gpu"])),
+        ("memory per GPU", fmt_bytes(p["memory_bytes_per_gpu"])
+         + ("" if p["fits_memory"] else "  (does NOT fit)")),
+        ("compute", fmt_time(p["compute_time_s"])),
+        ("communication", fmt_time(p["comm_time_s"])
+         + f"  (latency {fmt_time(p['latency_term_s'])}, bandwidth {fmt_time(p['bandwidth_term_s'])})"),
+        ("exposed communication", fmt_time(p["exposed_comm_s"])),
+        ("step time", fmt_time(p["step_time_s"])),
+        ("overhead", fmt_pct(p["overhead"])),
+        ("speedup", "—" if p["speedup"] is None else f"{fmt_num(p['speedup'], 3)}×"),
+        ("efficiency", fmt_pct(p["efficiency"])),
+        ("pipeline bubble", fmt_pct(p["bubble"])),
+        ("regime", p["regime"]),
+    ]
+    if "throughput_tokens_s" in p:
+        kv.append(("throughput", f"{fmt_num(p['throughput_tokens_s'], 4)} tokens/s "
+                                 f"({fmt_num(p.get('throughput_per_gpu'), 4)} per GPU)"))
+    width = max(len(k) for k, _ in kv)
+    out += [f"  {k.ljust(width)}  {v}" for k, v in kv]
+    if p.get("collectives"):
+        out.append("")
+        rows = []
+        for c in p["collectives"]:
+            rows.append([
+                c["kind"], c["purpose"], c["algorithm"], fmt_num(c["count"]), fmt_num(c["group_size"]),
+                c["link"], fmt_bytes(c["message_bytes"]), fmt_num(c["hops"]), fmt_bytes(c["volume_bytes"]),
+                fmt_time(c["time_s"]), fmt_time(c["time_s"] * c["count"]),
+            ])
+        out.append(_indent(table(
+            ["collective", "purpose", "algorithm", "count", "P", "link", "message", "hops", "volume/GPU",
+             "time each", "time/step"], rows, "llllrlrrrrr")))
+        for c in p["collectives"]:
+            if c.get("reason"):
+                out.append(f"  · {c['kind']} ({c['purpose']}): {c['reason']}")
+    if p.get("checklist"):
+        out.append("")
+        rows = [[str(item["id"]), _STATUS.get(item["status"], item["status"]), item["title"],
+                 item.get("note", "")] for item in p["checklist"]]
+        out.append(_indent(table(["#", "status", "check", "note"], rows, "rlll")))
+    return "\n".join(out)
+
+
+def _indent(text: str, by: str = "  ") -> str:
+    return "\n".join(by + line if line else line for line in text.splitlines())
+
+
+def _point_label(point: dict, fields: list[str]) -> str:
+    return ", ".join(f"{f}={point[f]}" for f in fields if f in point)
+
+
+def sweep_text(name: str, s: dict) -> str:
+    fields = list(s["field"])
+    out = [f"sweep {name}" + (f" — {s['title']}" if s.get("title") else "")]
+    rows = []
+    for pt in s["points"]:
+        if pt.get("error"):
+            rows.append([*(str(pt[f]) for f in fields), "—", "—", "—", "—"])
+            continue
+        rows.append([*(str(pt[f]) for f in fields), fmt_time(pt["step_time_s"]),
+                     "—" if pt["speedup"] is None else f"{fmt_num(pt['speedup'], 3)}×",
+                     fmt_pct(pt["efficiency"]), fmt_pct(pt["overhead"])])
+    out.append(_indent(table([*fields, "step time", "speedup", "efficiency", "overhead"], rows,
+                             "r" * len(fields) + "rrrr")))
+    for pt in s["points"]:
+        if pt.get("error"):
+            out.append(f"  {_point_label(pt, fields)}: not evaluated: {pt['error']}")
+    if s.get("time_optimal"):
+        out.append(f"  time-optimal: {_point_label(s['time_optimal'], fields)}")
+    for thr, pt in (s.get("cost_optimal") or {}).items():
+        label = _point_label(pt, fields) if pt else "none reaches it"
+        out.append(f"  cost-optimal at efficiency ≥ {fmt_pct(float(thr))}: {label}")
+    if s.get("continuous_optimum") is not None:
+        out.append(f"  continuous optimum N* = W·ln2/(2·α·c·L·BW) = {fmt_num(s['continuous_optimum'], 4)}")
+    return "\n".join(out)
+
+
+def compare_text(name: str, c: dict) -> str:
+    out = [f"compare {name}" + (f" — {c['title']}" if c.get("title") else "") + f" (by {c['by']})"]
+    for i, plan in enumerate(c["ranking"], 1):
+        out.append(f"  {i}. {plan}")
+    out.append(f"  {c['recommendation']}")
+    return "\n".join(out)
+
+
+def to_text(doc: dict) -> str:
+    """The document as readable text: one section per plan, sweep and comparison."""
+    out = [f"ccost {doc['ccost']} — {doc['spec']}"]
+    for name, p in doc.get("plans", {}).items():
+        out += ["", plan_text(name, p)]
+    for name, s in (doc.get("sweeps") or {}).items():
+        out += ["", sweep_text(name, s)]
+    for name, c in (doc.get("compares") or {}).items():
+        out += ["", compare_text(name, c)]
+    return "\n".join(out) + "\n"

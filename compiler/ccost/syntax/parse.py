@@ -47,6 +47,7 @@ KEYWORDS = frozenset(BLOCK_KINDS + ("import", "extends", "true", "false"))
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 _OPEN = {"LPAR": "RPAR", "LSQB": "RSQB"}
+_KIND_TYPES = frozenset(k.upper() for k in BLOCK_KINDS)
 _CLOSE = {"RPAR", "RSQB"}
 
 
@@ -192,15 +193,19 @@ class _PostLex:
                     run.blocks.pop()
             extra = run.insert_after.get(tok.start_pos) if run.insert_after else None
             if extra is not None:
-                syn = _synthetic(extra, "}" if extra == "RBRACE" else ";", tok)
+                syn = _synthetic(extra, {"RBRACE": "}", "LBRACE": "{", "SEMICOLON": ";"}[extra], tok)
                 tokens.append((syn, depth, braces))
                 if extra == "RBRACE" and braces > 0:
                     braces -= 1
                     if braces == 0:
                         at_item_start = True
+                elif extra == "LBRACE":
+                    braces += 1
                 yield syn
                 if extra == "RBRACE" and run.blocks:
                     run.blocks.pop()
+                elif extra == "LBRACE":
+                    run.blocks.append((item_start or syn, syn))
 
 
 def _on_comment(tok: Token) -> Token:
@@ -481,6 +486,28 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
     prev = _prev_token(run, pos)
     in_block = bool(run.blocks)
 
+    # --- a block header not followed by `{`
+    if not in_block and "LBRACE" in expected:
+        head = next((t for t, _d, _b in reversed(run.tokens) if t.type in _KIND_TYPES), None)
+        last = next((t for t, _d, _b in reversed(run.tokens) if t.type != "_NL"), None)
+        if head is not None and last is not None:
+            what = _block_label(run, head, None)
+            at_end = Span.point(path, last.end_line, last.end_column)
+            if tok.type == "$END":
+                return _Repair(error("E001", f"the block {what} has no body: the file ends before its `{{`",
+                                     at_end, f"write `{head.value} ... {{ members }}`"))
+            name_like = isinstance(tok.value, str) and _NAME_RE.match(tok.value)
+            if tok.line > last.line or (name_like and text[tok.end_pos:].lstrip(" \t").startswith("=")):
+                rep = _Repair(error("E001", f"the block {what} has no `{{` before its members", at_end,
+                                    f"add `{{` at the end of line {last.line}"))
+                rep.insert_after[prev.start_pos] = "LBRACE"
+                return rep
+            if tok.type == "STRING" and prev is not None and prev.type == "NAME" and any(
+                    t.type == "EXTENDS" and t.start_pos > head.start_pos for t, _d, _b in run.tokens):
+                return _Repair(error("E001", f"the title of {what} must come before `extends`",
+                                     _tok_span(path, tok), f"write `{head.value} NAME {tok.value} extends OTHER {{`"),
+                               skip={head.start_pos: "item"})
+
     # --- end of file inside something open
     if tok.type == "$END":
         if run.brackets:
@@ -503,6 +530,16 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
         close = ")" if b.type == "LPAR" else "]"
         return _Repair(error("E001", f"this `{b.value}` is not closed before the {_describe_token(tok)} "
                              f"on line {tok.line}", _tok_span(path, b), f"add `{close}` where the expression ends"),
+                       skip={start.start_pos: "member" if in_block else "item"})
+
+    # --- `tp = [1, 2, 4` then `batch = 32` on the next line: the bracket swallowed the newline
+    if run.brackets and tok.line > run.brackets[-1].line and start is not None and (
+            tok.type == "EQUAL" or (isinstance(tok.value, str) and _NAME_RE.match(tok.value)
+                                    and text[tok.end_pos:].lstrip(" \t").startswith("="))):
+        b = run.brackets[-1]
+        close = ")" if b.type == "LPAR" else "]"
+        return _Repair(error("E001", f"this `{b.value}` is never closed", _tok_span(path, b),
+                             f"add `{close}` where the {'list' if close == ']' else 'expression'} ends"),
                        skip={start.start_pos: "member" if in_block else "item"})
 
     # --- inside a block, right after a field name: `=` was expected
@@ -619,11 +656,12 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
     return rep
 
 
-def _block_label(run: _Run, head: Token, lbrace: Token) -> str:
+def _block_label(run: _Run, head: Token, lbrace: Token | None) -> str:
     """`plan tp8` for the block whose header starts at ``head``."""
     words = [head.value]
+    end = lbrace.start_pos if lbrace is not None else 1 << 60
     for tok, _d, _b in run.tokens:
-        if head.start_pos < tok.start_pos < lbrace.start_pos and tok.type == "NAME":
+        if head.start_pos < tok.start_pos < end and tok.type == "NAME":
             words.append(tok.value)
             break
     return "`" + " ".join(words) + "`"

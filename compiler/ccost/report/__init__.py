@@ -106,7 +106,9 @@ def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[st
 
                 try:
                     fit = fit_for_link(link, spec_dir)
-                    cal = (Calibration(link.name, plot_svg(fit), link.source or "measured")
+                    from ccost.report.charts import inline_svg
+
+                    cal = (Calibration(link.name, inline_svg(plot_svg(fit)), link.source or "measured")
                            if fit is not None else
                            Calibration(link.name, None, "measured, but its nccl-tests log was not found "
                                                         "next to the spec; no fit plot"))

@@ -50,12 +50,14 @@ def _to_svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "ccost"}, bbox_inches="tight")
     plt.close(fig)
-    svg = buf.getvalue()
-    # Inline in HTML: drop the XML declaration and DOCTYPE; keep the <svg> element.
+    return inline_svg(buf.getvalue())
+
+
+def inline_svg(svg: str) -> str:
+    """An SVG document made fit to sit inside HTML: no XML declaration or DOCTYPE, and no fixed size, so
+    CSS scales it to the column (its viewBox keeps the aspect ratio)."""
     svg = svg[svg.index("<svg"):]
-    # matplotlib writes fixed pt sizes; let CSS scale the figure to the column (the viewBox keeps the ratio).
-    svg = re.sub(r'(<svg[^>]*?) width="[^"]*" height="[^"]*"', r'\1 class="chart"', svg, count=1)
-    return svg
+    return re.sub(r'(<svg[^>]*?) width="[^"]*" height="[^"]*"', r'\1 class="chart"', svg, count=1)
 
 
 def _time_axis(values_s: Sequence[float]) -> tuple[float, str]:
@@ -83,7 +85,7 @@ def sweep_time_chart(xs: Sequence[float], x_label: str, compute: Sequence[float]
     """Step time against the swept field, split into compute, latency and bandwidth terms (stacked)."""
     plt = _pyplot()
     with plt.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.5))
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.3))
         factor, unit = _time_axis([c + la + b for c, la, b in zip(compute, latency, bandwidth)]
                                   + list(step or []))
         c = [v / factor for v in compute]
@@ -108,7 +110,7 @@ def sweep_efficiency_chart(xs: Sequence[float], x_label: str, efficiency: Sequen
     """Efficiency (%) against the swept field, with the policy thresholds and the continuous N*."""
     plt = _pyplot()
     with plt.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.3))
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.1))
         ax.plot(xs, [e * 100 for e in efficiency], color=COLOURS["efficiency"], marker="o", markersize=3,
                 linewidth=1.4, label="efficiency = speedup / N")
         for i, (label, value) in enumerate(thresholds):

@@ -52,7 +52,7 @@ def render_pdf(print_html: str, fetcher=None) -> bytes:
     fetcher = fetcher or DataOnlyFetcher()
     # base_url None: a relative URL cannot resolve to the working folder either.
     document = weasyprint.HTML(string=print_html, base_url=None, url_fetcher=fetcher)
-    return document.write_pdf(url_fetcher=fetcher, uncompressed_pdf=False)
+    return document.write_pdf()
 
 
 def highlight_source(path: str, text: str) -> SourceFile:

@@ -182,7 +182,8 @@ class _Checker:
         self.active: list[tuple[_Block, str]] = []
         self.entities: dict[int, Any] = {}
         self.building: set[int] = set()
-        self._field_ctx: SC.Field | None = None  # the field being evaluated, for hints deep in expressions
+        self._field_ctx: SC.Field | None = None
+        self.misspelled: set[tuple[int, str]] = set()  # (block, field) an unknown field probably meant  # the field being evaluated, for hints deep in expressions
 
     def add(self, d: Diagnostic) -> None:
         self.diags.add(d)
@@ -361,6 +362,9 @@ class _Checker:
             if kind.field(m.name) is None and not (varies and varies.field(m.name)):
                 names = list(kind.field_names) + (list(varies.field_names) if varies else [])
                 hint = _did_you_mean(m.name, names)
+                guess = _suggest(m.name, names)
+                if guess:  # `bandwith` → `bandwidth`: don't also report `bandwidth` as missing
+                    self.misspelled.add((id(b), guess))
                 known = ", ".join(f"`{n}`" for n in names)
                 self.add(error("E103", f"{kind.name} has no field `{m.name}`", m.name_span,
                                help=hint or f"the fields of a {kind.name} are {known}"))
@@ -397,15 +401,14 @@ class _Checker:
                                    "another of its own kind", span,
                                    help=_did_you_mean(cur.node.extends,
                                                       [n for n, x in self.names.items()
-                                                       if x.node.kind == b.node.kind and x is not b])))
+                                                       if x.node.kind == b.node.kind and x is not b])
+                                   or f"extend a {b.node.kind}, or drop `extends {cur.node.extends}`"))
                 self.bad_blocks.add(id(b))
                 return
             if parent in chain:
-                start = chain.index(parent)
-                loop = chain[start:] + [parent]
-                if parent is b:  # report each cycle once, on its members
-                    text = " → ".join(x.name or "?" for x in loop)
-                    self.add(error("E107", f"extends cycle: {text}", span,
+                if parent is b:  # every block of the cycle reports it once, at its own `extends`
+                    text = " → ".join(x.name or "?" for x in chain + [b])
+                    self.add(error("E107", f"extends cycle: {text}", node.extends_span or b.where,
                                    help="one of these blocks must stand on its own"))
                 self.bad_blocks.add(id(b))
                 return
@@ -628,8 +631,12 @@ class _Checker:
                 return float(v), ft.type.needs_dim
             self._bare_name(e, scope)
         if isinstance(e, T.String):
-            self.add(error("E205", "a string where a number is needed", e.span,
-                           help="drop the quotes, or use the string for a field like `source`"))
+            f = self._field_ctx
+            if f is not None:
+                self.add(error("E205", f"`{f.name}` takes {f.type.describe()}; got a string", e.span,
+                               help=f"drop the quotes: `{f.name} = {f.example}`"))
+            else:
+                self.add(error("E205", "a string where a number is needed", e.span, help="drop the quotes"))
             raise _Bad
         if isinstance(e, T.Bool):
             self.add(error("E205", f"`{str(e.value).lower()}` where a number is needed", e.span))
@@ -752,7 +759,9 @@ class _Checker:
         v, d = args[0]
         if e.func == "sqrt":
             if any(x % 2 for _, x in d):
-                self.add(error("E206", f"the square root of {U.dim_name(d)} has no unit", e.span))
+                self.add(error("E206", f"the square root of {U.dim_name(d)} has no unit", e.span,
+                               help="take the square root of a plain number, then multiply by a unit: "
+                                    "`sqrt(4) * 1 us`"))
                 raise _Bad
             if v < 0:
                 self.add(error("E203", "the square root of a negative number", e.span))
@@ -825,13 +834,19 @@ class _Checker:
         out_low = lo is not None and (v <= lo if f.min_open else v < lo)
         out_high = hi is not None and (v >= hi if f.max_open else v > hi)
         if out_low or out_high:
-            rng = f.range_text()
+            if out_low:
+                rng = (f"greater than {f.format_value(lo)}" if f.min_open else f"at least {f.format_value(lo)}")
+            else:
+                rng = (f"less than {f.format_value(hi)}" if f.max_open else f"at most {f.format_value(hi)}")
+            got = f.format_value(v)
             help_text = f"like `{f.name} = {f.example}`"
-            if t.kind == "fraction" and v > 1 and d == U.DIMENSIONLESS:
-                help_text = f"a fraction is at most 1: write `{U._sig(v, 6)} %` or `{U._sig(v / 100, 6)}`"
-            elif f.name in ("tp", "pp", "ep", "dp") and v < 1:
+            if t.kind == "fraction":
+                plain = isinstance(e, T.Number) and not e.unit
+                if out_high and plain and v > 1:
+                    help_text = f"a fraction is at most 1: write `{U._sig(v, 6)} %` or `{U._sig(v / 100, 6)}`"
+            elif f.name in _AXIS and v < 1:
                 help_text = f"`{f.name} = 1` means no {_AXIS[f.name]} parallelism"
-            self.add(error("E203", f"`{f.name}` must be {rng}; got {f.format_value(v)}", span, help=help_text))
+            self.add(error("E203", f"`{f.name}` must be {rng}; got {got}", span, help=help_text))
             raise _Bad
         if t.kind == "int":
             return int(round(v))
@@ -839,7 +854,8 @@ class _Checker:
 
     def _wrong_dim(self, v: float, d: U.Dim, t: SC.FieldType, f: SC.Field, e: T.Expr, span: Span) -> None:
         need = t.needs_dim
-        need_name = t.describe() if t.kind == "quantity" else "a plain number"
+        need_name = {"quantity": t.describe(), "fraction": "a fraction (a plain number or %)"}.get(
+            t.kind, "a plain number")
         got = U.dim_name(d)
         text = self._source_text(span)
         msg = f"`{f.name}` needs {need_name}, like {f.example}; got {got}"
@@ -859,6 +875,8 @@ class _Checker:
                     help_text = f"`{f.name}` is an amount, not a rate: `{f.name} = {num} {unit[:-2]}`"
                 elif unit in ("b", "Gb", "Mb", "Tb", "Kb", "kb") and need == U.dim_div(d, U.TIME):
                     help_text = f"`{unit}` is a bit unit; a rate is per time: `{f.name} = {num} {unit}it/s`"
+            elif e.unit and t.kind == "fraction":
+                help_text = f"`{f.name}` is a fraction: like `{f.name} = {f.example}` or `{f.name} = 0.4`"
             elif e.unit and t.kind != "quantity":
                 help_text = f"`{f.name}` is a plain number: `{f.name} = {num}`"
         self.add(error("E201", msg, span, help=help_text))
@@ -918,7 +936,7 @@ class _Checker:
             if f.name in written:
                 continue
             if f.required or (f.required_if is not None and not bad and f.required_if(values)):
-                if self._parent_lacks(b, f.name):
+                if self._parent_lacks(b, f.name) or self._misspelled(b, f.name):
                     bad = True
                     continue
                 cond = "" if f.required else f", {f.required_doc}"
@@ -964,6 +982,23 @@ class _Checker:
             for d in validate(ent, where):
                 self.add(d)
         return ent
+
+    def _has_unknown_fields(self, b: _Block) -> bool:
+        kind = b.kind
+        assert kind is not None
+        varies = SC.SCHEMA[kind.varies] if kind.varies else None
+        return any(kind.field(m.name) is None and not (varies and varies.field(m.name)) for m in b.node.members)
+
+    def _misspelled(self, b: _Block, name: str) -> bool:
+        """Whether an unknown field of ``b`` (or of a block it extends) was probably ``name``."""
+        cur: _Block | None = b
+        for _ in range(64):
+            if cur is None:
+                return False
+            if (id(cur), name) in self.misspelled:
+                return True
+            cur = self.names.get(cur.node.extends) if cur.node.extends else None
+        return False
 
     def _parent_lacks(self, b: _Block, name: str) -> bool:
         """A missing field inherited from a parent that lacks it too is reported once, on the parent."""
@@ -1012,6 +1047,8 @@ class _Checker:
         if bad:
             return None
         if not out:
+            if any(id(b) == blk for blk, _ in self.misspelled) or self._has_unknown_fields(b):
+                return None  # its unknown field (reported) was probably meant to vary
             self.add(error("E104", f"{b.label} varies nothing", b.where,
                            help=f"add a {kind.varies} field with a list of values, like `tp = [1, 2, 4, 8]`"))
             return None

@@ -201,6 +201,8 @@ class Field:
     def format_value(self, v: float) -> str:
         if self.type.kind == "quantity":
             return U.format_quantity(v, self.type.dim)
+        if self.type.kind == "fraction":
+            return U.format_percent(v)
         if self.type.kind in ("int", "count") and float(v).is_integer() and abs(v) < 1e15:
             return f"{int(v):,}"
         return U.format_quantity(v, U.DIMENSIONLESS)
@@ -368,7 +370,8 @@ register(BlockKind(
     (
         Field("model", ref("model"), "the model", "llama3_70b", required=True),
         Field("cluster", ref("cluster"), "the cluster", "hgx", required=True),
-        Field("phase", enum(*S.PHASES), "the workload", "decode", required=True),
+        Field("phase", enum(*S.PHASES), "the workload: one decode step, a prefill of `seq` tokens, or a "
+              "training step", "decode", required=True),
         Field("batch", INT, "sequences in flight, per replica (per dp·ep rank)", "32", default=1, minimum=1,
               maximum=1e9),
         Field("seq", INT, "prompt tokens (prefill), context length (decode: KV-cache reads and memory), "

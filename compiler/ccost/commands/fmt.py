@@ -1,0 +1,115 @@
+"""``ccost fmt SPEC... [--check]``: rewrite specs in canonical form, every comment kept.
+
+Before a file is written, the output is verified the way black verifies its own: formatting the output
+again must give the same bytes (a fixed point), and the output must check to the same spec as the input
+(positions aside). If either fails, that is a bug in ccost: the file is left alone and E503 says so. A file
+with errors is left untouched and its errors are shown: the formatter never guesses at a broken file.
+
+Exit status: 0 done (or nothing to do); 1 with ``--check`` when a file would change; 2 when a file has
+errors, cannot be read, or cannot be formatted safely.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+from pathlib import Path
+
+from ccost.diagnostics import CcostError, Diagnostic, error, render_all, use_colour
+
+HELP = "rewrite specs in canonical form, comments kept"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("specs", nargs="+", metavar="SPEC", help=".ccost files to format in place")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; print a unified diff of what would change and exit 1 if "
+                             "any file is not in canonical form (for CI)")
+
+
+def format_checked(text: str, path: str) -> str:
+    """The canonical form of ``text``, verified: raises CcostError with the spec's own errors if it has
+    any, and E503 if the formatted text is not a fixed point or checks to a different spec.
+
+    Imports are resolved from ``path`` on disk, as ``ccost check`` would.
+    """
+    from ccost.check import check_text
+    from ccost.fmt import format_text, same_meaning
+
+    before = check_text(text, path)
+    errors = [d for d in before.diagnostics if d.is_error]
+    if errors or before.spec is None:
+        exc = CcostError(errors or before.diagnostics)
+        exc.sources = before.sources  # type: ignore[attr-defined]
+        raise exc
+    out = format_text(text, path)
+    if format_text(out, path) != out:
+        raise _bug(path, "formatting the output again changes it (the layout is not a fixed point)")
+    after = check_text(out, path)
+    if after.spec is None or any(d.is_error for d in after.diagnostics):
+        raise _bug(path, "the formatted text does not check cleanly")
+    if not same_meaning(before.spec, after.spec):
+        raise _bug(path, "the formatted text checks to a different spec")
+    return out
+
+
+def _bug(path: str, why: str) -> CcostError:
+    return CcostError(error(
+        "E503", f"{path}: not formatted, because {why}",
+        help="this is a bug in ccost, not in your spec; the file was left unchanged. Please report it "
+             "with the file attached (CCOST_DEBUG=1 shows more)."))
+
+
+def _write(path: Path, text: str) -> None:
+    """Atomic replace, keeping the file's permission bits (a spec may be group-writable)."""
+    from ccost.report.atomic import write_atomic
+
+    mode = path.stat().st_mode & 0o7777
+    write_atomic(path, text.encode("utf-8"))
+    if mode != 0o644:
+        os.chmod(path, mode)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ccost.syntax.parse import read_source
+
+    failed: list[tuple[list[Diagnostic], dict[str, str]]] = []
+    changed = unchanged = 0
+    for name in args.specs:
+        path = Path(name)
+        try:
+            text = read_source(name)
+            out = format_checked(text, name)
+        except CcostError as exc:
+            failed.append((exc.diagnostics, getattr(exc, "sources", None) or {}))
+            continue
+        # Compare bytes on disk, not decoded text: a CRLF file or one with a BOM is not canonical.
+        if path.read_bytes() == out.encode("utf-8"):
+            unchanged += 1
+            continue
+        changed += 1
+        if args.check:
+            diff = difflib.unified_diff(text.replace("\r\n", "\n").splitlines(keepends=True),
+                                        out.splitlines(keepends=True), f"{name} (current)",
+                                        f"{name} (formatted)")
+            sys.stdout.writelines(diff)
+            if "\r" in text:
+                print(f"{name}: line endings would change from CRLF to LF")
+        else:
+            _write(path, out)
+            print(f"reformatted {name}", file=sys.stderr)
+    colour = use_colour(sys.stderr)
+    for diags, sources in failed:
+        print(render_all(diags, sources, colour), file=sys.stderr)
+    verb = "would be reformatted" if args.check else "reformatted"
+    parts = [f"{changed} file{'s' if changed != 1 else ''} {verb}"] if changed else []
+    if unchanged:
+        parts.append(f"{unchanged} file{'s' if unchanged != 1 else ''} already formatted")
+    if failed:
+        parts.append(f"{len(failed)} file{'s' if len(failed) != 1 else ''} with errors left unchanged")
+    print(", ".join(parts) + ".", file=sys.stderr)
+    if failed:
+        return 2
+    return 1 if args.check and changed else 0

@@ -571,3 +571,41 @@ def test_example_spec_checks_and_its_link_is_measured():
     assert fit is not None and fit.ranks == 8 and fit.test == "all_reduce_perf"
     assert link.alpha == pytest.approx(fit.alpha, rel=1e-3)
     assert link.bandwidth == pytest.approx(fit.bandwidth, rel=1e-3)
+
+
+def test_launcher_prefixes_and_bare_nccl_version_line():
+    """mpirun --tag-output prefixes every line with "[1,0]<stdout>:"; NCCL prints "NCCL version ..." on
+    its own line at init. Both must parse to exactly the rows of the plain log."""
+    plain = read_log(OCI).tests[0]
+    lines = OCI.read_text().splitlines()
+    tagged = "\n".join(["[1,0]<stdout>:NCCL version 2.25.1+cuda12.8"] +
+                       ["[1,0]<stdout>:" + ln for ln in lines]) + "\n"
+    log = parse_log(tagged, "oci_ar_tagged.txt")
+    assert log.nccl_version == "2.25.1"
+    assert [(r.size, r.out_of_place, r.in_place) for r in log.tests[0].rows] == \
+        [(r.size, r.out_of_place, r.in_place) for r in plain.rows]
+
+
+def test_old_format_with_error_column():
+    """nccl-tests before 2.x: no root column, an `error` column with the max relative error (rounding-level
+    values like 2e-06 are a correct result; 5e-01 is not)."""
+    head = ("# nThread 1 nGpus 8 minBytes 1048576 maxBytes 16777216 step: 2(factor) warmup iters: 5 "
+            "iters: 20 validation: 1\n"
+            "#                                                       out-of-place                       in-place\n"
+            "#       size         count      type   redop     time   algbw   busbw  error     time   algbw   "
+            "busbw  error\n"
+            "#        (B)    (elements)                       (us)  (GB/s)  (GB/s)            (us)  (GB/s)  "
+            "(GB/s)\n")
+    rows = []
+    for k, m in enumerate([1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20]):
+        t = 20 + 1.75 * m / 100e9 * 1e6  # µs: 14 hops x ~1.43 µs + 1.75·m / 100 GB/s
+        err = "5e-01" if k == 2 else "2e-06"
+        algbw = m / t / 1e3
+        rows.append(f"{m:12d}  {m // 4:12d}     float     sum  {t:7.1f}  {algbw:6.2f}  {algbw * 1.75:6.2f}  "
+                    f"{err}  {t:7.1f}  {algbw:6.2f}  {algbw * 1.75:6.2f}  {err}")
+    text = head + "\n".join(rows) + "\n# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 50.0\n"
+    (t,) = parse_log(text, "all_reduce_old.txt").tests
+    assert len(t.rows) == 5 and t.rows[0].root == -1
+    fit = fit_log(parse_log(text, "all_reduce_old.txt"))
+    assert [line for line, _ in fit.excluded] == [7]  # the 4 MiB row, 5e-01, on line 7
+    assert fit.bandwidth == pytest.approx(100e9, rel=0.01)

@@ -1,6 +1,6 @@
 """An SVG of measured times against the fitted model, log-log. matplotlib is imported here only.
 
-Deterministic: the Agg/SVG backend, a fixed ``svg.hashsalt`` (element ids otherwise come from a random
+Deterministic: a bare ``Figure`` rendered by the SVG backend (no pyplot, no GUI), a fixed ``svg.hashsalt`` (element ids otherwise come from a random
 salt), no date in the metadata, fixed size and fonts, so the same fit gives byte-identical SVG (and the
 committed review does not churn).
 """
@@ -17,9 +17,7 @@ from ccost.calibrate.fit import Fit
 def plot_svg(fit: Fit) -> str:
     """Measured points, the piecewise fit and the α-β line ccost prices with, as SVG text."""
     import matplotlib
-
-    matplotlib.use("Agg", force=False)  # never a GUI backend, even under a display
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # no pyplot: no global figure state, no GUI backend
 
     rc = {"svg.hashsalt": "ccost-calibrate", "svg.fonttype": "path", "font.family": "DejaVu Sans",
           "font.size": 9, "path.simplify": False}
@@ -46,7 +44,16 @@ def plot_svg(fit: Fit) -> str:
                   label=f"as priced: {fit.hops:g}·α + {fit.volume_ratio:.3g}·m/B", zorder=1)
         for p, nxt in zip(fit.pieces, fit.pieces[1:]):
             ax.axvline(np.sqrt(p.hi * nxt.lo), color="#a0a0a0", linewidth=0.7, linestyle=":")
-        ax.set_xlabel("message size m (bytes)")
+        # Sizes in powers of 1024 (nccl-tests sweeps powers of two): 1 KiB, 1 MiB, 1 GiB read at a glance.
+        lo_exp = int(np.floor(np.log2(sizes.min()) / 10)) * 10
+        hi_exp = int(np.ceil(np.log2(sizes.max()) / 10)) * 10
+        ticks = [2.0 ** e for e in range(lo_exp, hi_exp + 1, 10)]
+        names = {0: "1 B", 10: "1 KiB", 20: "1 MiB", 30: "1 GiB", 40: "1 TiB"}
+        ax.set_xticks(ticks, [names.get(e, f"2^{e} B") for e in range(lo_exp, hi_exp + 1, 10)])
+        ax.set_xticks([2.0 ** e for e in range(lo_exp, hi_exp + 1)], minor=True)
+        ax.tick_params(axis="x", which="minor", labelbottom=False)
+        ax.set_xlim(sizes.min() / 1.5, sizes.max() * 1.5)
+        ax.set_xlabel("message size m (total bytes per collective, as nccl-tests reports it)")
         ax.set_ylabel("time per collective (µs)")
         ax.set_title(f"{fit.test}, {fit.ranks} ranks, {fit.algorithm}: α = {fit.alpha * 1e6:.3g} µs, "
                      f"bandwidth = {fit.bandwidth / 1e9:.4g} GB/s", fontsize=9)

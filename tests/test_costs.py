@@ -505,3 +505,27 @@ def test_one_rank_costs_nothing_in_every_mode(kind, alg):
         assert getattr(v, fld).value == 0
     g = group_cost(kind, alg, 1, 1e9, 8, NVLINK, IB)
     assert g.used == "intra" and g.chosen.time == 0
+
+
+positive = st.floats(1e-6, 1e12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=positive, b=positive, c=positive, d=positive, frac=st.floats(0.0, 1.0), n=st.integers(1, 1024),
+       mb=st.integers(1, 512))
+def test_analysis_formulas_agree_in_every_mode(a, b, c, d, frac, n, mb):
+    def run(w, x, y, z, f, k, j):
+        return [
+            costs.memory_time(w, x), costs.flop_time(y, z), costs.compute_time(w, x, y, z),
+            costs.pipeline_bubble(k, j), costs.exposed_comm(w, f), costs.efficiency_eta(w, x, f),
+            costs.overhead(w, x), costs.speedup(w, x), costs.scaling_efficiency(w, x, k),
+            costs.tp_continuous_optimum(w, x, y, z, k), costs.crossover(w, x),
+        ]
+
+    floats = run(a, b, c, d, frac, n, mb)
+    arrays = run(*(np.array([v, v]) for v in (a, b, c, d, frac, n, mb)))
+    values = run(leaf("w", a, TIME), leaf("x", b, TIME), leaf("y", c, TIME), leaf("z", d, TIME),
+                 leaf("f", frac), leaf("k", n), leaf("j", mb))
+    for f, arr, v in zip(floats, arrays, values):
+        assert type(f) is float
+        assert _bits(f) == _bits(arr[1]) == _bits(v)

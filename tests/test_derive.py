@@ -25,6 +25,8 @@ def test_leaf_and_arithmetic_carry_value_and_dimension():
     assert (bw * alpha).dim == INFORMATION
     assert (-alpha).value == -2e-6
     assert (alpha - alpha).value == 0.0
+    assert not (alpha - alpha) and bool(alpha)  # truthiness follows the value, as for floats
+    assert abs(-alpha).value == 2e-6 and derive.formula(abs(-alpha)) == "|−α|"
 
 
 def test_adding_different_dimensions_is_a_programming_error():

@@ -131,6 +131,13 @@ class Value:
     def __pos__(self):
         return self
 
+    def __abs__(self):
+        return Value(abs(self.value), self.dim, "call", (self,), extra="abs")
+
+    def __bool__(self) -> bool:
+        # Like a float: zero is false. (Without this every Value would be truthy.)
+        return self.value != 0
+
     # -- comparisons: on .value, remembered for the derivation ----------------------------------------
     def _cmp(self, other, sym: str, result: bool) -> "Cond":
         o = _as_value(other)
@@ -483,6 +490,8 @@ def _render(v: Value, subst: bool, top: bool = False) -> tuple[str, int]:
         args = [_render(a, subst)[0] for a in v.args]
         if fname == "log₂" and len(args) == 1 and _render(v.args[0], subst)[1] == _PREC_ATOM:
             return "log₂" + args[0], _PREC_ATOM
+        if fname == "abs":
+            return "|" + args[0] + "|", _PREC_ATOM
         if fname == "ceil":
             return "⌈" + args[0] + "⌉", _PREC_ATOM
         if fname == "floor":

@@ -491,3 +491,11 @@ def test_help_lines_of_the_smaller_mistakes():
     assert (d.span.line, d.span.column, d.help) == (2, 10, "separate list items with `,`: `[1, 2, 4]`")
     d = one_error("link a {\n  x = 1 +\n}\n")
     assert "ends with `+`" in d.help
+
+
+def test_keyword_prefixes_are_names_and_typos_get_a_suggestion():
+    # `planner` must not lex as the keyword `plan` followed by `ner`
+    d = one_error("planner p { }\n")
+    assert d.message.endswith("found `planner`") and d.help == "did you mean `plan`?"
+    f = parse("link extender { importance = trueish }", "k.ccost")
+    assert f.blocks[0].name == "extender" and f.blocks[0].members[0].value.name == "trueish"

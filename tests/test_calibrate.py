@@ -571,6 +571,12 @@ def test_example_spec_checks_and_its_link_is_measured():
     assert fit is not None and fit.ranks == 8 and fit.test == "all_reduce_perf"
     assert link.alpha == pytest.approx(fit.alpha, rel=1e-3)
     assert link.bandwidth == pytest.approx(fit.bandwidth, rel=1e-3)
+    # what the review prints next to the plot: the same α and bandwidth as the block, and the quality
+    from ccost.calibrate import summary_lines
+
+    text = "\n".join(summary_lines(fit))
+    assert "α = 2.293 µs per hop" in text and "bandwidth = 230.9 GB/s" in text
+    assert "R² of log T" in text and "Hold-out" in text and "busbw plateau 235.1 GB/s" in text
 
 
 def test_launcher_prefixes_and_bare_nccl_version_line():

@@ -8,8 +8,8 @@ The stages, top to bottom:
 - ``plot.plot_svg(fit)``          ``Fit`` → SVG, log-log (matplotlib, imported lazily)
 - ``files.read_log(path)``        the one place that reads a log file
 
-For the review (H6): ``fit_for_link(link, spec_dir)`` re-reads the log a measured link names and redoes
-its fit, and ``plot_svg(fit)`` draws it.
+For the review: ``fit_for_link(link, spec_dir)`` re-reads the log a measured link names and redoes its
+fit, ``plot_svg(fit)`` draws it and ``summary_lines(fit)`` says how good it is, in plain sentences.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ccost.calibrate.block import link_block, quality_lines, source_string
+from ccost.calibrate.block import link_block, quality_lines, source_string, summary_lines
 from ccost.calibrate.fit import Fit, Holdout, Piece, Point, fit_test, parse_size_range, select_test
 from ccost.calibrate.logs import NcclLog, Row, Test, Timing, parse_log
 
 __all__ = ["Fit", "Holdout", "Piece", "Point", "NcclLog", "Row", "Test", "Timing", "fit_for_link",
            "fit_log", "fit_test", "link_block", "parse_log", "plot_svg", "quality_lines", "read_log",
-           "select_test", "source_string"]
+           "select_test", "source_string", "summary_lines"]
 
 
 def read_log(path, ranks: int | None = None, display: str | None = None) -> NcclLog:

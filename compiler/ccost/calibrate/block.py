@@ -133,6 +133,38 @@ def quality_lines(fit: Fit) -> list[str]:
     return [wrapped for line in out for wrapped in _wrap(line)]
 
 
+def summary_lines(fit: Fit) -> list[str]:
+    """The fit and its quality as plain sentences, for the review next to ``plot_svg(fit)``."""
+    first, last = fit.pieces[0], fit.pieces[-1]
+    n = len(fit.pieces)
+    us = lambda x: _time(x).replace(" us", " µs")  # noqa: E731 - the review is not ASCII-bound
+    out = [
+        f"nccl-tests {fit.test}, {fit.ranks} ranks ({fit.ranks_from}); {len(fit.points)} {fit.placement} "
+        f"sizes fitted as T = a + b·m by relative error, {n} piece{'s' if n > 1 else ''}"
+        + (f", sizes {size_range_text(fit.size_range)}" if fit.size_range else "") + ".",
+        f"α = {us(fit.alpha)} per hop: a = {us(first.a)} of piece 1 ({_size(first.lo)} to {_size(first.hi)}) "
+        f"over {fit.hops:g} {fit.algorithm} hops.",
+        f"bandwidth = {_bw(fit.bandwidth)}: {fit.volume_ratio:.4g} × {_bw(1 / last.b)} (1/b of piece {n}, "
+        f"{_size(last.lo)} to {_size(last.hi)}).",
+        f"Piecewise fit: R² of log T {fit.r2_log:.4f}, median error {_pct(fit.median_error)}, worst "
+        f"{_pct(fit.worst_error)} at {_size(fit.worst_size)}.",
+        f"As priced (one α-β line, {fit.hops:g}·α + {fit.volume_ratio:.4g}·m/B): median error "
+        f"{_pct(fit.priced_median_error)}, worst {_pct(fit.priced_worst_error)} at "
+        f"{_size(fit.priced_worst_size)}.",
+    ]
+    if fit.holdout:
+        h = fit.holdout
+        out.append(f"Hold-out (fit on every other size, tested on the other {h.tested_on}): median "
+                   f"{_pct(h.median_error)}, worst {_pct(h.worst_error)} at {_size(h.worst_size)}.")
+    plateau = f"busbw plateau {_bw(fit.busbw_plateau)} at {_size(fit.busbw_plateau_size)}"
+    if fit.line_rate:
+        plateau += f", {_pct(fit.busbw_plateau / fit.line_rate)} of the {_bw(fit.line_rate)} line rate"
+    out.append(plateau + ".")
+    out += [f"Not fitted: line {line}: {why}." for line, why in fit.excluded]
+    out += [f"Note: {note}." for note in fit.notes]
+    return out
+
+
 def link_block(fit: Fit, name: str, log_name: str, title: str | None = None,
                command: str | None = None) -> str:
     """The ``link`` block text, comments first. ``log_name`` is the log path as the spec should name it."""

@@ -157,7 +157,7 @@ def _plan_fields_ok(plan: S.Plan, diags: Diagnostics) -> None:
             "E301", f"plan `{plan.name}` needs tp·pp·ep·dp = {plan.tp}·{plan.pp}·{plan.ep}·{plan.dp} = "
             f"{plan.gpus} GPUs, but cluster `{cluster.name}` has {cluster.gpus}", at("tp"),
             "lower a parallel degree, or use a cluster with more nodes"))
-    if plan.gpus > cluster.domain and cluster.inter_node is None:
+    elif plan.gpus > cluster.domain and cluster.inter_node is None:
         diags.add(error(
             "E302", f"plan `{plan.name}` spans {plan.gpus} GPUs, more than one NVLink domain of "
             f"{cluster.domain}, but cluster `{cluster.name}` has no inter_node link", at("tp"),

@@ -358,6 +358,15 @@ def test_auto_on_a_topology():
     assert g.chosen.time == pytest.approx(24e-6 + 1_966_080 / 50e9, rel=1e-12)
 
 
+def test_zero_dimensional_arrays_stay_in_array_mode():
+    g = group_cost("allreduce", "ring", np.array(16), 1e6, 8, NVLINK, IB)
+    assert isinstance(g.used, np.ndarray) and costs.GROUP_MODES[int(g.used)] == "hierarchical"
+    g = group_cost("allreduce", "auto", np.array(16), 1e6, np.array(8), NVLINK, IB)
+    assert isinstance(g.algorithm, np.ndarray) and g.reason is None
+    a = costs.auto_allreduce(np.array(8), 1e6, 2e-6, 450e9)
+    assert isinstance(a.algorithm, np.ndarray) and a.reason is None
+
+
 def test_regime():
     c = costs.ring_allreduce(8, A1_M, 2e-6, 450e9)
     assert costs.regime(c.latency, c.bandwidth_time) == "latency-bound"

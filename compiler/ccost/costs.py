@@ -271,6 +271,9 @@ def auto_allreduce(p: Num, m: Num, alpha: Num, bandwidth: Num, one_shot_latency:
     costs = {c: collective_cost("allreduce", c, p, m, alpha, bandwidth, one_shot_latency,
                                 tag=f"{tag},{c}" if tag else c) for c in candidates}
     choice, best_time = choose({c: costs[c].time for c in candidates})
+    if isinstance(choice, str) and _is_arrayish(p, m, alpha, bandwidth, one_shot_latency):
+        choice = np.asarray(list(candidates).index(choice))  # 0-d array inputs: stay in array mode
+        best_time = np.asarray(best_time)
     if isinstance(choice, np.ndarray):
         pick = [costs[c] for c in candidates]
         cost = Cost("allreduce", "auto",
@@ -531,6 +534,8 @@ def _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, 
         mode = np.full(shape, 2, dtype=int)
     else:
         idx, _ = choose({"flat": flat.time, "hierarchical": hier.time})
+        if isinstance(idx, str):  # 0-d array inputs give numpy scalars, which choose() sees as floats
+            idx = np.asarray(("flat", "hierarchical").index(idx))
         mode = np.broadcast_to(idx + 1, shape)
     used = np.where(np.broadcast_to(spans, shape), mode, 0)
     picked = [np.choose(used, [np.broadcast_to(np.asarray(getattr(c, f), dtype=float), shape)
@@ -546,6 +551,8 @@ def _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates) 
             for c in candidates}
     choice, t = choose({c: alts[c].chosen.time for c in candidates})
     fields = ("hops", "volume", "latency", "bandwidth_time", "time")
+    if isinstance(choice, str) and isinstance(alts[choice].used, np.ndarray):
+        choice = np.asarray(list(candidates).index(choice))  # 0-d array inputs: stay in array mode
     if isinstance(choice, np.ndarray):
         def pick(get):
             parts = [get(alts[c]) for c in candidates]

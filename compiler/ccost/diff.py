@@ -1,0 +1,462 @@
+"""What a change to a spec did: inputs, plans, results, checklist and recommendations, old → new.
+
+``compare(old, new) -> SpecDiff`` is pure: it takes two ``Side`` values (a checked spec and its results
+document, or ``None`` for a spec that did not exist) and lists only what changed. The renderers turn the
+diff into text for a terminal, Markdown for a pull-request comment, or a JSON document for scripts.
+``ccost.commands.diff`` does the reading (working tree, another file, or a git revision through
+``ccost.gitio``) and the evaluating.
+
+Why the results are compared as the INTERFACE.md document (``results_document``) rather than the
+``Results`` objects: the document is the normative, stable surface that scripts already read, and a
+metric added to it shows up in the diff without a change here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ccost import spec as S
+from ccost import units
+
+# Plan results that are not single numbers, or that the diff shows in their own section.
+_PLAN_SKIP = frozenset({"title", "collectives", "checklist"})
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a diff: a checked spec and its results document; ``spec`` None means "absent"."""
+
+    label: str  # "HEAD:specs/a.ccost", "working tree", "old.ccost"
+    spec: S.Spec | None
+    results: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class InputChange:
+    """``link nvlink4.bandwidth: 450 GB/s → 900 GB/s``. ``old``/``new`` in machine units (SI)."""
+
+    kind: str
+    block: str
+    field: str
+    old: Any
+    new: Any
+    old_text: str
+    new_text: str
+
+
+@dataclass(frozen=True)
+class ResultChange:
+    """``tp8 step_time_s: 10.07 ms → 8.3 ms (-17.55 %)``; ``delta`` is (new - old) / old, or None."""
+
+    plan: str
+    metric: str
+    old: Any
+    new: Any
+    old_text: str
+    new_text: str
+    delta: float | None
+
+    @property
+    def delta_text(self) -> str:
+        """``+12.3 %`` relative; for a share (overhead, efficiency, bubble) the change in percentage points,
+        ``−377 pp``, because "overhead −87.6 %" of a 431 % overhead reads as a share, not a change."""
+        if self.delta is None:
+            return ""
+        if metric_dim(self.metric) == "fraction" and _number(self.old) and _number(self.new):
+            return _signed((self.new - self.old) * 100) + " pp"
+        return _signed(self.delta * 100) + " %"
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    plan: str
+    id: Any
+    title: str
+    old: str | None  # None: the item did not exist
+    new: str | None
+
+
+@dataclass(frozen=True)
+class CompareChange:
+    compare: str
+    old_ranking: tuple[str, ...]
+    new_ranking: tuple[str, ...]
+    old_recommendation: str | None
+    new_recommendation: str | None
+
+
+@dataclass(frozen=True)
+class SpecDiff:
+    old_label: str
+    new_label: str
+    old_absent: bool
+    blocks_added: tuple[tuple[str, str], ...]  # (kind, name), plans included
+    blocks_removed: tuple[tuple[str, str], ...]
+    inputs: tuple[InputChange, ...]
+    results: tuple[ResultChange, ...]
+    checklist: tuple[StatusChange, ...]
+    compares: tuple[CompareChange, ...]
+    policy: tuple[InputChange, ...] = ()
+
+    @property
+    def plans_added(self) -> tuple[str, ...]:
+        return tuple(n for k, n in self.blocks_added if k == "plan")
+
+    @property
+    def plans_removed(self) -> tuple[str, ...]:
+        return tuple(n for k, n in self.blocks_removed if k == "plan")
+
+    @property
+    def empty(self) -> bool:
+        return not (self.blocks_added or self.blocks_removed or self.inputs or self.results
+                    or self.checklist or self.compares or self.policy)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Inputs: the checked entities, field by field
+
+def _dims() -> dict[tuple[str, str], Any]:
+    """(block kind, field) -> how its value is shown: a units Dim, ``"fraction"`` or None (as is).
+    Read from the schema, the one table that knows every field's type."""
+    from ccost import schema
+
+    out: dict[tuple[str, str], Any] = {}
+    for kind, bk in schema.SCHEMA.items():
+        for f in bk.fields:
+            ft = f.type.item if f.type.kind == "list" and f.type.item is not None else f.type
+            out[(kind, f.name)] = ft.dim if ft.kind == "quantity" else (
+                "fraction" if ft.kind == "fraction" else None)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """A field value as the diff compares it: references by name (a change to a link shows once, on the
+    link, not again on every cluster and plan that uses it), tuples as lists."""
+    if isinstance(value, S.Entity):
+        return value.name
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.name not in ("span", "spans")}
+    return value
+
+
+def _fields(entity: Any) -> dict[str, Any]:
+    if not (dataclasses.is_dataclass(entity) and not isinstance(entity, type)):
+        return {"value": _plain(entity)}
+    return {f.name: _plain(getattr(entity, f.name)) for f in dataclasses.fields(entity)
+            if f.name not in ("name", "span", "spans")}
+
+
+def format_input(value: Any, dim: units.Dim | None) -> str:
+    """A field value for a human: ``450 GB/s``, ``30 %``, ``ring``, ``[1, 2, 4]``, ``—`` for unset."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        if dim == "fraction":
+            return units.format_percent(value)
+        if dim:
+            return units.format_quantity(value, dim)
+        if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+            return f"{int(value):,}"
+        return units.format_quantity(value, units.DIMENSIONLESS)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "[" + ", ".join(format_input(v, dim) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {format_input(v, None)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12)
+    return a == b
+
+
+def _input_changes(kind: str, name: str, old: Any, new: Any,
+                   dims: Mapping[tuple[str, str], Any]) -> list[InputChange]:
+    out = []
+    a, b = _fields(old), _fields(new)
+    for f in list(a) + [f for f in b if f not in a]:
+        va, vb = a.get(f), b.get(f)
+        if _same(va, vb):
+            continue
+        dim = dims.get((kind, f))
+        if kind == "sweep" and f == "fields":  # ((field, values), ...): show one line per swept field
+            fa = dict((k, v) for k, v in (va or []))
+            fb = dict((k, v) for k, v in (vb or []))
+            for k in list(fa) + [k for k in fb if k not in fa]:
+                if fa.get(k) != fb.get(k):
+                    d = dims.get(("plan", k))
+                    out.append(InputChange(kind, name, k, fa.get(k), fb.get(k),
+                                           format_input(fa.get(k), d), format_input(fb.get(k), d)))
+            continue
+        out.append(InputChange(kind, name, f, va, vb, format_input(va, dim), format_input(vb, dim)))
+    return out
+
+
+def _entities(spec: S.Spec | None) -> dict[tuple[str, str], Any]:
+    """Every named block of a checked spec by (kind, name), kinds in the schema's order."""
+    from ccost import schema
+
+    if spec is None:
+        return {}
+    out: dict[tuple[str, str], Any] = {}
+    for kind, bk in schema.SCHEMA.items():
+        if bk.named:
+            for name, ent in (getattr(spec, bk.spec_attr, None) or {}).items():
+                out[(kind, name)] = ent
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Results: the INTERFACE.md document, plan by plan
+
+def metric_dim(metric: str) -> Any:
+    """How a result metric is shown, from its key (INTERFACE.md: times in seconds end in ``_s``, sizes in
+    bytes name ``bytes``, shares are fractions). Returns a units Dim, ``"fraction"``, ``"ratio"``,
+    ``"rate"`` (tokens/s) or None (a plain number)."""
+    if metric.startswith("throughput") or metric.endswith("tokens_s"):
+        return "rate"  # tokens per second: `_s` here is "per second", not a time
+    if metric.endswith("_s"):
+        return units.TIME
+    if "bytes" in metric:
+        return units.INFORMATION
+    if metric in ("overhead", "efficiency", "bubble", "overlap") or metric.endswith("_fraction"):
+        return "fraction"
+    if metric == "speedup":
+        return "ratio"
+    return None
+
+
+def format_metric(value: Any, metric: str) -> str:
+    dim = metric_dim(metric)
+    if dim in ("ratio", "rate") and _number(value):
+        text = units.format_quantity(value, units.DIMENSIONLESS, digits=4)
+        return text + ("×" if dim == "ratio" else " tokens/s")
+    return format_input(value, None if dim in ("ratio", "rate") else dim)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _result_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[ResultChange]:
+    out = []
+    for metric in list(a) + [k for k in b if k not in a]:
+        if metric in _PLAN_SKIP:
+            continue
+        va, vb = a.get(metric), b.get(metric)
+        if isinstance(va, (dict, list)) or isinstance(vb, (dict, list)):
+            continue
+        if _same(va, vb):
+            continue
+        delta = (vb - va) / abs(va) if _number(va) and _number(vb) and va != 0 else None
+        out.append(ResultChange(name, metric, va, vb, format_metric(va, metric), format_metric(vb, metric),
+                                delta))
+    return out
+
+
+def _checklist_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[StatusChange]:
+    ia = {item.get("id"): item for item in a.get("checklist") or []}
+    ib = {item.get("id"): item for item in b.get("checklist") or []}
+    out = []
+    for key in list(ia) + [k for k in ib if k not in ia]:
+        sa, sb = ia.get(key, {}).get("status"), ib.get(key, {}).get("status")
+        if sa != sb:
+            title = (ib.get(key) or ia.get(key) or {}).get("title", "")
+            out.append(StatusChange(name, key, title, sa, sb))
+    return out
+
+
+def _sweep_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[ResultChange]:
+    """A sweep's answers (its optima), not its every point: the points follow from inputs shown above."""
+    out = []
+    for key in ("time_optimal", "cost_optimal", "continuous_optimum"):
+        va, vb = a.get(key), b.get(key)
+        if va == vb or (_number(va) and _number(vb) and _same(float(va), float(vb))):
+            continue
+        delta = (vb - va) / abs(va) if _number(va) and _number(vb) and va != 0 else None
+        out.append(ResultChange(f"sweep {name}", key, va, vb, format_input(va, None), format_input(vb, None),
+                                delta))
+    return out
+
+
+def compare(old: Side, new: Side) -> SpecDiff:
+    """Everything that changed from ``old`` to ``new``, unchanged values left out."""
+    dims = _dims()
+    ea, eb = _entities(old.spec), _entities(new.spec)
+    added = tuple(k for k in eb if k not in ea)
+    removed = tuple(k for k in ea if k not in eb)
+    inputs: list[InputChange] = []
+    for key in eb:
+        if key in ea:
+            inputs += _input_changes(key[0], key[1], ea[key], eb[key], dims)
+    policy: list[InputChange] = []
+    if old.spec is not None and new.spec is not None:
+        policy = _input_changes("policy", "policy", old.spec.policy, new.spec.policy, dims)
+
+    ra, rb = old.results or {}, new.results or {}
+    pa, pb = ra.get("plans") or {}, rb.get("plans") or {}
+    results: list[ResultChange] = []
+    checklist: list[StatusChange] = []
+    for name in pb:
+        if name in pa:
+            results += _result_changes(name, pa[name], pb[name])
+            checklist += _checklist_changes(name, pa[name], pb[name])
+    sa, sb = ra.get("sweeps") or {}, rb.get("sweeps") or {}
+    for name in sb:
+        if name in sa:
+            results += _sweep_changes(name, sa[name], sb[name])
+    ca, cb = ra.get("compares") or {}, rb.get("compares") or {}
+    compares: list[CompareChange] = []
+    for name in cb:
+        if name in ca:
+            a, b = ca[name], cb[name]
+            rka, rkb = tuple(a.get("ranking") or ()), tuple(b.get("ranking") or ())
+            if rka != rkb or a.get("recommendation") != b.get("recommendation"):
+                compares.append(CompareChange(name, rka, rkb, a.get("recommendation"), b.get("recommendation")))
+    return SpecDiff(old.label, new.label, old.spec is None, added, removed, tuple(inputs), tuple(results),
+                    tuple(checklist), tuple(compares), tuple(policy))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rendering
+
+def _signed(x: float) -> str:
+    sign = "+" if x > 0 else ("−" if x < 0 else "±")
+    return f"{sign}{units.format_quantity(abs(x), units.DIMENSIONLESS, digits=3)}"
+
+
+def _input_line(c: InputChange) -> str:
+    where = "policy" if c.kind == "policy" else f"{c.kind} {c.block}"
+    return f"{where}.{c.field}: {c.old_text} → {c.new_text}"
+
+
+def _status(s: str | None) -> str:
+    return "—" if s is None else s
+
+
+def _names(items: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in items)
+
+
+def to_text(d: SpecDiff) -> str:
+    """The diff for a terminal: sections with one change a line, nothing for what did not change."""
+    out = [f"ccost diff {d.old_label} → {d.new_label}"]
+    if d.old_absent:
+        out.append(f"The spec did not exist at {d.old_label}: everything in it is added.")
+    if d.empty and not d.old_absent:
+        out.append("No change to inputs or results.")
+        return "\n".join(out) + "\n"
+    if d.plans_added:
+        out.append("plans added: " + ", ".join(d.plans_added))
+    if d.plans_removed:
+        out.append("plans removed: " + ", ".join(d.plans_removed))
+    other_added = tuple(k for k in d.blocks_added if k[0] != "plan")
+    other_removed = tuple(k for k in d.blocks_removed if k[0] != "plan")
+    if other_added:
+        out.append("blocks added: " + _names(other_added))
+    if other_removed:
+        out.append("blocks removed: " + _names(other_removed))
+    if d.inputs or d.policy:
+        out += ["", "inputs changed:"] + [f"  {_input_line(c)}" for c in d.inputs + d.policy]
+    if d.results:
+        out += ["", "results changed:"]
+        out += [f"  {r.plan} {r.metric}: {r.old_text} → {r.new_text}" + (f" ({r.delta_text})" if r.delta_text else "")
+                for r in d.results]
+    if d.checklist:
+        out += ["", "checklist status changed:"]
+        out += [f"  {c.plan} #{c.id} {c.title}: {_status(c.old)} → {_status(c.new)}" for c in d.checklist]
+    if d.compares:
+        out += ["", "comparisons changed:"]
+        for c in d.compares:
+            out.append(f"  {c.compare}: ranking {', '.join(c.old_ranking) or '—'} → "
+                       f"{', '.join(c.new_ranking) or '—'}")
+            if c.old_recommendation != c.new_recommendation:
+                out.append(f"    was: {c.old_recommendation or '—'}")
+                out.append(f"    now: {c.new_recommendation or '—'}")
+    return "\n".join(out) + "\n"
+
+
+def _md(text: str) -> str:
+    """Escape what would break a Markdown table cell or start markup."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("*", "\\*") \
+        .replace("_", "\\_").replace("<", "&lt;")
+
+
+def to_markdown(d: SpecDiff) -> str:
+    """The diff as a pull-request comment: a heading, then one table per section that has changes."""
+    out = [f"### ccost diff: `{d.old_label}` → `{d.new_label}`", ""]
+    if d.old_absent:
+        out += [f"The spec did not exist at `{d.old_label}`: everything in it is added.", ""]
+    if d.empty and not d.old_absent:
+        out += ["No change to inputs or results.", ""]
+        return "\n".join(out)
+    if d.blocks_added:
+        out += ["**Added:** " + ", ".join(f"{k} `{n}`" for k, n in d.blocks_added), ""]
+    if d.blocks_removed:
+        out += ["**Removed:** " + ", ".join(f"{k} `{n}`" for k, n in d.blocks_removed), ""]
+    if d.inputs or d.policy:
+        out += ["#### Inputs changed", "", "| block | field | old | new |", "|---|---|---:|---:|"]
+        for c in d.inputs + d.policy:
+            block = "policy" if c.kind == "policy" else f"{c.kind} `{c.block}`"
+            out.append(f"| {block} | `{c.field}` | {_md(c.old_text)} | {_md(c.new_text)} |")
+        out.append("")
+    if d.results:
+        out += ["#### Results changed", "", "| plan | metric | old | new | Δ |", "|---|---|---:|---:|---:|"]
+        for r in d.results:
+            out.append(f"| `{r.plan}` | `{r.metric}` | {_md(r.old_text)} | {_md(r.new_text)} | "
+                       f"{r.delta_text or '—'} |")
+        out.append("")
+    if d.checklist:
+        out += ["#### Checklist status changed", "", "| plan | # | item | old | new |",
+                "|---|---:|---|---|---|"]
+        for c in d.checklist:
+            out.append(f"| `{c.plan}` | {c.id} | {_md(c.title)} | {_status(c.old)} | **{_status(c.new)}** |")
+        out.append("")
+    if d.compares:
+        out += ["#### Comparisons changed", ""]
+        for c in d.compares:
+            out.append(f"- `{c.compare}`: ranking {', '.join(c.old_ranking) or '—'} → "
+                       f"**{', '.join(c.new_ranking) or '—'}**")
+            if c.old_recommendation != c.new_recommendation:
+                out.append(f"  - was: {_md(c.old_recommendation or '—')}")
+                out.append(f"  - now: {_md(c.new_recommendation or '—')}")
+        out.append("")
+    return "\n".join(out)
+
+
+def to_document(d: SpecDiff) -> dict[str, Any]:
+    """The diff as a JSON-ready document: machine units, formatted texts beside them, stable key order."""
+    def inp(c: InputChange) -> dict[str, Any]:
+        return {"kind": c.kind, "block": c.block, "field": c.field, "old": c.old, "new": c.new,
+                "old_text": c.old_text, "new_text": c.new_text}
+
+    return {
+        "old": d.old_label,
+        "new": d.new_label,
+        "old_absent": d.old_absent,
+        "plans_added": list(d.plans_added),
+        "plans_removed": list(d.plans_removed),
+        "blocks_added": [{"kind": k, "name": n} for k, n in d.blocks_added],
+        "blocks_removed": [{"kind": k, "name": n} for k, n in d.blocks_removed],
+        "inputs": [inp(c) for c in d.inputs + d.policy],
+        "results": [{"plan": r.plan, "metric": r.metric, "old": r.old, "new": r.new, "delta": r.delta,
+                     "old_text": r.old_text, "new_text": r.new_text} for r in d.results],
+        "checklist": [{"plan": c.plan, "id": c.id, "title": c.title, "old": c.old, "new": c.new}
+                      for c in d.checklist],
+        "compares": [{"compare": c.compare, "old_ranking": list(c.old_ranking),
+                      "new_ranking": list(c.new_ranking), "old_recommendation": c.old_recommendation,
+                      "new_recommendation": c.new_recommendation} for c in d.compares],
+    }

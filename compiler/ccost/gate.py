@@ -1,0 +1,68 @@
+"""The policy gate: which plans of a spec break its policy, as lines a CI log can show.
+
+``ccost check --policy`` (``ccost.commands.check``) evaluates each clean spec and calls
+``policy_failures(spec, results)``; any line returned makes it exit 1. The judging itself is done once, by
+the checklist (``ccost.analysis.checklist``): the policy's thresholds are items 6 (overhead), 9
+(efficiency) and 11 (memory), and an item with status ``fail`` fails the gate. Warnings (spec-sheet α/β, TP
+not dividing the KV heads, a large bubble) never fail it: they are for the review, not for CI.
+
+Why the gate reads the checklist instead of comparing metrics with the policy itself: a number judged in
+two places drifts; the review, ``ccost eval`` and the gate must agree on what fails.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ccost import spec as S
+from ccost import units
+
+# How a failed item reads: (what was measured, comparison, threshold word, value formatter).
+_PCT: Callable[[Any], str] = units.format_percent
+
+
+def _bytes(x: Any) -> str:
+    # decimal on both sides: "78.22 GB > limit 72 GB" compares at a glance, "72.85 GiB > 72 GB" does not
+    return units.format_quantity(x, units.INFORMATION, binary=False)
+
+
+_ITEMS: dict[int, tuple[str, str, str, Callable[[Any], str]]] = {
+    6: ("overhead", ">", "max", _PCT),
+    9: ("efficiency", "<", "min", _PCT),
+    11: ("memory per GPU", ">", "limit", _bytes),
+}
+
+
+def gated_plans(spec: S.Spec, evaluated: list[str]) -> list[str]:
+    """The plans judged against this file's policy: those written in the file. A file that writes no plan
+    but imports some (a policy overlay for CI) judges every plan it evaluated against its own policy.
+    Imported plans are otherwise judged by their own file ("an imported file's policy does not leak")."""
+    local = [p for p in spec.local_plans if p in evaluated]
+    return local if spec.local_plans else list(evaluated)
+
+
+def failure_line(plan: str, item: dict[str, Any]) -> str:
+    """``tp16: checklist 6 overhead 431 % > max 30 %``."""
+    ident = item.get("id")
+    value, threshold = item.get("value"), item.get("threshold")
+    known = _ITEMS.get(ident) if isinstance(ident, int) else None
+    if known is not None and isinstance(value, (int, float)) and isinstance(threshold, (int, float)):
+        what, op, word, fmt = known
+        return f"{plan}: checklist {ident} {what} {fmt(value)} {op} {word} {fmt(threshold)}"
+    # An item this module has no wording for (added to the checklist later): its title and note say it.
+    note = item.get("note") or ""
+    return f"{plan}: checklist {ident} {item.get('title', '')} failed" + (f": {note}" if note else "")
+
+
+def policy_failures(spec: S.Spec, results: Any) -> list[str]:
+    """One line per failed checklist item of every plan judged against the spec's policy; empty when the
+    spec passes. ``results`` is what ``ccost.evaluate.evaluate(spec)`` returned."""
+    from ccost.evaluate import results_document
+
+    plans = results_document(results).get("plans") or {}
+    lines: list[str] = []
+    for name in gated_plans(spec, list(plans)):
+        for item in plans[name].get("checklist") or []:
+            if item.get("status") == "fail":
+                lines.append(failure_line(name, item))
+    return lines

@@ -1,0 +1,300 @@
+"""``ccost diff``: a temporary git repository, a committed plan, then changes to a link's bandwidth and a
+plan's tp; a change in an imported file; a spec that did not exist at the revision; two files.
+
+The plan is worked example A1 of the notes (Llama-3-70B decode, TP=8, batch 32, ring AllReduce on NVLink
+α = 2 µs). Expected numbers are worked out by hand below from the notes' formulas:
+
+    message m = B·S·d·bytes = 32 · 1 · 8192 · 2 = 524,288 B; 2 AllReduces per layer · 80 layers = 160
+    old (tp 8, 450 GB/s):  hops 160 · 2·7 = 2240 → 4.48 ms;  volume 160 · 2·7/8 · m = 146,800,640 B
+                           → 0.32622 ms at 450 GB/s; T_comm 4.80622 ms; compute 141 GB / 8 / 3.35 TB/s
+                           = 5.26119 ms; overhead 91.35 % (> 30 %: checklist 6 fails)
+    new (tp 4, 900 GB/s):  hops 160 · 2·3 = 960 → 1.92 ms;  volume 160 · 2·3/4 · m = 125,829,120 B
+                           → 0.13981 ms at 900 GB/s; T_comm 2.05981 ms; compute 141 GB / 4 / 3.35 TB/s
+                           = 10.52239 ms; overhead 19.58 % (checklist 6 passes)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ccost.cli import main
+
+M = 32 * 1 * 8192 * 2
+OLD_COMM = 160 * 14 * 2e-6 + 160 * (2 * 7 / 8) * M / 450e9
+NEW_COMM = 160 * 6 * 2e-6 + 160 * (2 * 3 / 4) * M / 900e9
+OLD_COMPUTE = 141e9 / 8 / 3.35e12
+NEW_COMPUTE = 141e9 / 4 / 3.35e12
+
+HW = """\
+link nvl "NVLink 4" {
+  alpha     = 2 us
+  bandwidth = 450 GB/s
+}
+
+gpu h100 {
+  memory        = 80 GB
+  hbm_bandwidth = 3.35 TB/s
+  flops         = 989 TFLOP/s
+}
+
+cluster hgx {
+  gpu        = h100
+  intra_node = nvl
+}
+"""
+
+PLAN = """\
+model llama {
+  layers       = 80
+  hidden       = 8192
+  kv_heads     = 8
+  params       = 70.6e9
+  weight_bytes = 141 GB
+}
+
+plan tp8 "TP=8 decode" {
+  model     = llama
+  cluster   = hgx
+  phase     = decode
+  batch     = 32
+  tp        = 8
+  allreduce = ring
+}
+
+policy {
+  max_overhead = 30 %
+}
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=ccost test", "-c", "user.email=test@example.com",
+                           "-c", "commit.gpgsign=false", *args], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    git(tmp_path, "init", "-q")
+    (tmp_path / "plan.ccost").write_text(HW + "\n" + PLAN)
+    git(tmp_path, "add", "plan.ccost")
+    git(tmp_path, "commit", "-q", "-m", "A1 at TP=8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def change_bandwidth_and_tp(path: Path) -> None:
+    text = path.read_text()
+    assert "bandwidth = 450 GB/s" in text and "tp        = 8" in text
+    path.write_text(text.replace("bandwidth = 450 GB/s", "bandwidth = 900 GB/s")
+                    .replace("tp        = 8", "tp        = 4"))
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["diff", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_text_diff(repo, capsys):
+    change_bandwidth_and_tp(repo / "plan.ccost")
+    code, out, err = run(capsys, "plan.ccost")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "ccost diff HEAD:plan.ccost → working tree"
+    assert "  link nvl.bandwidth: 450 GB/s → 900 GB/s" in lines
+    assert "  plan tp8.tp: 8 → 4" in lines
+    assert "  tp8 gpus: 8 → 4 (−50 %)" in lines
+    # 4.80622 ms → 2.05981 ms: (2.05981 − 4.80622) / 4.80622 = −57.1 %
+    assert "  tp8 comm_time_s: 4.806 ms → 2.06 ms (−57.1 %)" in lines
+    # 5.26119 ms → 10.52239 ms, twice the weights per GPU
+    assert "  tp8 compute_time_s: 5.261 ms → 10.52 ms (+100 %)" in lines
+    # overhead 91.35 % → 19.58 %: a share, so the change is in percentage points (−71.8 pp)
+    assert "  tp8 overhead: 91.4 % → 19.6 % (−71.8 pp)" in lines
+    assert any(line.startswith("  tp8 #6 overhead above the policy") and line.endswith("fail → pass")
+               for line in lines)
+    # the model did not change: no line names it; unchanged results are not listed either
+    assert "llama" not in out
+    assert "tp8 regime" not in out and "tp8 bubble" not in out
+
+
+def test_markdown_diff(repo, capsys):
+    change_bandwidth_and_tp(repo / "plan.ccost")
+    code, out, _ = run(capsys, "--format", "markdown", "plan.ccost")
+    assert code == 0
+    assert out.startswith("### ccost diff: `HEAD:plan.ccost` → `working tree`")
+    assert "| link `nvl` | `bandwidth` | 450 GB/s | 900 GB/s |" in out
+    assert "| plan `tp8` | `tp` | 8 | 4 |" in out
+    assert "| `tp8` | `comm_time_s` | 4.806 ms | 2.06 ms | −57.1 % |" in out
+    assert "| `tp8` | 6 | overhead above the policy: reconsider the strategy | fail | **pass** |" in out
+
+
+def test_json_diff(repo, capsys):
+    change_bandwidth_and_tp(repo / "plan.ccost")
+    code, out, _ = run(capsys, "--format", "json", "plan.ccost")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["old"] == "HEAD:plan.ccost" and doc["new"] == "working tree" and doc["old_absent"] is False
+    inputs = {(i["kind"], i["block"], i["field"]): i for i in doc["inputs"]}
+    assert set(inputs) == {("link", "nvl", "bandwidth"), ("plan", "tp8", "tp")}
+    assert inputs["link", "nvl", "bandwidth"]["old"] == 450e9  # machine units: bytes per second
+    assert inputs["link", "nvl", "bandwidth"]["new"] == 900e9
+    assert (inputs["plan", "tp8", "tp"]["old"], inputs["plan", "tp8", "tp"]["new"]) == (8, 4)
+    results = {(r["plan"], r["metric"]): r for r in doc["results"]}
+    comm = results["tp8", "comm_time_s"]
+    assert comm["old"] == pytest.approx(OLD_COMM, rel=1e-6)
+    assert comm["new"] == pytest.approx(NEW_COMM, rel=1e-6)
+    assert comm["delta"] == pytest.approx(NEW_COMM / OLD_COMM - 1, rel=1e-6)
+    assert results["tp8", "compute_time_s"]["new"] == pytest.approx(NEW_COMPUTE, rel=1e-6)
+    assert results["tp8", "overhead"]["old"] == pytest.approx(OLD_COMM / OLD_COMPUTE, rel=1e-6)
+    assert results["tp8", "overhead"]["new"] == pytest.approx(NEW_COMM / NEW_COMPUTE, rel=1e-6)
+    assert ("tp8", "regime") not in results  # latency-bound before and after
+    status = {(c["plan"], c["id"]): (c["old"], c["new"]) for c in doc["checklist"]}
+    assert status["tp8", 6] == ("fail", "pass")
+    assert doc["plans_added"] == [] and doc["plans_removed"] == []
+
+
+def test_no_change(repo, capsys):
+    code, out, _ = run(capsys, "plan.ccost")
+    assert code == 0
+    assert "No change to inputs or results." in out
+    assert json.loads(run(capsys, "--format", "json", "plan.ccost")[1])["results"] == []
+
+
+def test_reformatting_alone_is_no_change(repo, capsys):
+    """Layout is not meaning: a spec rewritten on one line diffs as unchanged."""
+    p = repo / "plan.ccost"
+    p.write_text(p.read_text().replace("\n  ", "; ").replace("{;", "{"))
+    code, out, err = run(capsys, "plan.ccost")
+    assert code == 0, err
+    assert "No change to inputs or results." in out
+
+
+def test_explicit_revision_and_plans_added_removed(repo, capsys):
+    p = repo / "plan.ccost"
+    change_bandwidth_and_tp(p)
+    git(repo, "commit", "-q", "-am", "TP=4 on faster links")
+    p.write_text(p.read_text().replace("plan tp8 ", "plan tp4 ").replace("TP=8 decode", "TP=4 decode"))
+    code, out, _ = run(capsys, "--format", "json", "HEAD~1", "plan.ccost")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["old"] == "HEAD~1:plan.ccost"
+    assert doc["plans_added"] == ["tp4"] and doc["plans_removed"] == ["tp8"]
+    assert [(i["block"], i["field"]) for i in doc["inputs"]] == [("nvl", "bandwidth")]
+    code, text, _ = run(capsys, "HEAD~1", "plan.ccost")
+    assert "plans added: tp4" in text and "plans removed: tp8" in text
+
+
+def test_change_in_an_imported_file(repo, capsys):
+    """The spec itself is unchanged; the file it imports changed. The old side must read the import as
+    committed (through git), not from the working tree."""
+    (repo / "hw.ccost").write_text(HW)
+    (repo / "plan.ccost").write_text('import "hw.ccost"\n\n' + PLAN)
+    git(repo, "add", "hw.ccost", "plan.ccost")
+    git(repo, "commit", "-q", "-m", "hardware in its own file")
+    hw = (repo / "hw.ccost")
+    hw.write_text(hw.read_text().replace("bandwidth = 450 GB/s", "bandwidth = 900 GB/s"))
+    assert git(repo, "status", "--porcelain").strip() == "M hw.ccost"
+    code, out, err = run(capsys, "plan.ccost")
+    assert code == 0, err
+    assert "  link nvl.bandwidth: 450 GB/s → 900 GB/s" in out.splitlines()
+    # only the bandwidth term moves: 0.32622 ms → 0.16311 ms
+    assert "  tp8 bandwidth_term_s: 326.2 µs → 163.1 µs (−50 %)" in out.splitlines()
+    assert "tp8 latency_term_s" not in out
+
+
+def test_imported_file_added_since_revision(repo, capsys):
+    """At HEAD the spec had everything inline; now it imports a file that git never saw."""
+    (repo / "hw.ccost").write_text(HW.replace("450 GB/s", "900 GB/s"))
+    (repo / "plan.ccost").write_text('import "hw.ccost"\n\n' + PLAN)
+    code, out, err = run(capsys, "plan.ccost")
+    assert code == 0, err
+    assert "  link nvl.bandwidth: 450 GB/s → 900 GB/s" in out.splitlines()
+
+
+def test_spec_absent_at_revision(repo, capsys):
+    new = repo / "new.ccost"
+    new.write_text(HW + "\n" + PLAN)
+    code, out, err = run(capsys, "new.ccost")
+    assert code == 0, err
+    assert "The spec did not exist at HEAD:new.ccost: everything in it is added." in out
+    assert "plans added: tp8" in out
+    doc = json.loads(run(capsys, "--format", "json", "new.ccost")[1])
+    assert doc["old_absent"] is True and doc["plans_added"] == ["tp8"]
+    assert {"kind": "link", "name": "nvl"} in doc["blocks_added"]
+    assert doc["results"] == [] and doc["inputs"] == []
+    md = run(capsys, "--format", "markdown", "new.ccost")[1]
+    assert "did not exist at `HEAD:new.ccost`" in md
+
+
+def test_two_files(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not a git repository: two-file mode needs none
+    (tmp_path / "old.ccost").write_text(HW + PLAN)
+    (tmp_path / "new.ccost").write_text(HW.replace("450 GB/s", "900 GB/s") + PLAN)
+    code, out, err = run(capsys, "old.ccost", "new.ccost")
+    assert code == 0, err
+    assert out.splitlines()[0] == "ccost diff old.ccost → new.ccost"
+    assert "  link nvl.bandwidth: 450 GB/s → 900 GB/s" in out.splitlines()
+
+
+def test_errors_at_revision_exit_2(repo, capsys):
+    p = repo / "plan.ccost"
+    p.write_text(p.read_text().replace("alpha     = 2 us", "alpha     = 2 GB"))
+    git(repo, "commit", "-q", "-am", "broken")
+    p.write_text(p.read_text().replace("alpha     = 2 GB", "alpha     = 2 us"))
+    code, out, err = run(capsys, "plan.ccost")
+    assert code == 2
+    assert out == ""
+    assert "plan.ccost as of HEAD" in err and "E201" in err and "alpha" in err
+
+
+def test_errors_in_working_tree_exit_2(repo, capsys):
+    p = repo / "plan.ccost"
+    p.write_text(p.read_text().replace("tp        = 8", "tp        = 8 GB"))
+    code, _, err = run(capsys, "plan.ccost")
+    assert code == 2
+    assert "working tree" in err and "tp" in err
+
+
+def test_bad_revision_and_no_repository(repo, tmp_path_factory, capsys):
+    code, _, err = run(capsys, "no-such-branch", "plan.ccost")
+    assert code == 2 and "E502" in err and "no-such-branch" in err
+    code, _, err = run(capsys, "--", "--output=x", "plan.ccost")
+    assert code == 2 and "E502" in err
+    outside = tmp_path_factory.mktemp("nogit")
+    (outside / "a.ccost").write_text(HW + PLAN)
+    code, _, err = run(capsys, str(outside / "a.ccost"))
+    assert code == 2 and "not inside a git repository" in err
+
+
+def test_missing_spec_in_working_tree(repo, capsys):
+    code, _, err = run(capsys, "nope.ccost")
+    assert code == 2 and "no such file" in err
+
+
+def test_compare_recommendation_change(tmp_path, capsys, monkeypatch):
+    """A comparison whose winner flips is reported with the old and new recommendation."""
+    monkeypatch.chdir(tmp_path)
+    base = HW + PLAN + """
+plan tp4 extends tp8 { tp = 4 }
+
+compare layout { plans = [tp8, tp4] }
+"""
+    (tmp_path / "old.ccost").write_text(base)
+    # step time = compute + 160 AllReduces · (2(N-1)·α + 2(N-1)/N · m / 450 GB/s):
+    #   α = 2 µs:  tp8 5.261 + 4.480 + 0.326 = 10.07 ms;  tp4 10.522 + 1.920 + 0.280 = 12.72 ms → tp8
+    #   α = 10 µs: tp8 5.261 + 22.40 + 0.326 = 27.99 ms;  tp4 10.522 + 9.600 + 0.280 = 20.40 ms → tp4
+    (tmp_path / "new.ccost").write_text(base.replace("alpha     = 2 us", "alpha     = 10 us"))
+    code, out, err = run(capsys, "--format", "json", "old.ccost", "new.ccost")
+    assert code == 0, err
+    doc = json.loads(out)
+    [c] = doc["compares"]
+    assert c["compare"] == "layout"
+    assert c["old_ranking"] == ["tp8", "tp4"] and c["new_ranking"] == ["tp4", "tp8"]
+    assert c["old_recommendation"] != c["new_recommendation"]
+    text = run(capsys, "old.ccost", "new.ccost")[1]
+    assert "  layout: ranking tp8, tp4 → tp4, tp8" in text.splitlines()

@@ -615,3 +615,21 @@ def test_old_format_with_error_column():
     fit = fit_log(parse_log(text, "all_reduce_old.txt"))
     assert [line for line, _ in fit.excluded] == [7]  # the 4 MiB row, 5e-01, on line 7
     assert fit.bandwidth == pytest.approx(100e9, rel=0.01)
+
+
+def test_fit_for_link_reads_only_inside_the_spec_folder(tmp_path):
+    """A spec is untrusted: its link's source must not make the review read files outside its folder."""
+    from ccost.spec import Link
+
+    (tmp_path / "spec").mkdir()
+    shutil.copy(OCI, tmp_path / "outside.txt")
+    escape = Link("x", None, None, alpha=2e-6, bandwidth=1e9,
+                  source="measured: nccl-tests all_reduce_perf, ../outside.txt, 8 ranks, ring")
+    assert fit_for_link(escape, tmp_path / "spec") is None
+    absolute = Link("x", None, None, alpha=2e-6, bandwidth=1e9,
+                    source=f"measured: nccl-tests all_reduce_perf, {tmp_path / 'outside.txt'}, 8 ranks, ring")
+    assert fit_for_link(absolute, tmp_path / "spec") is None
+    shutil.copy(OCI, tmp_path / "spec" / "inside.txt")
+    inside = Link("x", None, None, alpha=2e-6, bandwidth=1e9,
+                  source="measured: nccl-tests all_reduce_perf, inside.txt, 8 ranks, ring")
+    assert fit_for_link(inside, tmp_path / "spec") is not None

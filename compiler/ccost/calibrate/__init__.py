@@ -54,8 +54,9 @@ def fit_for_link(link, spec_dir: Path | str) -> Fit | None:
 
     ``link.source`` is what ``ccost calibrate`` wrote: ``"measured: nccl-tests all_reduce_perf, LOG,
     8 ranks, ring, ..."``. LOG is looked up relative to the file the link was written in (its span), then
-    relative to ``spec_dir``. Returns None when the link is not measured by ``ccost calibrate`` or its log
-    is not there (a hand-written measured source, a moved log); raises ``CcostError`` (E501) when the
+    relative to ``spec_dir``; only files inside one of those folders are read. Returns None when the link
+    is not measured by ``ccost calibrate`` or its log is not there (a hand-written measured source, a moved
+    log, a path that leaves those folders); raises ``CcostError`` (E501) when the
     log is there but broken, because then the review would show a fit that is not the link's.
     """
     source = (getattr(link, "source", None) or "").strip()
@@ -89,8 +90,16 @@ def fit_for_link(link, spec_dir: Path | str) -> Fit | None:
     if span is not None and getattr(span, "file", None):
         dirs.append(Path(span.file).parent)
     dirs.append(Path(spec_dir))
-    for d in dirs:
-        candidate = d / log_name
+    if Path(log_name).is_absolute():
+        return None
+    # A spec is untrusted input (DESIGN principle 8): read only logs inside the spec's folder or the
+    # folder of the file that names them, never `../../somewhere` else, so that a review cannot be made
+    # to read (and quote in an error) other files.
+    roots = [d.resolve() for d in dirs]
+    for base in roots:
+        candidate = (base / log_name).resolve()
+        if not any(candidate.is_relative_to(root) for root in roots):
+            continue
         if candidate.is_file():
             log = read_log(candidate, ranks, display=str(candidate))
             alg = algorithm if algorithm in ("ring", "tree", "one_shot", "two_shot") else "ring"

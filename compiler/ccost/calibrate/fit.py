@@ -364,8 +364,7 @@ def _holdout(sizes: np.ndarray, times: np.ndarray, hops: float, ratio: float) ->
     """Every other size trains, the rest test. Why not random: sizes are a geometric grid, and
     alternating keeps both halves spread over the whole range, deterministically."""
     train = np.arange(len(sizes)) % 2 == 0
-    pieces = fit_pieces(sizes[train], times[train], max_pieces=MAX_PIECES if train.sum() >= 3 * MIN_POINTS
-                        else 1)
+    pieces = fit_pieces(sizes[train], times[train])  # as many pieces as the half allows, by the same rule
     ts, tt = sizes[~train], times[~train]
     pred = np.array([_piece_for(pieces, s).time(s) for s in ts])
     rel = np.abs(pred - tt) / tt

@@ -45,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "e.g. '300 GB/s' (default: from the GPU names in the log, when it lists them)")
     p.add_argument("--plot", default=None, metavar="FILE.svg", help="write an SVG of the fit (log-log)")
     p.add_argument("-o", "--output", default=None, metavar="FILE",
-                   help="write the block to FILE (atomically) instead of standard output")
+                   help="write the block to FILE (atomically) instead of standard output; the block's "
+                   "source then names the log relative to FILE, which is where the review looks for it")
 
 
 def _usage(message: str, help: str | None = None):

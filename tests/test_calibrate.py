@@ -633,3 +633,19 @@ def test_fit_for_link_reads_only_inside_the_spec_folder(tmp_path):
     inside = Link("x", None, None, alpha=2e-6, bandwidth=1e9,
                   source="measured: nccl-tests all_reduce_perf, inside.txt, 8 ranks, ring")
     assert fit_for_link(inside, tmp_path / "spec") is not None
+
+
+def test_synthetic_recovery_over_random_links():
+    """12 random links (α 0.5-20 µs, B 10-900 GB/s, P 2-64, ring or tree), 1 % noise, fixed seed: every
+    α and B back within 2 %. Hops and volume written by hand: ring 2(P−1), tree 2·⌈log2 P⌉; 2(P−1)/P·m."""
+    rng = np.random.default_rng(2026)
+    for i in range(12):
+        p = int(rng.choice([2, 4, 8, 16, 32, 64]))
+        alpha = 10 ** rng.uniform(math.log10(0.5e-6), math.log10(20e-6))
+        bw = 10 ** rng.uniform(10, math.log10(900e9))
+        alg = str(rng.choice(["ring", "tree"]))
+        hops = 2 * (p - 1) if alg == "ring" else 2 * math.ceil(math.log2(p))
+        text = synthetic_table("all_reduce_perf", p, alpha, bw, hops, 2 * (p - 1) / p, noise=0.01, seed=100 + i)
+        fit = fit_log(parse_log(text, f"random{i}.txt"), alg)
+        assert fit.alpha == pytest.approx(alpha, rel=0.02), (i, p, alg)
+        assert fit.bandwidth == pytest.approx(bw, rel=0.02), (i, p, alg)

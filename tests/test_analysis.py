@@ -63,6 +63,7 @@ def test_explain_values_equal_eval(name):
         assert steps["T_comm"] == r.doc["comm_time_s"]
         assert steps["T_compute"] == r.doc["compute_time_s"]
         assert steps["T_step"] == r.doc["step_time_s"]
+        assert steps["T_latency"] == r.doc["latency_s"]
         assert steps["efficiency"] == r.doc["efficiency"]
 
 
@@ -143,13 +144,14 @@ def test_continuous_optimum_only_where_the_notes_model_applies():
 
 
 def _doc(step, thr, ovh, eff, fits=True):
-    return {"step_time_s": step, "throughput_tokens_s": thr, "overhead": ovh, "efficiency": eff,
+    return {"step_time_s": step, "latency_s": step, "throughput_tokens_s": thr, "overhead": ovh, "efficiency": eff,
             "fits_memory": fits, "regime": "latency-bound", "title": None, "memory_bytes_per_gpu": 1e9,
             "checklist": []}
 
 
 def test_rank_by_each_metric_with_margin():
-    plans = {"a": _doc(0.020, 100.0, 0.5, 0.6), "b": _doc(0.010, 300.0, 0.2, 0.9), "c": _doc(0.015, 200.0, 0.3, 0.7)}
+    plans = {"a": _doc(0.020, 100.0, 0.5, 0.6), "b": _doc(0.010, 300.0, 0.2, 0.9),
+             "c": _doc(0.015, 200.0, 0.3, 0.7)}
     assert analysis.rank("latency", plans)[0] == ["b", "c", "a"]
     assert analysis.rank("throughput", plans)[0] == ["b", "c", "a"]
     assert analysis.rank("overhead", plans)[0] == ["b", "c", "a"]
@@ -191,6 +193,8 @@ def test_pipelining_enters_throughput_not_latency():
     spec = _load("a3-multi-node.ccost")
     m1 = evaluate.evaluate_plan(replace(spec.plans["tp8_pp2"], microbatches=1), spec.policy).doc
     m32 = evaluate.evaluate_plan(spec.plans["tp8_pp2"], spec.policy).doc
-    assert m1["step_time_s"] == m32["step_time_s"]
+    assert m1["latency_s"] == m32["latency_s"]  # one token still crosses both stages in turn
     # P·(1 − bubble): M = 1 → 2·(1 − 1/2) = 1; M = 32 → 2·32/33
+    assert m1["step_time_s"] == m1["latency_s"]
+    assert m32["step_time_s"] == pytest.approx(m32["latency_s"] * 33 / 64, rel=1e-12)
     assert m32["throughput_tokens_s"] / m1["throughput_tokens_s"] == pytest.approx(64 / 33, rel=1e-12)

@@ -149,7 +149,10 @@ def test_a3_option_b():
     assert tp(one) == pytest.approx(3.04 * MS, **EXACT)
     assert one["overhead"] == pytest.approx(0.203, **EXACT)
     assert tree["overhead"] == pytest.approx(0.270, **EXACT)
-    assert one["step_time_s"] == pytest.approx(18.2 * MS, **EXACT)  # B ≈ 18.2 ms per token
+    # B ≈ 18.2 ms per token: 15.11 + 3.04 + 0.024 ms, the stages one after another
+    assert one["latency_s"] == pytest.approx(18.18 * MS, **EXACT)
+    # pipelined with 32 micro-batches: 18.18 ms / (2 × 32/33) = 9.373 ms per step
+    assert one["step_time_s"] == pytest.approx(18.18 * MS * 33 / 64, **EXACT)
 
 
 def test_a3_ranking_b_over_a():

@@ -6,15 +6,18 @@ the checklist, sweeps and comparisons work on float results.
 How the step is put together (one place, so the review can say it):
 
 * ``T_comm`` = Σ count × time over the collective program; its latency and bandwidth terms likewise.
-* ``exposed`` = T_comm·(1 − overlap); ``step`` = T_compute + exposed. With pipeline parallelism this is the
-  latency of one step, the stages one after another (the notes' per-token latency, A3: 18.2 ms for
-  TP=8 × PP=2). **The bubble** (P−1)/(M+P−1) enters throughput, speedup and efficiency: with M
-  micro-batches in flight, P·(1 − bubble) = P·M/(M+P−1) steps overlap in the pipeline, so
-  throughput = tokens per step × P·(1 − bubble) / step. M = 1 gives no overlap, M → ∞ all P stages busy.
-* ``speedup`` = throughput / the throughput of one GPU running the same model instance's step alone (its
-  whole weights and the instance's KV cache, no communication): dp·P·(1 − bubble)·T₁/step, so a
-  single-stage, single-replica plan has the notes' T₁/T(N). ``efficiency`` = speedup / GPUs. With pure data
-  parallelism and a given ``compute_time`` this is seed 000's η = T_c/(T_c + exposed comm).
+* ``exposed`` = T_comm·(1 − overlap); ``latency`` = T_compute + exposed: one step of the batch through
+  every stage in turn (the notes' per-token latency; A3: 18.2 ms for TP=8 × PP=2; ``latency_s``).
+* **The bubble**: ``step`` = latency / (P·(1 − bubble)). With M micro-batches in flight the P stages work
+  at once except for the bubble (P−1)/(M+P−1), so on average P·(1 − bubble) = P·M/(M+P−1) stages are busy:
+  the step takes latency/P stretched by (M+P−1)/M, Megatron's pipeline formula. P = 1 or M = 1 give
+  step = latency. (Memory-bound decode re-reads a stage's weights for every micro-batch, which this
+  leaves out: for decode the pipelined step is optimistic.) ``step_time_s`` is this pipelined step.
+* ``throughput`` = tokens per step (all replicas) / step. ``speedup`` = throughput / the throughput of one
+  GPU running the same model instance's step alone (its whole weights and the instance's KV cache, no
+  communication) = dp·T₁/step, so a single-stage, single-replica plan has the notes' T₁/T(N).
+  ``efficiency`` = speedup / GPUs. With pure data parallelism and a given ``compute_time`` this is
+  seed 000's η = T_c/(T_c + exposed comm).
 * ``overhead`` = T_comm / T_compute (before overlap, as the notes define it).
 * ``regime``: latency-bound when the latency term of T_comm is the larger, else bandwidth-bound.
 """
@@ -49,7 +52,8 @@ class Metrics:
     T_bw: Num
     exposed: Num
     T_compute: Num
-    step: Num
+    latency: Num  # one step through every stage in turn
+    step: Num  # pipelined: latency / (P·(1 − bubble))
     overhead: Num
     bubble: Num
     in_flight: Num
@@ -91,18 +95,19 @@ def analyse(program: lower.Program) -> Metrics:
     hops = named("hops_step", _sum(k.count * k.cost.hops for k in coll), "latency steps per step")
     exposed = named("T_exposed", costs.exposed_comm(T_comm, x.overlap), "communication not hidden: "
                     "T_comm·(1 − overlap)")
-    step = named("T_step", c.T_compute + exposed, "step time: T_compute + T_exposed")
+    latency = named("T_latency", c.T_compute + exposed, "one step through every stage in turn: "
+                    "T_compute + T_exposed")
     ovh = named("overhead", costs.overhead(T_comm, c.T_compute), "T_comm / T_compute")
     bubble = named("bubble", costs.pipeline_bubble(x.pp, x.M), "pipeline bubble (P−1)/(M+P−1)")
-    in_flight = named("in_flight", x.pp * (1 - bubble), "steps in flight in the pipeline: P·(1 − bubble)")
+    in_flight = named("in_flight", x.pp * (1 - bubble), "stages busy at once in the pipeline: P·(1 − bubble)")
+    step = named("T_step", latency / in_flight, "pipelined step time: T_latency/(P·(1 − bubble))")
     gpus = named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
-    speedup = named("speedup", x.dp * in_flight * costs.speedup(c.T_one, step),
-                    "against one GPU: dp·P·(1 − bubble)·T_1/T_step")
+    speedup = named("speedup", x.dp * costs.speedup(c.T_one, step), "against one GPU: dp·T_1/T_step")
     eff = named("efficiency", speedup / gpus, "speedup / N")
-    thr = named("throughput", c.tokens_step * in_flight / step, "tokens/s: tokens_step·P·(1 − bubble)/T_step")
+    thr = named("throughput", c.tokens_step / step, "tokens/s: tokens_step/T_step")
     thr_gpu = named("throughput_GPU", thr / gpus, "tokens/s per GPU")
-    return Metrics(T_comm, T_lat, T_bw, exposed, c.T_compute, step, ovh, bubble, in_flight, gpus, speedup,
-                   eff, thr, thr_gpu, volume, hops)
+    return Metrics(T_comm, T_lat, T_bw, exposed, c.T_compute, latency, step, ovh, bubble, in_flight, gpus,
+                   speedup, eff, thr, thr_gpu, volume, hops)
 
 
 def regime(m: Metrics) -> str:
@@ -347,7 +352,7 @@ def _thr_key(thr: float) -> str:
 
 #: compare `by` → (document key, higher is better, how to print)
 COMPARE_METRICS = {
-    "latency": ("step_time_s", False, "per-step latency"),
+    "latency": ("latency_s", False, "per-step latency"),
     "throughput": ("throughput_tokens_s", True, "throughput"),
     "overhead": ("overhead", False, "communication overhead"),
     "efficiency": ("efficiency", True, "efficiency"),

@@ -139,7 +139,7 @@ def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, ite
                    "seq": plan.seq, "microbatches": plan.microbatches, "fsdp": plan.fsdp,
                    "allreduce": plan.allreduce, "cross_node": getattr(plan, "cross_node", "auto"),
                    "overlap": plan.overlap},
-        "latency_s": _f(m.step),
+        "latency_s": _f(m.latency),
         "throughput_tokens_s": _f(m.throughput),
         "throughput_per_gpu": _f(m.throughput_gpu),
         "tokens_per_step": _f(c.tokens_step),
@@ -223,7 +223,8 @@ def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
         r = evaluate_plan(plan, policy)
         d = r.doc
         point.update({
-            "gpus": d["gpus"], "step_time_s": d["step_time_s"], "speedup": d["speedup"],
+            "gpus": d["gpus"], "step_time_s": d["step_time_s"], "latency_s": d["latency_s"],
+            "speedup": d["speedup"],
             "efficiency": d["efficiency"], "overhead": d["overhead"], "compute_time_s": d["compute_time_s"],
             "comm_time_s": d["comm_time_s"], "throughput_tokens_s": d["throughput_tokens_s"],
             "memory_bytes_per_gpu": d["memory_bytes_per_gpu"], "fits_memory": d["fits_memory"],
@@ -320,8 +321,8 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
                                c.T_stage, c.T_compute, c.T_one]))
     groups.append(("memory", [c.mem_weights, c.mem_kv, c.mem_grads, c.mem_optimizer, c.mem_total,
                               c.mem_limit]))
-    groups.append(("totals", [m.volume, m.hops, m.T_lat, m.T_bw, m.T_comm, m.exposed, m.step, m.overhead,
-                              m.bubble, m.in_flight, m.gpus, m.speedup, m.efficiency, c.tokens_step,
+    groups.append(("totals", [m.volume, m.hops, m.T_lat, m.T_bw, m.T_comm, m.exposed, m.latency, m.overhead,
+                              m.bubble, m.in_flight, m.step, m.gpus, m.speedup, m.efficiency, c.tokens_step,
                               m.throughput, m.throughput_gpu]))
     sections: list[tuple[str, list[Step]]] = []
     cumulative: list = []

@@ -13,6 +13,9 @@ inputs the spec gave.
 Every formula of the cost model lives in ``ccost.costs`` (collectives, roofline, bubble); this module only
 says *which* collectives a plan implies, how many, how large, on which group and link.
 
+Counts are per step **along the critical path**: every stage's collectives as if the stages ran one
+after another (``ccost.analysis`` divides by the pipeline's overlap for the pipelined step time).
+
 The model, per step (decode: one token for every sequence; prefill: the prompt; train: one
 forward + backward pass over ``batch`` sequences of ``seq`` tokens), with B = batch, S = tokens per
 sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
@@ -33,7 +36,7 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
   seed 001 omits that factor.
 * **DP**: without FSDP, one gradient AllReduce per step of this GPU's parameters × grad bytes on the dp
   ranks (for a MoE model: the dense parameters over the dp·ep ranks that replicate them, the experts'
-  over the dp ranks). With FSDP: per layer, an AllGather of the layer's parameters before the forward and
+  over the dp ranks); the critical path counts one per stage (pp in all). With FSDP: per layer, an AllGather of the layer's parameters before the forward and
   again before the backward, and a ReduceScatter of its gradients (3·L collectives per step).
 * **Compute**, per GPU and stage: the roofline max(bytes read / HBM bandwidth, FLOPs / achieved FLOP/s).
   Bytes read: this GPU's weights (for a MoE model, every local expert: with B·top_k routed tokens most
@@ -480,8 +483,10 @@ def lower(static: Static, x: Inputs) -> Program:
         for suffix, p_gpu, size, stride, label in groups:
             if not static.fsdp:
                 m_dp = named(f"m_DP{suffix}", p_gpu * x.b_grad, f"gradients of this GPU's {label}")
+                n_dp = named(f"count_DP{suffix}", x.pp, "gradient AllReduces per step on the critical path: "
+                             "one per stage (each stage reduces its own parameters)")
                 coll.append(_collective(
-                    static, f"DP{suffix}", "allreduce", f"data-parallel gradients ({label})", 1, size, stride,
+                    static, f"DP{suffix}", "allreduce", f"data-parallel gradients ({label})", n_dp, size, stride,
                     m_dp, x, static.algorithm))
             else:
                 bw_ = b_w if b_w is not None else named("b_w", x.W / x.params, "weight bytes per parameter")

@@ -146,7 +146,9 @@ def plan_text(name: str, p: dict) -> str:
         ("communication", fmt_time(p["comm_time_s"])
          + f"  (latency {fmt_time(p['latency_term_s'])}, bandwidth {fmt_time(p['bandwidth_term_s'])})"),
         ("exposed communication", fmt_time(p["exposed_comm_s"])),
-        ("step time", fmt_time(p["step_time_s"])),
+        ("step time", fmt_time(p["step_time_s"])
+         + (f"  (pipelined; one pass through the stages: {fmt_time(p['latency_s'])})"
+            if p.get("latency_s") not in (None, p["step_time_s"]) else "")),
         ("overhead", fmt_pct(p["overhead"])),
         ("speedup", "—" if p["speedup"] is None else f"{fmt_num(p['speedup'], 3)}×"),
         ("efficiency", fmt_pct(p["efficiency"])),

@@ -37,6 +37,12 @@ def test_adding_different_dimensions_is_a_programming_error():
     with pytest.raises(DimensionError):
         derive.maximum(leaf("α", 2e-6, TIME), leaf("m", 1.0, INFORMATION))
     with pytest.raises(DimensionError):
+        leaf("α", 2e-6, TIME) < leaf("m", 1.0, INFORMATION)
+    # A plain number beside a Value is an SI quantity of the Value's dimension, as in float mode:
+    assert leaf("α", 2e-6, TIME) < 1e-3
+    assert derive.maximum(leaf("α", 2e-6, TIME), 1e-3).dim == TIME
+    assert derive.maximum(leaf("α", 2e-6, TIME), 1e-3).value == 1e-3
+    with pytest.raises(DimensionError):
         derive.log2(leaf("m", 1024, INFORMATION))
 
 

@@ -63,7 +63,9 @@ class Value:
     Arithmetic ``+ - * /`` and unary minus work with Values, ints and floats (a plain number is a
     dimensionless constant). Adding or comparing different dimensions raises ``DimensionError``, except
     that adding the literal ``0`` is allowed so that ``sum(values)`` works. Comparisons compare ``.value``
-    and return a ``Cond`` (a truthy object that also remembers the comparison for the derivation).
+    and return a ``Cond`` (a truthy object that also remembers the comparison for the derivation); in
+    comparisons and in ``maximum``/``minimum``/``choose`` a plain number beside a Value is read as an SI
+    quantity of the Value's dimension, as float mode reads it (``T > 1e-3``).
     """
 
     __slots__ = ("value", "dim", "name", "op", "args", "description", "source", "extra", "style")
@@ -140,10 +142,13 @@ class Value:
 
     # -- comparisons: on .value, remembered for the derivation ----------------------------------------
     def _cmp(self, other, sym: str, result: bool) -> "Cond":
+        # A plain number is compared as a quantity in SI units (``T > 1e-3`` works as in float mode);
+        # only two Values of different dimensions are refused.
+        if isinstance(other, Value):
+            _same_dim(self, other, sym)
+            return Cond(result, self, sym, other)
         o = _as_value(other)
-        if not (_is_plain(other) and o.value == 0):
-            _same_dim(self, o, sym)
-        return Cond(result, self, sym, o)
+        return Cond(result, self, sym, Value(o.value, self.dim, "const", (), extra=o.extra))
 
     def __lt__(self, other):
         return self._cmp(other, "<", self.value < value_of(other))
@@ -354,9 +359,13 @@ def sqrt(x):
 def _extreme(fname: str, npfn, pick_first, a, b):
     if isinstance(a, Value) or isinstance(b, Value):
         va, vb = _as_value(a), _as_value(b)
-        if not (_is_literal_zero(a) or _is_literal_zero(b)):
-            _same_dim(va, vb, fname)
-        dim = va.dim if not _is_literal_zero(a) else vb.dim
+        # A plain number takes the other operand's dimension (max(T, 0) as in float mode).
+        if not isinstance(a, Value):
+            va = Value(va.value, vb.dim, "const", (), extra=va.extra)
+        if not isinstance(b, Value):
+            vb = Value(vb.value, va.dim, "const", (), extra=vb.extra)
+        _same_dim(va, vb, fname)
+        dim = va.dim
         first = pick_first(va.value, vb.value)
         # Same float as float mode: the chosen operand, untouched.
         chosen = va.value if first else vb.value
@@ -413,7 +422,8 @@ def choose(options: Mapping[str, Any]):
         if value_of(vals[i]) < value_of(vals[best]):
             best = i
     if any(isinstance(v, Value) for v in vals):
-        vs = tuple(_as_value(v) for v in vals)
+        dim = next(v.dim for v in vals if isinstance(v, Value))
+        vs = tuple(v if isinstance(v, Value) else Value(float(v), dim, "const", (), extra=v) for v in vals)
         for v in vs[1:]:
             _same_dim(vs[0], v, "min")
         return labels[best], Value(vs[best].value, vs[best].dim, "choose", vs, extra=(tuple(labels), best))

@@ -321,7 +321,7 @@ def test_auto_picks_tree_for_small_messages_and_says_why():
     assert a.algorithm == "tree"
     assert a.cost.time == a.costs["tree"].time
     # crossover 2 µs × 450 GB/s = 900 kB; 512 KiB is below it
-    assert a.reason == ("tree: 6 hops beat ring's 14 at a 512 KiB message (14.04 µs vs 30.04 µs); "
+    assert a.reason == ("tree: 2·log₂8 = 6 hops beat ring's 14 at a 512 KiB message (14.04 µs vs 30.04 µs); "
                         "latency-bound below the crossover α·B = 900 kB")
 
 

@@ -283,13 +283,23 @@ def auto_allreduce(p: Num, m: Num, alpha: Num, bandwidth: Num, one_shot_latency:
     win = costs[choice]
     t = named(_tag("T", tag), best_time, f"time of one AllReduce, cheapest algorithm ({choice})")
     cost = Cost("allreduce", choice, win.hops, win.volume, win.latency, win.bandwidth_time, t)
-    return AutoChoice(choice, cost, _auto_reason(choice, costs, m, alpha, bandwidth), costs, tuple(candidates))
+    return AutoChoice(choice, cost, _auto_reason(choice, costs, p, m, alpha, bandwidth), costs,
+                      tuple(candidates))
 
 
-_HOPS_TEXT = {"ring": "2(P−1)", "tree": "2·log₂P", "one_shot": "1", "two_shot": "2"}
+def _hops_text(alg: str, p: Num, h: Num) -> str:
+    """``2·log₂8 = 6`` for the reason sentence (the hop formula with P put in, unless it is a constant
+    or ``p`` is None)."""
+    if p is None:
+        return _fmt_hops(h)
+    pv = float(derive.value_of(p))
+    ps = units.format_quantity(pv, units.DIMENSIONLESS)
+    pow2 = pv >= 1 and pv == int(pv) and (int(pv) & (int(pv) - 1)) == 0
+    text = {"ring": f"2·({ps} − 1)", "tree": f"2·log₂{ps}" if pow2 else f"2·⌈log₂{ps}⌉"}.get(alg)
+    return f"{text} = {_fmt_hops(h)}" if text else _fmt_hops(h)
 
 
-def _auto_reason(choice: str, costs: dict, m: Num, alpha: Num, bandwidth: Num) -> str:
+def _auto_reason(choice: str, costs: dict, p: Num, m: Num, alpha: Num, bandwidth: Num) -> str:
     """One sentence: the winner, the runner-up it beat, and on which side of the crossover α·B we are."""
     f = derive.value_of
     others = [c for c in costs if c != choice]
@@ -309,8 +319,8 @@ def _auto_reason(choice: str, costs: dict, m: Num, alpha: Num, bandwidth: Num) -
         why = f"ties with {runner} at a {msg} message ({t_w}; the earlier candidate wins)"
     elif f(w.hops) < f(r.hops):
         one = float(derive.value_of(w.hops)) == 1
-        why = (f"{_fmt_hops(w.hops)} {'hop beats' if one else 'hops beat'} {runner}'s {_fmt_hops(r.hops)} "
-               f"at a {msg} message ({t_w} vs {t_r})")
+        why = (f"{_hops_text(choice, p, w.hops)} {'hop beats' if one else 'hops beat'} {runner}'s "
+               f"{_fmt_hops(r.hops)} at a {msg} message ({t_w} vs {t_r})")
     else:
         why = f"{t_w} beats {runner}'s {t_r} at a {msg} message"
     return f"{choice}: {why}; {side}"
@@ -569,7 +579,9 @@ def _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates) 
     c = w.chosen
     chosen = Cost("allreduce", choice, c.hops, c.volume, c.latency, c.bandwidth_time, t, c.stages)
     link = intra if w.used == "intra" else inter
-    reason = _auto_reason(choice, {k: g.chosen for k, g in alts.items()}, m, link.alpha, link.bandwidth)
+    # Hierarchical hops add up three stages; no single hop formula to quote then.
+    ranks = p if w.used != "hierarchical" else None
+    reason = _auto_reason(choice, {k: g.chosen for k, g in alts.items()}, ranks, m, link.alpha, link.bandwidth)
     if w.used != "intra":
         reason += f" (priced {w.used} across nodes)"
     return GroupCost(chosen, w.flat, w.hierarchical, w.split, w.used, choice, reason, alts, tuple(candidates))

@@ -419,3 +419,12 @@ def test_pdf_pages_text_and_running_header(a1_review, tmp_path):
     assert "SHA-256" in pages[0] and "2026-01-01" in pages[0]
     assert "4.806 ms" in pages[3] and "2.246 ms" in pages[4]
     assert pages[5].count("PASS") == 12  # 6 pass rows per plan
+
+
+def test_html_ids_are_unique_with_several_charts(a1_review):
+    # matplotlib numbers ids per figure (axes_1, ...); three charts in one page must not clash.
+    html = render(a1_review())
+    ids = re.findall(r' id="([^"]+)"', html)
+    assert html.count("<svg") == 3 and len(ids) == len(set(ids))
+    for ref in re.findall(r'(?:href="#|url\(#)([^")]+)', html):
+        assert ref in ids, ref

@@ -108,7 +108,7 @@ def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[st
                     fit = fit_for_link(link, spec_dir)
                     from ccost.report.charts import inline_svg
 
-                    cal = (Calibration(link.name, inline_svg(plot_svg(fit)), link.source or "measured")
+                    cal = (Calibration(link.name, inline_svg(plot_svg(fit), f"calibration-{link.name}"), link.source or "measured")
                            if fit is not None else
                            Calibration(link.name, None, "measured, but its nccl-tests log was not found "
                                                         "next to the spec; no fit plot"))
@@ -123,11 +123,13 @@ def review(spec_path: str | Path, *, include_git: bool = True, environ: Mapping[
            cwd: Path | None = None, git_note: str = "not recorded", charts: bool = True) -> Review:
     """Check, evaluate and explain ``spec_path``; build the view model. Raises ``CcostError`` on a bad spec."""
     from ccost.check import load_spec
-    from ccost.evaluate import evaluate, explain, results_document
-    from ccost.report import build, provenance, render
+    from ccost import evaluate as E
 
     spec, warnings = load_spec(str(spec_path))
-    document = results_document(evaluate(spec))
+    document = E.results_document(E.evaluate(spec))
+    # The grouped derivation (inputs, each collective, compute, memory, totals) reads better than the flat
+    # list; both are ``explain``'s steps, so the review and `ccost explain` print the same values.
+    explain = getattr(E, "explain_sections", None) or E.explain
     steps = {name: explain(spec, name) for name in document.get("plans", {})}
     return review_from(spec, document, steps, spec_path=spec_path, warnings=warnings,
                        include_git=include_git, environ=environ, cwd=cwd, git_note=git_note, charts=charts)

@@ -119,7 +119,11 @@ def key_numbers_table(doc_plan: Mapping[str, Any]) -> V.Table:
             rows.append((V.label(key), V.fmt_value(key, doc_plan[key])))
     if "throughput_tokens_s" in doc_plan:
         rows.append(("throughput", throughput(doc_plan)))
-    return V.Table(("quantity", "value"), tuple(rows), (False, True))
+    # Two quantity/value pairs a row: the block stays short enough to share the page with the derivation.
+    half = (len(rows) + 1) // 2
+    left, right = rows[:half], rows[half:] + [("", "")] * (2 * half - len(rows))
+    return V.Table(("quantity", "value", "quantity", "value"), tuple(a + b for a, b in zip(left, right)),
+                   (False, True, False, True))
 
 
 def throughput(doc_plan: Mapping[str, Any]) -> str:
@@ -146,20 +150,39 @@ def collectives_table(doc_plan: Mapping[str, Any]) -> V.Table:
     return V.Table(tuple(h for _, h in COLLECTIVE_COLUMNS), tuple(rows), numeric, wide=True)
 
 
-def step_views(steps: Sequence[Any]) -> tuple[V.Step, ...]:
-    """``derive.Step`` values (duck-typed) as printable steps; inputs first keep their sources."""
-    out = []
-    for i, s in enumerate(steps, 1):
-        kind = getattr(s, "kind", "step")
-        desc = s.description or ""
-        extra = [x for x in (getattr(s, "source", None) and f"source: {s.source}", getattr(s, "note", None))
-                 if x]
-        if extra:
-            desc = "; ".join([desc, *extra]) if desc else "; ".join(extra)
-        formula = "" if kind == "input" else s.formula
-        substituted = "" if kind == "input" or s.substituted == s.formula else s.substituted
-        out.append(V.Step(i, s.name, desc, formula, substituted, s.result))
-    return tuple(out)
+def _step_view(i: int, s: Any) -> V.Step:
+    desc = s.description or ""
+    if getattr(s, "note", None):
+        desc = f"{desc}; {s.note}" if desc else s.note
+    substituted = "" if s.substituted == s.formula else s.substituted
+    return V.Step(i, s.name, desc, s.formula, substituted, s.result)
+
+
+def derivation(steps: Sequence[Any]) -> tuple[V.Table, tuple[V.StepGroup, ...]]:
+    """``explain`` output as an inputs table and numbered step groups.
+
+    ``steps`` is either the flat ``explain(spec, plan)`` list of ``derive.Step`` or the grouped
+    ``explain_sections`` list of ``(heading, steps)``; inputs (``kind == "input"``) go to the table.
+    """
+    if steps and isinstance(steps[0], tuple):
+        sections = [(h, list(ss)) for h, ss in steps]
+    else:
+        sections = [("derivation", list(steps))]
+    inputs = []
+    groups = []
+    n = 0
+    for heading, ss in sections:
+        out = []
+        for s in ss:
+            if getattr(s, "kind", "step") == "input":
+                inputs.append((s.name, s.result, s.description or "", getattr(s, "source", None) or ""))
+            else:
+                n += 1
+                out.append(_step_view(n, s))
+        if out:
+            groups.append(V.StepGroup(heading, tuple(out)))
+    table = V.Table(("symbol", "value", "meaning", "from"), tuple(inputs), (False, True, False, False))
+    return table, tuple(groups)
 
 
 def plan_section(name: str, doc_plan: Mapping[str, Any], steps: Sequence[Any],
@@ -168,24 +191,38 @@ def plan_section(name: str, doc_plan: Mapping[str, Any], steps: Sequence[Any],
     for c in doc_plan.get("collectives") or ():
         if c.get("reason"):
             notes.append(f"{c.get('kind')} ({c.get('purpose')}): {c['reason']}")
+        direct = c.get("one_shot_direct")
+        if isinstance(direct, Mapping) and direct.get("note"):
+            notes.append(f"{c.get('kind')} ({c.get('purpose')}), one-shot volume: {direct['note']}")
     figures = tuple(V.Figure(cal.svg, f"Calibration of link {cal.link}: {cal.note}")
                     for cal in calibrations if cal.svg)
     notes += [f"Calibration of link {cal.link}: {cal.note}" for cal in calibrations if not cal.svg]
+    inputs, groups = derivation(steps)
     return V.PlanSection(name, doc_plan.get("title") or name, key_numbers_table(doc_plan),
-                         collectives_table(doc_plan), step_views(steps), figures, tuple(notes))
+                         collectives_table(doc_plan), inputs, groups, figures, tuple(notes))
 
 
 def checklist(name: str, doc_plan: Mapping[str, Any]) -> V.PlanChecklist:
     rows = tuple(V.ChecklistRow(str(item.get("id", "")), item.get("title", ""), str(item.get("status", "n/a")),
-                                _checklist_value(item.get("value")), _checklist_value(item.get("threshold")),
+                                _checklist_value(item.get("id"), item.get("value")),
+                                _checklist_value(item.get("id"), item.get("threshold")),
                                 item.get("note") or "")
                  for item in doc_plan.get("checklist") or ())
     return V.PlanChecklist(name, doc_plan.get("title") or name, rows, verdict_counts(rows))
 
 
-def _checklist_value(v: Any) -> str:
+# What the value of each checklist item measures (the ten items of the notes' section 7, seed-examples A5),
+# so it prints with its unit: bytes, seconds or a fraction.
+CHECKLIST_UNITS = {1: "weight_bytes", 2: "volume_bytes", 4: "comm_time_s", 5: "overhead", 6: "overhead",
+                   9: "efficiency", 10: "bubble"}
+
+
+def _checklist_value(item_id: Any, v: Any) -> str:
     if v is None:
         return "—"
+    key = CHECKLIST_UNITS.get(item_id) if isinstance(item_id, int) else None
+    if key and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return V.fmt_value(key, v)
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return units._sig(float(v), 4) if not float(v).is_integer() else f"{int(v):,}"
     return V.fmt_value("", v)
@@ -219,6 +256,10 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
     cost = {k: v for k, v in (s.get("cost_optimal") or {}).items()}
     rows = []
     for i, p in enumerate(points):
+        if p.get("error"):
+            rows.append(tuple([V.fmt_value(f, p.get(f)) for f in fields] + ["—"] * len(metrics)
+                              + [f"not evaluated: {p['error']}"]))
+            continue
         marks = []
         if opt and _same_point(p, opt, fields):
             marks.append("time-optimal")
@@ -254,19 +295,30 @@ def sweep_figures(name: str, s: Mapping[str, Any], field: str, points: Sequence[
                   policy: S.Policy | None) -> list[V.Figure]:
     from ccost.report import charts
 
+    points = [p for p in points if not p.get("error")]  # points that could not be evaluated: table only
+    if len(points) < 2:
+        return []
     xs = [p[field] for p in points]
     out = []
-    if all(k in p and p[k] is not None for p in points for k in ("compute_time_s", "latency_term_s",
-                                                                  "bandwidth_term_s")):
+    step = ([p["step_time_s"] for p in points] if all(p.get("step_time_s") is not None for p in points)
+            else None)
+    split = all(p.get(k) is not None for p in points for k in ("compute_time_s", "latency_term_s",
+                                                                "bandwidth_term_s"))
+    if split:
         svg = charts.sweep_time_chart(xs, field, [p["compute_time_s"] for p in points],
-                                      [p["latency_term_s"] for p in points],
-                                      [p["bandwidth_term_s"] for p in points],
-                                      [p["step_time_s"] for p in points] if all(
-                                          p.get("step_time_s") is not None for p in points) else None,
-                                      f"{name}: step time by term")
+                                      [("latency term (α·hops)", [p["latency_term_s"] for p in points]),
+                                       ("bandwidth term (volume/B)", [p["bandwidth_term_s"] for p in points])],
+                                      step, f"{name}: step time by term")
         out.append(V.Figure(svg, f"Step time of sweep {name} against {field}, split into compute, the "
                                  "latency term and the bandwidth term of communication (stacked); the line "
                                  "is the step time (compute + exposed communication)."))
+    elif all(p.get(k) is not None for p in points for k in ("compute_time_s", "comm_time_s")):
+        # The document's sweep points carry T_comm but not its latency/bandwidth split: stack what it has.
+        svg = charts.sweep_time_chart(xs, field, [p["compute_time_s"] for p in points],
+                                      [("communication T_comm", [p["comm_time_s"] for p in points])],
+                                      step, f"{name}: step time by term")
+        out.append(V.Figure(svg, f"Step time of sweep {name} against {field}: compute and communication "
+                                 "(stacked); the line is the step time (compute + exposed communication)."))
     if all(p.get("efficiency") is not None for p in points):
         thresholds = []
         for thr in (s.get("cost_optimal") or {}):

@@ -45,19 +45,28 @@ def _pyplot():
     return plt
 
 
-def _to_svg(fig) -> str:
+def _to_svg(fig, title: str) -> str:
     plt = _pyplot()
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "ccost"}, bbox_inches="tight")
     plt.close(fig)
-    return inline_svg(buf.getvalue())
+    return inline_svg(buf.getvalue(), title)
 
 
-def inline_svg(svg: str) -> str:
-    """An SVG document made fit to sit inside HTML: no XML declaration or DOCTYPE, and no fixed size, so
-    CSS scales it to the column (its viewBox keeps the aspect ratio)."""
+def inline_svg(svg: str, key: str) -> str:
+    """An SVG document made fit to sit inside HTML next to others.
+
+    Drops the XML declaration and DOCTYPE; drops the fixed size, so CSS scales it to the column (its
+    viewBox keeps the aspect ratio); prefixes every id (and every reference to one) with ``key``, because
+    matplotlib numbers ids per figure (``axes_1``, ``text_9``) and two charts in one page would clash.
+    """
     svg = svg[svg.index("<svg"):]
-    return re.sub(r'(<svg[^>]*?) width="[^"]*" height="[^"]*"', r'\1 class="chart"', svg, count=1)
+    svg = re.sub(r'(<svg[^>]*?) width="[^"]*" height="[^"]*"', r'\1 class="chart"', svg, count=1)
+    prefix = re.sub(r"[^A-Za-z0-9]+", "-", key).strip("-") or "chart"
+    ids = set(re.findall(r' id="([^"]+)"', svg))
+    svg = re.sub(r' id="([^"]+)"', lambda m: f' id="{prefix}-{m.group(1)}"', svg)
+    return re.sub(r'(href="#|url\(#)([^")]+)',
+                  lambda m: m.group(1) + (f"{prefix}-{m.group(2)}" if m.group(2) in ids else m.group(2)), svg)
 
 
 def _time_axis(values_s: Sequence[float]) -> tuple[float, str]:
@@ -80,19 +89,19 @@ def _x_axis(ax, xs: Sequence[float], label: str) -> None:
 
 
 def sweep_time_chart(xs: Sequence[float], x_label: str, compute: Sequence[float],
-                     latency: Sequence[float], bandwidth: Sequence[float],
+                     comm_terms: Sequence[tuple[str, Sequence[float]]],
                      step: Sequence[float] | None, title: str) -> str:
-    """Step time against the swept field, split into compute, latency and bandwidth terms (stacked)."""
+    """Step time against the swept field: compute, then each communication term, stacked; ``step`` as a
+    line. ``comm_terms`` is ``[("latency term", [...]), ("bandwidth term", [...])]`` or one total."""
     plt = _pyplot()
     with plt.rc_context(_RC):
         fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.3))
-        factor, unit = _time_axis([c + la + b for c, la, b in zip(compute, latency, bandwidth)]
-                                  + list(step or []))
-        c = [v / factor for v in compute]
-        la = [v / factor for v in latency]
-        b = [v / factor for v in bandwidth]
-        ax.stackplot(xs, c, la, b, labels=["compute", "latency term (α·hops)", "bandwidth term (volume/B)"],
-                     colors=[COLOURS["compute"], COLOURS["latency"], COLOURS["bandwidth"]], alpha=0.85)
+        tops = [c + sum(t[i] for _, t in comm_terms) for i, c in enumerate(compute)]
+        factor, unit = _time_axis(tops + list(step or []))
+        series = [[v / factor for v in compute]] + [[v / factor for v in t] for _, t in comm_terms]
+        colours = [COLOURS["compute"], COLOURS["latency"], COLOURS["bandwidth"]][:len(series)]
+        ax.stackplot(xs, *series, labels=["compute"] + [label for label, _ in comm_terms], colors=colours,
+                     alpha=0.85)
         if step is not None:
             ax.plot(xs, [v / factor for v in step], color=COLOURS["step"], marker="o", markersize=3,
                     linewidth=1.2, label="step time (compute + exposed comm)")
@@ -101,7 +110,7 @@ def sweep_time_chart(xs: Sequence[float], x_label: str, compute: Sequence[float]
         ax.set_ylim(bottom=0)
         ax.set_title(title, loc="left")
         ax.legend(loc="upper right", frameon=False)
-        return _to_svg(fig)
+        return _to_svg(fig, title)
 
 
 def sweep_efficiency_chart(xs: Sequence[float], x_label: str, efficiency: Sequence[float],
@@ -128,7 +137,7 @@ def sweep_efficiency_chart(xs: Sequence[float], x_label: str, efficiency: Sequen
         ax.set_ylim(0, 105)
         ax.set_title(title, loc="left")
         ax.legend(loc="lower left", frameon=False)
-        return _to_svg(fig)
+        return _to_svg(fig, title)
 
 
 def compare_chart(names: Sequence[str], compute: Sequence[float], latency: Sequence[float],
@@ -156,4 +165,4 @@ def compare_chart(names: Sequence[str], compute: Sequence[float], latency: Seque
         ax.set_title(title, loc="left")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22 - 0.1 / max(len(names), 1)), ncol=4,
                   frameon=False)
-        return _to_svg(fig)
+        return _to_svg(fig, title)

@@ -141,12 +141,19 @@ class PlanChecklist:
 
 
 @dataclass(frozen=True)
+class StepGroup:
+    heading: str
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
 class PlanSection:
     name: str
     title: str
     key_numbers: Table
     collectives: Table
-    steps: tuple[Step, ...]
+    inputs: Table  # the derivation's inputs: symbol, value, meaning, where it came from
+    groups: tuple[StepGroup, ...]  # the derivation's steps, grouped (each collective, compute, ...)
     figures: tuple[Figure, ...] = ()
     notes: tuple[str, ...] = ()
 

@@ -424,7 +424,8 @@ def group_cost(kind: str, algorithm: str | None, p: Num, m: Num, per_node: Num, 
     ``algorithm="auto"`` (AllReduce only) prices every algorithm of ``candidates`` on the topology and
     keeps the cheapest (ties: the earlier candidate), with ``reason`` saying why, as ``auto_allreduce``
     does for one link. ``cross_node``: ``"auto"`` takes the cheaper of flat and hierarchical (ties:
-    flat), or force one.
+    flat), or force one. n = p/g is used as it comes: when g does not divide p the two-level formulas
+    are evaluated with a fractional n (the checker keeps real plans' groups aligned to nodes).
     Works elementwise when ``p``, ``per_node``, ``m`` or link parameters are arrays (``used`` is then an
     index array into ``GROUP_MODES``). A group that spans nodes without an ``inter`` link is a
     programming error (the checker rejects such a spec) and raises ValueError.

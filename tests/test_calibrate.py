@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ccost.calibrate import fit_for_link, fit_log, link_block, parse_log, plot_svg, read_log
-from ccost.calibrate.files import parse_bytes, write_atomic
+from ccost.calibrate.files import parse_bytes
 from ccost.calibrate.fit import fit_line, fit_pieces
 from ccost.cli import main
 from ccost.diagnostics import CcostError
@@ -505,13 +505,16 @@ def test_cli_malformed_log_shows_the_line(capsys):
     assert "Traceback" not in err
 
 
-def test_atomic_write_keeps_the_old_file_on_failure(tmp_path):
-    target = tmp_path / "a.ccost"
+def test_failed_run_leaves_the_previous_output_in_place(tmp_path, capsys):
+    target = tmp_path / "link.ccost"
     target.write_text("old\n")
-
-    with pytest.raises(TypeError):
-        write_atomic(target, None)  # writing None fails inside the temporary file
-    assert target.read_text() == "old\n" and not list(tmp_path.glob(".*.tmp"))
+    assert main(["calibrate", str(DATA / "cut_mid_row.txt"), "-o", str(target), "--plot",
+                 str(tmp_path / "fit.svg")]) == 2
+    assert target.read_text() == "old\n" and not (tmp_path / "fit.svg").exists()
+    assert not list(tmp_path.glob(".*.tmp"))
+    # an unwritable target is a clear error, not a traceback
+    assert main(["calibrate", str(OCI), "-o", str(tmp_path)]) == 2
+    assert "cannot write" in capsys.readouterr().err
 
 
 def test_sizes_option_fits_the_decode_range(tmp_path, capsys):

@@ -1,13 +1,12 @@
-"""The calibrate package's only file access: read a log, write an output atomically.
+"""The calibrate package's only file access: read a log.
 
 Kept apart so that parsing and fitting stay pure (DESIGN principle 7); the CLI and the report writer call
-these.
+it. Outputs are written by the CLI through ``ccost.report.atomic``.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from ccost.calibrate.logs import MAX_LOG_BYTES, NcclLog, parse_log
@@ -54,28 +53,4 @@ def parse_bytes(data: bytes, name: str, ranks: int | None = None) -> NcclLog:
         return parse_log(text, name, ranks)
     except CcostError as exc:
         exc.sources = {name: text}  # the CLI shows the offending line with a caret
-        raise
-
-
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write via a temporary file in the same folder and rename, so a failed run never leaves half a file."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise CcostError(error("E501", f"cannot write {target}: {exc.strerror or exc}", None,
-                               "check that the folder exists and is writable")) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; the output is an ordinary file
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise

@@ -97,10 +97,26 @@ def _command(args: argparse.Namespace) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def _write_all(outputs: list[tuple[str, str]]) -> None:
+    """Block and plot land together or not at all (INTERFACE.md: never a half-written output)."""
+    from ccost.report.atomic import AtomicFiles
+
+    files = AtomicFiles()
+    try:
+        for path, text in outputs:
+            if Path(path).is_dir():
+                raise IsADirectoryError(21, "it is a folder", path)
+            files.write(Path(path), text.encode("utf-8"))
+        files.commit()
+    except OSError as exc:
+        files.discard()  # no temporary file left behind
+        raise _usage(f"cannot write {exc.filename or 'the output'}: {exc.strerror or exc}",
+                     "check that the path is a file in a folder you can write") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from ccost.calibrate import fit_test, link_block, quality_lines, read_log
     from ccost.calibrate.block import valid_name
-    from ccost.calibrate.files import write_atomic
     from ccost.calibrate.fit import select_test
     from ccost.diagnostics import CcostError, render_all, use_colour
 
@@ -167,12 +183,16 @@ def run(args: argparse.Namespace) -> int:
 
     if warnings:
         print(render_all(warnings, None, use_colour(sys.stderr)), file=sys.stderr)
+    outputs: list[tuple[str, str]] = []
+    if args.output:
+        outputs.append((args.output, text))
     if args.plot:
         from ccost.calibrate import plot_svg
 
-        write_atomic(args.plot, plot_svg(fit))
+        outputs.append((args.plot, plot_svg(fit)))
+    if outputs:
+        _write_all(outputs)
     if args.output:
-        write_atomic(args.output, text)
         print(f"wrote {args.output}: link {args.name}, alpha {fit.alpha * 1e6:.4g} us, bandwidth "
               f"{fit.bandwidth / 1e9:.4g} GB/s", file=sys.stderr)
     else:

@@ -298,3 +298,56 @@ compare layout { plans = [tp8, tp4] }
     assert c["old_recommendation"] != c["new_recommendation"]
     text = run(capsys, "old.ccost", "new.ccost")[1]
     assert "  layout: ranking tp8, tp4 → tp4, tp8" in text.splitlines()
+
+
+# ---------------------------------------------------------------------------------------------------
+# The docs: the example in docs/git-workflow.md is what ccost prints, and the CI example uses real options.
+
+DOCS = Path(__file__).parent.parent / "docs"
+SPECS = Path(__file__).parent.parent / "specs"
+
+
+def test_git_workflow_doc_example_is_current(tmp_path, capsys, monkeypatch):
+    import re
+    import shutil
+
+    doc = (DOCS / "git-workflow.md").read_text()
+    block = doc.split("$ ccost diff specs/a1-tp-decode.ccost\n", 1)[1].split("```", 1)[0]
+    expected = [line for line in block.splitlines() if line.strip() and line.strip() != "..."]
+    assert len(expected) >= 10
+    git(tmp_path, "init", "-q")
+    (tmp_path / "specs").mkdir()
+    spec = tmp_path / "specs" / "a1-tp-decode.ccost"
+    shutil.copy(SPECS / "a1-tp-decode.ccost", spec)
+    git(tmp_path, "add", "specs")
+    git(tmp_path, "commit", "-q", "-m", "A1")
+    text, n1 = re.subn(r"(\n\s*bandwidth\s*=\s*)450 GB/s", r"\g<1>900 GB/s", spec.read_text(), count=1)
+    text, n2 = re.subn(r"(plan tp8 [^{]*\{[^}]*allreduce\s*=\s*)ring", r"\g<1>tree", text, count=1)
+    assert n1 == n2 == 1
+    spec.write_text(text)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "specs/a1-tp-decode.ccost")
+    assert code == 0, err
+    lines = out.splitlines()
+    missing = [line for line in expected if line not in lines]
+    assert not missing, "docs/git-workflow.md shows lines ccost no longer prints"
+
+
+def test_ci_example_uses_real_commands_and_options(capsys):
+    import re
+
+    import yaml
+
+    workflow = yaml.safe_load((DOCS / "examples" / "ccost-ci.yml").read_text())
+    runs = [s["run"] for s in workflow["jobs"]["plans"]["steps"] if "run" in s]
+    calls = []
+    for script in runs:
+        for line in script.splitlines():
+            code = line.split(" #", 1)[0]
+            calls += re.findall(r"\bccost (check|fmt|diff|eval|report)((?: --[\w-]+)*)", code)
+    assert {verb for verb, _ in calls} == {"fmt", "diff", "check"}
+    for verb, flags in calls:
+        assert main([verb, "--help"]) == 0
+        help_text = capsys.readouterr().out
+        for flag in flags.split():
+            assert flag in help_text, f"ccost {verb} has no {flag}"

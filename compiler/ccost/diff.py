@@ -390,9 +390,22 @@ def to_text(d: SpecDiff) -> str:
 
 
 def _md(text: str) -> str:
-    """Escape what would break a Markdown table cell or start markup."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("*", "\\*") \
-        .replace("_", "\\_").replace("<", "&lt;")
+    """Make text safe in a Markdown table cell: `|` would end the cell, `<` could open HTML, a newline would
+    end the row. Underscores and backticks stay: GitHub renders `tp8_pp2` and code spans as meant."""
+    return text.replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
+
+
+# Results a reviewer weighs first; in Markdown the others fold away when there are many.
+HEADLINE = ("gpus", "step_time_s", "overhead", "efficiency", "memory_bytes_per_gpu", "fits_memory", "regime")
+MD_SHORT = 12
+
+
+def _md_results(rows: tuple[ResultChange, ...] | list[ResultChange]) -> list[str]:
+    out = ["| plan | metric | old | new | Δ |", "|---|---|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| `{r.plan}` | `{r.metric}` | {_md(r.old_text)} | {_md(r.new_text)} | "
+                   f"{r.delta_text or '—'} |")
+    return out + [""]
 
 
 def to_markdown(d: SpecDiff) -> str:
@@ -414,11 +427,16 @@ def to_markdown(d: SpecDiff) -> str:
             out.append(f"| {block} | `{c.field}` | {_md(c.old_text)} | {_md(c.new_text)} |")
         out.append("")
     if d.results:
-        out += ["#### Results changed", "", "| plan | metric | old | new | Δ |", "|---|---|---:|---:|---:|"]
-        for r in d.results:
-            out.append(f"| `{r.plan}` | `{r.metric}` | {_md(r.old_text)} | {_md(r.new_text)} | "
-                       f"{r.delta_text or '—'} |")
-        out.append("")
+        out += ["#### Results changed", ""]
+        head = [r for r in d.results if r.metric in HEADLINE]
+        if len(d.results) <= MD_SHORT or not head:
+            out += _md_results(d.results)
+        else:
+            # A pull-request comment shows what a reviewer weighs first; the rest folds away.
+            out += _md_results(head)
+            out += [f"<details><summary>All {len(d.results)} changed results</summary>", ""]
+            out += _md_results(d.results)
+            out += ["</details>", ""]
     if d.checklist:
         out += ["#### Checklist status changed", "", "| plan | # | item | old | new |",
                 "|---|---:|---|---|---|"]

@@ -23,7 +23,8 @@ HELP = "rewrite specs in canonical form, comments kept"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("specs", nargs="+", metavar="SPEC", help=".ccost files to format in place")
+    parser.add_argument("specs", nargs="+", metavar="SPEC",
+                        help=".ccost files to format in place; a folder means every .ccost file under it")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; print a unified diff of what would change and exit 1 if "
                              "any file is not in canonical form (for CI)")
@@ -72,12 +73,24 @@ def _write(path: Path, text: str) -> None:
         os.chmod(path, mode)
 
 
+def expand(paths: list[str]) -> list[str]:
+    """Files as given; a folder becomes its .ccost files, recursively, in sorted order (so that
+    `ccost fmt --check specs/` is one CI line)."""
+    out: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            out += sorted(str(f) for f in Path(p).rglob("*.ccost") if f.is_file())
+        else:
+            out.append(p)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from ccost.syntax.parse import read_source
 
     failed: list[tuple[list[Diagnostic], dict[str, str]]] = []
     changed = unchanged = 0
-    for name in args.specs:
+    for name in expand(args.specs):
         path = Path(name)
         try:
             text = read_source(name)

@@ -1,0 +1,165 @@
+"""The schema table: the generated docs stay in step, the unit table agrees with Pint, defaults agree with
+the entities, every documented example checks, a new block kind is one table entry, and checking does not
+load heavy libraries."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ccost import schema as SC
+from ccost import spec as S
+from ccost import units as U
+from ccost.check import check_text
+from ccost.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_docs_language_md_is_in_step_with_the_schema():
+    committed = (REPO / "docs" / "language.md").read_text(encoding="utf-8")
+    assert committed == SC.markdown(), "docs/language.md is stale: run `ccost schema > docs/language.md`"
+
+
+def test_ccost_schema_prints_the_reference(capsys):
+    assert main(["schema"]) == 0
+    assert capsys.readouterr().out == SC.markdown()
+
+
+def test_reference_covers_every_field_and_code():
+    from ccost.diagnostics import CODES
+
+    doc = SC.markdown()
+    for kind in SC.SCHEMA.values():
+        assert f"### {kind.name}" in doc
+        for f in kind.fields:
+            assert f"| `{f.name}` |" in doc
+            assert f.doc and f.example
+    for code in CODES:
+        assert f"| {code} |" in doc
+    assert "`cross_node`" in doc and "`hierarchical`" in doc
+
+
+def test_unit_table_agrees_with_pint():
+    """Pint is the source of truth; the committed table (units_table.py) is only a cache of it."""
+    from ccost.units_table import UNITS
+
+    assert set(UNITS) == set(U.table_units()), "units_table.py is stale: python -m ccost.units --regen"
+    for name, (factor, dim) in UNITS.items():
+        pf, pd = U._parse_with_pint(name, name, name)
+        assert pd == dim, name
+        assert pf == pytest.approx(factor, rel=1e-12), name
+
+
+@pytest.mark.parametrize("unit,factor,dim", [
+    # hand-written: decimal and binary prefixes, bits, FLOP, the TFLOPS alias
+    ("us", 1e-6, U.TIME), ("µs", 1e-6, U.TIME), ("μs", 1e-6, U.TIME), ("min", 60.0, U.TIME),
+    ("KB", 1e3, U.INFORMATION), ("kB", 1e3, U.INFORMATION), ("KiB", 1024.0, U.INFORMATION),
+    ("GiB", 2.0**30, U.INFORMATION), ("Gbit", 1e9 / 8, U.INFORMATION), ("Gb", 1e9 / 8, U.INFORMATION),
+    ("GB/s", 1e9, U.BANDWIDTH), ("Gbit/s", 1.25e8, U.BANDWIDTH), ("TFLOP", 1e12, U.COMPUTE),
+    ("TFLOP/s", 1e12, U.FLOP_RATE), ("TFLOPS", 1e12, U.FLOP_RATE), ("%", 0.01, U.DIMENSIONLESS),
+])
+def test_units_users_write(unit, factor, dim):
+    f, d = U.parse_unit(unit)
+    assert d == dim and f == pytest.approx(factor)
+
+
+def test_unknown_units_still_go_through_pint_and_suggest():
+    with pytest.raises(U.UnitError) as e:
+        U.parse_unit("GBps")
+    assert e.value.suggestion == "GB/s"
+    assert U.parse_unit("kFLOP/ms") == (pytest.approx(1e6), U.FLOP_RATE)  # not in the table: Pint answers
+
+
+def test_schema_defaults_match_the_entities():
+    """A default lives in two places (the schema for docs and checking, the dataclass for code that builds
+    entities by hand); they must agree."""
+    classes = {"link": S.Link, "gpu": S.Gpu, "cluster": S.Cluster, "model": S.Model, "plan": S.Plan,
+               "compare": S.Compare, "policy": S.Policy}
+    for kind, cls in classes.items():
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        for f in SC.SCHEMA[kind].fields:
+            assert f.name in fields, f"{kind}.{f.name} is not an attribute of {cls.__name__}"
+            d = fields[f.name].default
+            if isinstance(f.default, SC.Same) or f.default is None:
+                assert d is None or f.required or f.name in ("gpu", "intra_node", "model", "cluster"), (kind, f.name)
+            else:
+                assert d == f.default, (kind, f.name, d, f.default)
+
+
+def test_enums_come_from_the_spec_constants():
+    plan = SC.SCHEMA["plan"]
+    assert plan.field("allreduce").type.values == S.ALLREDUCE_ALGORITHMS
+    assert plan.field("phase").type.values == S.PHASES
+    assert plan.field("cross_node").type.values == S.CROSS_NODE == ("auto", "flat", "hierarchical")
+    assert SC.SCHEMA["model"].field("weights").type.values == tuple(S.DTYPE_BYTES)
+
+
+HARDWARE = '''
+link nvlink4 { alpha = 2 us; bandwidth = 450 GB/s }
+link ib_ndr { alpha = 3 us; bandwidth = 50 GB/s }
+gpu h100 { memory = 80 GB; hbm_bandwidth = 3.35 TB/s; flops = 989 TFLOP/s }
+cluster hgx { gpu = h100; intra_node = nvlink4; nodes = 2; inter_node = ib_ndr }
+model llama3_70b { layers = 80; hidden = 8192; params = 70.6e9; experts = 8 }
+plan tp8 { model = llama3_70b; cluster = hgx; phase = train; seq = 4096 }
+plan tp16 extends tp8 { }
+plan tp8_pp2 extends tp8 { }
+'''
+
+
+@pytest.mark.parametrize("kind,field", [(k.name, f.name) for k in SC.SCHEMA.values() for f in k.fields])
+def test_every_field_example_checks(kind, field):
+    """The examples appear in help messages ("add `hbm_bandwidth = 3.35 TB/s`"); each must be valid."""
+    k = SC.SCHEMA[kind]
+    f = k.field(field)
+    members = {"link": "alpha = 2 us; bandwidth = 1 GB/s", "gpu": "memory = 1 GB; hbm_bandwidth = 1 TB/s; flops = 1 TFLOP/s",
+               "cluster": "gpu = h100; intra_node = nvlink4; inter_node = ib_ndr", "model": "layers = 8; hidden = 64; params = 1e6",
+               "plan": "model = llama3_70b; cluster = hgx; phase = train; seq = 16", "sweep": "base = tp8; tp = [1, 2]",
+               "compare": "plans = [tp8]", "policy": ""}[kind]
+    kept = "; ".join(m for m in members.split("; ") if m and m.split(" = ")[0] != field)
+    body = f"{kept}; {field} = {f.example}".strip("; ")
+    name = "" if not k.named else " x"
+    r = check_text(HARDWARE + f"{kind}{name} {{ {body} }}\n", "t.ccost")
+    assert r.errors == [], [(d.code, d.message) for d in r.errors]
+
+
+def test_a_new_block_kind_is_one_table_entry():
+    """How the search engineer adds `search`: register a kind with its fields and a builder."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Search(S.Entity):
+        base: S.Plan | None = None
+        max_gpus: int = 64
+
+    kind = SC.BlockKind(
+        "search", "Find the best layout.",
+        (SC.Field("base", SC.ref("plan"), "the plan to start from", "tp8", required=True),
+         SC.Field("max_gpus", SC.INT, "largest layout", "64", default=64, minimum=1)),
+        "searches", lambda ctx: Search(ctx.name, ctx.title, ctx.span, ctx.spans, **ctx.values),
+        "search s { base = tp8 }")
+    saved = dict(SC.SCHEMA)
+    try:
+        SC.register(kind)
+        r = check_text(HARDWARE + "search s { base = tp8; max_gpus = 128 }\n", "t.ccost")
+        assert r.errors == []
+        assert r.spec.searches["s"].max_gpus == 128 and r.spec.searches["s"].base is r.spec.plans["tp8"]
+        r = check_text(HARDWARE + "search s { base = tp8; max_gpu = 0 }\n", "t.ccost")
+        assert [(d.code, d.help) for d in r.diagnostics] == [("E103", "did you mean `max_gpus`?")]
+        assert "### search" in SC.markdown()
+    finally:
+        SC.SCHEMA.clear()
+        SC.SCHEMA.update(saved)
+
+
+def test_check_path_does_not_import_heavy_libraries():
+    probe = ("import sys, io, contextlib\nfrom ccost.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+             "    main(['check', 'specs/a1-tp-decode.ccost', 'tests/bad/five_mistakes.ccost'])\n"
+             "print(sorted(m for m in ('pint', 'numpy', 'jinja2', 'weasyprint', 'matplotlib', 'yaml') "
+             "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

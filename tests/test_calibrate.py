@@ -325,7 +325,8 @@ def test_two_tests_in_one_file_and_nccl_debug_lines():
     assert log.nccl_version == "2.18.3"
     fit_ag = fit_log(log, test="all_gather")
     assert fit_ag.kind == "allgather" and fit_ag.hops == 7
-    assert fit_ag.alpha == pytest.approx(2e-6, rel=0.02) and fit_ag.bandwidth == pytest.approx(200e9, rel=0.02)
+    assert fit_ag.alpha == pytest.approx(2e-6, rel=0.02)
+    assert fit_ag.bandwidth == pytest.approx(200e9, rel=0.02)
     assert fit_log(log).test == "all_reduce_perf"  # the default is the all_reduce
 
 
@@ -344,7 +345,8 @@ def test_collective_read_from_columns_when_unnamed():
 
 
 def test_unnamed_allgather_or_alltoall_is_a_clear_error():
-    ag = synthetic_table("all_gather_perf", 8, 2e-6, 100e9, 7, 7 / 8, starting_line=False, per_rank_count=True)
+    ag = synthetic_table("all_gather_perf", 8, 2e-6, 100e9, 7, 7 / 8, starting_line=False,
+                         per_rank_count=True)
     e = _err(parse_log, ag, "run42.txt")
     assert "cannot tell which collective" in e.diagnostics[0].message
     assert "Collective test starting" in e.diagnostics[0].help
@@ -399,7 +401,8 @@ def test_malformed_logs_give_a_clear_error(name, line, fragment):
 @pytest.mark.parametrize("text, fragment", [
     ("   \n\n", "the log is empty"),
     ("# nThread 1 nGpus 8 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5\n", "a header but no rows"),
-    (OCI.read_text() + "# nThread 1 nGpus 8 minBytes 8 maxBytes 128 step: 2(factor)\n", "line 35 has no rows"),
+    (OCI.read_text() + "# nThread 1 nGpus 8 minBytes 8 maxBytes 128 step: 2(factor)\n",
+     "line 35 has no rows"),
     ("hello\nworld\n", "no nccl-tests results table"),
     (OCI.read_text().replace("# Out of bounds", "gpu1: Test NCCL failure common.cu:958 'unhandled cuda "
                              "error'\n# Out of bounds"), "reported a failure"),
@@ -473,7 +476,8 @@ def test_cli_writes_file_plot_and_fit_for_link_round_trip(tmp_path, capsys):
 def test_fit_for_link_ignores_links_that_are_not_calibrated(tmp_path):
     from ccost.spec import Link
 
-    assert fit_for_link(Link("x", None, None, alpha=2e-6, bandwidth=1e9, source="spec sheet"), tmp_path) is None
+    sheet = Link("x", None, None, alpha=2e-6, bandwidth=1e9, source="spec sheet")
+    assert fit_for_link(sheet, tmp_path) is None
     moved = Link("x", None, None, alpha=2e-6, bandwidth=1e9,
                  source="measured: nccl-tests all_reduce_perf, gone.txt, 8 ranks, ring")
     assert fit_for_link(moved, tmp_path) is None
@@ -600,7 +604,8 @@ def test_old_format_with_error_column():
     values like 2e-06 are a correct result; 5e-01 is not)."""
     head = ("# nThread 1 nGpus 8 minBytes 1048576 maxBytes 16777216 step: 2(factor) warmup iters: 5 "
             "iters: 20 validation: 1\n"
-            "#                                                       out-of-place                       in-place\n"
+            "#                                                       out-of-place"
+            "                       in-place\n"
             "#       size         count      type   redop     time   algbw   busbw  error     time   algbw   "
             "busbw  error\n"
             "#        (B)    (elements)                       (us)  (GB/s)  (GB/s)            (us)  (GB/s)  "
@@ -640,7 +645,8 @@ def test_fit_for_link_reads_only_inside_the_spec_folder(tmp_path):
 
 def test_synthetic_recovery_over_random_links():
     """12 random links (α 0.5-20 µs, B 10-900 GB/s, P 2-64, ring or tree), 1 % noise, fixed seed: every
-    α and B back within 2 %. Hops and volume written by hand: ring 2(P−1), tree 2·⌈log2 P⌉; 2(P−1)/P·m."""
+    α and B back within 2 %. Hops and volume written by hand: ring 2(P−1), tree 2·⌈log2 P⌉; volume
+    2(P−1)/P·m."""
     rng = np.random.default_rng(2026)
     for i in range(12):
         p = int(rng.choice([2, 4, 8, 16, 32, 64]))
@@ -648,7 +654,8 @@ def test_synthetic_recovery_over_random_links():
         bw = 10 ** rng.uniform(10, math.log10(900e9))
         alg = str(rng.choice(["ring", "tree"]))
         hops = 2 * (p - 1) if alg == "ring" else 2 * math.ceil(math.log2(p))
-        text = synthetic_table("all_reduce_perf", p, alpha, bw, hops, 2 * (p - 1) / p, noise=0.01, seed=100 + i)
+        text = synthetic_table("all_reduce_perf", p, alpha, bw, hops, 2 * (p - 1) / p, noise=0.01,
+                               seed=100 + i)
         fit = fit_log(parse_log(text, f"random{i}.txt"), alg)
         assert fit.alpha == pytest.approx(alpha, rel=0.02), (i, p, alg)
         assert fit.bandwidth == pytest.approx(bw, rel=0.02), (i, p, alg)

@@ -142,7 +142,8 @@ def summary_lines(fit: Fit) -> list[str]:
         f"nccl-tests {fit.test}, {fit.ranks} ranks ({fit.ranks_from}); {len(fit.points)} {fit.placement} "
         f"sizes fitted as T = a + b·m by relative error, {n} piece{'s' if n > 1 else ''}"
         + (f", sizes {size_range_text(fit.size_range)}" if fit.size_range else "") + ".",
-        f"α = {us(fit.alpha)} per hop: a = {us(first.a)} of piece 1 ({_size(first.lo)} to {_size(first.hi)}) "
+        f"α = {us(fit.alpha)} per hop: a = {us(first.a)} of piece 1 ({_size(first.lo)} to "
+        f"{_size(first.hi)}) "
         f"over {fit.hops:g} {fit.algorithm} hops.",
         f"bandwidth = {_bw(fit.bandwidth)}: {fit.volume_ratio:.4g} × {_bw(1 / last.b)} (1/b of piece {n}, "
         f"{_size(last.lo)} to {_size(last.hi)}).",

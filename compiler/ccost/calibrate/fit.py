@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ccost.calibrate.logs import NcclLog, Test, busbw_factor
+from ccost.calibrate.logs import NcclLog, Test
 from ccost.diagnostics import CcostError, Span, error
 
 MIN_POINTS = 4  # sizes per piece: two parameters and enough left over to see a bad fit
@@ -311,7 +311,8 @@ def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: 
     pieces = fit_pieces(sizes, times)
     alpha, bandwidth, notes = _link_numbers(pieces, hops, ratio, t)
     if outside:
-        notes.append(f"{outside} sizes outside --sizes {size_range_text(size_range)} were left out of the fit")
+        notes.append(f"{outside} sizes outside --sizes {size_range_text(size_range)} were left out of "
+                     "the fit")
     if unvalidated:
         notes.append(f"{unvalidated} rows were not validated by nccl-tests (#wrong = N/A, run with -c 0)")
 
@@ -346,7 +347,8 @@ def _link_numbers(pieces: tuple[Piece, ...], hops: float, ratio: float, t: Test
     first, last = pieces[0], pieces[-1]
     if last.b <= 0:
         raise CcostError(error(
-            "E501", f"the largest sizes in {t.name} ({last.lo}–{last.hi} B) show no bandwidth term: time does "
+            "E501", f"the largest sizes in {t.name} ({last.lo}–{last.hi} B) show no bandwidth term: time "
+            "does "
             "not grow with size", Span.point(t.file, t.line, 1),
             "measure up to larger messages (`-e 1G` or more) so the streaming rate shows"))
     if last.a > last.b * last.hi:
@@ -440,8 +442,3 @@ def parse_size_range(text: str) -> tuple[int | None, int | None]:
     if lo is not None and hi is not None and lo > hi:
         raise ValueError(f"the range is empty: {text}")
     return lo, hi
-
-
-def bus_factor(fit: Fit) -> float:
-    """nccl-tests' busbw factor for the fitted test (for labels: busbw = algbw × this)."""
-    return busbw_factor(fit.kind, fit.ranks)

@@ -231,18 +231,25 @@ def _ranks_from_busbw(rows: list[Row], kind: str) -> int | None:
 
 
 class _TestBuilder:
+    """One test while it is being read; ``_finish`` freezes it into a ``Test``."""
+
     def __init__(self, file: str, line: int, name: str | None, m: re.Match | None):
-        self.file, self.line, self.name = file, line, name
+        self.file, self.name = file, name
+        self.columns: tuple[str, ...] | None = None
+        self.devices: list[Device] = []
+        self.rows: list[Row] = []
+        self.complete = False
+        self.set_header(line, m)
+
+    def set_header(self, line: int, m: re.Match | None) -> None:
+        """The `# nThread .. nGpus .. minBytes .. maxBytes .. step:` line (defaults when absent)."""
+        self.line = line
         self.n_threads = int(m.group(1)) if m else 1
         self.n_gpus = int(m.group(2)) if m else 1
         self.min_bytes = int(m.group(3)) if m else 0
         self.max_bytes = int(m.group(4)) if m else 0
         self.step = (int(m.group(5)), m.group(6)) if m and m.group(5) else None
         self.header_seen = m is not None
-        self.columns: tuple[str, ...] | None = None
-        self.devices: list[Device] = []
-        self.rows: list[Row] = []
-        self.complete = False
 
 
 def _diag(file: str, line: int, message: str, help: str | None, column: int = 1,
@@ -315,8 +322,9 @@ def parse_log(text: str, file: str, ranks: int | None = None) -> NcclLog:
                 if cur is None:
                     cur = _TestBuilder(file, no, pending_name, m)
                     tests.append(cur)
-                else:  # the "starting" line opened it
-                    cur.__init__(file, no, pending_name, m)
+                else:  # device or column lines came first and opened it
+                    cur.name = cur.name or pending_name
+                    cur.set_header(no, m)
                 pending_name = None
                 continue
             if m := _RANK.match(s):
@@ -432,7 +440,8 @@ def _parse_row(file: str, no: int, line: str, fields: list[str], b: _TestBuilder
         wrong_cols.sort()
         w = wrong_cols[k] if len(wrong_cols) > k else None
         wrong = num(w, "#wrong") if w is not None else 0.0
-        if w is not None and cols[w].lower() == "error" and wrong is not None and wrong <= OLD_ERROR_TOLERANCE:
+        old_error = w is not None and cols[w].lower() == "error"
+        if old_error and wrong is not None and wrong <= OLD_ERROR_TOLERANCE:
             wrong = 0.0  # old logs: a rounding-level relative error is a correct result
         return Timing(num(i, "time"), num(i + 1, "algbw"), num(i + 2, "busbw"), wrong)
 

@@ -1,8 +1,8 @@
 """An SVG of measured times against the fitted model, log-log. matplotlib is imported here only.
 
-Deterministic: a bare ``Figure`` rendered by the SVG backend (no pyplot, no GUI), a fixed ``svg.hashsalt`` (element ids otherwise come from a random
-salt), no date in the metadata, fixed size and fonts, so the same fit gives byte-identical SVG (and the
-committed review does not churn).
+Deterministic: a bare ``Figure`` rendered by the SVG backend (no pyplot, no GUI), a fixed
+``svg.hashsalt`` (element ids otherwise come from a random salt), no date in the metadata, fixed size and
+fonts, so the same fit gives byte-identical SVG (and the committed review does not churn).
 """
 
 from __future__ import annotations

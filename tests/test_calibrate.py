@@ -659,3 +659,17 @@ def test_synthetic_recovery_over_random_links():
         fit = fit_log(parse_log(text, f"random{i}.txt"), alg)
         assert fit.alpha == pytest.approx(alpha, rel=0.02), (i, p, alg)
         assert fit.bandwidth == pytest.approx(bw, rel=0.02), (i, p, alg)
+
+
+def test_new_header_inside_an_unfinished_table_is_interleaving():
+    lines = OCI.read_text().splitlines(keepends=True)
+    text = "".join(lines[:15]) + "".join(lines)  # a second run starts before the first one's footer
+    e = _err(parse_log, text, "two_runs.txt")
+    (d,) = e.diagnostics
+    assert d.span.line == 16 and "interleaved" in d.message and "line 1" in d.message
+
+
+def test_windows_line_endings_parse_the_same():
+    plain = read_log(OCI).tests[0].rows
+    crlf = parse_bytes(OCI.read_text().replace("\n", "\r\n").encode(), "oci_crlf.txt").tests[0].rows
+    assert [(r.line, r.size, r.out_of_place) for r in crlf] == [(r.line, r.size, r.out_of_place) for r in plain]

@@ -198,3 +198,64 @@ def test_pipelining_enters_throughput_not_latency():
     assert m1["step_time_s"] == m1["latency_s"]
     assert m32["step_time_s"] == pytest.approx(m32["latency_s"] * 33 / 64, rel=1e-12)
     assert m32["throughput_tokens_s"] / m1["throughput_tokens_s"] == pytest.approx(64 / 33, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Properties of whole plans
+
+from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_A3 = None
+
+
+def _a3():
+    global _A3
+    if _A3 is None:
+        _A3 = _load("a3-multi-node.ccost")
+    return _A3
+
+
+def _faster_links(plan, bw_factor: float, alpha_factor: float):
+    cl = plan.cluster
+    intra = replace(cl.intra_node, bandwidth=cl.intra_node.bandwidth * bw_factor,
+                    alpha=cl.intra_node.alpha * alpha_factor,
+                    one_shot_latency=None if cl.intra_node.one_shot_latency is None
+                    else cl.intra_node.one_shot_latency * alpha_factor)
+    inter = replace(cl.inter_node, bandwidth=cl.inter_node.bandwidth * bw_factor,
+                    alpha=cl.inter_node.alpha * alpha_factor)
+    return replace(plan, cluster=replace(cl, intra_node=intra, inter_node=inter))
+
+
+@settings(max_examples=25, deadline=None)
+@given(plan=st.sampled_from(["tp16", "tp16_hier", "tp8_pp2", "tp8_pp2_tree", "tp8_pp2_one_shot"]),
+       bw=st.floats(1.0, 20.0), alpha=st.floats(0.01, 1.0),
+       batch=st.sampled_from([1, 8, 32, 256]), algorithm=st.sampled_from(["ring", "tree", "auto"]))
+def test_more_bandwidth_or_less_latency_never_slows_a_plan(plan, bw, alpha, batch, algorithm):
+    spec = _a3()
+    p = replace(spec.plans[plan], batch=batch, allreduce=algorithm)
+    slow = evaluate.evaluate_plan(p, spec.policy).doc
+    fast = evaluate.evaluate_plan(_faster_links(p, bw, alpha), spec.policy).doc
+    assert fast["comm_time_s"] <= slow["comm_time_s"]
+    assert fast["step_time_s"] <= slow["step_time_s"]
+    assert fast["efficiency"] >= slow["efficiency"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2]), dp=st.sampled_from([1, 2]),
+       batch=st.integers(1, 512), microbatches=st.integers(1, 64), overlap=st.floats(0.0, 1.0))
+def test_plan_invariants(tp, pp, dp, batch, microbatches, overlap):
+    assume(tp * pp * dp <= 16)
+    spec = _a3()
+    p = replace(spec.plans["tp8_pp2"], tp=tp, pp=pp, dp=dp, batch=batch, microbatches=microbatches,
+                overlap=overlap)
+    d = evaluate.evaluate_plan(p, spec.policy).doc
+    assert d["gpus"] == tp * pp * dp
+    assert d["exposed_comm_s"] <= d["comm_time_s"] + 1e-18
+    assert d["latency_s"] == pytest.approx(d["compute_time_s"] + d["exposed_comm_s"], rel=1e-12)
+    assert d["step_time_s"] <= d["latency_s"] * (1 + 1e-12)
+    assert 0.0 <= d["bubble"] < 1.0
+    assert d["comm_time_s"] == pytest.approx(d["latency_term_s"] + d["bandwidth_term_s"], rel=1e-9)
+    for c in d["collectives"]:
+        assert float(c["hops"]).is_integer() and c["hops"] >= 1
+        assert c["time_s"] == pytest.approx(c["latency_s"] + c["bandwidth_s"], rel=1e-12)

@@ -16,7 +16,7 @@ writers in ``ccost.output`` make its numbers stable. Machine units: seconds, byt
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ccost import __version__, analysis, costs, derive, lower, units
@@ -44,6 +44,7 @@ class Results:
     plans: dict  # name -> PlanResult, in written order
     sweeps: dict  # name -> sweep document section
     compares: dict  # name -> compare document section
+    searches: dict = field(default_factory=dict)  # name -> search document section (ccost.search)
     version: str = __version__
 
 
@@ -202,8 +203,28 @@ def evaluate(spec: S.Spec) -> Results:
         if missing:
             continue  # their own diagnostics are already in the bag
         compares[name] = compare_document(cmp, {p.name: plans[p.name].doc for p in cmp.plans})
+    searches = _searches(spec, diags)
     diags.raise_if_errors()
-    return Results(spec, plans, sweeps, compares)
+    return Results(spec, plans, sweeps, compares, searches)
+
+
+def _searches(spec: S.Spec, diags: Diagnostics) -> dict:
+    """The spec's `search` blocks, priced by ``ccost.search`` (issue 7) when that module provides
+    ``search_documents(spec) -> {name: section}``; imported only when the spec has a search."""
+    if not getattr(spec, "searches", None):
+        return {}
+    try:
+        from ccost import search  # type: ignore[attr-defined]
+    except ImportError:
+        return {}
+    fn = getattr(search, "search_documents", None)
+    if fn is None:
+        return {}
+    try:
+        return dict(fn(spec))
+    except CcostError as exc:
+        diags.extend(exc.diagnostics)
+        return {}
 
 
 def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
@@ -282,6 +303,8 @@ def results_document(results: Results) -> dict:
         doc["sweeps"] = results.sweeps
     if results.compares:
         doc["compares"] = results.compares
+    if results.searches:
+        doc["searches"] = results.searches
     return doc
 
 

@@ -428,3 +428,134 @@ def test_html_ids_are_unique_with_several_charts(a1_review):
     assert html.count("<svg") == 3 and len(ids) == len(set(ids))
     for ref in re.findall(r'(?:href="#|url\(#)([^")]+)', html):
         assert ref in ids, ref
+
+
+# ---------------------------------------------------------------------------------------------------
+# The real pipeline on the example specs: check -> evaluate -> explain -> review
+
+A1_SPEC = REPO / "specs" / "a1-tp-decode.ccost"
+
+
+@pytest.fixture(scope="module")
+def a1_real():
+    """The review of specs/a1-tp-decode.ccost (HTML, screen variant) and `ccost eval --format json`."""
+    import json
+
+    from ccost.cli import main
+    from ccost.report import review
+
+    old = Path.cwd()
+    os.chdir(REPO)
+    try:
+        import contextlib
+        import io
+
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert main(["eval", "specs/a1-tp-decode.ccost", "--format", "json"]) == 0
+        rev = review(Path("specs/a1-tp-decode.ccost"), include_git=False,
+                     environ={"SOURCE_DATE_EPOCH": EPOCH}, cwd=REPO)
+    finally:
+        os.chdir(old)
+    return render(rev), json.loads(buf.getvalue()), rev
+
+
+def test_real_review_shows_the_numbers_of_eval_json(a1_real):
+    from ccost.report.view import KEY_NUMBERS, fmt_value
+
+    html, doc, _ = a1_real
+    assert doc["plans"], "the example defines plans"
+    for name, plan in doc["plans"].items():
+        text = section(html, f"plan-{name}")
+        for key in KEY_NUMBERS:
+            if key in plan:
+                assert fmt_value(key, plan[key]).replace("'", "&#39;") in text, (name, key)
+        for c in plan["collectives"]:
+            assert fmt_value("time_s", c["time_s"]) in text
+
+
+def test_real_review_a1_exact_numbers(a1_real):
+    # seed-examples.md A1, exact column: ring 4.806 ms, tree 2.246 ms, one-shot 1.606 ms (ring-volume
+    # convention), compute 141 GB / 8 / 3.35 TB/s = 5.261 ms, 160 AllReduces of 512 KiB.
+    html, doc, _ = a1_real
+    by_algorithm = {p["collectives"][0]["algorithm"]: n for n, p in doc["plans"].items()}
+    expect = {"ring": "4.806 ms", "tree": "2.246 ms", "one_shot": "1.606 ms"}
+    for algorithm, t_comm in expect.items():
+        text = section(html, f"plan-{by_algorithm[algorithm]}")
+        assert t_comm in text and "5.261 ms" in text and "512 KiB" in text and "160" in text
+
+
+def test_real_review_has_every_derivation_step(a1_real):
+    from ccost.evaluate import explain
+    from ccost.check import load_spec
+
+    html, doc, _ = a1_real
+    spec, _ = load_spec(str(A1_SPEC))
+    for name in doc["plans"]:
+        text = section(html, f"plan-{name}")
+        steps = explain(spec, name)
+        assert len(steps) > 20
+        for s in steps:
+            assert s.result.replace("'", "&#39;") in text, (name, s.name)
+            if s.kind != "input":
+                assert s.formula in text, (name, s.name)
+
+
+def test_real_review_checklist_rows(a1_real):
+    html, doc, _ = a1_real
+    checklist = section(html, "checklist")
+    tables = checklist.split('<table class="data checklist">')[1:]
+    assert len(tables) == len(doc["plans"])
+    for table, plan in zip(tables, doc["plans"].values()):
+        ids = re.findall(r'<tr class="st-[a-z]+"><td class="num">(\d+)</td>', table)
+        # the notes' ten items, in order (the engine may add items after them)
+        assert ids[:10] == [str(i) for i in range(1, 11)]
+        assert len(ids) == len(plan["checklist"])
+
+
+def test_cli_report_writes_and_prints_paths(tmp_path, capsys, monkeypatch):
+    from ccost.cli import main
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
+    assert main(["report", "specs/a1-tp-decode.ccost", "-o", f"{tmp_path}/", "--format", "html"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(tmp_path / "a1-tp-decode.html"), str(tmp_path / "a1-tp-decode.yaml")]
+    assert (tmp_path / "a1-tp-decode.html").read_bytes().startswith(b"<!DOCTYPE html>")
+    # the YAML is the results document, byte for byte what `ccost eval --format yaml` prints
+    assert main(["eval", "specs/a1-tp-decode.ccost", "--format", "yaml"]) == 0
+    assert (tmp_path / "a1-tp-decode.yaml").read_text(encoding="utf-8") == capsys.readouterr().out
+
+
+def test_cli_report_bad_spec_is_a_diagnostic(tmp_path, capsys, monkeypatch):
+    from ccost.cli import main
+
+    bad = tmp_path / "bad.ccost"
+    bad.write_text('link l { alpha = 2 }\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.ccost:1" in err and "Traceback" not in err
+    assert not (tmp_path / "reports").exists()  # nothing written
+
+
+@pytest.mark.slow
+def test_committed_reports_are_current():
+    """reports/ holds the reviews of specs/*.ccost; regenerate with `python -m ccost.report.regen`."""
+    from ccost.report.regen import example_specs, stale
+
+    assert example_specs(), "specs/ has example specs"
+    bad = stale()
+    assert not bad, f"stale reviews {bad}: run `python -m ccost.report.regen` and commit reports/"
+
+
+@pytest.mark.slow
+def test_pdf_byte_identical_across_processes(tmp_path):
+    env = {**os.environ, "SOURCE_DATE_EPOCH": EPOCH}
+    outs = []
+    for i in (1, 2):
+        out = tmp_path / f"run{i}/"
+        subprocess.run([sys.executable, "-m", "ccost", "report", "specs/a1-tp-decode.ccost", "-o", f"{out}/",
+                        "--format", "pdf", "--no-git"], cwd=REPO, env=env, check=True, capture_output=True)
+        outs.append((out / "a1-tp-decode.pdf").read_bytes())
+    assert outs[0] == outs[1] and outs[0].startswith(b"%PDF")

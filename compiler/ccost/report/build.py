@@ -150,12 +150,17 @@ def collectives_table(doc_plan: Mapping[str, Any]) -> V.Table:
     return V.Table(tuple(h for _, h in COLLECTIVE_COLUMNS), tuple(rows), numeric, wide=True)
 
 
+# Characters of monospace text that fit on one line of the A4 column at the step font size.
+ONE_LINE_CHARS = 88
+
+
 def _step_view(i: int, s: Any) -> V.Step:
     desc = s.description or ""
     if getattr(s, "note", None):
         desc = f"{desc}; {s.note}" if desc else s.note
-    substituted = "" if s.substituted == s.formula else s.substituted
-    return V.Step(i, s.name, desc, s.formula, substituted, s.result)
+    substituted = "" if s.substituted in (s.formula, s.result) else s.substituted
+    width = len(s.name) * (3 if substituted else 2) + len(s.formula) + len(substituted) + len(s.result)
+    return V.Step(i, s.name, desc, s.formula, substituted, s.result, one_line=width <= ONE_LINE_CHARS)
 
 
 def derivation(steps: Sequence[Any]) -> tuple[V.Table, tuple[V.StepGroup, ...]]:
@@ -214,7 +219,7 @@ def checklist(name: str, doc_plan: Mapping[str, Any]) -> V.PlanChecklist:
 # What the value of each checklist item measures (the ten items of the notes' section 7, seed-examples A5),
 # so it prints with its unit: bytes, seconds or a fraction.
 CHECKLIST_UNITS = {1: "weight_bytes", 2: "volume_bytes", 4: "comm_time_s", 5: "overhead", 6: "overhead",
-                   9: "efficiency", 10: "bubble"}
+                   9: "efficiency", 10: "bubble", 11: "memory_bytes"}
 
 
 def _checklist_value(item_id: Any, v: Any) -> str:
@@ -247,7 +252,8 @@ def _same_point(a: Mapping, b: Mapping, fields: Sequence[str]) -> bool:
     return all(a.get(f) == b.get(f) for f in fields)
 
 
-def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, charts: bool) -> V.SweepSection:
+def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, charts: bool,
+                  base: str = "") -> V.SweepSection:
     fields = list(s.get("field") or [])
     points = list(s.get("points") or [])
     metrics = [m for m in SWEEP_METRICS if any(m in p for p in points)]
@@ -287,7 +293,7 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
                                                     for p in points)
     if charts and numeric_x:
         figures.extend(sweep_figures(name, s, fields[0], points, policy))
-    return V.SweepSection(name, s.get("title") or name, str(s.get("base", "")), ", ".join(fields), table,
+    return V.SweepSection(name, s.get("title") or name, str(s.get("base") or base), ", ".join(fields), table,
                           tuple(optima), tuple(figures))
 
 
@@ -449,6 +455,11 @@ def not_modelled() -> tuple[V.Assumption, ...]:
 
 # ----------------------------------------------------------------------------------------------------
 
+def _sweep_base(spec: S.Spec, name: str) -> str:
+    sweep = spec.sweeps.get(name)
+    return sweep.base.name if sweep is not None and sweep.base is not None else ""
+
+
 def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any]], provenance: Provenance,
           warnings: Sequence[str] = (), sources: Sequence[V.SourceFile] = (), source_css: str = "",
           calibrations: Mapping[str, Sequence[Calibration]] | None = None, charts: bool = True) -> V.ReportView:
@@ -461,7 +472,8 @@ def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any
     calibrations = calibrations or {}
     checklists = tuple(checklist(n, p) for n, p in plans.items())
     sections = tuple(plan_section(n, p, steps.get(n, ()), calibrations.get(n, ())) for n, p in plans.items())
-    sweeps = tuple(sweep_section(n, s, spec.policy, charts) for n, s in (doc.get("sweeps") or {}).items())
+    sweeps = tuple(sweep_section(n, s, spec.policy, charts, _sweep_base(spec, n))
+                   for n, s in (doc.get("sweeps") or {}).items())
     compares = tuple(compare_section(n, c, plans, charts) for n, c in (doc.get("compares") or {}).items())
     stem = Path(spec.path).stem
     return V.ReportView(

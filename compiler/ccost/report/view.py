@@ -116,6 +116,7 @@ class Step:
     formula: str
     substituted: str
     result: str
+    one_line: bool = False  # short enough for `name = formula = substituted = result` on one line
 
 
 @dataclass(frozen=True)

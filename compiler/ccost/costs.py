@@ -170,15 +170,25 @@ def collective_cost(kind: str, algorithm: str | None, p: Num, m: Num, alpha: Num
     54.51
     """
     alg = _algorithm(kind, algorithm)
-    h = named(_tag("hops", tag), hops(kind, alg, p), f"{kind} {alg} hops on {_pname(p)} ranks")
-    v = named(_tag("volume", tag), volume(kind, alg, p, m), f"{kind} {alg} bytes sent per GPU")
+    # Step names and descriptions only matter to derivations; float mode skips building them (it is
+    # the hot path of evaluation), the arithmetic is the same either way.
+    V = derive.Value
+    deriving = (isinstance(p, V) or isinstance(m, V) or isinstance(alpha, V) or isinstance(bandwidth, V)
+                or isinstance(one_shot_latency, V))
+    h = hops(kind, alg, p)
+    v = volume(kind, alg, p, m)
+    if deriving:
+        h = named(_tag("hops", tag), h, f"{kind} {alg} hops on {_pname(p)} ranks")
+        v = named(_tag("volume", tag), v, f"{kind} {alg} bytes sent per GPU")
     hop_latency = alpha
     if kind == "allreduce" and alg == "one_shot" and one_shot_latency is not None:
         hop_latency = one_shot_latency
     # latency and bandwidth_time stay anonymous, so the step reads T = α·hops + volume/B.
     lat = hop_latency * h
     bw_time = v / bandwidth
-    t = named(_tag("T", tag), lat + bw_time, f"time of one {kind} ({alg})")
+    t = lat + bw_time
+    if deriving:
+        t = named(_tag("T", tag), t, f"time of one {kind} ({alg})")
     return Cost(kind, alg, h, v, lat, bw_time, t)
 
 

@@ -351,3 +351,19 @@ def test_ci_example_uses_real_commands_and_options(capsys):
         help_text = capsys.readouterr().out
         for flag in flags.split():
             assert flag in help_text, f"ccost {verb} has no {flag}"
+
+
+def test_policy_change_and_block_added(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "old.ccost").write_text(HW + PLAN)
+    new = (HW + PLAN).replace("max_overhead = 30 %", "max_overhead = 95 %")
+    new += 'gpu h200 { memory = 141 GB; hbm_bandwidth = 4.8 TB/s; flops = 989 TFLOP/s }\n'
+    (tmp_path / "new.ccost").write_text(new)
+    code, out, err = run(capsys, "old.ccost", "new.ccost")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "  policy.max_overhead: 30 % → 95 %" in lines
+    assert "blocks added: gpu h200" in lines
+    # overhead 91.35 % was above 30 % and is below 95 %: item 6 flips; the overhead itself is unchanged
+    assert any(line.startswith("  tp8 #6 ") and line.endswith(": fail → pass") for line in lines)
+    assert "tp8 overhead" not in out

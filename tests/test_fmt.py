@@ -200,15 +200,17 @@ def specs(draw) -> str:
             ("!model", st.just(model)), ("!cluster", st.just(cluster)),
             ("!phase", st.sampled_from(["decode", "prefill"])), ("!seq", st.sampled_from(["2048", "2_048"])),
             ("batch", st.sampled_from(["32", "max(1, 16*2)"])), ("tp", st.sampled_from(["8", "2 * 4"])),
-            ("allreduce", st.sampled_from(["ring", "tree"])), ("overlap", st.sampled_from(["0", "10 %", "10%", "0.1"])),
+            ("allreduce", st.sampled_from(["ring", "tree"])),
+            ("overlap", st.sampled_from(["0", "10 %", "10%", "0.1"])),
         ])),
     ]
     if draw(st.booleans()):
         blocks.append(draw(_block("policy", [
-            ("max_overhead", _unit(["30", "45"], ["%"])), ("min_efficiency", st.sampled_from(["0.7", "1 - 0.3"])),
+            ("max_overhead", _unit(["30", "45"], ["%"])),
+            ("min_efficiency", st.sampled_from(["0.7", "1 - 0.3"])),
         ])))
     if draw(st.booleans()):
-        blocks.append(draw(_block(f"sweep s", [
+        blocks.append(draw(_block("sweep s", [
             ("!base", st.just(plan)), ("!tp", st.sampled_from(["[1,2,4,8]", "[ 1, 2,\n 4, # four\n 8 ]"])),
         ])))
     seps = [draw(st.sampled_from(["\n", "\n\n", "\n\n\n", "\n# between\n", "\r\n"])) for _ in blocks]

@@ -325,7 +325,8 @@ def compare(old: Side, new: Side) -> SpecDiff:
             a, b = ca[name], cb[name]
             rka, rkb = tuple(a.get("ranking") or ()), tuple(b.get("ranking") or ())
             if rka != rkb or a.get("recommendation") != b.get("recommendation"):
-                compares.append(CompareChange(name, rka, rkb, a.get("recommendation"), b.get("recommendation")))
+                compares.append(CompareChange(name, rka, rkb, a.get("recommendation"),
+                                              b.get("recommendation")))
     return SpecDiff(old.label, new.label, old.spec is None, added, removed, tuple(inputs), tuple(results),
                     tuple(checklist), tuple(compares), tuple(policy))
 
@@ -373,8 +374,9 @@ def to_text(d: SpecDiff) -> str:
         out += ["", "inputs changed:"] + [f"  {_input_line(c)}" for c in d.inputs + d.policy]
     if d.results:
         out += ["", "results changed:"]
-        out += [f"  {r.plan} {r.metric}: {r.old_text} → {r.new_text}" + (f" ({r.delta_text})" if r.delta_text else "")
-                for r in d.results]
+        for r in d.results:
+            delta = f" ({r.delta_text})" if r.delta_text else ""
+            out.append(f"  {r.plan} {r.metric}: {r.old_text} → {r.new_text}{delta}")
     if d.checklist:
         out += ["", "checklist status changed:"]
         out += [f"  {c.plan} #{c.id} {c.title}: {_status(c.old)} → {_status(c.new)}" for c in d.checklist]

@@ -116,9 +116,11 @@ class _Attach:
 
     Roles: ``"item"`` (a member, block or import: comments before it, and its trailing comment),
     ``"header"`` (trailing comment on a block's opening line), ``"close"`` (comments before a block's
-    closing brace and its trailing comment), ``"eof"`` (comments at the end of the file), ``"inner"``
-    (comments inside a member's multi-line value), ``"list-item"``/``"list-close"``/``"list-open"``
-    (comments inside a list printed one item per line).
+    closing brace and its trailing comment), ``"eof"`` (comments at the end of the file). Comments inside
+    a member's multi-line value go to ``inner`` (by member), and are placed when the member is printed.
+
+    Why by position and not by the parser: the grammar drops comments (``%ignore``), so the parser keeps
+    them aside with their spans, and this is where each finds its place again.
     """
 
     def __init__(self, file: t.File, lines: list[str]):
@@ -185,7 +187,8 @@ class _Attach:
                     self._trail(b, "header", c)
                     return
                 nxt = next((m for m in b.members if m.span.line > line), None)
-                self.slot(nxt if nxt is not None else b, "item" if nxt is not None else "close").before.append(c)
+                target = self.slot(nxt, "item") if nxt is not None else self.slot(b, "close")
+                target.before.append(c)
                 return
         if not own:  # after an import's path split over lines, or similar: keep it just after that item
             prev = [i for i in file.items if i.span.end_line <= line]
@@ -319,7 +322,7 @@ class _Printer:
             blank_member = blank_m if end is None else self._blank_between(end, m.span.line)
             lhs = INDENT + m.name.ljust(width) + " = "
             if list_layout:
-                self._list(lhs, m, inner if isinstance(m.value, t.ListExpr) else [], slot, blank_member, group)
+                self._list(lhs, m, inner, slot, blank_member, group)
             else:
                 self.out.append(_Line(lhs + expr(m.value), blank_before=blank_member, align_group=group,
                                       **_trail(slot)))
@@ -402,7 +405,8 @@ def without_positions(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return (type(obj).__name__,) + tuple(
             (f.name, without_positions(getattr(obj, f.name)))
-            for f in dataclasses.fields(obj) if f.name not in ("span", "spans") and not f.name.endswith("_span"))
+            for f in dataclasses.fields(obj)
+            if f.name not in ("span", "spans") and not f.name.endswith("_span"))
     if isinstance(obj, Mapping):
         return ("{}",) + tuple((k, without_positions(v)) for k, v in obj.items())
     if isinstance(obj, (list, tuple)):

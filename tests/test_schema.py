@@ -103,7 +103,7 @@ HARDWARE = '''
 link nvlink4 { alpha = 2 us; bandwidth = 450 GB/s }
 link ib_ndr { alpha = 3 us; bandwidth = 50 GB/s }
 gpu h100 { memory = 80 GB; hbm_bandwidth = 3.35 TB/s; flops = 989 TFLOP/s }
-cluster hgx { gpu = h100; intra_node = nvlink4; nodes = 2; inter_node = ib_ndr }
+cluster hgx { gpu = h100; intra_node = nvlink4; nodes = 8; inter_node = ib_ndr }
 model llama3_70b { layers = 80; hidden = 8192; params = 70.6e9; experts = 8 }
 plan tp8 { model = llama3_70b; cluster = hgx; phase = train; seq = 4096 }
 plan tp16 extends tp8 { }
@@ -119,7 +119,10 @@ def test_every_field_example_checks(kind, field):
     members = {"link": "alpha = 2 us; bandwidth = 1 GB/s", "gpu": "memory = 1 GB; hbm_bandwidth = 1 TB/s; flops = 1 TFLOP/s",
                "cluster": "gpu = h100; intra_node = nvlink4; inter_node = ib_ndr", "model": "layers = 8; hidden = 64; params = 1e6",
                "plan": "model = llama3_70b; cluster = hgx; phase = train; seq = 16", "sweep": "base = tp8; tp = [1, 2]",
-               "compare": "plans = [tp8]", "policy": ""}[kind]
+               "compare": "plans = [tp8]", "policy": ""}.get(kind)
+    if members is None:  # a kind added later (search): its required fields, and a list if it varies a kind
+        members = "; ".join([f"{x.name} = {x.example}" for x in k.fields if x.required]
+                            + (["tp = [1, 2]"] if k.varies else []))
     kept = "; ".join(m for m in members.split("; ") if m and m.split(" = ")[0] != field)
     body = f"{kept}; {field} = {f.example}".strip("; ")
     name = "" if not k.named else " x"
@@ -127,7 +130,7 @@ def test_every_field_example_checks(kind, field):
     assert r.errors == [], [(d.code, d.message) for d in r.errors]
 
 
-def test_a_new_block_kind_is_one_table_entry():
+def test_a_new_block_kind_is_one_table_entry(monkeypatch):
     """How the search engineer adds `search`: register a kind with its fields and a builder."""
 
     @dataclasses.dataclass(frozen=True)
@@ -143,6 +146,10 @@ def test_a_new_block_kind_is_one_table_entry():
         "search s { base = tp8 }")
     saved = dict(SC.SCHEMA)
     try:
+        from ccost import check
+
+        # the real `search` (ccost.search) has its own validator; this stand-in has none
+        monkeypatch.delitem(check._VALIDATORS, "search", raising=False)
         SC.register(kind)
         r = check_text(HARDWARE + "search s { base = tp8; max_gpus = 128 }\n", "t.ccost")
         assert r.errors == []

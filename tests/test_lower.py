@@ -268,3 +268,20 @@ def test_single_gpu_has_no_collectives_and_unit_speedup():
 def test_lower_reports_check_plan_errors_without_raising():
     assert [d.code for d in lower.check_plan(plan(tp=16))] == ["E301"]
     assert lower.check_plan(plan(tp=8)) == []
+
+
+def test_moe_without_active_params_is_conservative_and_still_pays_alltoall():
+    model = S.Model(name="moe", title=None, span=None, layers=32, hidden=4096, heads=32, kv_heads=8,
+                    params=46.7e9, experts=8, top_k=2)
+    d = run(plan(model=model, ep=8, batch=32))
+    # no split: all 46.7e9 parameters counted dense, so every GPU holds them all: 93.4e9 B
+    assert d["weight_bytes_per_gpu"] == pytest.approx(93.4e9, rel=1e-12)
+    (a2a,) = coll(d, "alltoall")
+    assert a2a["count"] == 64 and a2a["message_bytes"] == 524_288  # as in the Mixtral test above
+    assert next(i for i in d["checklist"] if i["id"] == 1)["status"] == "warn"
+
+
+def test_moe_top_k_not_below_experts_is_an_error():
+    model = S.Model(name="moe", title=None, span=None, layers=4, hidden=512, params=1e9, experts=2, top_k=2,
+                    active_params=1e9)
+    assert "E401" in _error_codes(plan(model=model, ep=2, batch=1))

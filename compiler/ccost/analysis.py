@@ -179,6 +179,10 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
     if bound == "FLOP-bound" and cluster.gpu.achieved_flops is None:
         status = "warn"
         note += f" gpu `{cluster.gpu.name}` has no achieved_flops: peak FLOP/s used, compute is optimistic."
+    if program.static.moe and model.active_params is None:
+        status = "warn"
+        note += (f" model `{model.name}` gives no active_params: every parameter is counted as active and "
+                 "replicated on each EP rank (conservative).")
     items.append(_item(1, status, f(c.weights_gpu), None, note))
 
     # 2. volume and hops
@@ -313,13 +317,15 @@ def _links_used(program: lower.Program, cluster: S.Cluster) -> list[S.Link]:
 
 def sweep_points(sweep: S.Sweep):
     """The plans of a sweep: the cartesian product of its field lists, in written order, as
-    (assignment dict, plan)."""
+    (assignment dict with references shown by name, plan)."""
     base = sweep.base
     names = [f for f, _ in sweep.fields]
     for combo in itertools.product(*(vals for _, vals in sweep.fields)):
         assign = dict(zip(names, combo))
-        label = ",".join(f"{k}={v}" for k, v in assign.items())
-        yield assign, replace(base, name=f"{sweep.name}[{label}]", **assign)
+        # a swept reference (cluster = [a, b]) is shown by its name
+        shown = {k: getattr(v, "name", v) for k, v in assign.items()}
+        label = ",".join(f"{k}={v}" for k, v in shown.items())
+        yield shown, replace(base, name=f"{sweep.name}[{label}]", **assign)
 
 
 def cost_thresholds(policy: S.Policy) -> list[float]:

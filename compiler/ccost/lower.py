@@ -81,7 +81,8 @@ class Static:
     algorithm: str  # ring | tree | one_shot | two_shot | auto
     cross_node: str  # auto | flat | hierarchical
     fsdp: bool
-    moe: bool  # the model has experts (and active_params split them from the dense part)
+    moe: bool  # the model has experts (active_params splits them from the dense part; without it every
+    # parameter counts as active and dense: replicated over the EP ranks, a conservative bound)
     kv: bool  # a KV cache is held (decode or prefill with seq)
     kv_read: bool  # decode reads the KV cache every step
     kv_heads_known: bool
@@ -193,9 +194,9 @@ def _plan_fields_ok(plan: S.Plan, diags: Diagnostics) -> None:
             diags.add(error("E401", f"link `{link.name}` needs a positive bandwidth and efficiency and a "
                             "non-negative alpha", link.span))
     if model.is_moe:
-        if (model.top_k or 1) >= (model.experts or 1) and model.active_params not in (None, model.params):
-            diags.add(error("E401", f"model `{model.name}`: top_k must be smaller than experts to split "
-                            "active from total parameters", model.span))
+        if (model.experts or 1) > 1 and (model.top_k or 1) >= (model.experts or 1):
+            diags.add(error("E401", f"model `{model.name}`: top_k = {model.top_k} must be smaller than "
+                            f"experts = {model.experts} (every token would visit every expert)", model.span))
         if model.active_params is not None and model.params is not None and model.active_params > model.params:
             diags.add(error("E203", f"model `{model.name}`: active_params exceeds params", model.span))
     if model.heads is not None and model.heads < 1:
@@ -227,7 +228,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
     static = Static(
         plan=plan.name, phase=plan.phase, algorithm=plan.allreduce,
         cross_node=getattr(plan, "cross_node", "auto") or "auto", fsdp=bool(plan.fsdp) and plan.phase == "train",
-        moe=moe and active < params, kv=kv, kv_read=kv and plan.phase == "decode",
+        moe=moe, kv=kv, kv_read=kv and plan.phase == "decode",
         kv_heads_known=kv_heads_known, heads_known=heads_known, compute_given=plan.compute_time is not None,
         intra=costs.LinkParams.from_link(cluster.intra_node, derivation, "intra"),
         inter=(costs.LinkParams.from_link(cluster.inter_node, derivation, "inter")

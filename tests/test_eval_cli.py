@@ -137,5 +137,7 @@ def test_stable_number_formatting():
     assert output.stable_number(524288.0, "message_bytes") == 524288
     assert isinstance(output.stable_number(14.0, "hops"), int)
     assert output.stable_number(float("nan")) is None
-    assert output.stable_number(-0.0) == 0.0
+    assert output.stable_number(-0.0) == 0.0 and str(output.stable_number(-0.0)) == "0.0"
+    assert output.stable_number(146_800_640.0) == 146_800_640.0  # whole numbers are never rounded
+    assert output.stable_number(146_800_640.0, "volume_bytes_per_step") == 146_800_640
     assert output.to_json({"a": float("inf")}) == '{\n  "a": null\n}\n'

@@ -9,8 +9,9 @@ Number formatting (decided once, for JSON and YAML alike):
 - a float is written with **7 significant digits** (``float(f"{x:.7g}")``, then Python's shortest
   ``repr``): 0.004805632 stays 0.004805632, 0.0048056321234 becomes 0.004805632. Seven digits are three
   more than any number the notes print and far inside the 0.5 % the conformance tests ask for, while
-  keeping last-bit noise out of diffs;
-- an integral value of a key that counts things (``*_bytes``, ``count``, ``hops``, ``gpus``,
+  keeping last-bit noise out of diffs. Whole numbers (146800640.0 bytes) are exact already and are never
+  rounded;
+- an integral value of a key that counts things (any ``*bytes*`` key, ``count``, ``hops``, ``gpus``,
   ``group_size``, the parallel degrees) is written as an integer;
 - NaN and infinities never reach a document (analysis turns them into ``None``); ``null`` is written for
   None. ``json.dumps(allow_nan=False)`` makes sure of it.
@@ -32,12 +33,12 @@ SIGNIFICANT_DIGITS = 7
 # Keys whose integral values are counts or byte sizes: written as integers.
 _INT_KEYS = frozenset({
     "gpus", "count", "hops", "group_size", "tp", "pp", "ep", "dp", "batch", "seq", "microbatches",
-    "id", "nodes", "gpus_per_node", "layers",
+    "id", "nodes", "gpus_per_node", "layers", "hops_per_step", "tokens_per_step",
 })
 
 
 def _is_int_key(key: str | None) -> bool:
-    return key is not None and (key in _INT_KEYS or key.endswith("_bytes"))
+    return key is not None and (key in _INT_KEYS or "bytes" in key)
 
 
 def stable_number(x: float, key: str | None = None) -> int | float | None:
@@ -49,10 +50,9 @@ def stable_number(x: float, key: str | None = None) -> int | float | None:
     x = float(x)
     if not math.isfinite(x):
         return None
-    if _is_int_key(key) and x == int(x) and abs(x) < 2.0**53:
-        return int(x)
-    if x == 0.0:
-        return 0.0  # never -0.0
+    if x == int(x) and abs(x) < 2.0**53:
+        # whole numbers (byte counts, hop counts) are exact and stable already: never rounded
+        return int(x) if _is_int_key(key) else float(int(x))  # float(int(x)) also turns -0.0 into 0.0
     return float(f"{x:.{SIGNIFICANT_DIGITS}g}")
 
 
@@ -234,4 +234,9 @@ def to_text(doc: dict) -> str:
         out += ["", sweep_text(name, s)]
     for name, c in (doc.get("compares") or {}).items():
         out += ["", compare_text(name, c)]
+    if doc.get("searches"):
+        from ccost.search import search_text  # issue 7: top layouts, Pareto front, constraints
+
+        for name, s in doc["searches"].items():
+            out += ["", search_text(name, s)]
     return "\n".join(out) + "\n"

@@ -4,6 +4,8 @@
     # W: CODE LINE:COL             a warning
     # E: CODE lib/x.ccost:LINE:COL an error in an imported file (path relative to tests/bad)
 
+(the convention of tests/parse_errors, where a description may follow the position),
+
 and the checker must report exactly those: same codes, same places, nothing more. Expectations are written
 by hand (there is no update mode). Files under tests/bad/lib/ are helpers that corpus files import.
 """
@@ -22,7 +24,8 @@ from ccost.check import check_file
 
 BAD = Path(__file__).parent / "bad"
 CASES = sorted(BAD.glob("*.ccost"))
-EXPECT = re.compile(r"^# ([EW]): ([EW]\d{3}) (?:(\S+):)?(\d+):(\d+)\s*$")
+# Same shape as tests/parse_errors (H1a): an optional description may follow the position.
+EXPECT = re.compile(r"^# ([EW]): ([EW]\d{3}) (?:(\S+):)?(\d+):(\d+)(?:\s.*)?$")
 
 
 def expectations(path: Path) -> Counter:

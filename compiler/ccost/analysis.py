@@ -154,6 +154,11 @@ def _b(x: float | None) -> str:
     return "—" if x is None else units.format_quantity(x, units.INFORMATION)
 
 
+def _gb(x: float | None) -> str:
+    """Memory sizes in decimal units, so they compare at a glance with capacities (80 GB)."""
+    return "—" if x is None else units.format_quantity(x, units.INFORMATION, binary=False)
+
+
 def _p(x: float | None) -> str:
     return "—" if x is None else units.format_percent(x)
 
@@ -174,7 +179,7 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
     else:
         bound = "memory-bound" if (t_mem or 0) >= (t_flop or 0) else "FLOP-bound"
     status = "pass"
-    note = (f"{_b(f(c.weights_gpu))} of weights per GPU; compute {_t(f(c.T_compute))} per step ({bound}"
+    note = (f"{_gb(f(c.weights_gpu))} of weights per GPU; compute {_t(f(c.T_compute))} per step ({bound}"
             + (f", {plan.pp} stages in turn" if plan.pp > 1 else "") + ").")
     if bound == "FLOP-bound" and cluster.gpu.achieved_flops is None:
         status = "warn"
@@ -285,21 +290,21 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
     # 11. memory
     mem, limit = f(c.mem_total), f(c.mem_limit)
     fits = mem is not None and limit is not None and mem <= limit
-    parts = [f"weights {_b(f(c.mem_weights))}"]
+    parts = [f"weights {_gb(f(c.mem_weights))}"]
     if f(c.mem_kv):
-        parts.append(f"KV cache {_b(f(c.mem_kv))}")
+        parts.append(f"KV cache {_gb(f(c.mem_kv))}")
     if f(c.mem_grads):
-        parts.append(f"gradients {_b(f(c.mem_grads))}")
+        parts.append(f"gradients {_gb(f(c.mem_grads))}")
     if f(c.mem_optimizer):
-        parts.append(f"optimizer {_b(f(c.mem_optimizer))}")
+        parts.append(f"optimizer {_gb(f(c.mem_optimizer))}")
     detail = " + ".join(parts)
     if fits:
-        items.append(_item(11, "pass", mem, limit, f"{_b(mem)} per GPU ({detail}) fits within {_b(limit)} "
-                                                    f"({_p(policy.max_memory)} of {_b(cluster.gpu.memory)})."))
+        items.append(_item(11, "pass", mem, limit, f"{_gb(mem)} per GPU ({detail}) fits within {_gb(limit)} "
+                                                    f"({_p(policy.max_memory)} of {_gb(cluster.gpu.memory)})."))
     else:
         items.append(_item(11, "fail", mem, limit,
-                           f"{_b(mem)} per GPU ({detail}) exceeds {_b(limit)} ({_p(policy.max_memory)} of "
-                           f"{_b(cluster.gpu.memory)}): shard more (tp, pp, FSDP) or lower the batch."))
+                           f"{_gb(mem)} per GPU ({detail}) exceeds {_gb(limit)} ({_p(policy.max_memory)} of "
+                           f"{_gb(cluster.gpu.memory)}): shard more (tp, pp, FSDP) or lower the batch."))
     return items
 
 
@@ -394,7 +399,7 @@ def rank(compare_by: str, plans: dict[str, dict]) -> tuple[list[str], str]:
     if not bp["fits_memory"]:
         return order, (f"No plan fits in memory; `{best}` would be best by {label} "
                        f"({_fmt_metric(compare_by, metric(best))}), but it needs "
-                       f"{_b(bp['memory_bytes_per_gpu'])} per GPU.")
+                       f"{_gb(bp['memory_bytes_per_gpu'])} per GPU.")
     text = f"Choose `{best}` ({bp.get('title') or best}): best by {label}, {_fmt_metric(compare_by, metric(best))}"
     if len(order) > 1:
         ru = order[1]

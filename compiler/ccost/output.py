@@ -101,6 +101,11 @@ def fmt_bytes(x: float | None) -> str:
     return "—" if x is None else units.format_quantity(x, units.INFORMATION)
 
 
+def fmt_gb(x: float | None) -> str:
+    """Memory in decimal units, to compare with capacities (80 GB)."""
+    return "—" if x is None else units.format_quantity(x, units.INFORMATION, binary=False)
+
+
 def fmt_pct(x: float | None) -> str:
     return "—" if x is None else units.format_percent(x)
 
@@ -139,8 +144,8 @@ def plan_text(name: str, p: dict) -> str:
     out = [f"plan {name}" + (f" — {p['title']}" if p.get("title") and p["title"] != name else "")]
     kv = [
         ("GPUs", fmt_num(p["gpus"])),
-        ("weights per GPU", fmt_bytes(p["weight_bytes_per_gpu"])),
-        ("memory per GPU", fmt_bytes(p["memory_bytes_per_gpu"])
+        ("weights per GPU", fmt_gb(p["weight_bytes_per_gpu"])),
+        ("memory per GPU", fmt_gb(p["memory_bytes_per_gpu"])
          + ("" if p["fits_memory"] else "  (does NOT fit)")),
         ("compute", fmt_time(p["compute_time_s"])),
         ("communication", fmt_time(p["comm_time_s"])
@@ -219,8 +224,13 @@ def sweep_text(name: str, s: dict) -> str:
 
 def compare_text(name: str, c: dict) -> str:
     out = [f"compare {name}" + (f" — {c['title']}" if c.get("title") else "") + f" (by {c['by']})"]
+    values = c.get("values") or {}
+    fmt = {"latency": fmt_time, "overhead": fmt_pct, "efficiency": fmt_pct,
+           "throughput": lambda v: "—" if v is None else f"{fmt_num(v, 4)} tokens/s"}.get(c["by"], fmt_num)
+    width = max((len(p) for p in c["ranking"]), default=0)
     for i, plan in enumerate(c["ranking"], 1):
-        out.append(f"  {i}. {plan}")
+        shown = f"  {fmt(values[plan])}" if plan in values else ""
+        out.append(f"  {i}. {plan.ljust(width)}{shown}")
     out.append(f"  {c['recommendation']}")
     return "\n".join(out)
 

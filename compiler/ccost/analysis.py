@@ -29,11 +29,11 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from ccost import costs, derive, lower, units
 from ccost import spec as S
 from ccost.derive import named
-
-import numpy as np
 
 Num = Any
 

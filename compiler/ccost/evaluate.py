@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccost import __version__, analysis, costs, derive, lower, units
+from ccost import __version__, analysis, costs, derive, lower
 from ccost import spec as S
 from ccost.derive import Step
 from ccost.diagnostics import CcostError, Diagnostics, error
@@ -180,7 +180,7 @@ def _plans_to_evaluate(spec: S.Spec) -> list[str]:
     return names
 
 
-def evaluate(spec: S.Spec) -> Results:
+def evaluate(spec: S.Spec, progress=None) -> Results:
     """Evaluate every plan written in the spec (and every plan a comparison names), every sweep and every
     comparison, in float mode. Raises one ``CcostError`` with the diagnostics of every plan that cannot
     be evaluated."""
@@ -203,12 +203,12 @@ def evaluate(spec: S.Spec) -> Results:
         if missing:
             continue  # their own diagnostics are already in the bag
         compares[name] = compare_document(cmp, {p.name: plans[p.name].doc for p in cmp.plans})
-    searches = _searches(spec, diags)
+    searches = _searches(spec, diags, progress)
     diags.raise_if_errors()
     return Results(spec, plans, sweeps, compares, searches)
 
 
-def _searches(spec: S.Spec, diags: Diagnostics) -> dict:
+def _searches(spec: S.Spec, diags: Diagnostics, progress=None) -> dict:
     """The spec's `search` blocks, priced by ``ccost.search`` (issue 7) when that module provides
     ``search_documents(spec) -> {name: section}``; imported only when the spec has a search."""
     if not getattr(spec, "searches", None):
@@ -221,7 +221,8 @@ def _searches(spec: S.Spec, diags: Diagnostics) -> dict:
     if fn is None:
         return {}
     try:
-        return dict(fn(spec))
+        # progress(name, done, total): the CLI's bar for long searches (ccost.progress)
+        return dict(fn(spec, progress) if progress is not None else fn(spec))
     except CcostError as exc:
         diags.extend(exc.diagnostics)
         return {}

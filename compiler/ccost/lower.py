@@ -53,15 +53,15 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ccost import costs, derive, units
 from ccost import spec as S
-from ccost.derive import floor, maximum, minimum, named, where
-from ccost.diagnostics import CcostError, Diagnostics, error
+from ccost.derive import floor, maximum, minimum, named
+from ccost.diagnostics import Diagnostics, error
 
 Num = Any  # float | np.ndarray | derive.Value
 

@@ -115,6 +115,8 @@ def test_fsdp_training_across_two_nodes():
     # memory: shard 8e9/16 = 0.5e9 params: weights 1 GB + one gathered layer 0.5 GB, grads 1 GB,
     # Adam 12 B × 0.5e9 = 6 GB → 8.5 GB
     assert d["memory"]["weights_bytes"] == pytest.approx(1.5e9, **HAND)
+    assert d["weight_bytes_per_gpu"] == pytest.approx(1.5e9, **HAND)  # held, not the 16 GB it streams
+    assert d["compute"]["bytes_read_per_gpu"] == pytest.approx(16e9, **HAND)
     assert d["memory"]["gradient_bytes"] == pytest.approx(1e9, **HAND)
     assert d["memory"]["optimizer_bytes"] == pytest.approx(6e9, **HAND)
     assert d["memory_bytes_per_gpu"] == pytest.approx(8.5e9, **HAND) and d["fits_memory"]

@@ -179,7 +179,10 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
     else:
         bound = "memory-bound" if (t_mem or 0) >= (t_flop or 0) else "FLOP-bound"
     status = "pass"
-    note = (f"{_gb(f(c.weights_gpu))} of weights per GPU; compute {_t(f(c.T_compute))} per step ({bound}"
+    held = (f"{_gb(f(c.mem_weights))} of weights held per GPU (FSDP shard + one gathered layer), "
+            f"{_gb(f(c.weights_gpu))} used per step" if program.static.fsdp
+            else f"{_gb(f(c.weights_gpu))} of weights per GPU")
+    note = (f"{held}; compute {_t(f(c.T_compute))} per step ({bound}"
             + (f", {plan.pp} stages in turn" if plan.pp > 1 else "") + ").")
     if bound == "FLOP-bound" and cluster.gpu.achieved_flops is None:
         status = "warn"
@@ -188,7 +191,7 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
         status = "warn"
         note += (f" model `{model.name}` gives no active_params: every parameter is counted as active and "
                  "replicated on each EP rank (conservative).")
-    items.append(_item(1, status, f(c.weights_gpu), None, note))
+    items.append(_item(1, status, f(c.mem_weights), None, note))
 
     # 2. volume and hops
     vol, hops = f(m.volume), f(m.hops)

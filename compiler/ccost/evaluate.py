@@ -120,7 +120,8 @@ def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, ite
     doc: dict[str, Any] = {
         "title": plan.title or plan.name,
         "gpus": plan.gpus,
-        "weight_bytes_per_gpu": _f(c.weights_gpu),
+        # what the GPU holds (FSDP: its shard + one gathered layer); compute.bytes_read_per_gpu is what it reads
+        "weight_bytes_per_gpu": _f(c.mem_weights),
         "memory_bytes_per_gpu": mem,
         "fits_memory": bool(mem is not None and limit is not None and mem <= limit),
         "compute_time_s": _f(c.T_compute),

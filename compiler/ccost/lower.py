@@ -36,15 +36,18 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
   seed 001 omits that factor.
 * **DP**: without FSDP, one gradient AllReduce per step of this GPU's parameters × grad bytes on the dp
   ranks (for a MoE model: the dense parameters over the dp·ep ranks that replicate them, the experts'
-  over the dp ranks); the critical path counts one per stage (pp in all). With FSDP: per layer, an AllGather of the layer's parameters before the forward and
-  again before the backward, and a ReduceScatter of its gradients (3·L collectives per step).
+  over the dp ranks); the critical path counts one per stage (pp in all). With FSDP: per layer, an
+  AllGather of the layer's parameters before the forward and again before the backward, and a
+  ReduceScatter of its gradients (3·L collectives per step), on the dp·ep ranks for dense parameters
+  and the dp ranks for experts.
 * **Compute**, per GPU and stage: the roofline max(bytes read / HBM bandwidth, FLOPs / achieved FLOP/s).
   Bytes read: this GPU's weights (for a MoE model, every local expert: with B·top_k routed tokens most
   experts are hit; at tiny batch this overestimates) plus, in decode with ``seq``, the KV cache of B
   sequences of ``seq`` tokens. FLOPs: 2·active params·B·S (6· for training) / (tp·pp); attention's
   context-dependent FLOPs are not modelled. A token crosses the pp stages one after another, so the
   step's compute on the critical path is pp × the stage's time (A3: 15.11 ms for TP=8 × PP=2).
-  ``compute_time`` in the plan overrides it.
+  ``compute_time`` in the plan overrides it. The single-GPU reference T₁ (for speedup) runs the same model
+  instance's work (ep·B sequences) on one GPU: all weights, the instance's KV cache, no communication.
 * **Memory** per GPU: weights (FSDP: sharded over the data-parallel ranks, plus one gathered layer), the
   KV cache (``seq`` tokens of B sequences; KV heads split over min(tp, kv_heads) ranks, replicated beyond),
   and in training the gradients and Adam's state (FP32 master, m, v: 12 B per parameter), sharded like the

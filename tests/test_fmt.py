@@ -341,3 +341,28 @@ def test_no_final_newline_gets_one():
     # (not a case file: a case file cannot end its input without a newline before the marker)
     assert format_text("link l { alpha = 2 us }", "x.ccost") == "link l {\n  alpha = 2 us\n}\n"
     assert format_text("# only a comment", "x.ccost") == "# only a comment\n"
+
+
+def test_fmt_stdin_to_stdout(capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(_UGLY))
+    assert main(["fmt", "-"]) == 0
+    assert capsys.readouterr().out == _PRETTY
+    monkeypatch.setattr("sys.stdin", io.StringIO(_UGLY))
+    assert main(["fmt", "--check", "-"]) == 1
+    assert "+  alpha     = 2 us" in capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.StringIO(_PRETTY))
+    assert main(["fmt", "--check", "-"]) == 0
+
+
+def test_fmt_folder(tmp_path, capsys):
+    (tmp_path / "sub").mkdir()
+    a, b = tmp_path / "a.ccost", tmp_path / "sub" / "b.ccost"
+    a.write_text(_UGLY)
+    b.write_text(_PRETTY)
+    (tmp_path / "notes.txt").write_text("not a spec {")
+    assert main(["fmt", "--check", str(tmp_path)]) == 1
+    assert "1 file would be reformatted, 1 file already formatted" in capsys.readouterr().err
+    assert main(["fmt", str(tmp_path)]) == 0
+    assert a.read_text() == _PRETTY

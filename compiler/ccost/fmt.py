@@ -16,8 +16,9 @@ The rules (docs/git-workflow.md lists them for users):
   number and its unit. Numbers and units are spelled as written (``2 µs``, ``70.6e9``, ``1_000_000``),
   because a spelling is a choice the author made for the reader; only whitespace is canonical.
 - Strings are re-escaped canonically (only ``\\"`` and ``\\\\`` exist in the language).
-- Imports first, in the order written; one blank line between top-level items (none between imports);
-  inside a block, a blank line the author left between members is kept (several collapse into one).
+- Imports first, in the order written (a comment group that opens the file, followed by a blank line,
+  stays at the top); one blank line between top-level items (none between imports); inside a block, a
+  blank line the author left between members is kept (several collapse into one).
 - Comments stay where they were: an own-line comment stays before the member, block, import or closing
   brace that followed it; a trailing comment stays after the member, block header or closing brace it
   followed; comments inside an empty block stay inside; comments at the end of the file stay there.
@@ -259,12 +260,15 @@ class _Printer:
         f = self.file
         imports = [i for i in f.items if isinstance(i, t.Import)]
         blocks = [i for i in f.items if not isinstance(i, t.Import)]
+        ordered = imports + blocks
+        header = self._file_header(ordered)
+        self._emit_comments(header, "", None, False)
         prev: t.Item | None = None
-        for item in imports + blocks:
+        for item in ordered:
             slot = self.attach.slot(item, "item")
             # One blank line between top-level items; none between two imports unless comments stand there.
             if prev is None:
-                first_blank = False
+                first_blank = bool(header)
             elif isinstance(prev, t.Import) and isinstance(item, t.Import):
                 first_blank = bool(slot.before)
             else:
@@ -281,6 +285,25 @@ class _Printer:
             last_end = max((i.span.end_line for i in f.items), default=None)
             self._emit_comments(eof, "", last_end, None if last_end is not None else False)
         return self._render()
+
+    def _file_header(self, ordered: list[t.Item]) -> list[t.Comment]:
+        """The comments that open the file, when moving imports first would carry them away.
+
+        A comment group before the first item, separated from it by a blank line, is about the file (a
+        title, a licence, sources), not about that item: it stays at the top when imports written further
+        down move above the first block. Only then: when the first item stays first, nothing moves.
+        """
+        f = self.file
+        if not f.items or ordered[0] is f.items[0]:
+            return []
+        slot = self.attach.slot(f.items[0], "item")
+        split = 0
+        for i, c in enumerate(slot.before):
+            nxt = slot.before[i + 1].span.line if i + 1 < len(slot.before) else f.items[0].span.line
+            if self._blank_between(c.span.end_line, nxt):
+                split = i + 1
+        header, slot.before = slot.before[:split], slot.before[split:]
+        return header
 
     def _block(self, b: t.Block, blank: bool) -> None:
         head = [b.kind]

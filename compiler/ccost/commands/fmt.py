@@ -24,7 +24,9 @@ HELP = "rewrite specs in canonical form, comments kept"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("specs", nargs="+", metavar="SPEC",
-                        help=".ccost files to format in place; a folder means every .ccost file under it")
+                        help=".ccost files to format in place; a folder means every .ccost file under it; "
+                             "`-` reads standard input and writes the result to standard output (for "
+                             "editors; imports resolve from the current directory)")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; print a unified diff of what would change and exit 1 if "
                              "any file is not in canonical form (for CI)")
@@ -86,6 +88,7 @@ def expand(paths: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ccost.fmt import normalize_newlines
     from ccost.syntax.parse import read_source
 
     failed: list[tuple[list[Diagnostic], dict[str, str]]] = []
@@ -93,23 +96,32 @@ def run(args: argparse.Namespace) -> int:
     for name in expand(args.specs):
         path = Path(name)
         try:
-            text = read_source(name)
-            out = format_checked(text, name)
+            if name == "-":
+                text = sys.stdin.read()
+                out = format_checked(text, "<stdin>")
+            else:
+                text = read_source(name)
+                out = format_checked(text, name)
         except CcostError as exc:
             failed.append((exc.diagnostics, getattr(exc, "sources", None) or {}))
             continue
-        # Compare bytes on disk, not decoded text: a CRLF file or one with a BOM is not canonical.
-        if path.read_bytes() == out.encode("utf-8"):
+        if name == "-" and not args.check:
+            sys.stdout.write(out)  # an editor replaces its buffer with this
+            continue
+        # Compare bytes, not decoded text: a CRLF file or one with a BOM is not canonical.
+        current = text.encode("utf-8") if name == "-" else path.read_bytes()
+        if current == out.encode("utf-8"):
             unchanged += 1
             continue
         changed += 1
         if args.check:
-            diff = difflib.unified_diff(text.replace("\r\n", "\n").splitlines(keepends=True),
-                                        out.splitlines(keepends=True), f"{name} (current)",
-                                        f"{name} (formatted)")
+            shown = "<stdin>" if name == "-" else name
+            diff = difflib.unified_diff(normalize_newlines(text).splitlines(keepends=True),
+                                        out.splitlines(keepends=True), f"{shown} (current)",
+                                        f"{shown} (formatted)")
             sys.stdout.writelines(diff)
             if "\r" in text:
-                print(f"{name}: line endings would change from CRLF to LF")
+                print(f"{shown}: line endings would change from CRLF to LF")
         else:
             _write(path, out)
             print(f"reformatted {name}", file=sys.stderr)
@@ -122,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
         parts.append(f"{unchanged} file{'s' if unchanged != 1 else ''} already formatted")
     if failed:
         parts.append(f"{len(failed)} file{'s' if len(failed) != 1 else ''} with errors left unchanged")
-    print(", ".join(parts) + ".", file=sys.stderr)
+    if parts:
+        print(", ".join(parts) + ".", file=sys.stderr)
     if failed:
         return 2
     return 1 if args.check and changed else 0

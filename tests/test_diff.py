@@ -367,3 +367,30 @@ def test_policy_change_and_block_added(tmp_path, capsys, monkeypatch):
     # overhead 91.35 % was above 30 % and is below 95 %: item 6 flips; the overhead itself is unchanged
     assert any(line.startswith("  tp8 #6 ") and line.endswith(": fail → pass") for line in lines)
     assert "tp8 overhead" not in out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The git reader on its own
+
+def test_git_reader(repo, tmp_path_factory):
+    from ccost.diagnostics import CcostError
+    from ccost.gitio import GitReader
+
+    (repo / "bin.ccost").write_bytes(b"# caf\xe9\n")
+    git(repo, "add", "bin.ccost")
+    git(repo, "commit", "-q", "-m", "latin-1")
+    (repo / "plan.ccost").write_text("changed on disk\n")
+    read = GitReader("HEAD~1", repo / "plan.ccost")
+    assert read(str(repo / "plan.ccost")) == HW + "\n" + PLAN  # as committed, not as on disk
+    assert read.exists(repo / "plan.ccost") and not read.exists(repo / "bin.ccost")
+    with pytest.raises(FileNotFoundError):
+        read(str(repo / "bin.ccost"))  # not there at HEAD~1
+    with pytest.raises(CcostError) as exc:
+        GitReader("HEAD", repo)(str(repo / "bin.ccost"))
+    assert exc.value.diagnostics[0].code == "E002" and "UTF-8" in exc.value.diagnostics[0].message
+    outside = tmp_path_factory.mktemp("outside") / "o.ccost"
+    outside.write_text("# outside the repository\n")
+    assert read(str(outside)) == "# outside the repository\n"  # read from disk
+    with pytest.raises(FileNotFoundError):
+        read(str(outside.with_name("missing.ccost")))
+    assert read.relpath(repo / "plan.ccost") == "plan.ccost" and read.relpath(outside) is None

@@ -96,9 +96,11 @@ class GitReader:
         """The text of ``path`` at the revision. Raises ``FileNotFoundError`` when it was not there, and
         ``CcostError`` (E002) when it is not UTF-8 or too large, like the working-tree reader."""
         rel = self.relpath(path)
-        if rel is None:
+        if rel is None:  # outside the repository: read it now, like the checker's own reader
             from ccost.syntax.parse import read_source
 
+            if not os.path.isfile(path):
+                raise FileNotFoundError(str(path))
             return read_source(str(path))
         size = _git(["cat-file", "-s", f"{self.commit}:{rel}"], self.top)
         if size.returncode != 0:

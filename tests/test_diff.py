@@ -115,8 +115,7 @@ def test_text_diff(repo, capsys):
     assert "  tp8 compute_time_s: 5.261 ms → 10.52 ms (+100 %)" in lines
     # overhead 91.35 % → 19.58 %: a share, so the change is in percentage points (−71.8 pp)
     assert "  tp8 overhead: 91.4 % → 19.6 % (−71.8 pp)" in lines
-    assert any(line.startswith("  tp8 #6 overhead above the policy") and line.endswith("fail → pass")
-               for line in lines)
+    assert "  tp8 checklist 6 (overhead above the policy: reconsider the strategy): fail → pass" in lines
     # the model did not change: no line names it; unchanged results are not listed either
     assert "llama" not in out
     assert "tp8 regime" not in out and "tp8 bubble" not in out
@@ -365,7 +364,7 @@ def test_policy_change_and_block_added(tmp_path, capsys, monkeypatch):
     assert "  policy.max_overhead: 30 % → 95 %" in lines
     assert "blocks added: gpu h200" in lines
     # overhead 91.35 % was above 30 % and is below 95 %: item 6 flips; the overhead itself is unchanged
-    assert any(line.startswith("  tp8 #6 ") and line.endswith(": fail → pass") for line in lines)
+    assert any(line.startswith("  tp8 checklist 6 (") and line.endswith("): fail → pass") for line in lines)
     assert "tp8 overhead" not in out
 
 

@@ -379,7 +379,8 @@ def to_text(d: SpecDiff) -> str:
             out.append(f"  {r.plan} {r.metric}: {r.old_text} → {r.new_text}{delta}")
     if d.checklist:
         out += ["", "checklist status changed:"]
-        out += [f"  {c.plan} #{c.id} {c.title}: {_status(c.old)} → {_status(c.new)}" for c in d.checklist]
+        out += [f"  {c.plan} checklist {c.id} ({c.title}): {_status(c.old)} → {_status(c.new)}"
+                for c in d.checklist]
     if d.compares:
         out += ["", "comparisons changed:"]
         for c in d.compares:

@@ -222,12 +222,22 @@ def test_spec_absent_at_revision(repo, capsys):
     assert code == 0, err
     assert "The spec did not exist at HEAD:new.ccost: everything in it is added." in out
     assert "plans added: tp8" in out
+    # a new plan's headline numbers: step 5.261 + 4.806 = 10.07 ms, overhead 91.35 %, efficiency
+    # 42.09 / 10.07 / 8 = 52.3 %; checklist 6 (overhead > 30 %) and 9 (efficiency < 70 %) fail
+    assert ("  tp8: gpus 8, step_time_s 10.07 ms, overhead 91.4 %, efficiency 52.3 %, memory_bytes_per_gpu "
+            in out)
+    assert out.splitlines()[3].endswith("; checklist fails: 6, 9")
     doc = json.loads(run(capsys, "--format", "json", "new.ccost")[1])
     assert doc["old_absent"] is True and doc["plans_added"] == ["tp8"]
+    [summary] = doc["plan_summaries"]
+    assert summary["plan"] == "tp8" and summary["side"] == "added" and summary["gpus"] == 8
+    assert summary["step_time_s"] == pytest.approx(OLD_COMPUTE + OLD_COMM, rel=1e-6)
+    assert summary["checklist_fails"] == [6, 9]
     assert {"kind": "link", "name": "nvl"} in doc["blocks_added"]
     assert doc["results"] == [] and doc["inputs"] == []
     md = run(capsys, "--format", "markdown", "new.ccost")[1]
     assert "did not exist at `HEAD:new.ccost`" in md
+    assert "| `tp8` | 8 | 10.07 ms | 91.4 % | 52.3 % |" in md
 
 
 def test_two_files(tmp_path, capsys, monkeypatch):

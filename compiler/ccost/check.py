@@ -733,6 +733,10 @@ class _Checker:
                            "the functions are " + ", ".join(SC.FUNCTIONS)))
             raise _Bad
         sig = SC.FUNCTIONS[e.func][0]
+        if e.func in SC.LIST_FUNCTIONS:
+            self.add(error("E205", f"`{sig}` gives a list of values, not one number", e.span,
+                           help="use it for a field of a `sweep` or `search`, like `tp = pow2(1, 64)`"))
+            raise _Bad
         args, bad = [], False
         for a in e.args:
             try:
@@ -1021,6 +1025,11 @@ class _Checker:
                 continue  # reported as an unknown field
             e = _unparen(m.value)
             items = e.items if isinstance(e, T.ListExpr) else (m.value,)
+            if isinstance(e, T.Call) and e.func in SC.LIST_FUNCTIONS:  # pow2(1, 64), range(1, 16)
+                items = self._range_items(e, owner.file)
+                if items is None:
+                    bad = True
+                    continue
             if isinstance(e, T.ListExpr) and not items:
                 self.add(error("E203", f"`{name}` is an empty list: a sweep needs at least one value",
                                m.value.span, help=f"like `{name} = [1, 2, 4, 8]`" if f.type.kind == "int"
@@ -1053,11 +1062,36 @@ class _Checker:
                            help=f"add a {kind.varies} field with a list of values, like `tp = [1, 2, 4, 8]`"))
             return None
         points = math.prod(len(v) for _, v in out)
-        if points > MAX_SWEEP_POINTS:
+        if points > MAX_SWEEP_POINTS and kind.name != "search":  # a search checks its own `limit`
             self.add(error("E402", f"{b.label} has {points:,} points (more than {MAX_SWEEP_POINTS:,})", b.where,
                            help="sweep fewer values, or split it into several sweeps"))
             return None
         return tuple(out)
+
+    def _range_items(self, e: T.Call, scope: _File) -> tuple | None:
+        """The values of ``pow2(lo, hi)`` / ``range(lo, hi[, step])`` as number nodes at the call's span
+        (checked like any list item afterwards), or None after reporting an error."""
+        from ccost.search import range_values
+
+        args = []
+        try:
+            for a in e.args:
+                v, d = self._num(a, scope)
+                if d != U.DIMENSIONLESS:
+                    self.add(error("E206", f"`{e.func}` takes plain numbers; got {U.dim_name(d)}", a.span,
+                                   help=f"write it like `{SC.FUNCTIONS[e.func][0]}`"))
+                    return None
+                args.append(v)
+        except _Bad:
+            return None
+        vals = range_values(e.func, args)
+        if isinstance(vals, str):
+            too_many = "more than" in vals
+            self.add(error("E402" if too_many else "E203", vals, e.span,
+                           help="take a step, like `range(1, 1024, 8)`, or powers of two, like `pow2(1, 1024)`"
+                           if too_many else f"write it like `{SC.FUNCTIONS[e.func][0]}`"))
+            return None
+        return tuple(T.Number(value=float(v), text=str(v), unit=None, span=e.span) for v in vals)
 
     def _build_spec(self, root: _File) -> Spec | None:
         by_attr: dict[str, dict[str, Any]] = {}
@@ -1146,6 +1180,13 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     return out
 
 
+def _check_search(s, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    from ccost.search import validate  # the search's own rules (searchable fields, size limit E402)
+
+    return validate(s, where)
+
+
 _VALIDATORS: dict[str, Callable[[Any, Callable[[str], Span]], list[Diagnostic]]] = {
     "plan": _check_plan,
+    "search": _check_search,
 }

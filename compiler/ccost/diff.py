@@ -89,6 +89,23 @@ class CompareChange:
 
 
 @dataclass(frozen=True)
+class PlanSummary:
+    """The headline results of a plan added or removed: a reviewer needs a new plan's numbers, not only its
+    name. ``values`` are (metric, machine value) for the ``SUMMARY`` metrics; ``fails`` the checklist ids
+    with status fail."""
+
+    plan: str
+    side: str  # "added" or "removed"
+    values: tuple[tuple[str, Any], ...]
+    fails: tuple[Any, ...]
+
+    def text(self) -> str:
+        parts = ", ".join(f"{m} {format_metric(v, m)}" for m, v in self.values)
+        fails = f"; checklist fails: {', '.join(str(i) for i in self.fails)}" if self.fails else ""
+        return f"{self.plan}: {parts}{fails}"
+
+
+@dataclass(frozen=True)
 class SpecDiff:
     old_label: str
     new_label: str
@@ -100,6 +117,7 @@ class SpecDiff:
     checklist: tuple[StatusChange, ...]
     compares: tuple[CompareChange, ...]
     policy: tuple[InputChange, ...] = ()
+    summaries: tuple[PlanSummary, ...] = ()  # of the plans added and removed
 
     @property
     def plans_added(self) -> tuple[str, ...]:
@@ -327,8 +345,20 @@ def compare(old: Side, new: Side) -> SpecDiff:
             if rka != rkb or a.get("recommendation") != b.get("recommendation"):
                 compares.append(CompareChange(name, rka, rkb, a.get("recommendation"),
                                               b.get("recommendation")))
+    summaries = [_summary(n, pb[n], "added") for k, n in added if k == "plan" and n in pb]
+    summaries += [_summary(n, pa[n], "removed") for k, n in removed if k == "plan" and n in pa]
     return SpecDiff(old.label, new.label, old.spec is None, added, removed, tuple(inputs), tuple(results),
-                    tuple(checklist), tuple(compares), tuple(policy))
+                    tuple(checklist), tuple(compares), tuple(policy), tuple(summaries))
+
+
+# The numbers shown for a plan that is added or removed.
+SUMMARY = ("gpus", "step_time_s", "overhead", "efficiency", "memory_bytes_per_gpu")
+
+
+def _summary(name: str, doc: Mapping[str, Any], side: str) -> PlanSummary:
+    values = tuple((m, doc[m]) for m in SUMMARY if m in doc)
+    fails = tuple(i.get("id") for i in doc.get("checklist") or [] if i.get("status") == "fail")
+    return PlanSummary(name, side, values, fails)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -362,8 +392,10 @@ def to_text(d: SpecDiff) -> str:
         return "\n".join(out) + "\n"
     if d.plans_added:
         out.append("plans added: " + ", ".join(d.plans_added))
+        out += [f"  {s.text()}" for s in d.summaries if s.side == "added"]
     if d.plans_removed:
         out.append("plans removed: " + ", ".join(d.plans_removed))
+        out += [f"  {s.text()}" for s in d.summaries if s.side == "removed"]
     other_added = tuple(k for k in d.blocks_added if k[0] != "plan")
     other_removed = tuple(k for k in d.blocks_removed if k[0] != "plan")
     if other_added:
@@ -423,6 +455,17 @@ def to_markdown(d: SpecDiff) -> str:
         out += ["**Added:** " + ", ".join(f"{k} `{n}`" for k, n in d.blocks_added), ""]
     if d.blocks_removed:
         out += ["**Removed:** " + ", ".join(f"{k} `{n}`" for k, n in d.blocks_removed), ""]
+    for side in ("added", "removed"):
+        rows = [s for s in d.summaries if s.side == side]
+        if rows:
+            out += [f"#### Plans {side}", "", "| plan | " + " | ".join(f"`{m}`" for m in SUMMARY)
+                    + " | checklist fails |", "|---|" + "---:|" * len(SUMMARY) + "---|"]
+            for s in rows:
+                vals = dict(s.values)
+                cells = [_md(format_metric(vals[m], m)) if m in vals else "—" for m in SUMMARY]
+                out.append(f"| `{s.plan}` | " + " | ".join(cells) + " | "
+                           + (", ".join(str(i) for i in s.fails) or "none") + " |")
+            out.append("")
     if d.inputs or d.policy:
         out += ["#### Inputs changed", "", "| block | field | old | new |", "|---|---|---:|---:|"]
         for c in d.inputs + d.policy:
@@ -470,6 +513,8 @@ def to_document(d: SpecDiff) -> dict[str, Any]:
         "old_absent": d.old_absent,
         "plans_added": list(d.plans_added),
         "plans_removed": list(d.plans_removed),
+        "plan_summaries": [{"plan": s.plan, "side": s.side, **dict(s.values), "checklist_fails": list(s.fails)}
+                           for s in d.summaries],
         "blocks_added": [{"kind": k, "name": n} for k, n in d.blocks_added],
         "blocks_removed": [{"kind": k, "name": n} for k, n in d.blocks_removed],
         "inputs": [inp(c) for c in d.inputs + d.policy],

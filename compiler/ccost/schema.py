@@ -241,6 +241,7 @@ class BlockKind:
     example: str
     named: bool = True
     varies: str | None = None
+    varies_doc: str | None = None  # the docs' row for the varied fields, when not "any field of `varies`"
 
     def field(self, name: str) -> Field | None:
         for f in self.fields:
@@ -436,6 +437,57 @@ register(BlockKind(
 ))
 
 
+def _build_search(ctx: BuildContext):
+    from ccost import search  # numpy-free at import; the evaluation imports numpy when a search runs
+
+    return search.build(ctx.name, ctx.title, ctx.span, ctx.spans, ctx.values, ctx.varied)
+
+
+register(BlockKind(
+    "search", "Every layout of one plan at once: `base = PLAN` and lists or ranges of values for `tp`, `pp`, "
+    "`ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap` (numbers, evaluated as arrays) and `allreduce`, "
+    "`fsdp`, `cross_node` (one pass per value); the lists form their cartesian product (`tp = pow2(1, 64)`, "
+    "`batch = [1, 8, 64]`, `allreduce = [ring, tree, auto]`). Every point is priced by the same formulas as "
+    "a plan and kept or rejected by the constraints below. The result: the `top` layouts by the objective "
+    "with their numbers, the Pareto front of latency against throughput per GPU, and how many points each "
+    "constraint removed. A search larger than `limit` points is refused (E402).",
+    (
+        Field("base", ref("plan"), "the plan every point starts from", "tp8", required=True),
+        Field("objective", enum("latency", "throughput_per_gpu", "gpus"),
+              "what ranks the layouts: the lowest step latency, the highest tokens/s per GPU, or the fewest "
+              "GPUs (ties: the faster)", "throughput_per_gpu", default="latency"),
+        Field("top", INT, "how many of the best layouts to list", "20", default=10, minimum=1, maximum=1000),
+        Field("limit", INT, "the most points the search may have (about a second per million points)",
+              "50_000_000", default=10_000_000, default_doc="`10_000_000`", minimum=1, maximum=1_000_000_000),
+        Field("max_gpus", INT, "keep layouts with tp·pp·ep·dp at most this", "64",
+              default_doc="the cluster's GPUs", minimum=1),
+        Field("fits_memory", BOOL, "keep layouts whose memory per GPU fits the policy's `max_memory` share of "
+              "HBM", "false", default=True),
+        Field("tp_in_domain", BOOL, "keep layouts whose TP group stays inside one NVLink domain", "true",
+              default=False),
+        Field("tp_divides_kv_heads", BOOL, "keep layouts whose tp divides the model's `kv_heads`", "true",
+              default=False),
+        Field("pp_divides_layers", BOOL, "keep layouts whose pp divides the model's `layers`", "true",
+              default=False),
+        Field("max_overhead", FRACTION, "keep layouts whose overhead T_comm / T_compute is at most this",
+              "30 %", default_doc="the file's policy (see `use_policy`), else off", minimum=0),
+        Field("min_efficiency", FRACTION, "keep layouts whose efficiency (speedup / GPUs) is at least this",
+              "70 %", default_doc="the file's policy (see `use_policy`), else off", minimum=0, maximum=1),
+        Field("use_policy", BOOL, "take `max_overhead` and `min_efficiency` from the file's `policy` block when "
+              "they are not written here", "false", default_doc="`true` when the file has a `policy` block"),
+    ),
+    "searches", _build_search,
+    'search layouts "Every layout of Llama-3-70B decode on 16 nodes" {\n  base = tp8\n'
+    '  tp = pow2(1, 8); pp = pow2(1, 16); dp = pow2(1, 128)\n  batch = [1, 8, 32, 128]\n'
+    '  allreduce = [ring, tree, auto]\n  max_gpus = 64; tp_divides_kv_heads = true\n'
+    '  objective = throughput_per_gpu\n}',
+    varies="plan",
+    varies_doc="| `tp`, `pp`, `ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap`, `allreduce`, `fsdp`, "
+               "`cross_node` | a list (`[1, 2, 4]`), a range (`pow2(1, 64)`, `range(1, 16)`) or one value of that "
+               "plan field | | at least one | the values to try; each is checked like the plan field |",
+))
+
+
 def _build_policy(ctx: BuildContext) -> S.Policy:
     return S.Policy("policy", ctx.title, ctx.span, ctx.spans, **ctx.values)
 
@@ -468,7 +520,14 @@ FUNCTIONS: dict[str, tuple[str, str]] = {
     "floor": ("floor(x)", "round a plain number down"),
     "log2": ("log2(x)", "base-2 logarithm of a positive plain number"),
     "sqrt": ("sqrt(x)", "square root; the dimension must be a square (a plain number, say)"),
+    # Range functions give a list of values, for `sweep` and `search` fields (ccost.search).
+    "pow2": ("pow2(lo, hi)", "the powers of two from lo to hi, both included: `pow2(1, 64)` is "
+             "`[1, 2, 4, 8, 16, 32, 64]`; a list, for `sweep` and `search` fields"),
+    "range": ("range(lo, hi[, step])", "lo, lo + step, ... up to hi, both included: `range(1, 4)` is "
+              "`[1, 2, 3, 4]`; at most 100,000 values; a list, for `sweep` and `search` fields"),
 }
+#: Functions whose value is a list of numbers (``ccost.search.range_values``).
+LIST_FUNCTIONS = frozenset({"pow2", "range"})
 
 
 def keywords() -> frozenset[str]:
@@ -517,7 +576,9 @@ def markdown() -> str:
             rng = f.range_text()
             meaning = f.doc + (f"; {rng}" if rng else "")
             w(f"| `{f.name}` | {f.type.doc_type()} | {f.default_text()} | {req} | {meaning} |")
-        if kind.varies:
+        if kind.varies_doc:
+            w(kind.varies_doc)
+        elif kind.varies:
             w(f"| *any `{kind.varies}` field* | a list of values of that field | | at least one | "
               "the values to try |")
         w("")

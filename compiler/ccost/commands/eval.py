@@ -57,7 +57,7 @@ def plan_only(spec, name: str):
         raise CcostError(error("E101", f"no plan named `{name}` in {spec.path}", None,
                                f"did you mean `{close[0]}`?" if close else
                                ("plans: " + ", ".join(spec.plans)) if spec.plans else "the spec has no plans"))
-    return replace(spec, sweeps={}, compares={}, local_plans=(name,))
+    return replace(spec, sweeps={}, compares={}, searches={}, local_plans=(name,))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,7 +68,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.plan:
             spec = plan_only(spec, args.plan)
-        doc = evaluate.results_document(evaluate.evaluate(spec))
+        from ccost.progress import Bar
+
+        with Bar(sys.stderr) as bar:  # drawn only on a terminal, for searches longer than a second
+            doc = evaluate.results_document(evaluate.evaluate(spec, progress=bar))
     except CcostError as exc:
         raise with_sources(exc, sources)
     if args.format == "json":

@@ -1,0 +1,61 @@
+"""A progress bar on the terminal, for work that takes longer than a second (a large ``search``).
+
+The core never draws: it calls ``progress(name, done, total)`` as chunks finish, and the CLI hands it a
+``Bar``. The bar draws only when its stream is a terminal and the work has run for ``after`` seconds, so
+pipes, files and CI logs never see it, and quick searches never flicker. It erases itself when done.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, TextIO
+
+
+class Bar:
+    """``progress(name, done, total)`` drawn as ``search NAME  [#####.....]  45 %  1,234,567 / 2,720,000
+    points`` on one line of ``stream`` (stderr). Use as a context manager so the line is cleared at the end."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO, after: float = 1.0, every: float = 0.1,
+                 clock: Callable[[], float] = time.monotonic):
+        self.stream = stream
+        self.after = after
+        self.every = every
+        self.clock = clock
+        try:
+            self.tty = bool(stream.isatty())
+        except (AttributeError, ValueError):
+            self.tty = False
+        self.name: str | None = None
+        self.start = 0.0
+        self.last = -1.0
+        self.drawn = False
+
+    def __call__(self, name: str, done: int, total: int) -> None:
+        now = self.clock()
+        if name != self.name:
+            self.clear()
+            self.name, self.start, self.last = name, now, -1.0
+        if not self.tty or now - self.start < self.after or now - self.last < self.every:
+            return
+        self.last = now
+        frac = done / total if total else 1.0
+        fill = int(frac * self.WIDTH)
+        self.stream.write(f"\r\x1b[Ksearch {name}  [{'#' * fill}{'.' * (self.WIDTH - fill)}]  "
+                          f"{frac * 100:3.0f} %  {done:,} / {total:,} points")
+        self.stream.flush()
+        self.drawn = True
+
+    def clear(self) -> None:
+        """Erase the bar's line (if it was drawn)."""
+        if self.drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.drawn = False
+
+    def __enter__(self) -> "Bar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.clear()

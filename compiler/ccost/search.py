@@ -1,0 +1,559 @@
+"""Layout search: every combination of tp, pp, ep, dp, batch, ... of one plan, priced at once.
+
+A ``search`` block names a base plan, lists (or ranges) of values for some of its fields, constraints and
+an objective. ``run_search`` evaluates **every** point through the same functions as a single plan
+(``lower.prepare`` → ``lower.with_arrays`` → ``lower.lower`` → ``analysis.analyse``), with numpy arrays
+in place of the floats: there is no second implementation of the cost model, so a point of a search is
+bit for bit the plan ``dataclasses.replace(base, tp=..., ...)`` evaluated on its own (a test checks it).
+
+How it runs:
+
+* **Axes.** The searched fields split in two. Numbers the formulas take as inputs (``tp``, ``pp``, ``ep``,
+  ``dp``, ``batch``, ``microbatches``, ``seq``, ``overlap``) become arrays. Choices that change *which*
+  formulas run (``allreduce``, ``fsdp``, ``cross_node``) are decided in Python (``lower.Static``): the
+  search makes one pass per combination of them.
+* **Chunks.** Within a pass the cartesian product of the array axes is enumerated in chunks of
+  ``CHUNK`` points (flat indices decoded with ``np.unravel_index``), so memory stays bounded whatever
+  the size of the search.
+* **Constraints mask, never skip.** Every point is priced; each constraint is a boolean array over the
+  chunk. The search counts, per constraint, the points that fail it and the points it removed (failing
+  it and passing every constraint before it in ``CONSTRAINTS`` order), so the output says why each
+  rejected region was rejected. Points that cannot be a plan at all (more GPUs than the cluster, more
+  pipeline stages than layers) are constraints too, first in the list.
+* **Reductions.** Only the running top ``top`` points (by the objective) and the running Pareto front
+  (latency down, throughput per GPU up) survive a chunk.
+
+Point order (for ties and for "the first in search order"): the static axes outermost in written order,
+then the array axes in written order, the last fastest.
+
+The module is importable without numpy (the checker builds ``Search`` entities and renders text); the
+evaluation imports numpy, ``ccost.lower`` and ``ccost.analysis`` when it runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+from ccost import spec as S
+from ccost.diagnostics import CcostError, Diagnostic, Span, error
+
+#: Fields a search can vary as arrays: plan field → ``lower.Inputs`` attribute (seq feeds two inputs).
+ARRAY_AXES: Mapping[str, str] = {"tp": "tp", "pp": "pp", "ep": "ep", "dp": "dp", "batch": "B",
+                                 "microbatches": "M", "seq": "S", "overlap": "overlap"}
+#: Fields a search varies with one pass per value (they change which formulas run).
+STATIC_AXES = ("allreduce", "fsdp", "cross_node")
+SEARCHABLE = tuple(ARRAY_AXES) + STATIC_AXES
+
+OBJECTIVES = ("latency", "throughput_per_gpu", "gpus")
+DEFAULT_LIMIT = 10_000_000
+MAX_LIMIT = 1_000_000_000
+#: Points per chunk: big enough that numpy's per-call overhead vanishes, small enough for the cache and
+#: a bounded peak memory (a few hundred arrays of this length live at once).
+CHUNK = 1 << 15
+#: Values a range function may produce (``range(1, 1e9)`` is a typo, not a study).
+MAX_RANGE_VALUES = 100_000
+
+#: The constraints, in the order they are applied and counted: (key, what it keeps).
+CONSTRAINTS: tuple[tuple[str, str], ...] = (
+    ("max_gpus", "tp·pp·ep·dp ≤ max_gpus (default: the cluster's GPUs)"),
+    ("pp_at_most_layers", "pp ≤ layers (every pipeline stage needs a layer)"),
+    ("inter_node_link", "a plan that spans NVLink domains needs the cluster's inter_node link"),
+    ("tp_in_domain", "tp ≤ the NVLink domain"),
+    ("tp_divides_kv_heads", "tp divides kv_heads"),
+    ("pp_divides_layers", "pp divides layers"),
+    ("fits_memory", "memory per GPU ≤ max_memory × HBM"),
+    ("max_overhead", "overhead = T_comm / T_compute ≤ max_overhead"),
+    ("min_efficiency", "efficiency = speedup / GPUs ≥ min_efficiency"),
+    ("finite", "the numbers are finite"),
+)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The entity (built by the checker from a `search` block)
+
+@dataclass(frozen=True)
+class Search(S.Entity):
+    """A checked ``search`` block. ``axes`` holds ``(field, (v1, v2, ...))`` in written order.
+
+    ``max_gpus`` None means the cluster's GPUs; ``max_overhead``/``min_efficiency`` None mean "off"
+    unless ``use_policy`` brings them from the file's policy; ``use_policy`` None means "when the file has
+    a policy block"."""
+
+    base: S.Plan | None = None
+    axes: tuple[tuple[str, tuple], ...] = ()
+    objective: str = "latency"
+    top: int = 10
+    limit: int = DEFAULT_LIMIT
+    max_gpus: int | None = None
+    fits_memory: bool = True
+    tp_in_domain: bool = False
+    tp_divides_kv_heads: bool = False
+    pp_divides_layers: bool = False
+    max_overhead: float | None = None
+    min_efficiency: float | None = None
+    use_policy: bool | None = None
+
+    @property
+    def size(self) -> int:
+        """Points in the search: the product of the axis lengths."""
+        return math.prod(len(v) for _, v in self.axes)
+
+
+def build(name: str, title: str | None, span: Span | None, spans: Mapping[str, Span],
+          values: Mapping[str, Any], varied: tuple) -> Search:
+    """The ``Search`` of a checked block (``ccost.schema``'s builder calls this)."""
+    return Search(name, title, span, spans, axes=tuple(varied), **values)
+
+
+def size_text(search: Search) -> str:
+    """'11 tp × 11 pp × 5 allreduce' — how a search's size comes about."""
+    return " × ".join(f"{len(v):,} {f}" for f, v in search.axes)
+
+
+def validate(search: Search, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """Checks of a search block beyond the field types: only searchable fields are varied, the search is
+    within its ``limit`` (E402, saying how large it is), ``max_gpus`` fits the cluster."""
+    out: list[Diagnostic] = []
+    for f, _ in search.axes:
+        if f not in SEARCHABLE:
+            out.append(error("E205", f"search `{search.name}` cannot vary `{f}`", where(f) or search.span,
+                             help="a search varies " + ", ".join(SEARCHABLE) + f"; to compare values of `{f}`, "
+                             "write one search per value, or a sweep"))
+    n = search.size
+    if n > search.limit:
+        out.append(error(
+            "E402", f"search `{search.name}` has {n:,} points ({size_text(search)}), more than its limit "
+            f"of {search.limit:,}", where("limit") or search.span,
+            help=f"narrow the lists, or raise the limit (`limit = {min(MAX_LIMIT, n):_}`, at most "
+                 f"{MAX_LIMIT:_}; about a second per million points)"))
+    base = search.base
+    if base is not None and base.cluster is not None and search.max_gpus is not None \
+            and search.max_gpus > base.cluster.gpus:
+        out.append(error(
+            "E203", f"search `{search.name}`: max_gpus = {search.max_gpus:,} is more than cluster "
+            f"`{base.cluster.name}` has ({base.cluster.gpus:,})", where("max_gpus") or search.span,
+            help=f"use max_gpus ≤ {base.cluster.gpus:,}, or a larger cluster in the base plan"))
+    return out
+
+
+def range_values(func: str, args: list[float]) -> list[int] | str:
+    """The values of a range function, or an error sentence.
+
+    ``pow2(lo, hi)``: the powers of two from lo to hi, both included (``pow2(1, 64)`` = 1, 2, 4, ..., 64).
+    ``range(lo, hi)`` / ``range(lo, hi, step)``: lo, lo + step, ... up to hi, both ends included."""
+    if not all(float(a).is_integer() for a in args):
+        return f"`{func}` takes whole numbers"
+    a = [int(x) for x in args]
+    if func == "pow2":
+        if len(a) != 2:
+            return "`pow2` takes two arguments: pow2(lo, hi)"
+        lo, hi = a
+        if lo < 1 or hi < lo:
+            return f"`pow2({lo}, {hi})` needs 1 ≤ lo ≤ hi"
+        out, p = [], 1
+        while p <= hi:
+            if p >= lo:
+                out.append(p)
+            p *= 2
+        return out or f"`pow2({lo}, {hi})` contains no power of two"
+    if func == "range":
+        if len(a) not in (2, 3):
+            return "`range` takes two or three arguments: range(lo, hi) or range(lo, hi, step)"
+        lo, hi = a[0], a[1]
+        step = a[2] if len(a) == 3 else 1
+        if step < 1 or hi < lo:
+            return f"`range` needs lo ≤ hi and a step of at least 1"
+        count = (hi - lo) // step + 1
+        if count > MAX_RANGE_VALUES:
+            return f"`range({', '.join(map(str, a))})` has {count:,} values, more than {MAX_RANGE_VALUES:,}"
+        return list(range(lo, hi + 1, step))
+    return f"unknown range function `{func}`"
+
+
+
+
+# ---------------------------------------------------------------------------------------------------
+# Running a search
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved constraints of a search (policy thresholds looked up, max_gpus defaulted)."""
+
+    max_gpus: int
+    fits_memory: bool
+    tp_in_domain: bool
+    tp_divides_kv_heads: bool
+    pp_divides_layers: bool
+    max_overhead: float | None
+    min_efficiency: float | None
+
+
+def settings(search: Search, policy: S.Policy) -> Settings:
+    base = search.base
+    assert base is not None and base.cluster is not None
+    use_policy = search.use_policy if search.use_policy is not None else policy.span is not None
+    mo = search.max_overhead if search.max_overhead is not None else (policy.max_overhead if use_policy else None)
+    me = search.min_efficiency if search.min_efficiency is not None else (
+        policy.min_efficiency if use_policy else None)
+    return Settings(search.max_gpus or base.cluster.gpus, search.fits_memory, search.tp_in_domain,
+                    search.tp_divides_kv_heads, search.pp_divides_layers, mo, me)
+
+
+#: What a search records for each point it keeps (top, Pareto front): document key → metric.
+RECORD = ("gpus", "step_time_s", "throughput_per_gpu", "throughput_tokens_s", "efficiency", "overhead",
+          "speedup", "compute_time_s", "comm_time_s", "bubble", "memory_bytes_per_gpu", "fits_memory")
+
+
+@dataclass
+class _Best:
+    """Running reductions over the chunks: a small table of kept points (column arrays)."""
+
+    cols: dict | None = None
+
+    def merge(self, new: dict, select) -> None:
+        import numpy as np
+
+        if self.cols is None:
+            merged = new
+        else:
+            merged = {k: np.concatenate([self.cols[k], new[k]]) for k in new}
+        sel = select(merged)
+        self.cols = {k: v[sel] for k, v in merged.items()}
+
+
+def _objective_order(cols: dict, objective: str):
+    """Indices of ``cols`` sorted best first by the objective, ties broken by the other measures and
+    finally by search order (``np.lexsort`` sorts by its last key first)."""
+    import numpy as np
+
+    lat, thr, gpus, idx = cols["step_time_s"], cols["throughput_per_gpu"], cols["gpus"], cols["index"]
+    if objective == "latency":
+        keys = (idx, gpus, -thr, lat)
+    elif objective == "throughput_per_gpu":
+        keys = (idx, gpus, lat, -thr)
+    else:
+        keys = (idx, -thr, lat, gpus)
+    return np.lexsort(keys)
+
+
+def _primary(cols: dict, objective: str):
+    """The objective as a number to minimise."""
+    if objective == "latency":
+        return cols["step_time_s"]
+    if objective == "throughput_per_gpu":
+        return -cols["throughput_per_gpu"]
+    return cols["gpus"]
+
+
+def pareto_mask(lat, thr, idx):
+    """The points no other point dominates (latency ≤ and throughput per GPU ≥, one of them strictly);
+    of points with identical numbers only the first in search order is kept. Returns the indices of the
+    front, fastest first."""
+    import numpy as np
+
+    order = np.lexsort((idx, -thr, lat))
+    t = thr[order]
+    # A point survives when its throughput beats every point before it in (latency, -throughput) order.
+    prev_best = np.maximum.accumulate(np.concatenate([[-np.inf], t[:-1]]))
+    return order[t > prev_best]
+
+
+def _top_select(objective: str, top: int):
+    def select(cols: dict):
+        import numpy as np
+
+        n = len(cols["index"])
+        if n <= top:
+            return _objective_order(cols, objective)
+        prim = _primary(cols, objective)
+        kth = np.partition(prim, top - 1)[top - 1]
+        cand = np.nonzero(prim <= kth)[0]  # the best `top` values and every tie with the last of them
+        sub = {k: v[cand] for k, v in cols.items()}
+        return cand[_objective_order(sub, objective)[:top]]
+    return select
+
+
+def _pareto_select(cols: dict):
+    return pareto_mask(cols["step_time_s"], cols["throughput_per_gpu"], cols["index"])
+
+
+def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], None] | None = None,
+               chunk: int = CHUNK) -> dict:
+    """Evaluate every point of ``search`` and return its document section (see ``search_document``).
+
+    ``progress(done, total)`` is called after each chunk (the CLI draws a bar from it). Raises
+    ``CcostError`` E402 for a search larger than its limit, E401 when the base plan cannot be evaluated.
+    """
+    import numpy as np
+
+    from ccost import analysis, lower
+
+    base = search.base
+    if base is None or base.cluster is None or base.model is None:
+        raise CcostError(error("E401", f"search `{search.name}` has no base plan to evaluate", search.span))
+    total = search.size
+    if total > search.limit:
+        raise CcostError(error("E402", f"search `{search.name}` has {total:,} points ({size_text(search)}), "
+                               f"more than its limit of {search.limit:,}", search.span,
+                               "narrow the lists, or raise `limit`"))
+    bad = [f for f, _ in search.axes if f not in SEARCHABLE]
+    if bad:
+        raise CcostError(error("E205", f"search `{search.name}` cannot vary `{bad[0]}`", search.span))
+    st = settings(search, policy)
+    model, cluster = base.model, base.cluster
+    axes = dict(search.axes)
+    static_names = [f for f, _ in search.axes if f in STATIC_AXES]
+    array_names = [f for f, _ in search.axes if f in ARRAY_AXES]
+    array_vals = [np.asarray(axes[f], dtype=float) for f in array_names]
+    shape = tuple(len(v) for v in array_vals)
+    per_pass = math.prod(shape)
+    seq0 = axes["seq"][0] if "seq" in axes else base.seq
+
+    names = [c for c, _ in CONSTRAINTS]
+    failed = dict.fromkeys(names, 0)
+    removed = dict.fromkeys(names, 0)
+    tested = dict.fromkeys(names, 0)
+    top, front = _Best(), _Best()
+    top_select = _top_select(search.objective, search.top)
+    kv_heads = model.kv_heads or model.heads
+    done = 0
+    priced = 0
+
+    def count(key: str, fail, alive):
+        """Tally one constraint over the points still alive (or all, for `failed`) and mask them."""
+        if fail is None:
+            return alive
+        tested[key] += fail.size
+        failed[key] += int(np.count_nonzero(fail))
+        removed[key] += int(np.count_nonzero(fail & alive))
+        return alive & ~fail
+
+    for p_i, combo in enumerate(itertools.product(*(axes[f] for f in static_names))):
+        fixed = dict(zip(static_names, combo))
+        plan = replace(base, seq=seq0, **fixed)
+        static, x0 = lower.prepare(plan, policy)
+        for start in range(0, per_pass, chunk):
+            stop = min(per_pass, start + chunk)
+            flat = np.arange(start, stop)
+            n = stop - start
+            idx = np.unravel_index(flat, shape) if shape else ()
+            vals = {f: v[i] for f, v, i in zip(array_names, array_vals, idx)}
+
+            def axis(f):
+                return vals[f] if f in vals else float(getattr(base, f))
+
+            # Layout constraints need no pricing: tested on every point, and only the points that pass
+            # them are priced (compressed arrays, not a Python loop).
+            tp, pp = axis("tp"), axis("pp")
+            gpus = np.broadcast_to(tp * pp * axis("ep") * axis("dp"), (n,))
+            layout_fails = {
+                "max_gpus": gpus > st.max_gpus,
+                "pp_at_most_layers": np.broadcast_to(pp > model.layers, (n,)),
+                "inter_node_link": (gpus > cluster.domain) if cluster.inter_node is None else None,
+                "tp_in_domain": np.broadcast_to(tp > cluster.domain, (n,)) if st.tp_in_domain else None,
+                "tp_divides_kv_heads": np.broadcast_to(np.mod(kv_heads, tp) != 0, (n,))
+                if (st.tp_divides_kv_heads and kv_heads) else None,
+                "pp_divides_layers": np.broadcast_to(np.mod(model.layers, pp) != 0, (n,))
+                if st.pp_divides_layers else None,
+            }
+            alive = np.ones(n, dtype=bool)
+            for k in names[:6]:
+                alive = count(k, layout_fails[k], alive)
+            keep = np.nonzero(alive)[0]
+            done += n
+            if keep.size:
+                priced += keep.size
+                _price_chunk(lower, analysis, static, x0, plan, {f: v[keep] for f, v in vals.items()},
+                             (p_i * per_pass + flat)[keep], st, count, names[6:], top, front, top_select)
+            if progress is not None:
+                progress(done, total)
+
+    feasible = total - sum(removed.values())
+    return _document(search, st, total, priced, feasible, tested, failed, removed, top.cols, front.cols,
+                     static_names, array_names, shape, per_pass)
+
+
+def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, checks, top, front, top_select):
+    """Price the points of one chunk that passed the layout constraints (``vals``: field → array), apply
+    the priced constraints and fold the survivors into the running top and Pareto front."""
+    import numpy as np
+
+    n = index.size
+    inputs = {}
+    for f, v in vals.items():
+        if f == "seq":
+            inputs["ctx"] = v
+            if plan.phase != "decode":
+                inputs["S"] = v
+        else:
+            inputs[ARRAY_AXES[f]] = v
+    prog = lower.lower(static, lower.with_arrays(x0, **inputs))
+    m = analysis.analyse(prog)
+    c = prog.compute
+
+    def full(a):
+        return np.broadcast_to(np.asarray(a, dtype=float), (n,))
+
+    step, thr_gpu = full(m.step), full(m.throughput_gpu)
+    mem, limit = full(c.mem_total), full(c.mem_limit)
+    ovh, eff = full(m.overhead), full(m.efficiency)
+    fits = mem <= limit
+    fails = {
+        "fits_memory": ~fits if st.fits_memory else None,
+        "max_overhead": ~(ovh <= st.max_overhead) if st.max_overhead is not None else None,
+        "min_efficiency": ~(eff >= st.min_efficiency) if st.min_efficiency is not None else None,
+        "finite": ~(np.isfinite(step) & np.isfinite(thr_gpu)),
+    }
+    alive = np.ones(n, dtype=bool)
+    for k in checks:
+        alive = count(k, fails[k], alive)
+    keep = np.nonzero(alive)[0]
+    if not keep.size:
+        return
+    cols = {
+        "index": index[keep], "gpus": full(m.gpus)[keep], "step_time_s": step[keep],
+        "throughput_per_gpu": thr_gpu[keep], "throughput_tokens_s": full(m.throughput)[keep],
+        "efficiency": eff[keep], "overhead": ovh[keep], "speedup": full(m.speedup)[keep],
+        "compute_time_s": full(m.T_compute)[keep], "comm_time_s": full(m.T_comm)[keep],
+        "bubble": full(m.bubble)[keep], "memory_bytes_per_gpu": mem[keep], "fits_memory": fits[keep],
+    }
+    top.merge(cols, top_select)
+    front.merge(cols, _pareto_select)
+
+
+def _decode(search: Search, index: int, static_names, array_names, shape, per_pass) -> dict:
+    """The layout (field → value, in written order) of point ``index`` in search order."""
+    axes = dict(search.axes)
+    p_i, rest = divmod(int(index), per_pass)
+    combo = next(itertools.islice(itertools.product(*(axes[f] for f in static_names)), p_i, None))
+    fixed = dict(zip(static_names, combo))
+    pos = []
+    for n in reversed(shape):
+        rest, r = divmod(rest, n)
+        pos.append(r)
+    pos.reverse()
+    fixed.update({f: axes[f][i] for f, i in zip(array_names, pos)})
+    return {f: fixed[f] for f, _ in search.axes}
+
+
+def point_plan(search: Search, layout: Mapping[str, Any]) -> S.Plan:
+    """The plan of one search point: the base plan with the point's values (for evaluating it alone)."""
+    assert search.base is not None
+    label = ",".join(f"{k}={v}" for k, v in layout.items())
+    return replace(search.base, name=f"{search.name}[{label}]", **layout)
+
+
+def _records(search, cols, order, decode) -> list[dict]:
+    out = []
+    for i in order:
+        rec = dict(decode(cols["index"][i]))
+        for k in RECORD:
+            v = cols[k][i]
+            rec[k] = bool(v) if k == "fits_memory" else (int(v) if k == "gpus" else float(v))
+        out.append(rec)
+    return out
+
+
+def _document(search, st, total, priced, feasible, tested, failed, removed, top_cols, front_cols, static_names,
+              array_names, shape, per_pass) -> dict:
+    def decode(i):
+        return _decode(search, i, static_names, array_names, shape, per_pass)
+
+    top = _records(search, top_cols, range(len(top_cols["index"])), decode) if top_cols else []
+    front = _records(search, front_cols, range(len(front_cols["index"])), decode) if front_cols else []
+    limits = {"max_gpus": st.max_gpus, "tp_in_domain": st.tp_in_domain,
+              "tp_divides_kv_heads": st.tp_divides_kv_heads, "pp_divides_layers": st.pp_divides_layers,
+              "fits_memory": st.fits_memory, "max_overhead": st.max_overhead,
+              "min_efficiency": st.min_efficiency}
+    rules = dict(CONSTRAINTS)
+    constraints = []
+    for k, _ in CONSTRAINTS:
+        if k in ("tp_in_domain", "tp_divides_kv_heads", "pp_divides_layers", "fits_memory") and not limits[k]:
+            continue
+        if k in ("max_overhead", "min_efficiency") and limits[k] is None:
+            continue
+        if k in ("inter_node_link", "finite") and failed[k] == 0:
+            continue
+        entry = {"constraint": k, "rule": rules[k], "tested": tested[k], "failed": failed[k],
+                 "removed": removed[k]}
+        if k in ("max_gpus", "max_overhead", "min_efficiency"):
+            entry["threshold"] = limits[k]
+        constraints.append(entry)
+    assert search.base is not None
+    return {
+        "title": search.title or search.name,
+        "base": search.base.name,
+        "axes": {f: list(v) for f, v in search.axes},
+        "objective": search.objective,
+        "points": total,
+        "priced": priced,
+        "feasible": feasible,
+        "rejected": total - feasible,
+        "constraints": constraints,
+        "top": top,
+        "pareto": front,
+    }
+
+
+def search_document(search: Search, policy: S.Policy, progress=None) -> dict:
+    """The ``searches:`` section of the results document for one search (``ccost eval``, the review)."""
+    return run_search(search, policy, progress)
+
+
+def search_documents(spec: S.Spec, progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """Every search of a spec: ``{name: section}`` (``ccost.evaluate`` calls this). Collects the
+    diagnostics of every search that cannot run into one ``CcostError``. ``progress(name, done, total)``
+    is told as chunks finish."""
+    from ccost.diagnostics import Diagnostics
+
+    diags = Diagnostics()
+    out = {}
+    for name, se in spec.searches.items():
+        try:
+            out[name] = run_search(se, spec.policy, (lambda d, t, n=name: progress(n, d, t)) if progress else None)
+        except CcostError as exc:
+            diags.extend(exc.diagnostics)
+    diags.raise_if_errors()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Text
+
+def search_text(name: str, s: dict) -> str:
+    """One search of the results document as readable text: size, constraints, top layouts, Pareto front."""
+    from ccost import output as O
+
+    axes = list(s["axes"])
+    out = [f"search {name}" + (f" — {s['title']}" if s.get("title") and s["title"] != name else "")]
+    out.append(f"  base plan {s['base']}; {s['points']:,} points ("
+               + " × ".join(f"{len(v)} {f}" for f, v in s["axes"].items()) + f"); {s['feasible']:,} feasible; "
+               f"objective {s['objective']}")
+    if s["constraints"]:
+        rows = [[c["constraint"], c["rule"], f"{c['tested']:,}", f"{c['failed']:,}", f"{c['removed']:,}"]
+                for c in s["constraints"]]
+        out.append("")
+        out.append(O._indent(O.table(["constraint", "keeps", "tested", "fail it", "removed"], rows, "llrrr")))
+        out.append(f"  (layout constraints are tested on every point; the {s['priced']:,} points that pass them are "
+                   "priced and tested on the rest; removed: failing this constraint and none above it)")
+
+    def rows_of(points):
+        return [[*(str(p[f]).lower() if isinstance(p[f], bool) else str(p[f]) for f in axes),
+                 f"{p['gpus']:,}", O.fmt_time(p["step_time_s"]), O.fmt_num(p["throughput_per_gpu"], 4),
+                 O.fmt_pct(p["efficiency"]), O.fmt_pct(p["overhead"]), getattr(O, "fmt_gb", O.fmt_bytes)(p["memory_bytes_per_gpu"])]
+                for p in points]
+
+    headers = [*axes, "GPUs", "latency", "tokens/s/GPU", "efficiency", "overhead", "memory/GPU"]
+    align = "r" * len(axes) + "rrrrrr"
+    if s["top"]:
+        out += ["", f"  top {len(s['top'])} by {s['objective']}:",
+                O._indent(O.table(headers, rows_of(s["top"]), align))]
+    else:
+        out += ["", "  no point satisfies every constraint"]
+    if s["pareto"]:
+        out += ["", "  Pareto front (latency vs throughput per GPU; each is the best throughput at its latency):",
+                O._indent(O.table(headers, rows_of(s["pareto"]), align))]
+    return "\n".join(out)

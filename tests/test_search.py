@@ -1,0 +1,349 @@
+"""Layout search (issue 7): every point agrees bit for bit with its plan evaluated alone; the Pareto front,
+the top list and the constraint counts agree with brute force; the size limit; range functions."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ccost import evaluate, search
+from ccost.check import check_text
+from ccost.diagnostics import CcostError
+
+HEADER = '''
+import "std/gpus.ccost"
+import "std/links.ccost"
+import "std/models.ccost"
+import "std/clusters.ccost"
+'''
+
+# Llama-3-70B decode with an 8k context on 16 HGX H100 nodes (KV cache read every step, so memory and
+# batch matter); 5 tp × 4 pp × 4 dp × 4 batch × 5 algorithms = 1,600 points, every algorithm.
+DECODE = HEADER + '''
+plan base { model = llama3_70b; cluster = hgx_h100_16node; phase = decode; batch = 16; seq = 8192; tp = 8 }
+search s {
+  base = base
+  tp = pow2(1, 16); pp = [1, 2, 5, 8]; dp = [1, 2, 4, 8]; batch = [1, 16, 64, 256]
+  allreduce = [ring, tree, one_shot, two_shot, auto]
+  max_gpus = 64
+  fits_memory = false; use_policy = false
+  objective = OBJECTIVE
+  top = 1000
+}
+'''
+
+# Mixtral training with expert parallelism, FSDP on and off, micro-batches and a partial overlap.
+TRAIN = HEADER + '''
+plan base {
+  model = mixtral_8x7b; cluster = hgx_h100_16node; phase = train; batch = 8; seq = 4096
+  ep = 8; pp = 2; dp = 2; microbatches = 8; overlap = 30 %; allreduce = ring
+}
+search s {
+  base = base
+  ep = [1, 2, 4, 8]; tp = [1, 2, 4]; pp = [1, 2, 4]; dp = [1, 2, 8]
+  microbatches = [1, 8]; fsdp = [false, true]; overlap = [0 %, 50 %]
+  fits_memory = false; use_policy = false
+  top = 1000
+}
+'''
+
+FIELDS = ("gpus", "step_time_s", "throughput_per_gpu", "throughput_tokens_s", "efficiency", "overhead",
+          "speedup", "compute_time_s", "comm_time_s", "bubble", "memory_bytes_per_gpu", "fits_memory")
+
+
+def _spec(text: str):
+    res = check_text(text, "specs/test-search.ccost")
+    assert not res.errors, [d.message for d in res.errors]
+    return res.spec
+
+
+def _alone(s: search.Search, spec, rec: dict) -> dict:
+    """The point's plan (base with the point's values, via dataclasses.replace) evaluated on its own."""
+    layout = {f: rec[f] for f, _ in s.axes}
+    plan = dataclasses.replace(s.base, **layout)
+    return evaluate.evaluate_plan(plan, spec.policy).doc
+
+
+def _doc_value(doc: dict, key: str):
+    return {"throughput_per_gpu": doc["throughput_per_gpu"]}.get(key, doc.get(key))
+
+
+def _assert_same(rec: dict, doc: dict) -> None:
+    for key in FIELDS:
+        a, b = rec[key], _doc_value(doc, key)
+        if isinstance(b, float):
+            # bit for bit: the same IEEE double, not merely close
+            assert float(a).hex() == b.hex(), (key, rec, a, b)
+        else:
+            assert a == b, (key, rec, a, b)
+
+
+@pytest.mark.parametrize("objective", ["latency", "throughput_per_gpu", "gpus"])
+def test_decode_points_agree_bit_for_bit_with_plans_alone(objective):
+    spec = _spec(DECODE.replace("OBJECTIVE", objective))
+    s = spec.searches["s"]
+    doc = search.run_search(s, spec.policy, chunk=97)  # an odd chunk: points straddle chunk borders
+    assert doc["points"] == 5 * 4 * 4 * 4 * 5
+    assert len(doc["top"]) == 1000 or len(doc["top"]) == doc["feasible"]
+    sample = doc["top"][:40] + doc["top"][::17] + doc["pareto"]
+    for rec in sample:
+        _assert_same(rec, _alone(s, spec, rec))
+
+
+def test_training_moe_fsdp_points_agree_bit_for_bit():
+    spec = _spec(TRAIN)
+    s = spec.searches["s"]
+    doc = search.run_search(s, spec.policy, chunk=50)
+    assert doc["points"] == 4 * 3 * 3 * 3 * 2 * 2 * 2
+    assert {r["fsdp"] for r in doc["top"]} == {False, True}
+    for rec in doc["top"][::7] + doc["top"][:20] + doc["pareto"]:
+        _assert_same(rec, _alone(s, spec, rec))
+
+
+# --- brute force: constraints, top list and Pareto front ------------------------------------------------
+
+CONSTRAINED = HEADER + '''
+plan base { model = llama3_70b; cluster = hgx_h100_16node; phase = decode; batch = 16; seq = 8192; tp = 8 }
+search s {
+  base = base
+  tp = [1, 2, 3, 4, 8, 16]; pp = [1, 2, 3, 4, 80, 96]; dp = [1, 2, 4]; batch = [1, 64, 512]
+  allreduce = [tree, auto]
+  max_gpus = 96
+  tp_in_domain = true; tp_divides_kv_heads = true; pp_divides_layers = true
+  max_overhead = 12 %; min_efficiency = 60 %
+  objective = latency
+  top = 7
+}
+policy { max_memory = 90 % }
+'''
+
+
+def _brute(spec, s):
+    """Every point evaluated alone, in search order (static axes outermost), with the constraint it fails
+    first, written out from the rules (not from ccost.search)."""
+    axes = dict(s.axes)
+    static = [f for f, _ in s.axes if f in search.STATIC_AXES]
+    arrays = [f for f, _ in s.axes if f not in search.STATIC_AXES]
+    cluster, model = s.base.cluster, s.base.model
+    out = []
+    for scombo in itertools.product(*(axes[f] for f in static)):
+        for acombo in itertools.product(*(axes[f] for f in arrays)):
+            layout = dict(zip(static, scombo)) | dict(zip(arrays, acombo))
+            p = {k: layout.get(k, getattr(s.base, k)) for k in ("tp", "pp", "ep", "dp")}
+            gpus = p["tp"] * p["pp"] * p["ep"] * p["dp"]
+            rules = [
+                ("max_gpus", gpus <= 96),
+                ("pp_at_most_layers", p["pp"] <= model.layers),  # 80 layers: pp = 96 is not a plan
+                ("tp_in_domain", p["tp"] <= 8),
+                ("tp_divides_kv_heads", 8 % p["tp"] == 0),
+                ("pp_divides_layers", 80 % p["pp"] == 0),
+            ]
+            doc = None
+            if all(ok for _, ok in rules):
+                doc = _alone(s, spec, dict(layout))
+                rules += [("fits_memory", doc["fits_memory"]), ("max_overhead", doc["overhead"] <= 0.12),
+                          ("min_efficiency", doc["efficiency"] >= 0.60)]
+            failing = [k for k, ok in rules if not ok]
+            out.append((layout, doc, failing))
+    return out
+
+
+def test_constraints_top_and_front_match_brute_force():
+    spec = _spec(CONSTRAINED)
+    s = spec.searches["s"]
+    doc = search.run_search(s, spec.policy, chunk=64)
+    pts = _brute(spec, s)
+    assert doc["points"] == len(pts) == 6 * 6 * 3 * 3 * 2
+
+    got = {c["constraint"]: c for c in doc["constraints"]}
+    # every enabled constraint is listed, in order; inter_node_link and finite never fire here
+    assert list(got) == ["max_gpus", "pp_at_most_layers", "tp_in_domain", "tp_divides_kv_heads",
+                         "pp_divides_layers", "fits_memory", "max_overhead", "min_efficiency"]
+    for k, c in got.items():
+        assert c["removed"] == sum(1 for _, _, f in pts if f and f[0] == k), k
+        assert c["failed"] == sum(1 for _, _, f in pts if k in f), k
+    # layout constraints are tested on every point, priced ones on the points that are plans
+    priced = sum(1 for _, d, _ in pts if d is not None)
+    assert doc["priced"] == priced and got["fits_memory"]["tested"] == priced
+    assert got["max_gpus"]["tested"] == len(pts)
+    assert sum(c["removed"] for c in got.values()) == doc["rejected"]
+    feasible = [(lay, d) for lay, d, f in pts if not f]
+    assert doc["feasible"] == len(feasible) > 10
+    # each constraint removed something in this hand-built space (so each count is a real test)
+    assert all(c["removed"] > 0 for c in got.values()), got
+
+    # top 7 by latency: lowest step time, then higher throughput per GPU, fewer GPUs, search order
+    order = sorted(range(len(feasible)), key=lambda i: (feasible[i][1]["step_time_s"],
+                                                        -feasible[i][1]["throughput_per_gpu"],
+                                                        feasible[i][1]["gpus"], i))
+    assert [{f: r[f] for f, _ in s.axes} for r in doc["top"]] == [feasible[i][0] for i in order[:7]]
+
+    # Pareto front by definition: no other point at least as good on both and better on one
+    def dominated(i):
+        li, ti = feasible[i][1]["step_time_s"], feasible[i][1]["throughput_per_gpu"]
+        for j, (_, d) in enumerate(feasible):
+            lj, tj = d["step_time_s"], d["throughput_per_gpu"]
+            if (lj <= li and tj >= ti and (lj < li or tj > ti)) or (lj == li and tj == ti and j < i):
+                return True
+        return False
+
+    front = sorted((i for i in range(len(feasible)) if not dominated(i)),
+                   key=lambda i: feasible[i][1]["step_time_s"])
+    assert [{f: r[f] for f, _ in s.axes} for r in doc["pareto"]] == [feasible[i][0] for i in front]
+    assert len(front) >= 2
+
+
+def test_pareto_front_hand_built():
+    # (latency, throughput/GPU): a (1, 1); b (2, 3); c (2, 2) loses to b; d (3, 3) loses to b (slower, same
+    # throughput); e (4, 5); f (1, 1) is a's twin, later in search order; g (5, 4) loses to e; h (0.5, 0.5).
+    lat = np.array([1.0, 2.0, 2.0, 3.0, 4.0, 1.0, 5.0, 0.5])
+    thr = np.array([1.0, 3.0, 2.0, 3.0, 5.0, 1.0, 4.0, 0.5])
+    idx = np.arange(8)
+    front = search.pareto_mask(lat, thr, idx)
+    assert list(front) == [7, 0, 1, 4]  # h, a, b, e: fastest first
+
+
+def test_pareto_front_is_the_same_whatever_the_chunking():
+    spec = _spec(CONSTRAINED)
+    s = spec.searches["s"]
+    a = search.run_search(s, spec.policy, chunk=7)
+    b = search.run_search(s, spec.policy, chunk=1 << 15)
+    assert a == b
+
+
+# --- size limit ----------------------------------------------------------------------------------------
+
+def test_search_over_its_limit_is_refused_with_its_size():
+    text = HEADER + '''
+plan base { model = llama3_70b; cluster = hgx_h100_16node; phase = decode; tp = 8 }
+search big { base = base; tp = range(1, 1000); pp = range(1, 1000); dp = range(1, 20) }
+search small { base = base; tp = pow2(1, 8); batch = [1, 2, 4]; limit = 10 }
+'''
+    res = check_text(text, "specs/test-search.ccost")
+    e402 = [d for d in res.errors if d.code == "E402"]
+    assert len(e402) == 2
+    # 1,000 × 1,000 × 20 = 20,000,000 > 10,000,000 (the default); 4 × 3 = 12 > 10
+    assert "20,000,000 points (1,000 tp × 1,000 pp × 20 dp)" in e402[0].message
+    assert "limit of 10,000,000" in e402[0].message
+    assert "12 points (4 tp × 3 batch)" in e402[1].message and "limit of 10" in e402[1].message
+    assert "limit =" in (e402[0].help or "")
+
+
+def test_run_search_refuses_too_large_search_too():
+    spec = _spec(CONSTRAINED)
+    s = dataclasses.replace(spec.searches["s"], limit=100)
+    with pytest.raises(CcostError) as exc:
+        search.run_search(s, spec.policy)
+    assert exc.value.diagnostics[0].code == "E402"
+    assert "648 points" in exc.value.diagnostics[0].message
+
+
+def test_unsearchable_field_and_max_gpus_beyond_cluster():
+    text = HEADER + '''
+plan base { model = llama3_70b; cluster = hgx_h100_16node; phase = decode; tp = 8 }
+search s { base = base; tp = [1, 2]; phase = [decode, prefill]; max_gpus = 256 }
+'''
+    res = check_text(text, "specs/test-search.ccost")
+    msgs = [d.message for d in res.errors]
+    assert any("cannot vary `phase`" in m for m in msgs), msgs
+    assert any("max_gpus = 256 is more than cluster `hgx_h100_16node` has (128)" in m for m in msgs), msgs
+
+
+# --- range functions -----------------------------------------------------------------------------------
+
+def test_range_values():
+    assert search.range_values("pow2", [1, 64]) == [1, 2, 4, 8, 16, 32, 64]
+    assert search.range_values("pow2", [3, 40]) == [4, 8, 16, 32]
+    assert search.range_values("range", [1, 4]) == [1, 2, 3, 4]
+    assert search.range_values("range", [2, 10, 4]) == [2, 6, 10]
+    assert isinstance(search.range_values("range", [1, 10**7]), str)
+    assert isinstance(search.range_values("pow2", [0, 8]), str)
+    assert isinstance(search.range_values("range", [1.5, 4]), str)
+
+
+def test_range_functions_in_sweeps_and_searches_not_in_plans():
+    text = HEADER + '''
+plan base { model = llama3_70b; cluster = hgx_h100; phase = decode; tp = 8 }
+sweep sw { base = base; tp = pow2(1, 8) }
+search se { base = base; tp = range(1, 8, 3); batch = pow2(4, 16) }
+plan bad extends base { tp = pow2(1, 8) }
+'''
+    res = check_text(text, "specs/test-search.ccost")
+    assert [d.code for d in res.errors] == ["E205"]
+    assert "gives a list" in res.errors[0].message
+    ok = check_text(text.replace("plan bad extends base { tp = pow2(1, 8) }", ""), "specs/t.ccost")
+    assert not ok.errors
+    assert dict(ok.spec.sweeps["sw"].fields)["tp"] == (1, 2, 4, 8)
+    assert dict(ok.spec.searches["se"].axes) == {"tp": (1, 4, 7), "batch": (4, 8, 16)}
+
+
+# --- policy thresholds ------------------------------------------------------------------------------------
+
+def test_policy_thresholds_default_from_the_files_policy():
+    base = HEADER + '''
+plan base { model = llama3_70b; cluster = hgx_h100; phase = decode; tp = 8 }
+search s { base = base; tp = [1, 2, 4, 8] USE }
+'''
+    with_policy = base + "policy { max_overhead = 25 %; min_efficiency = 55 % }\n"
+    spec = _spec(with_policy.replace("USE", ""))
+    st = search.settings(spec.searches["s"], spec.policy)
+    assert (st.max_overhead, st.min_efficiency) == (0.25, 0.55)
+    spec = _spec(with_policy.replace("USE", "; use_policy = false"))
+    st = search.settings(spec.searches["s"], spec.policy)
+    assert (st.max_overhead, st.min_efficiency) == (None, None)
+    spec = _spec(base.replace("USE", "; min_efficiency = 80 %"))  # no policy block: off unless written
+    st = search.settings(spec.searches["s"], spec.policy)
+    assert (st.max_overhead, st.min_efficiency) == (None, 0.80)
+    assert st.max_gpus == 8  # the cluster's GPUs
+
+
+# --- eval and the progress bar --------------------------------------------------------------------------
+
+def test_eval_document_and_text_show_searches(tmp_path):
+    from ccost import output
+
+    path = tmp_path / "s.ccost"
+    path.write_text(CONSTRAINED.replace('import "std/', 'import "std/'))
+    spec = _spec(CONSTRAINED)
+    doc = evaluate.results_document(evaluate.evaluate(spec))
+    sec = doc["searches"]["s"]
+    assert sec["points"] == 648 and sec["objective"] == "latency" and len(sec["top"]) == 7
+    data = json.loads(output.to_json(doc))
+    assert data["searches"]["s"]["constraints"][0]["constraint"] == "max_gpus"
+    text = output.to_text(doc)
+    assert "search s" in text and "Pareto front" in text and "top 7 by latency" in text
+
+
+class _FakeTTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_only_on_a_terminal_after_a_second():
+    from ccost.progress import Bar
+
+    t = [0.0]
+    pipe = io.StringIO()
+    with Bar(pipe, clock=lambda: t[0]) as bar:
+        for i in range(5):
+            t[0] = i * 0.5
+            bar("s", i, 4)
+    assert pipe.getvalue() == ""
+
+    tty = _FakeTTY()
+    t[0] = 0.0
+    with Bar(tty, clock=lambda: t[0]) as bar:
+        bar("s", 0, 4)
+        t[0] = 0.5
+        bar("s", 1, 4)
+        assert tty.getvalue() == ""  # under a second: nothing drawn
+        t[0] = 1.5
+        bar("s", 3, 4)
+        assert "75 %" in tty.getvalue() and "3 / 4 points" in tty.getvalue()
+    assert tty.getvalue().endswith("\r\x1b[K")  # erased at the end

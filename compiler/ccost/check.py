@@ -197,8 +197,12 @@ class _Checker:
                 try:
                     text = self.read(path)
                 except FileNotFoundError:
-                    self.add(error("E002", f"{path}: no such file",
-                                   help="check the path; specs usually live in specs/"))
+                    if os.path.isdir(path):
+                        self.add(error("E002", f"{path} is a folder, not a spec file",
+                                       help=f"name the .ccost files, like `{os.path.join(path, '*.ccost')}`"))
+                    else:
+                        self.add(error("E002", f"{path}: no such file",
+                                       help="check the path; specs usually live in specs/"))
                     return self._result(None)
                 except CcostError as exc:
                     self.diags.extend(exc.diagnostics)

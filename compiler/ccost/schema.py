@@ -412,7 +412,8 @@ def _build_sweep(ctx: BuildContext) -> S.Sweep:
 register(BlockKind(
     "sweep", "One plan, some fields varied: `base = PLAN` and one or more plan fields with a list of values "
     "(`tp = [1, 2, 4, 8]`); several lists form their cartesian product. Each value is checked like the plan "
-    "field it sets; a single value fixes that field for every point.",
+    "field it sets; a single value fixes that field for every point. Points are not held to the size of the "
+    "cluster (worked example A4 sweeps TP to 64 on one 8-GPU node), and a sweep has at most 100,000 points.",
     (
         Field("base", ref("plan"), "the plan every point starts from", "tp8", required=True),
     ),

@@ -56,8 +56,10 @@ def _used_entities(spec: S.Spec, plan_names: Iterable[str]):
 def link_provenance(link: S.Link) -> str:
     if link.measured:
         return "measured"
-    if not link.source or link.source.strip().lower() == "spec sheet":
+    if not link.source:
         return "spec sheet"
+    if link.source.strip().lower().startswith("spec sheet"):
+        return link.source.strip()
     return f"spec sheet ({link.source})"
 
 
@@ -346,15 +348,60 @@ COMPARE_ROWS = ("gpus", "step_time_s", "compute_time_s", "comm_time_s", "latency
                 "regime")
 
 
+SEARCH_METRICS = ("gpus", "step_time_s", "throughput_tokens_s", "throughput_per_gpu", "efficiency", "overhead",
+                  "bubble", "memory_bytes_per_gpu")
+SEARCH_LABELS = {"gpus": "GPUs", "step_time_s": "step time", "throughput_tokens_s": "tokens/s",
+                 "throughput_per_gpu": "tokens/s/GPU", "efficiency": "efficiency", "overhead": "overhead",
+                 "bubble": "bubble", "memory_bytes_per_gpu": "memory/GPU"}
+
+
+def _search_points(points: Sequence[Mapping[str, Any]], axes: Sequence[str], limit: int = 25) -> V.Table:
+    metrics = [m for m in SEARCH_METRICS if any(m in p for p in points)]
+    rows = []
+    for p in list(points)[:limit]:
+        rows.append(tuple([V.fmt_value(a, p.get(a)) for a in axes]
+                          + [_count(p.get(m)) if m.startswith("throughput") else V.fmt_value(m, p.get(m))
+                             for m in metrics]))
+    caption = f"first {limit} of {len(points)}" if len(points) > limit else ""
+    return V.Table(tuple(list(axes) + [SEARCH_LABELS[m] for m in metrics]), tuple(rows),
+                   tuple([False] * len(axes) + [True] * len(metrics)), caption=caption,
+                   wide=len(axes) + len(metrics) > 9)
+
+
+def _count(v: Any) -> str:
+    return "—" if v is None else units.format_quantity(v, units.DIMENSIONLESS, digits=4)
+
+
+def search_section(name: str, s: Mapping[str, Any]) -> V.SearchSection:
+    axes = list((s.get("axes") or {}).keys())
+    counts = ", ".join(f"{k} {V.fmt_value(k, s[k])}" for k in ("points", "priced", "feasible", "rejected")
+                       if k in s)
+    cons = []
+    for c in s.get("constraints") or ():
+        name = str(c.get("constraint", ""))
+        # max_overhead / min_efficiency / max_memory thresholds are fractions (view.FRACTION_KEYS)
+        cons.append((name, str(c.get("rule", "")),
+                     *[V.fmt_value("count", c.get(k)) for k in ("tested", "failed", "removed")],
+                     V.fmt_value(name, c.get("threshold"))))
+    constraints = V.Table(("constraint", "rule", "tested", "failed", "removed", "threshold"), tuple(cons),
+                          (False, False, True, True, True, True))
+    return V.SearchSection(name, s.get("title") or name, str(s.get("base") or ""), str(s.get("objective") or ""),
+                           counts, constraints, _search_points(s.get("top") or (), axes),
+                           _search_points(s.get("pareto") or (), axes))
+
+
+COMPARE_LABELS = {"overhead": "overhead", "efficiency": "efficiency", "speedup": "speedup"}
+
+
 def compare_section(name: str, c: Mapping[str, Any], plans: Mapping[str, Mapping[str, Any]],
                     charts: bool) -> V.CompareSection:
     ranking = [p for p in c.get("ranking") or [] if p in plans]
     headers = ("", *[f"{i}. {p}" for i, p in enumerate(ranking, 1)])
-    rows = [(V.label(k), *[V.fmt_value(k, plans[p].get(k)) for p in ranking])
+    rows = [(COMPARE_LABELS.get(k, V.label(k)), *[V.fmt_value(k, plans[p].get(k)) for p in ranking])
             for k in COMPARE_ROWS if any(k in plans[p] for p in ranking)]
     if any("throughput_tokens_s" in plans[p] for p in ranking):
         rows.append(("throughput", *[throughput(plans[p]) for p in ranking]))
-    table = V.Table(headers, tuple(rows), (False, *[True] * len(ranking)), wide=len(ranking) > 4)
+    table = V.Table(headers, tuple(rows), (False, *[True] * len(ranking)), wide=len(ranking) > 3)
     figure = None
     keys = ("compute_time_s", "latency_term_s", "bandwidth_term_s", "step_time_s")
     if charts and ranking and all(plans[p].get(k) is not None for p in ranking for k in keys):
@@ -475,6 +522,8 @@ def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any
     sweeps = tuple(sweep_section(n, s, spec.policy, charts, _sweep_base(spec, n))
                    for n, s in (doc.get("sweeps") or {}).items())
     compares = tuple(compare_section(n, c, plans, charts) for n, c in (doc.get("compares") or {}).items())
+    searches = tuple(search_section(n, x) for n, x in (doc.get("searches") or {}).items()
+                     if isinstance(x, Mapping))
     stem = Path(spec.path).stem
     return V.ReportView(
         title=f"Design review: {stem}",
@@ -486,6 +535,7 @@ def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any
         checklists=checklists,
         sweeps=sweeps,
         compares=compares,
+        searches=searches,
         assumptions=assumptions(spec, doc),
         not_modelled=not_modelled(),
         sources=tuple(sources),

@@ -171,6 +171,18 @@ class SweepSection:
 
 
 @dataclass(frozen=True)
+class SearchSection:
+    name: str
+    title: str
+    base: str
+    objective: str
+    counts: str
+    constraints: Table
+    top: Table
+    pareto: Table
+
+
+@dataclass(frozen=True)
 class CompareSection:
     name: str
     title: str
@@ -217,6 +229,7 @@ class ReportView:
     checklists: tuple[PlanChecklist, ...]
     sweeps: tuple[SweepSection, ...]
     compares: tuple[CompareSection, ...]
+    searches: tuple[SearchSection, ...]
     assumptions: tuple[Assumption, ...]
     not_modelled: tuple[Assumption, ...]
     sources: tuple[SourceFile, ...]

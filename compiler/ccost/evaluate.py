@@ -360,9 +360,19 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
         done = len(all_steps)
         inputs += [s for s in new if s.kind == "input"]
         sections.append((title, [s for s in new if s.kind != "input"]))
-    return [("inputs", inputs)] + sections
+    return [("inputs", sorted(inputs, key=_input_order))] + sections
 
 
-def explain(spec: S.Spec, plan_name: str) -> list[Step]:
-    """Every step of one plan's derivation, inputs first (the contract's flat list)."""
-    return [s for _, steps in explain_sections(spec, plan_name) for s in steps]
+_INPUT_GROUPS = (("plan", 0), ("decode", 0), ("model", 1), ("gpu", 3), ("cluster", 3), ("policy", 4))
+
+
+def _input_order(step: Step) -> int:
+    """Inputs grouped by where they come from: the plan, the model, the links, the GPU and cluster, the
+    policy, then constants of the model (FLOPs and optimizer bytes per parameter). Stable within a group."""
+    src = step.source or ""
+    for prefix, rank in _INPUT_GROUPS:
+        if src.startswith(prefix):
+            return rank
+    if step.name.startswith(("α", "B_", "e_")):  # link parameters carry the link's own source
+        return 2
+    return 5

@@ -376,3 +376,8 @@ def _input_order(step: Step) -> int:
     if step.name.startswith(("α", "B_", "e_")):  # link parameters carry the link's own source
         return 2
     return 5
+
+
+def explain(spec: S.Spec, plan_name: str) -> list[Step]:
+    """Every step of one plan's derivation, inputs first (the contract's flat list)."""
+    return [s for _, steps in explain_sections(spec, plan_name) for s in steps]

@@ -287,3 +287,14 @@ def test_moe_top_k_not_below_experts_is_an_error():
     model = S.Model(name="moe", title=None, span=None, layers=4, hidden=512, params=1e9, experts=2, top_k=2,
                     active_params=1e9)
     assert "E401" in _error_codes(plan(model=model, ep=2, batch=1))
+
+
+def test_flop_bound_plan_without_achieved_flops_warns():
+    gpu = S.Gpu(name="peak", title=None, span=None, memory=80e9, hbm_bandwidth=3.35e12, flops=989e12)
+    cl = S.Cluster(name="c", title=None, span=None, gpu=gpu, intra_node=NVLINK)
+    d = run(plan(cluster=cl, phase="prefill", batch=1, seq=2048, tp=8, allreduce="ring"))
+    # 2 × 70.6e9 × 2048 / 8 = 36.147 TFLOP per GPU at the 989 TFLOP/s peak = 36.549 ms
+    assert d["compute"]["bound"] == "flops"
+    assert d["compute_time_s"] == pytest.approx(36.549 * MS, **HAND)
+    item = next(i for i in d["checklist"] if i["id"] == 1)
+    assert item["status"] == "warn" and "achieved_flops" in item["note"]

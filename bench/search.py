@@ -1,0 +1,189 @@
+"""Benchmark of ``ccost.search`` (issue 7): whole layout spaces priced as numpy arrays.
+
+    .venv/bin/python bench/search.py [--repeat 3] [--sample 2000]
+
+Two searches (specs beside this file, std library models):
+
+(a) ``search-llama405b-decode.ccost``: Llama-3.1-405B decode on 128 nodes × 8 H100, every power-of-two
+    tp, pp, dp (1..1024), batch (1..4096) and micro-batch count (1..128), every AllReduce algorithm.
+(b) ``search-deepseek-v3-train.ccost``: DeepSeek-V3 training on 256 nodes × 8 H100, every power-of-two
+    ep (1..256), tp, pp, dp (1..2048), batch 1..64, five micro-batch counts, FSDP on and off.
+
+For each: points, wall time (best of ``--repeat`` runs, and the first run, after numpy and the modules are
+imported), points per second, peak memory (``tracemalloc`` during one more run: numpy reports its
+buffers to it; and the process's max RSS), and the ratio against a Python loop over the same points, one at
+a time, in the same run. The loop is *timed on a uniform random sample* of the points and extrapolated to
+all of them (timing 10⁶ points one by one would take many minutes); it does what the search does per
+point: ``dataclasses.replace`` the base plan, ``lower.check_plan`` (rejects points that are not plans),
+then ``lower.prepare`` + ``lower.lower`` + ``analysis.analyse`` and the constraints. Most points of
+a full space are not plans (too many GPUs, more stages than layers) and the loop rejects those cheaply, so
+the loop is also timed on a sample of priced points only (extrapolated to the priced count and compared
+with the search's whole wall time: the conservative ratio). A second, smaller
+sample times ``evaluate.evaluate_plan`` (which also builds the checklist and document), for reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import random
+import resource
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHES = (
+    ("(a) Llama-3.1-405B decode, 128 nodes x 8 H100", HERE / "search-llama405b-decode.ccost"),
+    ("(b) DeepSeek-V3 training, 256 nodes x 8 H100", HERE / "search-deepseek-v3-train.ccost"),
+)
+
+
+def _point(s, i: int) -> dict:
+    """Layout of point ``i`` in search order (static axes outermost), as ``ccost.search`` numbers them."""
+    from ccost import search
+
+    static = [f for f, _ in s.axes if f in search.STATIC_AXES]
+    arrays = [f for f, _ in s.axes if f not in search.STATIC_AXES]
+    axes = dict(s.axes)
+    shape = [len(axes[f]) for f in arrays]
+    per_pass = 1
+    for n in shape:
+        per_pass *= n
+    return search._decode(s, i, static, arrays, shape, per_pass)
+
+
+def loop_one(s, policy, st, layout: dict) -> tuple | None:
+    """One point the slow way: a Plan, checked, lowered and analysed on floats, constraints applied."""
+    from ccost import analysis, lower
+
+    plan = dataclasses.replace(s.base, **layout)
+    model, cluster = plan.model, plan.cluster
+    if plan.gpus > st.max_gpus or plan.pp > model.layers or lower.check_plan(plan):
+        return None
+    prog = lower.lower(*lower.prepare(plan, policy))
+    m = analysis.analyse(prog)
+    c = prog.compute
+    ok = (not st.fits_memory or c.mem_total <= c.mem_limit) and \
+        (st.max_overhead is None or m.overhead <= st.max_overhead) and \
+        (st.min_efficiency is None or m.efficiency >= st.min_efficiency)
+    return (m.step, m.throughput_gpu) if ok else None
+
+
+def bench(label: str, path: Path, repeat: int, sample: int, sample_full: int) -> dict:
+    from ccost import evaluate, lower, search
+    from ccost.check import load_spec
+
+    spec, _ = load_spec(str(path))
+    (name, s), = spec.searches.items()
+    policy = spec.policy
+    total = s.size
+
+    t0 = time.perf_counter()
+    doc = search.run_search(s, policy)
+    cold = time.perf_counter() - t0
+    walls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        doc2 = search.run_search(s, policy)
+        walls.append(time.perf_counter() - t0)
+        assert doc2 == doc  # deterministic
+    wall = min(walls)
+
+    tracemalloc.start()
+    search.run_search(s, policy)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+
+    # The loop, on a uniform sample of the same points.
+    rng = random.Random(7)
+    idx = [rng.randrange(total) for _ in range(sample)]
+    layouts = [_point(s, i) for i in idx]
+    st = search.settings(s, policy)
+    t0 = time.perf_counter()
+    kept = sum(loop_one(s, policy, st, lay) is not None for lay in layouts)
+    loop_per_point = (time.perf_counter() - t0) / sample
+    # The same loop on priced points only (those that are plans): the conservative ratio, since the
+    # search's wall time also covers rejecting every other point.
+    priced_layouts = []
+    while len(priced_layouts) < sample:
+        lay = _point(s, rng.randrange(total))
+        plan = dataclasses.replace(s.base, **lay)
+        if plan.gpus <= st.max_gpus and plan.pp <= plan.model.layers and not lower.check_plan(plan):
+            priced_layouts.append(lay)
+    t0 = time.perf_counter()
+    for lay in priced_layouts:
+        loop_one(s, policy, st, lay)
+    priced_per_point = (time.perf_counter() - t0) / sample
+    full_layouts = layouts[:sample_full]
+    t0 = time.perf_counter()
+    n_full = 0
+    for lay in full_layouts:
+        plan = dataclasses.replace(s.base, **lay)
+        if plan.gpus <= st.max_gpus and plan.pp <= plan.model.layers and not lower.check_plan(plan):
+            evaluate.evaluate_plan(plan, policy)
+        n_full += 1
+    full_per_point = (time.perf_counter() - t0) / max(1, n_full)
+
+    return {
+        "label": label, "spec": str(path.relative_to(HERE.parent)), "points": total, "priced": doc["priced"],
+        "feasible": doc["feasible"], "cold_s": cold, "wall_s": wall, "walls": walls,
+        "points_per_s": total / wall, "priced_per_s": doc["priced"] / wall, "peak_bytes": peak,
+        "loop_per_point_s": loop_per_point, "loop_sample": sample, "loop_sample_kept": kept,
+        "loop_total_s": loop_per_point * total, "ratio": loop_per_point * total / wall,
+        "priced_loop_per_point_s": priced_per_point,
+        "priced_ratio": priced_per_point * doc["priced"] / wall,
+        "full_per_point_s": full_per_point, "full_sample": n_full,
+        "full_ratio": full_per_point * total / wall,
+        "top": doc["top"][0] if doc["top"] else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3, help="warm runs to time (best is reported)")
+    ap.add_argument("--sample", type=int, default=2000, help="points timed in the Python loop")
+    ap.add_argument("--sample-full", type=int, default=300, help="points timed with evaluate_plan")
+    args = ap.parse_args(argv)
+    for label, path in BENCHES:
+        r = bench(label, path, args.repeat, args.sample, args.sample_full)
+        print(r["label"])
+        print(f"  spec                {r['spec']}")
+        print(f"  points              {r['points']:,}  (priced: {r['priced']:,} pass the layout constraints; "
+              f"feasible: {r['feasible']:,})")
+        print(f"  wall time           {r['wall_s']:.3f} s  (best of {len(r['walls'])} warm runs: "
+              + ", ".join(f"{w:.3f}" for w in r["walls"]) + f"; first run {r['cold_s']:.3f} s)")
+        print(f"  points per second   {r['points_per_s']:,.0f}  (priced points per second {r['priced_per_s']:,.0f})")
+        print(f"  peak memory         {r['peak_bytes'] / 2**20:.1f} MiB traced (tracemalloc, numpy buffers "
+              "included)")
+        print(f"  Python loop         {r['loop_per_point_s'] * 1e6:.1f} µs per point (timed on a random sample of "
+              f"{r['loop_sample']:,} points, {r['loop_sample_kept']} feasible), extrapolated to "
+              f"{r['loop_total_s']:.1f} s for all points")
+        print(f"  speed-up vs loop    {r['ratio']:.0f}×")
+        print(f"  loop, priced only   {r['priced_loop_per_point_s'] * 1e6:.1f} µs per priced point (another sample "
+              f"of {r['loop_sample']:,}), extrapolated to the {r['priced']:,} priced points: "
+              f"{r['priced_ratio']:.0f}× the search's whole wall time")
+        print(f"  evaluate_plan loop  {r['full_per_point_s'] * 1e6:.1f} µs per point (sample of {r['full_sample']}),"
+              f" {r['full_ratio']:.0f}× slower than the search")
+        if r["top"]:
+            t = r["top"]
+            print("  best layout         " + ", ".join(f"{k}={t[k]}" for k in dict(_axes_of(path))) +
+                  f": {t['throughput_per_gpu']:.1f} tokens/s/GPU, {t['step_time_s'] * 1e3:.2f} ms per step")
+        print()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"process max RSS {rss / 1024:.0f} MiB (interpreter, numpy and both benches)")
+    return 0
+
+
+def _axes_of(path: Path):
+    from ccost.check import load_spec
+
+    spec, _ = load_spec(str(path))
+    (s,) = spec.searches.values()
+    return s.axes
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -33,6 +33,7 @@ the output is a fixed point and that it checks to the same spec (``same_meaning`
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -130,6 +131,20 @@ class _Attach:
         self.inner: dict[int, list[t.Comment]] = {}
         # line -> (column, slot) of a trailing comment (or its continuation) that ends on that line
         self._trailing: dict[int, tuple[int, _Slot]] = {}
+        # Indexes, so that placing a comment costs a lookup, not a scan of the file (a generated spec can
+        # have thousands of members and comments).
+        self.items = list(file.items)
+        self._item_starts = [i.span.line for i in self.items]
+        self._item_ends = [i.span.end_line for i in self.items]
+        self._ends: dict[int, list[tuple[int, Any, str]]] = {}  # end line -> (end column, node, role)
+        for item in self.items:
+            self._ends.setdefault(item.span.end_line, []).append(
+                (item.span.end_column, item, "close" if isinstance(item, t.Block) else "item"))
+            if isinstance(item, t.Block):
+                for m in item.members:
+                    self._ends.setdefault(m.span.end_line, []).append((m.span.end_column, m, "item"))
+        self._member_starts = {id(b): [m.span.line for m in b.members]
+                               for b in self.items if isinstance(b, t.Block)}
         for c in sorted(file.comments, key=lambda c: (c.span.line, c.span.column)):
             prev = self._trailing.get(c.span.line - 1)
             if prev is not None and prev[0] == c.span.column and self._own_line(c):
@@ -156,49 +171,43 @@ class _Attach:
     def _place(self, file: t.File, c: t.Comment) -> None:
         line, col = c.span.line, c.span.column
         own = self._own_line(c)
-        blocks = [b for b in file.items if isinstance(b, t.Block)]
         if not own:
             # The code element that ends last on this line before the comment carries it.
-            best: tuple[int, object, str] | None = None
-            for item in file.items:
-                candidates: list[tuple[Any, str]] = [(item, "close" if isinstance(item, t.Block) else "item")]
-                if isinstance(item, t.Block):
-                    candidates += [(m, "item") for m in item.members]
-                for node, role in candidates:
-                    sp = node.span  # type: ignore[attr-defined]
-                    if sp.end_line == line and sp.end_column <= col:
-                        if best is None or sp.end_column > best[0]:
-                            best = (sp.end_column, node, role)
-            if best is not None:
-                _, node, role = best
-                if role == "close" and node.span.line == node.span.end_line:  # type: ignore[attr-defined]
+            ending = [e for e in self._ends.get(line, ()) if e[0] <= col]
+            if ending:
+                _, node, role = max(ending, key=lambda e: e[0])
+                if role == "close" and node.span.line == node.span.end_line:
                     # `cluster c { gpu = h; nodes = 1 }  # why`: the comment is about the block; keep it
                     # on the line that starts the block once the block is split.
                     role = "header"
                 self._trail(node, role, c)
                 return
-        for b in blocks:
-            if b.span.line <= line <= b.span.end_line:
-                for m in b.members:
-                    if m.span.line < line <= m.span.end_line or (
-                            not own and m.span.line == line and m.span.end_line > line):
-                        self.inner.setdefault(id(m), []).append(c)
-                        return
-                if not own:  # on the header line (after `{`), or after the title before a `{` below
-                    self._trail(b, "header", c)
+        k = bisect.bisect_right(self._item_starts, line) - 1  # the last item starting on or before line
+        b = self.items[k] if k >= 0 else None
+        if isinstance(b, t.Block) and line <= b.span.end_line:
+            starts = self._member_starts[id(b)]
+            j = bisect.bisect_right(starts, line) - 1
+            if j >= 0:
+                m = b.members[j]
+                if m.span.line < line <= m.span.end_line or (
+                        not own and m.span.line == line and m.span.end_line > line):
+                    self.inner.setdefault(id(m), []).append(c)
                     return
-                nxt = next((m for m in b.members if m.span.line > line), None)
-                target = self.slot(nxt, "item") if nxt is not None else self.slot(b, "close")
-                target.before.append(c)
+            if not own:  # on the header line (after `{`), or after the title before a `{` below
+                self._trail(b, "header", c)
                 return
+            nxt = bisect.bisect_right(starts, line)
+            target = self.slot(b.members[nxt], "item") if nxt < len(starts) else self.slot(b, "close")
+            target.before.append(c)
+            return
         if not own:  # after an import's path split over lines, or similar: keep it just after that item
-            prev = [i for i in file.items if i.span.end_line <= line]
-            if prev:
-                self._trail(prev[-1], "item", c)
+            k = bisect.bisect_right(self._item_ends, line) - 1
+            if k >= 0:
+                self._trail(self.items[k], "item", c)
                 return
-        nxt_item = next((i for i in file.items if i.span.line > line), None)
-        if nxt_item is not None:
-            self.slot(nxt_item, "item").before.append(c)
+        nxt = bisect.bisect_right(self._item_starts, line)
+        if nxt < len(self.items):
+            self.slot(self.items[nxt], "item").before.append(c)
         else:
             self.slot(file, "eof").before.append(c)
 

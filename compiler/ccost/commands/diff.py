@@ -23,6 +23,8 @@ HELP = "what a change to a spec did to its inputs and results"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.usage = ("ccost diff [--format text|markdown|json] [REV] SPEC\n"
+                    "       ccost diff [--format text|markdown|json] OLD.ccost NEW.ccost")
     parser.add_argument("args", nargs="+", metavar="ARG",
                         help="SPEC (HEAD against the working tree), REV SPEC (that revision against the "
                              "working tree), or OLD.ccost NEW.ccost (two files)")

@@ -347,3 +347,28 @@ def test_progress_bar_only_on_a_terminal_after_a_second():
         bar("s", 3, 4)
         assert "75 %" in tty.getvalue() and "3 / 4 points" in tty.getvalue()
     assert tty.getvalue().endswith("\r\x1b[K")  # erased at the end
+
+
+# --- the other searchable fields: seq, overlap, cross_node ------------------------------------------------
+
+PREFILL = HEADER + '''
+plan base { model = llama3_70b; cluster = hgx_h100_16node; phase = prefill; batch = 4; seq = 2048; tp = 8 }
+search s {
+  base = base
+  tp = [4, 8, 16, 32]; dp = [1, 2]; seq = [512, 4096]; overlap = [0 %, 25 %]
+  cross_node = [auto, flat, hierarchical]; allreduce = [ring, auto]
+  fits_memory = false; use_policy = false
+  top = 1000
+}
+'''
+
+
+@pytest.mark.parametrize("text", [PREFILL, PREFILL.replace("phase = prefill", "phase = decode")])
+def test_seq_overlap_and_cross_node_points_agree_bit_for_bit(text):
+    spec = _spec(text)
+    s = spec.searches["s"]
+    doc = search.run_search(s, spec.policy, chunk=5)
+    assert doc["points"] == doc["feasible"] == 4 * 2 * 2 * 2 * 3 * 2  # every point is a plan here
+    assert {r["cross_node"] for r in doc["top"]} == {"auto", "flat", "hierarchical"}
+    for rec in doc["top"]:
+        _assert_same(rec, _alone(s, spec, rec))

@@ -15,11 +15,15 @@ How it runs:
 * **Chunks.** Within a pass the cartesian product of the array axes is enumerated in chunks of
   ``CHUNK`` points (flat indices decoded with ``np.unravel_index``), so memory stays bounded whatever
   the size of the search.
-* **Constraints mask, never skip.** Every point is priced; each constraint is a boolean array over the
-  chunk. The search counts, per constraint, the points that fail it and the points it removed (failing
-  it and passing every constraint before it in ``CONSTRAINTS`` order), so the output says why each
-  rejected region was rejected. Points that cannot be a plan at all (more GPUs than the cluster, more
-  pipeline stages than layers) are constraints too, first in the list.
+* **Constraints mask, never skip.** Each constraint is a boolean array over the chunk. The *layout*
+  constraints (GPUs, pp ≤ layers, tp in the domain, tp | kv_heads, pp | layers) need no pricing: they are
+  tested on every point, and only the points that pass them are priced (the chunk's arrays compressed
+  with the mask, no Python loop); the *priced* constraints (memory, overhead, efficiency, finite numbers)
+  are tested on those. Points that cannot be a plan at all (more GPUs than ``max_gpus`` or the cluster,
+  more pipeline stages than layers) are constraints too, first in the list. The search counts, per
+  constraint, the points it was tested on, the points that fail it and the points it removed (failing it
+  and passing every constraint before it in ``CONSTRAINTS`` order, so the removed counts add up to the
+  rejected points): the output says why each rejected region was rejected.
 * **Reductions.** Only the running top ``top`` points (by the objective) and the running Pareto front
   (latency down, throughput per GPU up) survive a chunk.
 

@@ -403,3 +403,20 @@ def test_git_reader(repo, tmp_path_factory):
     with pytest.raises(FileNotFoundError):
         read(str(outside.with_name("missing.ccost")))
     assert read.relpath(repo / "plan.ccost") == "plan.ccost" and read.relpath(outside) is None
+
+
+@pytest.mark.parametrize("path", sorted(SPECS.glob("*.ccost")), ids=lambda p: p.name)
+def test_formatting_an_example_changes_no_number(path):
+    """End to end: fmt, then diff against the original: not one input or result may move."""
+    from ccost.check import check_file, check_text
+    from ccost.diff import Side, compare
+    from ccost.evaluate import evaluate, results_document
+    from ccost.fmt import format_text
+
+    def side(result):
+        assert result.spec is not None, result.errors
+        return Side(str(path), result.spec, results_document(evaluate(result.spec)))
+
+    formatted = format_text(path.read_text(encoding="utf-8"), str(path))
+    d = compare(side(check_file(str(path))), side(check_text(formatted, str(path))))
+    assert d.empty, d

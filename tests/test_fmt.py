@@ -366,3 +366,12 @@ def test_fmt_folder(tmp_path, capsys):
     assert "1 file would be reformatted, 1 file already formatted" in capsys.readouterr().err
     assert main(["fmt", str(tmp_path)]) == 0
     assert a.read_text() == _PRETTY
+
+
+def test_fmt_removes_byte_order_mark(tmp_path, capsys):
+    spec = tmp_path / "a.ccost"
+    spec.write_bytes(b"\xef\xbb\xbf" + _PRETTY.encode())
+    assert main(["fmt", "--check", str(spec)]) == 1
+    assert "byte-order mark" in capsys.readouterr().out
+    assert main(["fmt", str(spec)]) == 0
+    assert spec.read_bytes() == _PRETTY.encode()

@@ -122,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.writelines(diff)
             if "\r" in text:
                 print(f"{shown}: line endings would change from CRLF to LF")
+            if current.startswith(b"\xef\xbb\xbf"):
+                print(f"{shown}: the UTF-8 byte-order mark would be removed")
         else:
             _write(path, out)
             print(f"reformatted {name}", file=sys.stderr)

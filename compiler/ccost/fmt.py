@@ -15,13 +15,14 @@ The rules (docs/git-workflow.md lists them for users):
 - Spacing: one space around binary operators and ``=``, ``, `` in lists and calls, one space between a
   number and its unit. Numbers and units are spelled as written (``2 µs``, ``70.6e9``, ``1_000_000``),
   because a spelling is a choice the author made for the reader; only whitespace is canonical.
-- Strings are re-escaped canonically (only ``\\"`` and ``\\\\`` exist in the language).
+- Strings are re-escaped canonically: ``\\"``, ``\\\\``, ``\\n``, ``\\t`` (the language's only escapes).
 - Imports first, in the order written (a comment group that opens the file, followed by a blank line,
   stays at the top); one blank line between top-level items (none between imports); inside a block, a
   blank line the author left between members is kept (several collapse into one).
 - Comments stay where they were: an own-line comment stays before the member, block, import or closing
   brace that followed it; a trailing comment stays after the member, block header or closing brace it
-  followed; comments inside an empty block stay inside; comments at the end of the file stay there.
+  followed (a comment continued on the lines below at the same column stays aligned under it);
+  comments inside an empty block stay inside; comments at the end of the file stay there.
   A list written with comments inside it (or too long for one line) is printed one item per line so those
   comments keep their place. A comment inside any other multi-line expression moves to just before the
   member: the only place where a comment moves, and it moves the least it can.

@@ -87,8 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         report_cmd = median_time(lambda: run(cli + ["report", str(spec_path), "-o", f"{tmp}/", "--no-git"]),
                                  args.runs)
-    import pypdf
     import io
+
+    import pypdf
 
     pages = len(pypdf.PdfReader(io.BytesIO(holder["pdf"])).pages)
     print(f"spec: {spec_path}  ({len(holder['html']):,} B of HTML, {len(holder['pdf']):,} B / {pages} pages of PDF)")

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ccost.lexer import CcostLexer, Unit
 from pygments import lex
 from pygments.lexers import get_lexer_by_name, get_lexer_for_filename
 from pygments.token import Comment, Error, Keyword, Name, Number, Operator, String
-
-from ccost.lexer import CcostLexer, Unit
 
 SAMPLE = '''# Llama-3-70B decode
 import "std/h100.ccost"

@@ -16,10 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from ccost import spec as S
-from ccost import units
-from ccost.diagnostics import Span
 
 REPO = Path(__file__).resolve().parents[1]
 EPOCH = "1767225600"  # 2026-01-01T00:00:00Z
@@ -101,7 +98,7 @@ def a1_document() -> dict:
 
 def a1_steps(plan: str) -> list:
     hops = RING_HOPS if plan == "tp8" else TREE_HOPS
-    mk = lambda name, desc, f, sub, result, kind="step": SimpleNamespace(  # noqa: E731
+    mk = lambda name, desc, f, sub, result, kind="step": SimpleNamespace(
         name=name, description=desc, formula=f, substituted=sub, value=0.0, dim=(), result=result,
         kind=kind, note=None, source=None)
     return [
@@ -255,7 +252,7 @@ def test_provenance_git_state(tmp_path):
     spec = tmp_path / "x.ccost"
     spec.write_text("# x\n")
     assert git_state([spec]) == "not in git"
-    run = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)  # noqa
+    run = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
     run("init", "-q")
     run("-c", "user.email=t@t", "-c", "user.name=t", "add", "x.ccost")
     run("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x")
@@ -400,7 +397,6 @@ def test_output_paths(tmp_path):
 @pytest.mark.slow
 def test_pdf_pages_text_and_running_header(a1_review, tmp_path):
     import pypdf
-
     from ccost.report import write_review
 
     pdf = write_review(a1_review(), {"pdf": tmp_path / "r.pdf"}, EPOCH)[0]
@@ -486,8 +482,8 @@ def test_real_review_a1_exact_numbers(a1_real):
 
 
 def test_real_review_has_every_derivation_step(a1_real):
-    from ccost.evaluate import explain
     from ccost.check import load_spec
+    from ccost.evaluate import explain
 
     html, doc, _ = a1_real
     spec, _ = load_spec(str(A1_SPEC))

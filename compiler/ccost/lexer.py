@@ -10,8 +10,7 @@ A word followed by ``=`` is always a field; a block kind followed by a name, a t
 from __future__ import annotations
 
 from pygments.lexer import RegexLexer, bygroups, words
-from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuation, String, Text,
-                            Whitespace)
+from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Text, Whitespace
 
 BLOCK_KINDS = ("link", "gpu", "cluster", "model", "plan", "sweep", "compare", "policy", "search")
 FUNCTIONS = ("min", "max", "ceil", "floor", "log2", "sqrt")

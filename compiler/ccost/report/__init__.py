@@ -16,10 +16,10 @@ Pipeline of this package, one module per job::
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 FORMATS = ("html", "pdf", "yaml")
 
@@ -122,8 +122,8 @@ def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[st
 def review(spec_path: str | Path, *, include_git: bool = True, environ: Mapping[str, str] | None = None,
            cwd: Path | None = None, git_note: str = "not recorded", charts: bool = True) -> Review:
     """Check, evaluate and explain ``spec_path``; build the view model. Raises ``CcostError`` on a bad spec."""
-    from ccost.check import load_spec
     from ccost import evaluate as E
+    from ccost.check import load_spec
 
     spec, warnings = load_spec(str(spec_path))
     document = E.results_document(E.evaluate(spec))

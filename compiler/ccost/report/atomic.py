@@ -54,7 +54,7 @@ class AtomicFiles:
             tmp.unlink(missing_ok=True)
         self._pending.clear()
 
-    def __enter__(self) -> "AtomicFiles":
+    def __enter__(self) -> AtomicFiles:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -6,9 +6,10 @@ is a value of the results document or of a derivation step, formatted (``view.fm
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ccost import spec as S
 from ccost import units
@@ -372,22 +373,40 @@ def _count(v: Any) -> str:
     return "—" if v is None else units.format_quantity(v, units.DIMENSIONLESS, digits=4)
 
 
-def search_section(name: str, s: Mapping[str, Any]) -> V.SearchSection:
+def search_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.SearchSection:
     axes = list((s.get("axes") or {}).keys())
     counts = ", ".join(f"{k} {V.fmt_value(k, s[k])}" for k in ("points", "priced", "feasible", "rejected")
                        if k in s)
     cons = []
     for c in s.get("constraints") or ():
-        name = str(c.get("constraint", ""))
+        cname = str(c.get("constraint", ""))  # not `name`: that is the search's, used below
         # max_overhead / min_efficiency / max_memory thresholds are fractions (view.FRACTION_KEYS)
-        cons.append((name, str(c.get("rule", "")),
+        cons.append((cname, str(c.get("rule", "")),
                      *[V.fmt_value("count", c.get(k)) for k in ("tested", "failed", "removed")],
-                     V.fmt_value(name, c.get("threshold"))))
+                     V.fmt_value(cname, c.get("threshold"))))
     constraints = V.Table(("constraint", "rule", "tested", "failed", "removed", "threshold"), tuple(cons),
                           (False, False, True, True, True, True))
     return V.SearchSection(name, s.get("title") or name, str(s.get("base") or ""), str(s.get("objective") or ""),
                            counts, constraints, _search_points(s.get("top") or (), axes),
-                           _search_points(s.get("pareto") or (), axes))
+                           _search_points(s.get("pareto") or (), axes), search_figure(name, s) if charts else None)
+
+
+def search_figure(name: str, s: Mapping[str, Any]) -> V.Figure | None:
+    """The Pareto front of a search (latency against tokens/s per GPU), with its top layouts marked."""
+    def pts(key: str) -> list[tuple[float, float]]:
+        return [(p["step_time_s"], p["throughput_per_gpu"]) for p in s.get(key) or ()
+                if isinstance(p, Mapping) and p.get("step_time_s") is not None
+                and p.get("throughput_per_gpu") is not None]
+
+    front, top = pts("pareto"), pts("top")
+    if not front:
+        return None
+    from ccost.report import charts as ch
+
+    svg = ch.pareto_chart(front, top, f"Search {name}: latency against throughput per GPU")
+    return V.Figure(svg, f"Pareto front of search {name}: each point is a layout that no other feasible layout "
+                         "beats on both latency and tokens/s per GPU; the top layouts by "
+                         f"{s.get('objective', 'the objective')} are ringed.")
 
 
 COMPARE_LABELS = {"overhead": "overhead", "efficiency": "efficiency", "speedup": "speedup"}
@@ -522,7 +541,7 @@ def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any
     sweeps = tuple(sweep_section(n, s, spec.policy, charts, _sweep_base(spec, n))
                    for n, s in (doc.get("sweeps") or {}).items())
     compares = tuple(compare_section(n, c, plans, charts) for n, c in (doc.get("compares") or {}).items())
-    searches = tuple(search_section(n, x) for n, x in (doc.get("searches") or {}).items()
+    searches = tuple(search_section(n, x, charts) for n, x in (doc.get("searches") or {}).items()
                      if isinstance(x, Mapping))
     stem = Path(spec.path).stem
     return V.ReportView(

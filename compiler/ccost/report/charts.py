@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 # Print size: the text column of A4 with 18 mm margins is ~174 mm (6.85 in).
 WIDTH_IN = 6.6
@@ -165,4 +165,33 @@ def compare_chart(names: Sequence[str], compute: Sequence[float], latency: Seque
         ax.set_title(title, loc="left")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22 - 0.1 / max(len(names), 1)), ncol=4,
                   frameon=False)
+        return _to_svg(fig, title)
+
+
+def pareto_chart(front: Sequence[tuple[float, float]], top: Sequence[tuple[float, float]], title: str) -> str:
+    """A search's Pareto front: (latency s, tokens/s per GPU) points joined as a staircase (no layout lies
+    above and to the left of it), the top layouts by the search's objective ringed. Log-scaled latency
+    when the front spans more than a decade."""
+    plt = _pyplot()
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.6))
+        lats = [t for t, _ in front] + [t for t, _ in top]
+        factor, unit = _time_axis(lats)
+        xs = [t / factor for t, _ in front]
+        ys = [v for _, v in front]
+        ax.step(xs, ys, where="post", color=COLOURS["efficiency"], linewidth=1.0, alpha=0.6)
+        ax.plot(xs, ys, linestyle="none", marker="o", markersize=3.5, color=COLOURS["efficiency"],
+                label="Pareto front")
+        if top:
+            ax.plot([t / factor for t, _ in top], [v for _, v in top], linestyle="none", marker="o",
+                    markersize=8, markerfacecolor="none", markeredgecolor=COLOURS["threshold"],
+                    markeredgewidth=1.0, label="top layouts")
+        positive = [x for x in xs if x > 0]
+        if positive and max(positive) / min(positive) > 10:
+            ax.set_xscale("log")
+        ax.set_xlabel(f"latency per step ({unit})")
+        ax.set_ylabel("tokens/s per GPU")
+        ax.set_ylim(bottom=0)
+        ax.set_title(title, loc="left")
+        ax.legend(loc="lower right", frameon=False)
         return _to_svg(fig, title)

@@ -70,12 +70,12 @@ def build_date(environ: dict[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     raw = env.get("SOURCE_DATE_EPOCH")
     if raw is None or raw.strip() == "":
-        return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+        return _dt.datetime.now(_dt.UTC).date().isoformat()
     try:
         stamp = int(raw.strip())
     except ValueError:
         raise ValueError(f"SOURCE_DATE_EPOCH must be whole seconds since 1970, got {raw!r}") from None
-    return _dt.datetime.fromtimestamp(stamp, _dt.timezone.utc).date().isoformat()
+    return _dt.datetime.fromtimestamp(stamp, _dt.UTC).date().isoformat()
 
 
 def sha256_file(path: str | Path) -> str:

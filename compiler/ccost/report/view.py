@@ -10,8 +10,9 @@ results. Templates then only loop and print (coverage.py's html.py does the same
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ccost import units
 from ccost.report.provenance import Provenance
@@ -180,6 +181,7 @@ class SearchSection:
     constraints: Table
     top: Table
     pareto: Table
+    figure: Figure | None = None  # the Pareto front: latency against tokens/s per GPU (ccost.search)
 
 
 @dataclass(frozen=True)

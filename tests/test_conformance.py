@@ -271,4 +271,6 @@ def test_b_moe_alltoall():
     ("tp_over_ib", 0.333),  # 100 / (100 + 200)
 ])
 def test_b_efficiency_table(name, eta):
-    assert plan("b-efficiency", name)["efficiency"] == pytest.approx(eta, **EXACT)
+    p = plan("b-efficiency", name)
+    assert p["efficiency"] == pytest.approx(eta, **EXACT)  # pure DP: speedup/N is η
+    assert p["eta"] == pytest.approx(eta, **EXACT)

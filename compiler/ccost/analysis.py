@@ -64,6 +64,7 @@ class Metrics:
     throughput_gpu: Num
     volume: Num  # bytes each GPU sends per step
     hops: Num  # latency steps per step
+    eta: Num  # seed 000's η = T_compute / (T_compute + T_exposed)
 
 
 def _sum(xs, empty=0.0):
@@ -106,8 +107,10 @@ def analyse(program: lower.Program) -> Metrics:
     eff = named("efficiency", speedup / gpus, "speedup / N")
     thr = named("throughput", c.tokens_step / step, "tokens/s: tokens_step/T_step")
     thr_gpu = named("throughput_GPU", thr / gpus, "tokens/s per GPU")
+    eta = named("η", costs.efficiency_eta(c.T_compute, T_comm, x.overlap),
+                "seed 000's scaling efficiency T_compute/(T_compute + T_comm·(1 − overlap))")
     return Metrics(T_comm, T_lat, T_bw, exposed, c.T_compute, latency, step, ovh, bubble, in_flight, gpus,
-                   speedup, eff, thr, thr_gpu, volume, hops)
+                   speedup, eff, thr, thr_gpu, volume, hops, eta)
 
 
 def regime(m: Metrics) -> str:

@@ -142,6 +142,7 @@ def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, ite
                    "allreduce": plan.allreduce, "cross_node": getattr(plan, "cross_node", "auto"),
                    "overlap": plan.overlap},
         "latency_s": _f(m.latency),
+        "eta": _f(m.eta),
         "throughput_tokens_s": _f(m.throughput),
         "throughput_per_gpu": _f(m.throughput_gpu),
         "tokens_per_step": _f(c.tokens_step),
@@ -348,7 +349,7 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
                               c.mem_limit]))
     groups.append(("totals", [m.volume, m.hops, m.T_lat, m.T_bw, m.T_comm, m.exposed, m.latency, m.overhead,
                               m.bubble, m.in_flight, m.step, m.gpus, m.speedup, m.efficiency, c.tokens_step,
-                              m.throughput, m.throughput_gpu]))
+                              m.throughput, m.throughput_gpu, m.eta]))
     sections: list[tuple[str, list[Step]]] = []
     cumulative: list = []
     done = 0

@@ -372,3 +372,17 @@ def test_seq_overlap_and_cross_node_points_agree_bit_for_bit(text):
     assert {r["cross_node"] for r in doc["top"]} == {"auto", "flat", "hierarchical"}
     for rec in doc["top"]:
         _assert_same(rec, _alone(s, spec, rec))
+
+
+def test_text_thins_a_long_front_and_the_review_draws_it():
+    spec = _spec(DECODE.replace("OBJECTIVE", "latency"))
+    doc = search.run_search(spec.searches["s"], spec.policy)
+    front = doc["pareto"]
+    long = dict(doc, pareto=front * 20)  # 20× as many rows as the text lists
+    text = search.search_text("s", long)
+    assert f"Pareto front, {len(front) * 20:,} layouts" in text and f"{search.TEXT_FRONT} of them" in text
+    from ccost.report import build
+
+    fig = build.search_figure("s", doc)
+    assert fig is not None and fig.svg.startswith("<svg") and "Pareto front of search s" in fig.caption
+    assert build.search_figure("s", dict(doc, pareto=[])) is None

@@ -527,6 +527,10 @@ def search_documents(spec: S.Spec, progress: Callable[[str, int, int], None] | N
 # ---------------------------------------------------------------------------------------------------
 # Text
 
+#: Pareto points the text output lists at most (JSON/YAML carry the whole front).
+TEXT_FRONT = 25
+
+
 def search_text(name: str, s: dict) -> str:
     """One search of the results document as readable text: size, constraints, top layouts, Pareto front."""
     from ccost import output as O
@@ -557,7 +561,13 @@ def search_text(name: str, s: dict) -> str:
                 O._indent(O.table(headers, rows_of(s["top"]), align))]
     else:
         out += ["", "  no point satisfies every constraint"]
-    if s["pareto"]:
-        out += ["", "  Pareto front (latency vs throughput per GPU; each is the best throughput at its latency):",
-                O._indent(O.table(headers, rows_of(s["pareto"]), align))]
+    front = s["pareto"]
+    if front:
+        # a long front is thinned evenly for reading (first and last kept); the document has all of it
+        shown = front if len(front) <= TEXT_FRONT else [front[round(i * (len(front) - 1) / (TEXT_FRONT - 1))]
+                                                        for i in range(TEXT_FRONT)]
+        out += ["", f"  Pareto front, {len(front):,} layouts (latency against throughput per GPU; each is the "
+                    "best throughput at its latency)" + (f"; {len(shown)} of them, evenly spaced:"
+                                                         if len(shown) < len(front) else ":"),
+                O._indent(O.table(headers, rows_of(shown), align))]
     return "\n".join(out)

@@ -214,9 +214,15 @@ def specs(draw) -> str:
             ("!base", st.just(plan)), ("!tp", st.sampled_from(["[1,2,4,8]", "[ 1, 2,\n 4, # four\n 8 ]"])),
         ])))
     seps = [draw(st.sampled_from(["\n", "\n\n", "\n\n\n", "\n# between\n", "\r\n"])) for _ in blocks]
-    text = draw(st.sampled_from(["", "# header\n", "# header\n\n"]))
+    # An import, written first or last (the formatter moves it first), with or without its own comment.
+    imp = draw(st.sampled_from(["", 'import "std/links.ccost"\n',
+                                '# NVLink and IB\nimport  "std/links.ccost"  # std\n']))
+    at_end = draw(st.booleans())
+    text = draw(st.sampled_from(["", "# header\n", "# header\n\n"])) + ("" if at_end else imp)
     for block, sep in zip(blocks, seps):
         text += block + sep
+    if at_end:
+        text += imp
     if draw(st.booleans()):
         text += "# the end\n"
     return text

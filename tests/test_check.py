@@ -472,3 +472,8 @@ def test_phase_is_one_of_three():
     assert codes(BASE + "plan p { model = m70; cluster = hgx; phase = inference }") == ["E204"]
     assert codes(BASE + "plan p { model = m70; cluster = hgx; phase = train }") == ["E104"]  # seq required
     assert codes(BASE + "plan p { model = m70; cluster = hgx; phase = train; seq = 4096 }") == []
+
+
+def test_enum_word_where_a_number_belongs():
+    d = only("link l { alpha = 2 us; bandwidth = tree }", "E205")
+    assert d.message == "`tree` is a value of `allreduce`, not a number"

@@ -682,8 +682,12 @@ class _Checker:
             self.add(error("E201", f"`{e.name}` is a unit without a number", e.span,
                            help=f"write a number before the unit: `{fname} = {number} {unit}`"))
             raise _Bad
-        if f is not None and f.type.kind == "enum":
-            pass
+        owners = sorted({g.name for k in SC.SCHEMA.values() for g in k.fields
+                         if g.type.kind == "enum" and e.name in g.type.values})
+        if owners:  # `tp = ring`: a word of an enumerated field where a number belongs
+            self.add(error("E205", f"`{e.name}` is a value of `{owners[0]}`, not a number", e.span,
+                           help=f"write it like `{fname} = {f.example}`" if f is not None else None))
+            raise _Bad
         self._unknown_name(e.name, scope, e.span, None)
         raise _Bad
 

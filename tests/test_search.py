@@ -193,6 +193,17 @@ def test_constraints_top_and_front_match_brute_force():
                 return True
         return False
 
+    # what each priced constraint cost: the best point (by latency, as ranked above) it removed
+    for k in ("fits_memory", "max_overhead", "min_efficiency"):
+        gone = [(i, lay, d) for i, (lay, d, f) in enumerate(pts) if f and f[0] == k]
+        i, lay, d = min(gone, key=lambda g: (g[2]["step_time_s"], -g[2]["throughput_per_gpu"], g[2]["gpus"], g[0]))
+        best = got[k]["best_removed"]
+        assert {f: best[f] for f, _ in s.axes} == lay, k
+        _assert_same(best, d)
+    # 90 % of the H100's 80 GB (std/gpus.ccost), the policy's max_memory
+    assert got["fits_memory"]["limit_bytes"] == pytest.approx(0.9 * 80e9, rel=1e-12)
+    assert "fits_memory cost: the best layout it removed" in search.search_text("s", doc)
+
     front = sorted((i for i in range(len(feasible)) if not dominated(i)),
                    key=lambda i: feasible[i][1]["step_time_s"])
     assert [{f: r[f] for f, _ in s.axes} for r in doc["pareto"]] == [feasible[i][0] for i in front]

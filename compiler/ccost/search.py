@@ -322,6 +322,8 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
     tested = dict.fromkeys(names, 0)
     top, front = _Best(), _Best()
     top_select = _top_select(search.objective, search.top)
+    best_removed = {k: _Best() for k in names}
+    mem_limit: set = set()  # max_memory × HBM: one value per search (the cluster's GPU)
     kv_heads = model.kv_heads or model.heads
     done = 0
     priced = 0
@@ -371,18 +373,22 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
             if keep.size:
                 priced += keep.size
                 _price_chunk(lower, analysis, static, x0, plan, {f: v[keep] for f, v in vals.items()},
-                             (p_i * per_pass + flat)[keep], st, count, names[6:], top, front, top_select)
+                             (p_i * per_pass + flat)[keep], st, count, names[6:], top, front, top_select,
+                             best_removed, mem_limit)
             if progress is not None:
                 progress(done, total)
 
     feasible = total - sum(removed.values())
+    worst = {k: b.cols for k, b in best_removed.items() if b.cols is not None}
     return _document(search, st, total, priced, feasible, tested, failed, removed, top.cols, front.cols,
-                     static_names, array_names, shape, per_pass)
+                     static_names, array_names, shape, per_pass, worst, max(mem_limit) if mem_limit else None)
 
 
-def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, checks, top, front, top_select):
+def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, checks, top, front, top_select,
+                 best_removed, mem_limit):
     """Price the points of one chunk that passed the layout constraints (``vals``: field → array), apply
-    the priced constraints and fold the survivors into the running top and Pareto front."""
+    the priced constraints (keeping, per constraint, the best point it removed, so the output can say what
+    it cost) and fold the survivors into the running top and Pareto front."""
     import numpy as np
 
     n = index.size
@@ -411,19 +417,26 @@ def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, chec
         "min_efficiency": ~(eff >= st.min_efficiency) if st.min_efficiency is not None else None,
         "finite": ~(np.isfinite(step) & np.isfinite(thr_gpu)),
     }
+    mem_limit.add(float(np.max(limit)) if n else None)
+    cols = {
+        "index": index, "gpus": full(m.gpus), "step_time_s": step,
+        "throughput_per_gpu": thr_gpu, "throughput_tokens_s": full(m.throughput),
+        "efficiency": eff, "overhead": ovh, "speedup": full(m.speedup),
+        "compute_time_s": full(m.T_compute), "comm_time_s": full(m.T_comm),
+        "bubble": full(m.bubble), "memory_bytes_per_gpu": mem, "fits_memory": fits,
+    }
     alive = np.ones(n, dtype=bool)
     for k in checks:
+        before = alive
         alive = count(k, fails[k], alive)
+        if k != "finite" and fails[k] is not None:
+            gone = np.nonzero(before & ~alive)[0]
+            if gone.size:
+                best_removed[k].merge({c: v[gone] for c, v in cols.items()}, top_select)
     keep = np.nonzero(alive)[0]
     if not keep.size:
         return
-    cols = {
-        "index": index[keep], "gpus": full(m.gpus)[keep], "step_time_s": step[keep],
-        "throughput_per_gpu": thr_gpu[keep], "throughput_tokens_s": full(m.throughput)[keep],
-        "efficiency": eff[keep], "overhead": ovh[keep], "speedup": full(m.speedup)[keep],
-        "compute_time_s": full(m.T_compute)[keep], "comm_time_s": full(m.T_comm)[keep],
-        "bubble": full(m.bubble)[keep], "memory_bytes_per_gpu": mem[keep], "fits_memory": fits[keep],
-    }
+    cols = {c: v[keep] for c, v in cols.items()}
     top.merge(cols, top_select)
     front.merge(cols, _pareto_select)
 
@@ -462,7 +475,7 @@ def _records(search, cols, order, decode) -> list[dict]:
 
 
 def _document(search, st, total, priced, feasible, tested, failed, removed, top_cols, front_cols, static_names,
-              array_names, shape, per_pass) -> dict:
+              array_names, shape, per_pass, best_removed, mem_limit) -> dict:
     def decode(i):
         return _decode(search, i, static_names, array_names, shape, per_pass)
 
@@ -485,6 +498,11 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
                  "removed": removed[k]}
         if k in ("max_gpus", "max_overhead", "min_efficiency"):
             entry["threshold"] = limits[k]
+        if k == "fits_memory" and mem_limit is not None:
+            entry["limit_bytes"] = mem_limit
+        if k in best_removed:
+            # what the constraint cost: the best layout (by the objective) that it alone removed
+            entry["best_removed"] = _records(search, best_removed[k], [0], decode)[0]
         constraints.append(entry)
     assert search.base is not None
     return {
@@ -547,6 +565,21 @@ def search_text(name: str, s: dict) -> str:
         out.append(O._indent(O.table(["constraint", "keeps", "tested", "fail it", "removed"], rows, "llrrr")))
         out.append(f"  (layout constraints are tested on every point; the {s['priced']:,} points that pass them are "
                    "priced and tested on the rest; removed: failing this constraint and none above it)")
+        fmt_mem = getattr(O, "fmt_gb", O.fmt_bytes)
+        for c in s["constraints"]:
+            b = c.get("best_removed")
+            if not b:
+                continue
+            k = c["constraint"]
+            why = {"fits_memory": f"needs {fmt_mem(b['memory_bytes_per_gpu'])} per GPU"
+                                  + (f" (limit {fmt_mem(c['limit_bytes'])})" if c.get("limit_bytes") else ""),
+                   "max_overhead": f"overhead {O.fmt_pct(b['overhead'])} > {O.fmt_pct(c.get('threshold'))}",
+                   "min_efficiency": f"efficiency {O.fmt_pct(b['efficiency'])} < {O.fmt_pct(c.get('threshold'))}",
+                   }.get(k, "")
+            layout = ", ".join(f"{f}={str(b[f]).lower() if isinstance(b[f], bool) else b[f]}" for f in axes)
+            out.append(f"  {k} cost: the best layout it removed ({layout}) would give "
+                       f"{O.fmt_num(b['throughput_per_gpu'], 4)} tokens/s/GPU at {O.fmt_time(b['step_time_s'])}"
+                       f" on {b['gpus']:,} GPU{'' if b['gpus'] == 1 else 's'}, but {why}")
 
     def rows_of(points):
         return [[*(str(p[f]).lower() if isinstance(p[f], bool) else str(p[f]) for f in axes),

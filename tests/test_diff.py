@@ -420,3 +420,14 @@ def test_formatting_an_example_changes_no_number(path):
     formatted = format_text(path.read_text(encoding="utf-8"), str(path))
     d = compare(side(check_file(str(path))), side(check_text(formatted, str(path))))
     assert d.empty, d
+
+
+def test_sweep_change_one_line_per_field(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    base = HW + PLAN + "sweep s { base = tp8; tp = [1, 2, 4, 8]; batch = [1, 32] }\n"
+    (tmp_path / "old.ccost").write_text(base)
+    (tmp_path / "new.ccost").write_text(base.replace("tp = [1, 2, 4, 8]", "tp = [1, 2, 4]"))
+    code, out, err = run(capsys, "old.ccost", "new.ccost")
+    assert code == 0, err
+    assert "  sweep s.tp: [1, 2, 4, 8] → [1, 2, 4]" in out.splitlines()
+    assert "sweep s.batch" not in out

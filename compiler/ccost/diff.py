@@ -201,6 +201,12 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
+def _is_axes(v: Any) -> bool:
+    """``[[field, [v1, v2, ...]], ...]``: what a sweep varies (``fields``) or a search spans (``axes``)."""
+    return isinstance(v, list) and all(
+        isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], list) for p in v)
+
+
 def _input_changes(kind: str, name: str, old: Any, new: Any,
                    dims: Mapping[tuple[str, str], Any]) -> list[InputChange]:
     out = []
@@ -210,9 +216,8 @@ def _input_changes(kind: str, name: str, old: Any, new: Any,
         if _same(va, vb):
             continue
         dim = dims.get((kind, f))
-        if kind == "sweep" and f == "fields":  # ((field, values), ...): show one line per swept field
-            fa = dict((k, v) for k, v in (va or []))
-            fb = dict((k, v) for k, v in (vb or []))
+        if _is_axes(va) and _is_axes(vb):  # a sweep's fields, a search's axes: one line per varied field
+            fa, fb = dict(va), dict(vb)
             for k in list(fa) + [k for k in fb if k not in fa]:
                 if fa.get(k) != fb.get(k):
                     d = dims.get(("plan", k))

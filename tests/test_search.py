@@ -47,7 +47,7 @@ plan base {
 search s {
   base = base
   ep = [1, 2, 4, 8]; tp = [1, 2, 4]; pp = [1, 2, 4]; dp = [1, 2, 8]
-  microbatches = [1, 8]; fsdp = [false, true]; overlap = [0 %, 50 %]
+  microbatches = [1, 8]; fsdp = [false, true]; overlap = [0 %, 50 %]; allreduce = [ring, auto]
   fits_memory = false; use_policy = false
   top = 1000
 }
@@ -74,7 +74,19 @@ def _doc_value(doc: dict, key: str):
     return {"throughput_per_gpu": doc["throughput_per_gpu"]}.get(key, doc.get(key))
 
 
+def _algorithm(doc: dict, purpose: tuple[str, ...]) -> str | None:
+    """The algorithm of the plan's AllReduce whose purpose starts with one of ``purpose`` (None: none)."""
+    found = [c["algorithm"] for c in doc["collectives"]
+             if c["kind"] == "allreduce" and c["purpose"].startswith(purpose)]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
 def _assert_same(rec: dict, doc: dict) -> None:
+    assert rec["tp_algorithm"] == _algorithm(doc, ("tensor-parallel",)), (rec, doc["collectives"])
+    if "dp_algorithm" in rec:
+        assert rec["dp_algorithm"] == _algorithm(
+            doc, ("data-parallel gradients (parameters)", "data-parallel gradients (dense parameters)"))
     for key in FIELDS:
         a, b = rec[key], _doc_value(doc, key)
         if isinstance(b, float):
@@ -92,6 +104,9 @@ def test_decode_points_agree_bit_for_bit_with_plans_alone(objective):
     assert doc["points"] == 5 * 4 * 4 * 4 * 5
     assert len(doc["top"]) == 1000 or len(doc["top"]) == doc["feasible"]
     sample = doc["top"][:40] + doc["top"][::17] + doc["pareto"]
+    picked = {r["tp_algorithm"] for r in doc["top"] if r["allreduce"] == "auto"}
+    assert {"ring", "one_shot", "two_shot"} <= picked  # auto picks per point (checked against plans below)
+    sample += [r for r in doc["top"] if r["allreduce"] == "auto"][::5]
     for rec in sample:
         _assert_same(rec, _alone(s, spec, rec))
 
@@ -100,8 +115,9 @@ def test_training_moe_fsdp_points_agree_bit_for_bit():
     spec = _spec(TRAIN)
     s = spec.searches["s"]
     doc = search.run_search(s, spec.policy, chunk=50)
-    assert doc["points"] == 4 * 3 * 3 * 3 * 2 * 2 * 2
+    assert doc["points"] == 4 * 3 * 3 * 3 * 2 * 2 * 2 * 2
     assert {r["fsdp"] for r in doc["top"]} == {False, True}
+    assert {r["dp_algorithm"] for r in doc["top"]} >= {"ring", None}
     for rec in doc["top"][::7] + doc["top"][:20] + doc["pareto"]:
         _assert_same(rec, _alone(s, spec, rec))
 

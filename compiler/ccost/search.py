@@ -206,6 +206,9 @@ def settings(search: Search, policy: S.Policy) -> Settings:
                     search.tp_divides_kv_heads, search.pp_divides_layers, mo, me)
 
 
+#: AllReduce algorithms a point can end up with (``auto`` picks one of them per point).
+ALGORITHMS = ("ring", "tree", "one_shot", "two_shot")
+
 #: What a search records for each point it keeps (top, Pareto front): document key → metric.
 RECORD = ("gpus", "step_time_s", "throughput_per_gpu", "throughput_tokens_s", "efficiency", "overhead",
           "speedup", "compute_time_s", "comm_time_s", "bubble", "memory_bytes_per_gpu", "fits_memory")
@@ -425,6 +428,18 @@ def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, chec
         "compute_time_s": full(m.T_compute), "comm_time_s": full(m.T_comm),
         "bubble": full(m.bubble), "memory_bytes_per_gpu": mem, "fits_memory": fits,
     }
+    # The AllReduce algorithm each point's TP (and, training, DP) group used: `auto` picks per point.
+    for key in ("TP", "DP"):
+        code = np.full(n, -1)
+        for k in prog.collectives:
+            if k.key == key and k.kind == "allreduce":
+                if isinstance(k.algorithm, str):
+                    code = np.full(n, ALGORITHMS.index(k.algorithm))
+                else:
+                    code = np.asarray([ALGORITHMS.index(a) for a in k.candidates])[
+                        np.broadcast_to(k.algorithm, (n,))]
+                code = np.where(full(k.group_size) > 1, code, -1)  # a group of one runs no AllReduce
+        cols[f"{key.lower()}_algorithm"] = code
     alive = np.ones(n, dtype=bool)
     for k in checks:
         before = alive
@@ -465,11 +480,16 @@ def point_plan(search: Search, layout: Mapping[str, Any]) -> S.Plan:
 
 def _records(search, cols, order, decode) -> list[dict]:
     out = []
+    train = search.base is not None and search.base.phase == "train"
     for i in order:
         rec = dict(decode(cols["index"][i]))
         for k in RECORD:
             v = cols[k][i]
             rec[k] = bool(v) if k == "fits_memory" else (int(v) if k == "gpus" else float(v))
+        # the algorithm the TP (training: and DP) AllReduce used; None when the group is one GPU
+        for k in ("tp_algorithm", "dp_algorithm") if train else ("tp_algorithm",):
+            code = int(cols[k][i])
+            rec[k] = ALGORITHMS[code] if code >= 0 else None
         out.append(rec)
     return out
 
@@ -581,8 +601,15 @@ def search_text(name: str, s: dict) -> str:
                        f"{O.fmt_num(b['throughput_per_gpu'], 4)} tokens/s/GPU at {O.fmt_time(b['step_time_s'])}"
                        f" on {b['gpus']:,} GPU{'' if b['gpus'] == 1 else 's'}, but {why}")
 
+    def cell(p, f):
+        if isinstance(p[f], bool):
+            return str(p[f]).lower()
+        if f == "allreduce" and p[f] == "auto" and p.get("tp_algorithm"):
+            return f"auto: {p['tp_algorithm']}"  # what auto picked for the TP AllReduce
+        return str(p[f])
+
     def rows_of(points):
-        return [[*(str(p[f]).lower() if isinstance(p[f], bool) else str(p[f]) for f in axes),
+        return [[*(cell(p, f) for f in axes),
                  f"{p['gpus']:,}", O.fmt_time(p["step_time_s"]), O.fmt_num(p["throughput_per_gpu"], 4),
                  O.fmt_pct(p["efficiency"]), O.fmt_pct(p["overhead"]), getattr(O, "fmt_gb", O.fmt_bytes)(p["memory_bytes_per_gpu"])]
                 for p in points]

@@ -477,3 +477,10 @@ def test_phase_is_one_of_three():
 def test_enum_word_where_a_number_belongs():
     d = only("link l { alpha = 2 us; bandwidth = tree }", "E205")
     assert d.message == "`tree` is a value of `allreduce`, not a number"
+
+
+def test_non_utf8_file_still_shows_its_line(capsys):
+    assert cli.main(["check", str(REPO / "tests" / "bad" / "non_utf8.ccost")]) == 2
+    err = capsys.readouterr().err
+    assert "error[E002]" in err and "4 |   bandwidth = \ufffd450 GB/s" in err
+    assert "\n  |               ^\n" in err  # under column 15, the bad byte

@@ -206,6 +206,7 @@ class _Checker:
                     return self._result(None)
                 except CcostError as exc:
                     self.diags.extend(exc.diagnostics)
+                    self._show_anyway(path, path)
                     return self._result(None)
             self._load(root, text)
             self._declare()
@@ -254,11 +255,23 @@ class _Checker:
                     continue
                 except CcostError as exc:
                     self.diags.extend(self._at_import(d, imp) for d in exc.diagnostics)
+                    self._show_anyway(target.display, target.real)
                     continue
                 self._load(target, target_text)
                 f.imports.append(target.key)
         self.loading.pop()
         self.files[f.key] = f
+
+    def _show_anyway(self, display: str, real: str) -> None:
+        """A file that is not UTF-8 cannot be checked, but its line can still be shown under the caret."""
+        if self.read is not _default_reader:
+            return
+        try:
+            if os.path.getsize(real) <= 1 << 20:
+                with open(real, "rb") as fh:
+                    self.sources[display] = fh.read().decode("utf-8", "replace")
+        except OSError:
+            pass
 
     def _at_import(self, d: Diagnostic, imp: T.Import) -> Diagnostic:
         """A read error of an imported file has no place in that file; show the import line instead."""

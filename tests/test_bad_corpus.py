@@ -18,7 +18,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from ccost import cli
 from ccost.check import check_file
 

@@ -3,12 +3,10 @@ extends, topology checks, and that every example spec and std file checks clean.
 
 from __future__ import annotations
 
-import math
 from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import pytest
-
 from ccost import cli
 from ccost.check import check_file, check_text, load_spec
 from ccost.diagnostics import CcostError

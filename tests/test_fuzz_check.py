@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from ccost.check import CheckResult, check_text
 from ccost.diagnostics import CODES, render_all
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = sorted((REPO / "specs").glob("*.ccost"))

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from ccost import schema as SC
 from ccost import spec as S
 from ccost import units as U

@@ -1059,7 +1059,7 @@ class _Checker:
                 continue
             if f.type.kind == "list":
                 self.add(error("E205", f"`{name}` cannot be swept", m.name_span,
-                               help=f"sweep the plans' fields instead, like `tp = [1, 2, 4, 8]`"))
+                               help="sweep the plans' fields instead, like `tp = [1, 2, 4, 8]`"))
                 bad = True
                 continue
             try:

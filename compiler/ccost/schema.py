@@ -14,7 +14,7 @@ kind that sweeps over another kind's fields (``sweep`` over ``plan``) sets ``var
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ccost import spec as S

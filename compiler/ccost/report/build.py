@@ -360,13 +360,22 @@ def _search_points(points: Sequence[Mapping[str, Any]], axes: Sequence[str], lim
     metrics = [m for m in SEARCH_METRICS if any(m in p for p in points)]
     rows = []
     for p in list(points)[:limit]:
-        rows.append(tuple([V.fmt_value(a, p.get(a)) for a in axes]
+        rows.append(tuple([_search_axis(p, a) for a in axes]
                           + [_count(p.get(m)) if m.startswith("throughput") else V.fmt_value(m, p.get(m))
                              for m in metrics]))
     caption = f"first {limit} of {len(points)}" if len(points) > limit else ""
     return V.Table(tuple(list(axes) + [SEARCH_LABELS[m] for m in metrics]), tuple(rows),
                    tuple([False] * len(axes) + [True] * len(metrics)), caption=caption,
                    wide=len(axes) + len(metrics) > 9)
+
+
+def _search_axis(p: Mapping[str, Any], axis: str) -> str:
+    """A layout's value of a searched field; for `allreduce = auto`, the algorithm auto picked for the TP
+    AllReduce (``tp_algorithm``, ccost.search)."""
+    v = p.get(axis)
+    if axis == "allreduce" and v == "auto" and p.get("tp_algorithm"):
+        return f"auto: {p['tp_algorithm']}"
+    return V.fmt_value(axis, v)
 
 
 def _count(v: Any) -> str:

@@ -82,8 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         holder["html"] = render_html(holder["rev"].view, "screen")
 
     html_t = median_time(html, args.runs)
-    pdf_t = median_time(lambda: holder.__setitem__("pdf", render_pdf(render_html(holder["rev"].view, "print"))),
-                        args.runs)
+    def pdf():
+        holder["pdf"] = render_pdf(render_html(holder["rev"].view, "print"))
+
+    pdf_t = median_time(pdf, args.runs)
     with tempfile.TemporaryDirectory() as tmp:
         report_cmd = median_time(lambda: run(cli + ["report", str(spec_path), "-o", f"{tmp}/", "--no-git"]),
                                  args.runs)
@@ -92,13 +94,17 @@ def main(argv: list[str] | None = None) -> int:
     import pypdf
 
     pages = len(pypdf.PdfReader(io.BytesIO(holder["pdf"])).pages)
-    print(f"spec: {spec_path}  ({len(holder['html']):,} B of HTML, {len(holder['pdf']):,} B / {pages} pages of PDF)")
+    print(f"spec: {spec_path}  ({len(holder['html']):,} B of HTML, "
+          f"{len(holder['pdf']):,} B / {pages} pages of PDF)")
     print(f"median of {args.runs} runs:")
-    print(f"  ccost eval --format json (command)     {eval_cmd * 1000:8.0f} ms")
-    print(f"  eval in-process (check+evaluate+json)  {eval_inproc * 1000:8.0f} ms")
-    print(f"  HTML review in-process                 {html_t * 1000:8.0f} ms  ({html_t / eval_inproc:.0f}x eval)")
-    print(f"  PDF from the view model                {pdf_t * 1000:8.0f} ms  ({pdf_t / eval_inproc:.0f}x eval)")
-    print(f"  ccost report --format both (command)   {report_cmd * 1000:8.0f} ms  ({report_cmd / eval_cmd:.1f}x the eval command)")
+    rows = [("ccost eval --format json (command)", eval_cmd, ""),
+            ("eval in-process (check+evaluate+json)", eval_inproc, ""),
+            ("HTML review in-process", html_t, f"({html_t / eval_inproc:.0f}x eval in-process)"),
+            ("PDF from the view model", pdf_t, f"({pdf_t / eval_inproc:.0f}x eval in-process)"),
+            ("ccost report --format both (command)", report_cmd,
+             f"({report_cmd / eval_cmd:.1f}x the eval command)")]
+    for label, t, note in rows:
+        print(f"  {label:<40} {t * 1000:8.0f} ms  {note}")
     return 0
 
 

@@ -124,7 +124,8 @@ def a1_spec(title: str = "NVLink 4 through NVSwitch", source: str = "spec sheet"
                   phase="decode", batch=32, tp=8, allreduce="tree")
     return S.Spec(path="specs/a1-fixture.ccost", links={"nvlink4": link}, gpus={"h100": gpu},
                   clusters={"hgx": cluster}, models={"llama3_70b": model},
-                  plans={"tp8": tp8, "tp8_tree": tree}, sweeps={}, compares={}, policy=S.Policy(None, None, None))
+                  plans={"tp8": tp8, "tp8_tree": tree}, sweeps={}, compares={},
+                  policy=S.Policy(None, None, None))
 
 
 SPEC_TEXT = '''# A1 fixture
@@ -169,7 +170,8 @@ def section(html: str, ident: str) -> str:
 def test_html_shows_each_plan_derivation_and_a1_numbers(a1_review):
     html = render(a1_review(charts=False))
     ring, tree = section(html, "plan-tp8"), section(html, "plan-tp8_tree")
-    # seed-examples.md A1, exact column: ring T_comm 4.806 ms, latency 4.480 ms, compute 5.261 ms, tree 2.246 ms
+    # seed-examples.md A1, exact column: ring T_comm 4.806 ms, latency 4.480 ms, compute 5.261 ms,
+    # tree T_comm 2.246 ms
     assert "4.806 ms" in ring and "4.48 ms" in ring and "5.261 ms" in ring
     assert "2.246 ms" in tree and "1.92 ms" in tree
     assert "512 KiB" in ring and "896 KiB" in ring  # message and per-GPU volume of one AllReduce
@@ -281,7 +283,8 @@ def _evil_review(a1_review):
     doc["plans"]["tp8"]["title"] = EVIL
     doc["compares"]["algorithms"]["recommendation"] = EVIL
     return a1_review(spec=a1_spec(title=EVIL, source=EVIL), doc=doc,
-                     text=SPEC_TEXT.replace("NVLink 4 through NVSwitch", EVIL.replace('"', "'")), charts=False)
+                     text=SPEC_TEXT.replace("NVLink 4 through NVSwitch", EVIL.replace('"', "'")),
+                     charts=False)
 
 
 @pytest.mark.parametrize("variant", ["screen", "print"])
@@ -293,20 +296,12 @@ def test_spec_strings_are_escaped(a1_review, variant):
     assert html.count("</table>") == html.count("<table")
 
 
-class SpyFetcher:
-    """Wraps the real fetcher and records every URL WeasyPrint asks for."""
-
-    def __new__(cls):
-        from ccost.report.fetcher import DataOnlyFetcher
-
-        return DataOnlyFetcher()
-
-
 @pytest.mark.slow
 def test_pdf_of_hostile_spec_fetches_nothing(a1_review):
+    from ccost.report.fetcher import DataOnlyFetcher
     from ccost.report.render import render_pdf
 
-    spy = SpyFetcher()
+    spy = DataOnlyFetcher()  # the renderer's own fetcher; it records every URL WeasyPrint asks for
     pdf = render_pdf(render(_evil_review(a1_review), "print"), fetcher=spy)
     assert pdf.startswith(b"%PDF")
     assert spy.requested == []  # not a single URL, not even a data: one
@@ -405,8 +400,8 @@ def test_pdf_pages_text_and_running_header(a1_review, tmp_path):
     # plan tp8, plan tp8_tree, checklist, sweeps, comparisons, assumptions, appendix = 10 pages.
     assert len(pages) == 10
     starts = ["ccost design review", "Summary", "Inputs", "Plan tp8", "Plan tp8_tree",
-              "The estimation checklist", "Sweeps", "Comparisons", "Assumptions and what the model leaves out",
-              "Appendix: the spec"]
+              "The estimation checklist", "Sweeps", "Comparisons",
+              "Assumptions and what the model leaves out", "Appendix: the spec"]
     for i, (text, title) in enumerate(zip(pages, starts), 1):
         assert f"page {i} of 10" in text
         assert title in text, (i, title)
@@ -555,3 +550,14 @@ def test_pdf_byte_identical_across_processes(tmp_path):
                         "--format", "pdf", "--no-git"], cwd=REPO, env=env, check=True, capture_output=True)
         outs.append((out / "a1-tp-decode.pdf").read_bytes())
     assert outs[0] == outs[1] and outs[0].startswith(b"%PDF")
+
+
+def test_cli_report_malformed_source_date_epoch(tmp_path, capsys, monkeypatch):
+    from ccost.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "last tuesday")
+    assert main(["report", str(A1_SPEC)]) == 2
+    err = capsys.readouterr().err
+    assert "E504" in err and "SOURCE_DATE_EPOCH" in err and "Traceback" not in err
+    assert not (tmp_path / "reports").exists()

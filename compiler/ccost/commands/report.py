@@ -30,13 +30,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ccost.diagnostics import CcostError, error
     from ccost.report import output_paths, write_report
+    from ccost.report.provenance import build_date
 
+    try:
+        build_date()  # a malformed SOURCE_DATE_EPOCH is the user's to fix, before any work is done
+    except ValueError as exc:
+        raise CcostError(error("E504", str(exc),
+                               help="unset it, or set it to whole seconds since 1970")) from None
     paths = output_paths(args.spec, args.output, args.format)
     try:
         written = write_report(args.spec, paths, include_git=not args.no_git,
                                git_note="not recorded (--no-git)")
-    except ValueError as exc:  # SOURCE_DATE_EPOCH malformed
-        raise CcostError(error("E504", str(exc), help="unset it, or set it to whole seconds since 1970")) from None
     except OSError as exc:
         raise CcostError(error("E504", f"cannot write the review: {exc}",
                                help="check that the output folder is writable")) from None

@@ -218,16 +218,43 @@ def _on_comment(tok: Token) -> Token:
 _PARSER: Lark | None = None
 
 
-def _parser() -> Lark:
-    """The Lark parser, built on first use (~30 ms) and kept for the process.
+def _cache_path(grammar: str) -> str | bool:
+    """Where to keep the built LALR tables between runs, or False for no cache.
 
-    No ``cache=True``: it would write into the shared temp folder (STYLE.md).
+    Building the parser costs ~0.2 s, most of a `ccost check` run; loading the tables costs ~10 ms. They
+    live in the user's cache folder (``$XDG_CACHE_HOME/ccost`` or ``~/.cache/ccost``), never in the shared
+    temp folder that ``cache=True`` would use (STYLE.md). The file name carries a hash of the grammar and the
+    Lark and Python versions, and Lark checks its own hash on load, so a stale file is rebuilt, never used.
+    ``CCOST_NO_CACHE=1`` turns it off; an unwritable folder silently does too.
     """
+    if os.environ.get("CCOST_NO_CACHE"):
+        return False
+    import hashlib
+    import sys
+
+    import lark
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = os.path.join(base, "ccost")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return False
+    if not os.access(folder, os.W_OK):
+        return False
+    digest = hashlib.sha256(grammar.encode("utf-8")).hexdigest()[:16]
+    return os.path.join(folder, f"parser-{digest}-lark{lark.__version__}-py{sys.version_info[0]}"
+                                f"{sys.version_info[1]}.cache")
+
+
+def _parser() -> Lark:
+    """The Lark parser, built on first use and kept for the process (tables cached, see ``_cache_path``)."""
     global _PARSER
     if _PARSER is None:
         grammar = (resource_dir("grammar") / "ccost.lark").read_text(encoding="utf-8")
         _PARSER = Lark(grammar, parser="lalr", lexer="contextual", strict=True, propagate_positions=True,
-                       maybe_placeholders=True, postlex=_PostLex(), lexer_callbacks={"COMMENT": _on_comment})
+                       maybe_placeholders=True, postlex=_PostLex(), lexer_callbacks={"COMMENT": _on_comment},
+                       cache=_cache_path(grammar))
     return _PARSER
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import random
 import resource
 import sys
@@ -60,7 +59,7 @@ def loop_one(s, policy, st, layout: dict) -> tuple | None:
     from ccost import analysis, lower
 
     plan = dataclasses.replace(s.base, **layout)
-    model, cluster = plan.model, plan.cluster
+    model = plan.model
     if plan.gpus > st.max_gpus or plan.pp > model.layers or lower.check_plan(plan):
         return None
     prog = lower.lower(*lower.prepare(plan, policy))
@@ -77,7 +76,7 @@ def bench(label: str, path: Path, repeat: int, sample: int, sample_full: int) ->
     from ccost.check import load_spec
 
     spec, _ = load_spec(str(path))
-    (name, s), = spec.searches.items()
+    (s,) = spec.searches.values()
     policy = spec.policy
     total = s.size
 

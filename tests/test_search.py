@@ -7,11 +7,9 @@ import dataclasses
 import io
 import itertools
 import json
-import math
 
 import numpy as np
 import pytest
-
 from ccost import evaluate, search
 from ccost.check import check_text
 from ccost.diagnostics import CcostError
@@ -146,7 +144,7 @@ def _brute(spec, s):
     axes = dict(s.axes)
     static = [f for f, _ in s.axes if f in search.STATIC_AXES]
     arrays = [f for f, _ in s.axes if f not in search.STATIC_AXES]
-    cluster, model = s.base.cluster, s.base.model
+    model = s.base.model
     out = []
     for scombo in itertools.product(*(axes[f] for f in static)):
         for acombo in itertools.product(*(axes[f] for f in arrays)):
@@ -212,7 +210,7 @@ def test_constraints_top_and_front_match_brute_force():
     # what each priced constraint cost: the best point (by latency, as ranked above) it removed
     for k in ("fits_memory", "max_overhead", "min_efficiency"):
         gone = [(i, lay, d) for i, (lay, d, f) in enumerate(pts) if f and f[0] == k]
-        i, lay, d = min(gone, key=lambda g: (g[2]["step_time_s"], -g[2]["throughput_per_gpu"], g[2]["gpus"], g[0]))
+        _, lay, d = min(gone, key=lambda g: (g[2]["step_time_s"], -g[2]["throughput_per_gpu"], g[2]["gpus"], g[0]))
         best = got[k]["best_removed"]
         assert {f: best[f] for f, _ in s.axes} == lay, k
         _assert_same(best, d)

@@ -8,7 +8,8 @@ pipes, files and CI logs never see it, and quick searches never flicker. It eras
 from __future__ import annotations
 
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import Self, TextIO
 
 
 class Bar:
@@ -54,7 +55,7 @@ class Bar:
             self.stream.flush()
             self.drawn = False
 
-    def __enter__(self) -> "Bar":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

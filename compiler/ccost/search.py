@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ccost import spec as S
 from ccost.diagnostics import CcostError, Diagnostic, Span, error
@@ -169,14 +170,12 @@ def range_values(func: str, args: list[float]) -> list[int] | str:
         lo, hi = a[0], a[1]
         step = a[2] if len(a) == 3 else 1
         if step < 1 or hi < lo:
-            return f"`range` needs lo ≤ hi and a step of at least 1"
+            return "`range` needs lo ≤ hi and a step of at least 1"
         count = (hi - lo) // step + 1
         if count > MAX_RANGE_VALUES:
             return f"`range({', '.join(map(str, a))})` has {count:,} values, more than {MAX_RANGE_VALUES:,}"
         return list(range(lo, hi + 1, step))
     return f"unknown range function `{func}`"
-
-
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -351,7 +350,7 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
             idx = np.unravel_index(flat, shape) if shape else ()
             vals = {f: v[i] for f, v, i in zip(array_names, array_vals, idx)}
 
-            def axis(f):
+            def axis(f, vals=vals):
                 return vals[f] if f in vals else float(getattr(base, f))
 
             # Layout constraints need no pricing: tested on every point, and only the points that pass

@@ -1052,7 +1052,7 @@ class _Checker:
                     bad = True
                     continue
             if isinstance(e, T.ListExpr) and not items:
-                self.add(error("E203", f"`{name}` is an empty list: a sweep needs at least one value",
+                self.add(error("E203", f"`{name}` is an empty list: a {kind.name} needs at least one value",
                                m.value.span, help=f"like `{name} = [1, 2, 4, 8]`" if f.type.kind == "int"
                                else f"like `{name} = [{f.example}]`"))
                 bad = True

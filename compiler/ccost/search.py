@@ -625,7 +625,7 @@ def search_text(name: str, s: dict) -> str:
         # a long front is thinned evenly for reading (first and last kept); the document has all of it
         shown = front if len(front) <= TEXT_FRONT else [front[round(i * (len(front) - 1) / (TEXT_FRONT - 1))]
                                                         for i in range(TEXT_FRONT)]
-        out += ["", f"  Pareto front, {len(front):,} layouts (latency against throughput per GPU; each is the "
+        out += ["", f"  Pareto front, {len(front):,} layout{'' if len(front) == 1 else 's'} (latency against throughput per GPU; each is the "
                     "best throughput at its latency)" + (f"; {len(shown)} of them, evenly spaced:"
                                                          if len(shown) < len(front) else ":"),
                 O._indent(O.table(headers, rows_of(shown), align))]

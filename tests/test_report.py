@@ -465,6 +465,12 @@ def test_real_review_shows_the_numbers_of_eval_json(a1_real):
             assert fmt_value("time_s", c["time_s"]) in text
 
 
+def test_real_review_has_no_checkout_paths(a1_real):
+    # committed reviews must not depend on where the repository is checked out
+    html, _, _ = a1_real
+    assert str(REPO) not in html and "specs/a1-tp-decode.ccost" in html
+
+
 def test_real_review_a1_exact_numbers(a1_real):
     # seed-examples.md A1, exact column: ring 4.806 ms, tree 2.246 ms, one-shot 1.606 ms (ring-volume
     # convention), compute 141 GB / 8 / 3.35 TB/s = 5.261 ms, 160 AllReduces of 512 KiB.

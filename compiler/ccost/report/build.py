@@ -199,9 +199,10 @@ def plan_section(name: str, doc_plan: Mapping[str, Any], steps: Sequence[Any],
     for c in doc_plan.get("collectives") or ():
         if c.get("reason"):
             notes.append(f"{c.get('kind')} ({c.get('purpose')}): {c['reason']}")
-        direct = c.get("one_shot_direct")
-        if isinstance(direct, Mapping) and direct.get("note"):
-            notes.append(f"{c.get('kind')} ({c.get('purpose')}), one-shot volume: {direct['note']}")
+        other = c.get("one_shot_alternative")
+        if isinstance(other, Mapping) and other.get("note"):
+            notes.append(f"{c.get('kind')} ({c.get('purpose')}), one-shot volume: {other['note']}; "
+                         f"under the other convention one AllReduce takes {units.format_quantity(other.get('time_s'), units.TIME)}")
     figures = tuple(V.Figure(cal.svg, f"Calibration of link {cal.link}: {cal.note}")
                     for cal in calibrations if cal.svg)
     notes += [f"Calibration of link {cal.link}: {cal.note}" for cal in calibrations if not cal.svg]
@@ -232,7 +233,7 @@ def _checklist_value(item_id: Any, v: Any) -> str:
     if key and isinstance(v, (int, float)) and not isinstance(v, bool):
         return V.fmt_value(key, v)
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return units._sig(float(v), 4) if not float(v).is_integer() else f"{int(v):,}"
+        return units.format_quantity(float(v), units.DIMENSIONLESS)
     return V.fmt_value("", v)
 
 
@@ -289,7 +290,7 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
         optima.append(f"Cost-optimal at efficiency ≥ {units.format_percent(float(thr))}: {where}.")
     if s.get("continuous_optimum") is not None:
         optima.append("Continuous time optimum N* = W·ln2 / (2·α·c·L·BW) = "
-                      f"{units._sig(float(s['continuous_optimum']), 4)}.")
+                      f"{units.format_quantity(float(s['continuous_optimum']), units.DIMENSIONLESS)}.")
     figures: list[V.Figure] = []
     numeric_x = len(fields) == 1 and points and all(isinstance(p.get(fields[0]), (int, float))
                                                     and not isinstance(p.get(fields[0]), bool)

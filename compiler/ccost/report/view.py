@@ -48,7 +48,8 @@ KEY_NUMBERS = ("gpus", "step_time_s", "compute_time_s", "comm_time_s", "latency_
 
 
 def _sig(x: float, digits: int = 4) -> str:
-    return units._sig(float(x), digits)
+    """``x`` to ``digits`` significant figures (integers keep every digit, with thousands separators)."""
+    return units.format_quantity(float(x), units.DIMENSIONLESS, digits=digits)
 
 
 def fmt_value(key: str, value: Any) -> str:
@@ -85,7 +86,8 @@ def fmt_value(key: str, value: Any) -> str:
 
 
 def label(key: str) -> str:
-    return LABELS.get(key, key.replace("_s", "").replace("_", " "))
+    """A result key as a column heading: ``LABELS``, else the key with its unit suffix dropped."""
+    return LABELS.get(key, key.removesuffix("_s").replace("_", " "))
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -132,16 +132,17 @@ def test_a1_tree_and_one_shot():
     assert compute == pytest.approx(5.261 * MS, **NOTES)
     assert costs.overhead(tree.time, compute) == pytest.approx(0.427, **NOTES)
 
-    one = costs.scaled(costs.one_shot_allreduce(8, A1_M, 8e-6, 450e9), 160)
+    one = costs.scaled(costs.one_shot_allreduce(8, A1_M, 8e-6, 450e9, one_shot_volume="ring"), 160)
     assert one.hops == 160
     assert one.latency == pytest.approx(160 * 8e-6, rel=1e-12)  # 1.28 ms
     assert one.bandwidth_time == pytest.approx(bw_term, rel=1e-12)  # ring volume charged
     assert one.time == pytest.approx(1.606 * MS, **NOTES)
     assert costs.overhead(one.time, compute) == pytest.approx(0.305, **NOTES)
-    # The other convention: each GPU pushes its whole buffer to 7 peers: 160 × 7 × 512 KiB / 450 GB/s
-    direct = 160 * costs.one_shot_direct_volume(8, A1_M)
-    assert direct == 160 * 7 * 524_288
-    assert 1.28e-3 + direct / 450e9 == pytest.approx(2.585 * MS, **NOTES)
+    # The other convention (the default): each GPU pushes its whole buffer to 7 peers:
+    # 1.28 ms + 160 × 7 × 512 KiB / 450 GB/s = 1.28 + 1.305 = 2.585 ms
+    egress = costs.scaled(costs.one_shot_allreduce(8, A1_M, 8e-6, 450e9), 160)
+    assert egress.volume == 160 * 7 * 524_288
+    assert egress.time == pytest.approx(2.585 * MS, **NOTES)
 
 
 def test_a1_link_one_shot_latency_is_used_through_collective_cost():
@@ -234,7 +235,7 @@ def test_a3_option_b_tp8_pp2():
     assert 252 * inside.chosen.time == pytest.approx(8.08 * MS, **NOTES)
     tree = costs.tree_allreduce(8, A3_M, 2e-6, 450e9)
     assert 252 * tree.time == pytest.approx(4.05 * MS, **NOTES)  # 252 × (12 µs + 4.078 µs)
-    one = costs.one_shot_allreduce(8, A3_M, 8e-6, 450e9)
+    one = costs.one_shot_allreduce(8, A3_M, 8e-6, 450e9, one_shot_volume="ring")  # the notes' convention
     assert 252 * one.time == pytest.approx(3.04 * MS, **NOTES)  # 252 × (8 µs + 4.078 µs)
     # PP send of 1 MiB over IB: 3 µs + 1,048,576 / 50e9 = 23.97 µs
     send = group_cost("p2p", None, 2, A3_M, 1, NVLINK, IB)
@@ -331,7 +332,7 @@ def test_auto_with_all_algorithms_and_arrays():
     assert a.algorithm == "two_shot"
     assert a.cost.time == pytest.approx(4e-6 + 917_504 / 450e9, rel=1e-12)
     arr = costs.auto_allreduce(np.array([2, 8]), np.array([A1_M, A1_M]), 2e-6, 450e9, 8e-6,
-                               candidates=("ring", "tree", "one_shot"))
+                               candidates=("ring", "tree", "one_shot"), one_shot_volume="ring")
     # P = 2: ring and tree both 2 hops (ring wins the tie); P = 8: one-shot 10.04 µs < tree 14.04 µs
     assert arr.candidates[arr.algorithm[0]] == "ring"
     assert arr.candidates[arr.algorithm[1]] == "one_shot"
@@ -340,7 +341,8 @@ def test_auto_with_all_algorithms_and_arrays():
 
 def test_auto_on_a_topology():
     # A3 option B, TP = 8 inside a node: one-shot 8 µs + 4.078 µs beats tree 12 µs + 4.078 µs
-    g = group_cost("allreduce", "auto", 8, A3_M, 8, NVLINK, IB, candidates=("ring", "tree", "one_shot"))
+    g = group_cost("allreduce", "auto", 8, A3_M, 8, NVLINK, IB, candidates=("ring", "tree", "one_shot"),
+                   one_shot_volume="ring")  # the notes' convention
     assert g.algorithm == "one_shot" and g.used == "intra"
     assert 252 * g.chosen.time == pytest.approx(3.04 * MS, **NOTES)
     assert g.reason.startswith("one_shot: 1 hop beats tree's 6 at a 1 MiB message (12.08 µs vs 16.08 µs)")
@@ -538,3 +540,38 @@ def test_analysis_formulas_agree_in_every_mode(a, b, c, d, frac, n, mb):
     for f, arr, v in zip(floats, arrays, values):
         assert type(f) is float
         assert _bits(f) == _bits(arr[1]) == _bits(v)
+
+
+# --- one-shot volume conventions (plan field one_shot_volume) -----------------------------------------
+
+def test_one_shot_egress_is_the_default_and_ring_is_the_notes_convention():
+    # A1: one AllReduce of 512 KiB on 8 ranks at α1 = 8 µs, 450 GB/s.
+    # egress: 7 × 524,288 B = 3,670,016 B; 8 µs + 3,670,016 / 450e9 s = 8 + 8.1556 = 16.1556 µs
+    egress = costs.collective_cost("allreduce", "one_shot", 8, 524_288, 2e-6, 450e9, 8e-6)
+    assert egress.volume == 3_670_016
+    assert egress.time == pytest.approx(16.1556e-6, rel=1e-5)
+    # ring (the notes): 2·7/8 × 524,288 = 917,504 B; 8 µs + 2.0389 µs = 10.0389 µs
+    ring = costs.collective_cost("allreduce", "one_shot", 8, 524_288, 2e-6, 450e9, 8e-6, one_shot_volume="ring")
+    assert ring.volume == 917_504
+    assert ring.time == pytest.approx(10.0389e-6, rel=1e-5)
+    with pytest.raises(ValueError):
+        costs.volume("allreduce", "one_shot", 8, 1.0, one_shot_volume="bogus")
+
+
+def test_auto_does_not_pick_one_shot_for_a_large_message():
+    # A2's prefill message, 32 MiB on 8 ranks, NVLink α = 2 µs, 450 GB/s, one-shot at α (no
+    # one_shot_latency). one-shot egress: 2 µs + 7 × 33,554,432 / 450e9 = 2 µs + 521.96 µs = 523.96 µs;
+    # two-shot: 4 µs + 58,720,256 / 450e9 = 4 + 130.49 = 134.49 µs, the cheapest (tree: 12 µs + 130.49 µs).
+    choice = costs.auto_allreduce(8, 33_554_432, 2e-6, 450e9)
+    assert choice.algorithm == "two_shot"
+    assert choice.costs["one_shot"].time == pytest.approx(523.96e-6, rel=1e-4)
+    # with the notes' ring volume one-shot would have won at 2 µs + 130.49 µs: the slip H2 found
+    ring = costs.auto_allreduce(8, 33_554_432, 2e-6, 450e9, one_shot_volume="ring")
+    assert ring.algorithm == "one_shot"
+    # a small decode message (512 KiB) with a fast one-shot kernel (α1 = 1 µs): one-shot still wins
+    # egress: 1 µs + 3,670,016 / 450e9 = 9.156 µs; two-shot: 4 µs + 917,504 / 450e9 = 6.039 µs, which wins
+    small = costs.auto_allreduce(8, 524_288, 2e-6, 450e9, one_shot_latency=1e-6)
+    assert small.algorithm == "two_shot"
+    tiny = costs.auto_allreduce(8, 16_384, 2e-6, 450e9, one_shot_latency=1e-6)
+    # 16 KiB: one-shot 1 µs + 7 × 16,384 / 450e9 = 1.255 µs; two-shot 4 µs + 0.064 µs; tree 12 µs
+    assert tiny.algorithm == "one_shot"

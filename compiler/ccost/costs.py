@@ -24,7 +24,7 @@ kind           algorithm   hops                  volume per GPU
 =============  ==========  ====================  =========================================================
 allreduce      ring        2(P−1)                2(P−1)/P·m
 allreduce      tree        2·⌈log₂P⌉             2(P−1)/P·m (the notes charge the ring volume)
-allreduce      one_shot    1 (at one_shot_lat.)  2(P−1)/P·m — see ``one_shot_direct_volume``
+allreduce      one_shot    1 (at one_shot_lat.)  (P−1)·m egress, or 2(P−1)/P·m (``one_shot_volume``)
 allreduce      two_shot    2                     2(P−1)/P·m
 allgather      ring        P−1                   (P−1)/P·m
 reducescatter  ring        P−1                   (P−1)/P·m
@@ -110,20 +110,30 @@ def hops(kind: str, algorithm: str | None, p: Num) -> Num:
     return _one_if_many(p)  # p2p
 
 
-def volume(kind: str, algorithm: str | None, p: Num, m: Num) -> Num:
+ONE_SHOT_VOLUMES = ("egress", "ring")
+
+
+def volume(kind: str, algorithm: str | None, p: Num, m: Num, one_shot_volume: str = "egress") -> Num:
     """Bytes each GPU sends in one collective (see the module table).
 
     >>> volume("allreduce", "ring", 8, 524288)
     917504.0
 
-    Every AllReduce algorithm is charged the ring volume 2(P−1)/P·m: a reduce-scatter plus an all-gather
-    is the least any AllReduce must move per GPU, and it is the notes' convention (A1: one-shot T_comm
-    1.606 ms). One-shot kernels in fact push each GPU's whole buffer to every peer; that alternative is
-    ``one_shot_direct_volume`` (A1: 2.585 ms). All-to-All follows seed 000, (P−1)/P·m: the share a rank
-    keeps for itself never leaves it (seed 001 omits that factor).
+    Ring, tree and two-shot AllReduce are charged the ring volume 2(P−1)/P·m: a reduce-scatter plus an
+    all-gather is the least any AllReduce must move per GPU. A one-shot kernel pushes each GPU's whole
+    buffer to every peer, (P−1)·m (``one_shot_volume="egress"``, the default: A1 2.585 ms); the notes charge
+    it the ring volume instead (``"ring"``: A1 1.606 ms, A3 3.04 ms). The egress default is what keeps
+    ``auto`` from picking one-shot for large messages, where it really is the worst choice.
+    All-to-All follows seed 000, (P−1)/P·m: the share a rank keeps for itself never leaves it (seed 001
+    omits that factor).
     """
-    _algorithm(kind, algorithm)
+    alg = _algorithm(kind, algorithm)
     if kind == "allreduce":
+        if alg == "one_shot":
+            if one_shot_volume not in ONE_SHOT_VOLUMES:
+                raise ValueError(f"one_shot_volume must be one of {ONE_SHOT_VOLUMES}, not {one_shot_volume!r}")
+            if one_shot_volume == "egress":
+                return one_shot_direct_volume(p, m)
         return 2 * (p - 1) / p * m
     if kind in ("allgather", "reducescatter", "alltoall"):
         return (p - 1) / p * m
@@ -134,8 +144,8 @@ def volume(kind: str, algorithm: str | None, p: Num, m: Num) -> Num:
 
 def one_shot_direct_volume(p: Num, m: Num) -> Num:
     """Per-GPU egress of a one-shot AllReduce that writes its whole buffer to each of the P−1 peers:
-    (P−1)·m. Not what ``volume`` charges (that is the ring volume, the notes' convention); exposed so the
-    review can show both and say which it used (A1: 1.606 ms charged, 2.585 ms with this volume)."""
+    (P−1)·m: what ``volume`` charges one-shot by default (A1: 2.585 ms; 1.606 ms with the notes' ring
+    volume)."""
     return (p - 1) * m
 
 
@@ -159,7 +169,8 @@ class Cost:
 
 
 def collective_cost(kind: str, algorithm: str | None, p: Num, m: Num, alpha: Num, bandwidth: Num,
-                    one_shot_latency: Num | None = None, tag: str | None = None) -> Cost:
+                    one_shot_latency: Num | None = None, tag: str | None = None,
+                    one_shot_volume: str = "egress") -> Cost:
     """Price one collective: ``T = α·hops + volume/B``.
 
     ``one_shot_latency`` is the latency of the one-shot kernel's single hop (None: ``alpha``). ``tag``
@@ -176,7 +187,7 @@ def collective_cost(kind: str, algorithm: str | None, p: Num, m: Num, alpha: Num
     deriving = (isinstance(p, V) or isinstance(m, V) or isinstance(alpha, V) or isinstance(bandwidth, V)
                 or isinstance(one_shot_latency, V))
     h = hops(kind, alg, p)
-    v = volume(kind, alg, p, m)
+    v = volume(kind, alg, p, m, one_shot_volume)
     if deriving:
         h = named(_tag("hops", tag), h, f"{kind} {alg} hops on {_pname(p)} ranks")
         v = named(_tag("volume", tag), v, f"{kind} {alg} bytes sent per GPU")
@@ -206,9 +217,12 @@ def tree_allreduce(p: Num, m: Num, alpha: Num, bandwidth: Num, tag: str | None =
     return collective_cost("allreduce", "tree", p, m, alpha, bandwidth, tag=tag)
 
 
-def one_shot_allreduce(p: Num, m: Num, one_shot_latency: Num, bandwidth: Num, tag: str | None = None) -> Cost:
-    """One-shot AllReduce (vLLM / TRT-LLM custom kernel): one hop at ``one_shot_latency``, ring volume."""
-    return collective_cost("allreduce", "one_shot", p, m, one_shot_latency, bandwidth, one_shot_latency, tag)
+def one_shot_allreduce(p: Num, m: Num, one_shot_latency: Num, bandwidth: Num, tag: str | None = None,
+                       one_shot_volume: str = "egress") -> Cost:
+    """One-shot AllReduce (vLLM / TRT-LLM custom kernel): one hop at ``one_shot_latency``; volume (P−1)·m
+    egress, or the ring volume with ``one_shot_volume="ring"`` (the notes' convention)."""
+    return collective_cost("allreduce", "one_shot", p, m, one_shot_latency, bandwidth, one_shot_latency, tag,
+                           one_shot_volume)
 
 
 def two_shot_allreduce(p: Num, m: Num, alpha: Num, bandwidth: Num, tag: str | None = None) -> Cost:
@@ -267,7 +281,8 @@ class AutoChoice:
 
 
 def auto_allreduce(p: Num, m: Num, alpha: Num, bandwidth: Num, one_shot_latency: Num | None = None,
-                   candidates: tuple = ALLREDUCE_ALGORITHMS, tag: str | None = None) -> AutoChoice:
+                   candidates: tuple = ALLREDUCE_ALGORITHMS, tag: str | None = None,
+                   one_shot_volume: str = "egress") -> AutoChoice:
     """The cheapest AllReduce algorithm of ``candidates`` for this message, and why.
 
     Ties go to the earlier candidate (ring before tree). ``one_shot_latency`` None prices one-shot's hop
@@ -279,7 +294,8 @@ def auto_allreduce(p: Num, m: Num, alpha: Num, bandwidth: Num, one_shot_latency:
     for c in candidates:
         _algorithm("allreduce", c)
     costs = {c: collective_cost("allreduce", c, p, m, alpha, bandwidth, one_shot_latency,
-                                tag=f"{tag},{c}" if tag else c) for c in candidates}
+                                tag=f"{tag},{c}" if tag else c, one_shot_volume=one_shot_volume)
+             for c in candidates}
     choice, best_time = choose({c: costs[c].time for c in candidates})
     if isinstance(choice, str) and _is_arrayish(p, m, alpha, bandwidth, one_shot_latency):
         choice = np.asarray(list(candidates).index(choice))  # 0-d array inputs: stay in array mode
@@ -410,7 +426,7 @@ def _is_arrayish(*xs) -> bool:
 
 def group_cost(kind: str, algorithm: str | None, p: Num, m: Num, per_node: Num, intra: LinkParams,
                inter: LinkParams | None, cross_node: str = "auto", tag: str | None = None,
-               candidates: tuple = ALLREDUCE_ALGORITHMS) -> GroupCost:
+               candidates: tuple = ALLREDUCE_ALGORITHMS, one_shot_volume: str = "egress") -> GroupCost:
     """Price a collective on ``p`` ranks of which ``per_node`` share a node (one NVLink domain).
 
     * ``p ≤ per_node``: the intra-node link only.
@@ -443,26 +459,28 @@ def group_cost(kind: str, algorithm: str | None, p: Num, m: Num, per_node: Num, 
     if cross_node not in CROSS_NODE:
         raise ValueError(f"cross_node must be one of {', '.join(CROSS_NODE)}, not {cross_node!r}")
     if kind == "allreduce" and algorithm == "auto":
-        return _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates)
-    return _group(kind, _algorithm(kind, algorithm), p, m, per_node, intra, inter, cross_node, tag, tag)
+        return _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates, one_shot_volume)
+    return _group(kind, _algorithm(kind, algorithm), p, m, per_node, intra, inter, cross_node, tag, tag,
+                  one_shot_volume)
 
 
 def _group(kind: str, alg: str, p: Num, m: Num, per_node: Num, intra: LinkParams, inter: LinkParams | None,
-           cross_node: str, tag: str | None, base_tag: str | None) -> GroupCost:
+           cross_node: str, tag: str | None, base_tag: str | None, osv: str = "egress") -> GroupCost:
     """``group_cost`` for one algorithm. ``base_tag`` names the steps that do not depend on the
     algorithm (nodes spanned, the intra-node stages), so that ``auto``'s candidates share them."""
     vector = _is_arrayish(p, m, per_node, intra.alpha, intra.bandwidth, intra.one_shot_latency,
                           *((inter.alpha, inter.bandwidth, inter.one_shot_latency) if inter else ()))
     inside = collective_cost(kind, alg, p, m, intra.alpha, intra.bandwidth, intra.one_shot_latency,
-                             tag=_tag_join(tag, intra.label))
+                             tag=_tag_join(tag, intra.label), one_shot_volume=osv)
     if vector:
-        return _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, base_tag, inside)
+        return _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, base_tag, inside,
+                                 osv)
     if p <= per_node:
         return GroupCost(inside, None, None, None, "intra", alg)
     if inter is None:
         raise ValueError(f"a {kind} group of {derive.value_of(p):g} ranks spans nodes of "
                          f"{derive.value_of(per_node):g}, but no inter-node link was given")
-    flat, hier, split = _spanning(kind, alg, p, m, per_node, intra, inter, tag, base_tag)
+    flat, hier, split = _spanning(kind, alg, p, m, per_node, intra, inter, tag, base_tag, osv)
     if cross_node == "flat":
         return GroupCost(flat, flat, hier, split, "flat", alg)
     if cross_node == "hierarchical":
@@ -482,17 +500,17 @@ def _tag_join(*parts: str | None) -> str | None:
 
 
 def _spanning(kind: str, alg: str, p: Num, m: Num, g: Num, intra: LinkParams, inter: LinkParams,
-              tag: str | None, base_tag: str | None) -> tuple[Cost, Cost, Cost]:
+              tag: str | None, base_tag: str | None, osv: str = "egress") -> tuple[Cost, Cost, Cost]:
     """flat, hierarchical and split costs of a group spanning n = p/g nodes (same code in every mode)."""
     flat = collective_cost(kind, alg, p, m, inter.alpha, inter.bandwidth, inter.one_shot_latency,
-                           tag=_tag_join(tag, "flat"))
+                           tag=_tag_join(tag, "flat"), one_shot_volume=osv)
     n = named(_tag("n", base_tag), p / g, "nodes the group spans, p/g")
 
     def on(k: str, a: str | None, ranks: Num, size: Num, link: LinkParams, label: str) -> tuple[str, Cost]:
         # Only an AllReduce stage uses the algorithm; the others are named without it.
         t = _tag_join(tag if k == "allreduce" else base_tag, label.replace(" ", "-"))
         return label, collective_cost(k, a, ranks, size, link.alpha, link.bandwidth, link.one_shot_latency,
-                                      tag=t)
+                                      tag=t, one_shot_volume=osv)
 
     if kind == "allreduce":
         stages = [on("reducescatter", None, g, m, intra, "RS intra"),
@@ -539,7 +557,8 @@ def _sum(xs) -> Num:
     return total
 
 
-def _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, base_tag, inside) -> GroupCost:
+def _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, base_tag, inside,
+                      osv="egress") -> GroupCost:
     spans = np.asarray(p > per_node)
     fields = ("hops", "volume", "latency", "bandwidth_time", "time")
     shape = np.broadcast(*[np.asarray(getattr(inside, f)) for f in fields], spans).shape
@@ -548,7 +567,7 @@ def _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, 
             raise ValueError(f"a {kind} group spans nodes, but no inter-node link was given")
         return GroupCost(inside, None, None, None, np.zeros(shape, dtype=int), alg)
     with np.errstate(divide="ignore", invalid="ignore"):
-        flat, hier, split = _spanning(kind, alg, p, m, per_node, intra, inter, tag, base_tag)
+        flat, hier, split = _spanning(kind, alg, p, m, per_node, intra, inter, tag, base_tag, osv)
     if cross_node == "flat":
         mode = np.ones(shape, dtype=int)
     elif cross_node == "hierarchical":
@@ -564,11 +583,11 @@ def _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, 
     return GroupCost(Cost(kind, alg, *picked), flat, hier, split, used, alg)
 
 
-def _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates) -> GroupCost:
+def _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates, osv="egress") -> GroupCost:
     """``group_cost`` for ``allreduce`` / ``auto``: every candidate on the topology, the cheapest kept."""
     for c in candidates:
         _algorithm("allreduce", c)
-    alts = {c: _group("allreduce", c, p, m, per_node, intra, inter, cross_node, _tag_join(tag, c), tag)
+    alts = {c: _group("allreduce", c, p, m, per_node, intra, inter, cross_node, _tag_join(tag, c), tag, osv)
             for c in candidates}
     choice, t = choose({c: alts[c].chosen.time for c in candidates})
     fields = ("hops", "volume", "latency", "bandwidth_time", "time")

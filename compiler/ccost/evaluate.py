@@ -69,6 +69,13 @@ def _alt(c: costs.Cost, count: float) -> dict:
             if _f(c.time) is not None else None}
 
 
+_ONE_SHOT_TEXT = {
+    "egress": "each GPU writes its whole buffer to each of the P−1 peers, (P−1)·m (what a one-shot kernel "
+              "moves)",
+    "ring": "the ring volume 2(P−1)/P·m (the reference notes' convention)",
+}
+
+
 def collective_record(k: lower.Collective) -> dict:
     """One collective of the program as the document records it (normative keys first)."""
     count = _f(k.count) or 0.0
@@ -97,16 +104,17 @@ def collective_record(k: lower.Collective) -> dict:
         rec["candidates"] = {a: _f(c.time) for a, c in k.candidate_costs.items()}
     if k.reason:
         rec["reason"] = k.reason
-    if k.kind == "allreduce" and k.algorithm == "one_shot":
-        # The notes charge one-shot the ring volume; a one-shot kernel really pushes (P−1)·m per GPU.
-        direct = costs.one_shot_direct_volume(_f(k.group_size), _f(k.message))
-        bw = _f(k.cost.bandwidth_time)
-        vol = _f(k.cost.volume)
-        t_direct = _f(k.cost.latency) + (direct / vol * bw if vol else 0.0)
-        rec["one_shot_direct"] = {"volume_bytes": direct, "time_s": t_direct, "total_time_s": t_direct * count,
-                                  "note": "charged: the ring volume 2(P−1)/P·m (the notes' convention); "
-                                          "this is the alternative where each GPU sends its whole buffer "
-                                          "to each of the P−1 peers"}
+    if k.one_shot_other is not None:
+        # Both one-shot volume conventions, each priced by costs.group_cost: the charged one above, the
+        # other here, so the review can say which it charged and what the other would have given.
+        o = k.one_shot_other.chosen
+        charged = k.one_shot_volume
+        other = "egress" if charged == "ring" else "ring"
+        rec["one_shot_alternative"] = {
+            "convention": other, "volume_bytes": _f(o.volume), "time_s": _f(o.time),
+            "total_time_s": _f(o.time) * count,
+            "note": (f"charged: {_ONE_SHOT_TEXT[charged]}; the other convention, {_ONE_SHOT_TEXT[other]}, "
+                     f"is shown beside it (plan field one_shot_volume)")}
     if k.note:
         rec["note"] = k.note
     return rec

@@ -95,6 +95,7 @@ class Static:
     inter: costs.LinkParams | None
     intra_name: str
     inter_name: str | None
+    one_shot_volume: str = "egress"  # egress | ring: what a one-shot AllReduce is charged (costs.volume)
 
     @property
     def train(self) -> bool:
@@ -238,6 +239,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
                if cluster.inter_node is not None else None),
         intra_name=cluster.intra_node.name,
         inter_name=cluster.inter_node.name if cluster.inter_node is not None else None,
+        one_shot_volume=getattr(plan, "one_shot_volume", "egress") or "egress",
     )
     act = S.DTYPE_BYTES[model.activations]
     s_step = 1 if plan.phase == "decode" else (plan.seq or 1)
@@ -354,6 +356,10 @@ class Collective:
     candidates: tuple = ()
     candidate_costs: dict = field(default_factory=dict)
     note: str | None = None
+    #: A one-shot AllReduce priced under the other volume convention (``Static.one_shot_volume`` says
+    #: which one was charged), so the review can show both; None for every other algorithm.
+    one_shot_other: costs.GroupCost | None = None
+    one_shot_volume: str | None = None  # the convention charged, when one_shot_other is set
 
 
 @dataclass(frozen=True)
@@ -407,7 +413,7 @@ def _priced(static: Static, kind: str, algorithm: str | None, p: Num, m: Num, g:
     For an AllReduce with ``auto``, ``costs.group_cost`` prices every algorithm on the topology and keeps
     the cheapest, with the reason (array mode: index arrays instead of labels)."""
     gc = costs.group_cost(kind, algorithm if kind == "allreduce" else None, p, m, g, static.intra,
-                          static.inter, static.cross_node, tag=tag)
+                          static.inter, static.cross_node, tag=tag, one_shot_volume=static.one_shot_volume)
     cand = {a: alt.chosen for a, alt in (gc.alternatives or {}).items()}
     alg = gc.algorithm if gc.algorithm is not None else gc.chosen.algorithm
     return gc, alg, gc.reason, cand
@@ -418,8 +424,14 @@ def _collective(static: Static, key: str, kind: str, purpose: str, count: Num, p
     g = named(f"g_{key}", _group_per_domain(p, stride, x.D), f"{key} ranks per NVLink domain")
     gc, alg, reason, cand = _priced(static, kind, algorithm, p, m, g, key)
     total = named(f"T_{key},step", count * gc.chosen.time, f"{purpose}: {key} collectives per step × time")
+    other = None
+    if kind == "allreduce" and isinstance(alg, str) and alg == "one_shot":
+        convention = "ring" if static.one_shot_volume == "egress" else "egress"
+        other = costs.group_cost(kind, "one_shot", p, m, g, static.intra, static.inter, static.cross_node,
+                                 tag=f"{key},{convention}", one_shot_volume=convention)
     return Collective(key, kind, purpose, alg, count, p, g, m, gc.chosen, total, _link_name(static, gc.used),
-                      gc, reason, tuple(cand), cand, note)
+                      gc, reason, tuple(cand), cand, note, other,
+                      static.one_shot_volume if other is not None else None)
 
 
 def _p2p(static: Static, key: str, purpose: str, count: Num, m: Num, link: costs.LinkParams,

@@ -394,6 +394,10 @@ register(BlockKind(
               "slowest link at every step), `hierarchical` (reduce-scatter inside the node, AllReduce "
               "across nodes on 1/g of the data, all-gather inside the node) or `auto` (the cheaper)",
               "hierarchical", default="auto"),
+        Field("one_shot_volume", enum(*S.ONE_SHOT_VOLUMES),
+              "bytes a one-shot AllReduce is charged: `egress`, each GPU writes its whole buffer to every "
+              "peer, (P−1)·m; or `ring`, the ring volume 2(P−1)/P·m that the reference notes charge "
+              "(worked examples A1 and A3)", "ring", default="egress"),
         Field("overlap", FRACTION, "share of communication hidden behind compute", "40 %", default=0.0,
               minimum=0, maximum=1),
         Field("compute_time", TIME, "overrides the derived compute time (a measured step, say)", "12 ms",

@@ -25,6 +25,7 @@ ALLREDUCE_ALGORITHMS = ("ring", "tree", "one_shot", "two_shot", "auto")
 # How a collective group that spans nodes is priced: a flat ring waiting on its slowest link, hierarchical
 # (intra-node reduce-scatter, inter-node allreduce on 1/g of the data, intra-node all-gather), or the cheaper.
 CROSS_NODE = ("auto", "flat", "hierarchical")
+ONE_SHOT_VOLUMES = ("egress", "ring")
 
 _EMPTY: Mapping[str, Span] = MappingProxyType({})
 
@@ -142,6 +143,7 @@ class Plan(Entity):
     microbatches: int = 1
     allreduce: str = "auto"
     cross_node: str = "auto"  # auto | flat | hierarchical (see CROSS_NODE)
+    one_shot_volume: str = "egress"  # egress (P−1)·m | ring 2(P−1)/P·m (the notes' convention)
     overlap: float = 0.0
     compute_time: float | None = None
 

@@ -47,10 +47,10 @@ def render(spec, plan_name: str) -> str:
             alts = ", ".join(f"{k} {output.fmt_time(v['total_time_s'])}" for k, v in c["alternatives"].items())
             out.append(f"  {c['purpose']}: across nodes, priced {c['cross_node']} (per step: {alts}; split is "
                        "the notes' A3 estimate, shown for comparison only)")
-        if c.get("one_shot_direct"):
-            od = c["one_shot_direct"]
-            out.append(f"  {c['purpose']}: one-shot charged the ring volume (the notes' convention); with each "
-                       f"GPU sending (P−1)·m = {output.fmt_bytes(od['volume_bytes'])} it would take "
+        if c.get("one_shot_alternative"):
+            od = c["one_shot_alternative"]
+            out.append(f"  {c['purpose']}: {od['note']}: under `{od['convention']}` each GPU would send "
+                       f"{output.fmt_bytes(od['volume_bytes'])} per AllReduce, "
                        f"{output.fmt_time(od['total_time_s'])} per step")
         if c.get("note"):
             out.append(f"  {c['purpose']}: {c['note']}")

@@ -193,16 +193,38 @@ def derivation(steps: Sequence[Any]) -> tuple[V.Table, tuple[V.StepGroup, ...]]:
     return table, tuple(groups)
 
 
+def collective_notes(c: Mapping[str, Any]) -> list[str]:
+    """What the document says about how one collective was priced: the algorithm ``auto`` picked and the
+    candidates it weighed, flat vs hierarchical pricing across nodes, the one-shot volume convention."""
+    head = f"{c.get('kind')} ({c.get('purpose')})"
+    out = []
+    if c.get("reason"):
+        out.append(f"{head}: {c['reason']}")
+    cands = c.get("candidates")
+    if isinstance(cands, Mapping) and cands:
+        out.append(f"{head}: AllReduce algorithms weighed, time of one collective: "
+                   + ", ".join(f"{a} {V.fmt_value('time_s', t)}" for a, t in cands.items())
+                   + f"; priced with {c.get('algorithm')}.")
+    alts = c.get("alternatives")
+    if isinstance(alts, Mapping) and alts:
+        out.append(f"{head}: the group spans nodes and is priced {c.get('cross_node', '?')}; one collective "
+                   "would take " + ", ".join(f"{name} {V.fmt_value('time_s', a.get('time_s'))}"
+                                             for name, a in alts.items() if isinstance(a, Mapping)) + ".")
+    for key in ("one_shot_alternative", "one_shot_direct"):
+        alt = c.get(key)
+        if isinstance(alt, Mapping) and alt.get("note"):
+            other = (f" (the other convention: {V.fmt_value('volume_bytes', alt.get('volume_bytes'))} per GPU, "
+                     f"{V.fmt_value('time_s', alt.get('time_s'))} a collective)"
+                     if alt.get("time_s") is not None else "")
+            out.append(f"{head}, one-shot volume: {alt['note']}{other}.")
+    if c.get("note"):
+        out.append(f"{head}: {c['note']}")
+    return out
+
+
 def plan_section(name: str, doc_plan: Mapping[str, Any], steps: Sequence[Any],
                  calibrations: Sequence[Calibration] = ()) -> V.PlanSection:
-    notes = []
-    for c in doc_plan.get("collectives") or ():
-        if c.get("reason"):
-            notes.append(f"{c.get('kind')} ({c.get('purpose')}): {c['reason']}")
-        other = c.get("one_shot_alternative")
-        if isinstance(other, Mapping) and other.get("note"):
-            notes.append(f"{c.get('kind')} ({c.get('purpose')}), one-shot volume: {other['note']}; "
-                         f"under the other convention one AllReduce takes {units.format_quantity(other.get('time_s'), units.TIME)}")
+    notes = [n for c in doc_plan.get("collectives") or () for n in collective_notes(c)]
     figures = tuple(V.Figure(cal.svg, f"Calibration of link {cal.link}: {cal.note}")
                     for cal in calibrations if cal.svg)
     notes += [f"Calibration of link {cal.link}: {cal.note}" for cal in calibrations if not cal.svg]
@@ -485,9 +507,10 @@ NOT_MODELLED = (
      "counts and chunking change both with message size; measure with nccl-tests (ccost calibrate)."),
     ("Launch overhead", "Kernel launch and synchronisation costs (a few µs per collective, more without CUDA "
      "graphs) are not added; at small messages they are the same size as α."),
-    ("One-shot volume", "A one-shot AllReduce is charged one hop at one_shot_latency plus the ring volume "
-     "2(P−1)/P·m per GPU, as the reference notes do; charging each GPU's (P−1)·m egress instead would raise "
-     "its bandwidth term by P/2."),
+    ("One-shot volume", "By default a one-shot AllReduce is charged one hop at one_shot_latency plus the ring "
+     "volume 2(P−1)/P·m per GPU, as the reference notes do; each GPU's real egress is (P−1)·m, P/2 times "
+     "more (plan field one_shot_volume = egress charges that). Each plan above says which it charged and "
+     "what the other would give."),
     ("All-to-All volume", "All-to-All moves (P−1)/P of each GPU's m bytes (the local share stays put; seed "
      "000's convention), in P−1 hops; seed 001 charges the full B·S·k·d·bytes."),
     ("Absolutes", "The notes warn that the α-β model ranks options better than it predicts absolute times: "
@@ -511,6 +534,8 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
         algos = []
         for c in p.get("collectives") or ():
             text = f"{c.get('kind')} ({c.get('purpose')}): {c.get('algorithm')} on {c.get('link')}"
+            if c.get("cross_node"):
+                text += f", priced {c['cross_node']} across nodes"
             if c.get("reason"):
                 text += f" — {c['reason']}"
             algos.append(text)

@@ -567,3 +567,14 @@ def test_cli_report_malformed_source_date_epoch(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "E504" in err and "SOURCE_DATE_EPOCH" in err and "Traceback" not in err
     assert not (tmp_path / "reports").exists()
+
+
+def test_screen_and_print_variants(a1_review):
+    rev = a1_review(charts=False)
+    screen, printed = render(rev, "screen"), render(rev, "print")
+    assert "@page" not in screen and 'class="screen"' in screen
+    assert "size: A4" in printed and "counter(pages)" in printed and 'class="print"' in printed
+    # self-contained: no stylesheet links, scripts or remote references in either
+    for html in (screen, printed):
+        assert "<link" not in html and "<script" not in html
+        assert "http://" not in html and "https://" not in html  # (SVG namespaces only come with charts)

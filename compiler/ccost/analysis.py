@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ccost import costs, derive, lower, units
+from ccost import costs, derive, lower, output, units
 from ccost import spec as S
 from ccost.derive import named
 
@@ -149,21 +149,8 @@ def _item(i: int, status: str, value, threshold, note: str) -> dict:
     return {"id": i, "title": TITLES[i], "status": status, "value": value, "threshold": threshold, "note": note}
 
 
-def _t(x: float | None) -> str:
-    return "—" if x is None else units.format_quantity(x, units.TIME)
-
-
-def _b(x: float | None) -> str:
-    return "—" if x is None else units.format_quantity(x, units.INFORMATION)
-
-
-def _gb(x: float | None) -> str:
-    """Memory sizes in decimal units, so they compare at a glance with capacities (80 GB)."""
-    return "—" if x is None else units.format_quantity(x, units.INFORMATION, binary=False)
-
-
-def _p(x: float | None) -> str:
-    return "—" if x is None else units.format_percent(x)
+# The checklist's sentences format numbers exactly as the text output does (one set of helpers).
+_t, _b, _gb, _p = output.fmt_time, output.fmt_bytes, output.fmt_gb, output.fmt_pct
 
 
 def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics) -> list[dict]:

@@ -451,7 +451,8 @@ def compare_section(name: str, c: Mapping[str, Any], plans: Mapping[str, Mapping
     rows = [(COMPARE_LABELS.get(k, V.label(k)), *[V.fmt_value(k, plans[p].get(k)) for p in ranking])
             for k in COMPARE_ROWS if any(k in plans[p] for p in ranking)]
     if any("throughput_tokens_s" in plans[p] for p in ranking):
-        rows.append(("throughput", *[throughput(plans[p]) for p in ranking]))
+        rows.append(("tokens/s", *[_count(plans[p].get("throughput_tokens_s")) for p in ranking]))
+        rows.append(("tokens/s per GPU", *[_count(plans[p].get("throughput_per_gpu")) for p in ranking]))
     table = V.Table(headers, tuple(rows), (False, *[True] * len(ranking)), wide=len(ranking) > 3)
     figure = None
     keys = ("compute_time_s", "latency_term_s", "bandwidth_term_s", "step_time_s")

@@ -381,7 +381,7 @@ plan base { model = llama3_70b; cluster = hgx_h100_16node; phase = prefill; batc
 search s {
   base = base
   tp = [4, 8, 16, 32]; dp = [1, 2]; seq = [512, 4096]; overlap = [0 %, 25 %]
-  cross_node = [auto, flat, hierarchical]; allreduce = [ring, auto]
+  cross_node = [auto, flat, hierarchical]; allreduce = [ring, one_shot, auto]; one_shot_volume = [egress, ring]
   fits_memory = false; use_policy = false
   top = 1000
 }
@@ -393,8 +393,9 @@ def test_seq_overlap_and_cross_node_points_agree_bit_for_bit(text):
     spec = _spec(text)
     s = spec.searches["s"]
     doc = search.run_search(s, spec.policy, chunk=5)
-    assert doc["points"] == doc["feasible"] == 4 * 2 * 2 * 2 * 3 * 2  # every point is a plan here
+    assert doc["points"] == doc["feasible"] == 4 * 2 * 2 * 2 * 3 * 3 * 2  # every point is a plan here
     assert {r["cross_node"] for r in doc["top"]} == {"auto", "flat", "hierarchical"}
+    assert {r["one_shot_volume"] for r in doc["top"]} == {"egress", "ring"}
     for rec in doc["top"]:
         _assert_same(rec, _alone(s, spec, rec))
 

@@ -451,7 +451,7 @@ def _build_search(ctx: BuildContext):
 register(BlockKind(
     "search", "Every layout of one plan at once: `base = PLAN` and lists or ranges of values for `tp`, `pp`, "
     "`ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap` (numbers, evaluated as arrays) and `allreduce`, "
-    "`fsdp`, `cross_node` (one pass per value); the lists form their cartesian product (`tp = pow2(1, 64)`, "
+    "`fsdp`, `cross_node`, `one_shot_volume` (one pass per value); the lists form their cartesian product (`tp = pow2(1, 64)`, "
     "`batch = [1, 8, 64]`, `allreduce = [ring, tree, auto]`). Every point is priced by the same formulas as "
     "a plan and kept or rejected by the constraints below. The result: the `top` layouts by the objective "
     "with their numbers, the Pareto front of latency against throughput per GPU, and how many points each "
@@ -488,7 +488,7 @@ register(BlockKind(
     '  objective = throughput_per_gpu\n}',
     varies="plan",
     varies_doc="| `tp`, `pp`, `ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap`, `allreduce`, `fsdp`, "
-               "`cross_node` | a list (`[1, 2, 4]`), a range (`pow2(1, 64)`, `range(1, 16)`) or one value of that "
+               "`cross_node`, `one_shot_volume` | a list (`[1, 2, 4]`), a range (`pow2(1, 64)`, `range(1, 16)`) or one value of that "
                "plan field | | at least one | the values to try; each is checked like the plan field |",
 ))
 

@@ -49,7 +49,7 @@ from ccost.diagnostics import CcostError, Diagnostic, Span, error
 ARRAY_AXES: Mapping[str, str] = {"tp": "tp", "pp": "pp", "ep": "ep", "dp": "dp", "batch": "B",
                                  "microbatches": "M", "seq": "S", "overlap": "overlap"}
 #: Fields a search varies with one pass per value (they change which formulas run).
-STATIC_AXES = ("allreduce", "fsdp", "cross_node")
+STATIC_AXES = ("allreduce", "fsdp", "cross_node", "one_shot_volume")
 SEARCHABLE = tuple(ARRAY_AXES) + STATIC_AXES
 
 OBJECTIVES = ("latency", "throughput_per_gpu", "gpus")

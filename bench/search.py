@@ -167,9 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  evaluate_plan loop  {r['full_per_point_s'] * 1e6:.1f} µs per point (sample of {r['full_sample']}),"
               f" {r['full_ratio']:.0f}× slower than the search")
         if r["top"]:
+            from ccost import units
+
             t = r["top"]
-            print("  best layout         " + ", ".join(f"{k}={t[k]}" for k in dict(_axes_of(path))) +
-                  f": {t['throughput_per_gpu']:.1f} tokens/s/GPU, {t['step_time_s'] * 1e3:.2f} ms per step")
+            print("  best layout         " + ", ".join(f"{k}={str(t[k]).lower()}" for k in dict(_axes_of(path)))
+                  + f" on {t['gpus']:,} GPUs: {t['throughput_per_gpu']:.1f} tokens/s/GPU, "
+                  f"{units.format_quantity(t['step_time_s'], units.TIME)} per step")
         print()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"process max RSS {rss / 1024:.0f} MiB (interpreter, numpy and both benches)")

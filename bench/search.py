@@ -68,7 +68,7 @@ def loop_one(s, policy, st, layout: dict) -> tuple | None:
     ok = (not st.fits_memory or c.mem_total <= c.mem_limit) and \
         (st.max_overhead is None or m.overhead <= st.max_overhead) and \
         (st.min_efficiency is None or m.efficiency >= st.min_efficiency)
-    return (m.step, m.throughput_gpu) if ok else None
+    return (m.latency, m.throughput_gpu) if ok else None
 
 
 def bench(label: str, path: Path, repeat: int, sample: int, sample_full: int) -> dict:
@@ -172,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             t = r["top"]
             print("  best layout         " + ", ".join(f"{k}={str(t[k]).lower()}" for k in dict(_axes_of(path)))
                   + f" on {t['gpus']:,} GPUs: {t['throughput_per_gpu']:.1f} tokens/s/GPU, "
-                  f"{units.format_quantity(t['step_time_s'], units.TIME)} per step")
+                  f"latency {units.format_quantity(t['latency_s'], units.TIME)} (pipelined step "
+                  f"{units.format_quantity(t['step_time_s'], units.TIME)})")
         print()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"process max RSS {rss / 1024:.0f} MiB (interpreter, numpy and both benches)")

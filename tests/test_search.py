@@ -51,7 +51,7 @@ search s {
 }
 '''
 
-FIELDS = ("gpus", "step_time_s", "throughput_per_gpu", "throughput_tokens_s", "efficiency", "overhead",
+FIELDS = ("gpus", "latency_s", "step_time_s", "throughput_per_gpu", "throughput_tokens_s", "efficiency", "overhead",
           "speedup", "compute_time_s", "comm_time_s", "bubble", "memory_bytes_per_gpu", "fits_memory")
 
 
@@ -126,7 +126,7 @@ CONSTRAINED = HEADER + '''
 plan base { model = llama3_70b; cluster = hgx_h100_16node; phase = decode; batch = 16; seq = 8192; tp = 8 }
 search s {
   base = base
-  tp = [1, 2, 3, 4, 8, 16]; pp = [1, 2, 3, 4, 80, 96]; dp = [1, 2, 4]; batch = [1, 64, 512]
+  tp = [1, 2, 3, 4, 8, 16]; pp = [1, 2, 3, 4, 80, 96]; dp = [1, 2, 4]; batch = [1, 64, 512]; microbatches = [1, 8]
   allreduce = [tree, auto]
   max_gpus = 96
   tp_in_domain = true; tp_divides_kv_heads = true; pp_divides_layers = true
@@ -173,7 +173,7 @@ def test_constraints_top_and_front_match_brute_force():
     s = spec.searches["s"]
     doc = search.run_search(s, spec.policy, chunk=64)
     pts = _brute(spec, s)
-    assert doc["points"] == len(pts) == 6 * 6 * 3 * 3 * 2
+    assert doc["points"] == len(pts) == 6 * 6 * 3 * 3 * 2 * 2
 
     got = {c["constraint"]: c for c in doc["constraints"]}
     # every enabled constraint is listed, in order; inter_node_link and finite never fire here
@@ -193,16 +193,16 @@ def test_constraints_top_and_front_match_brute_force():
     assert all(c["removed"] > 0 for c in got.values()), got
 
     # top 7 by latency: lowest step time, then higher throughput per GPU, fewer GPUs, search order
-    order = sorted(range(len(feasible)), key=lambda i: (feasible[i][1]["step_time_s"],
+    order = sorted(range(len(feasible)), key=lambda i: (feasible[i][1]["latency_s"],
                                                         -feasible[i][1]["throughput_per_gpu"],
                                                         feasible[i][1]["gpus"], i))
     assert [{f: r[f] for f, _ in s.axes} for r in doc["top"]] == [feasible[i][0] for i in order[:7]]
 
     # Pareto front by definition: no other point at least as good on both and better on one
     def dominated(i):
-        li, ti = feasible[i][1]["step_time_s"], feasible[i][1]["throughput_per_gpu"]
+        li, ti = feasible[i][1]["latency_s"], feasible[i][1]["throughput_per_gpu"]
         for j, (_, d) in enumerate(feasible):
-            lj, tj = d["step_time_s"], d["throughput_per_gpu"]
+            lj, tj = d["latency_s"], d["throughput_per_gpu"]
             if (lj <= li and tj >= ti and (lj < li or tj > ti)) or (lj == li and tj == ti and j < i):
                 return True
         return False
@@ -210,7 +210,7 @@ def test_constraints_top_and_front_match_brute_force():
     # what each priced constraint cost: the best point (by latency, as ranked above) it removed
     for k in ("fits_memory", "max_overhead", "min_efficiency"):
         gone = [(i, lay, d) for i, (lay, d, f) in enumerate(pts) if f and f[0] == k]
-        _, lay, d = min(gone, key=lambda g: (g[2]["step_time_s"], -g[2]["throughput_per_gpu"], g[2]["gpus"], g[0]))
+        _, lay, d = min(gone, key=lambda g: (g[2]["latency_s"], -g[2]["throughput_per_gpu"], g[2]["gpus"], g[0]))
         best = got[k]["best_removed"]
         assert {f: best[f] for f, _ in s.axes} == lay, k
         _assert_same(best, d)
@@ -219,7 +219,7 @@ def test_constraints_top_and_front_match_brute_force():
     assert "fits_memory cost: the best layout it removed" in search.search_text("s", doc)
 
     front = sorted((i for i in range(len(feasible)) if not dominated(i)),
-                   key=lambda i: feasible[i][1]["step_time_s"])
+                   key=lambda i: feasible[i][1]["latency_s"])
     assert [{f: r[f] for f, _ in s.axes} for r in doc["pareto"]] == [feasible[i][0] for i in front]
     assert len(front) >= 2
 
@@ -266,7 +266,7 @@ def test_run_search_refuses_too_large_search_too():
     with pytest.raises(CcostError) as exc:
         search.run_search(s, spec.policy)
     assert exc.value.diagnostics[0].code == "E402"
-    assert "648 points" in exc.value.diagnostics[0].message
+    assert "1,296 points" in exc.value.diagnostics[0].message
 
 
 def test_unsearchable_field_and_max_gpus_beyond_cluster():
@@ -338,7 +338,7 @@ def test_eval_document_and_text_show_searches(tmp_path):
     spec = _spec(CONSTRAINED)
     doc = evaluate.results_document(evaluate.evaluate(spec))
     sec = doc["searches"]["s"]
-    assert sec["points"] == 648 and sec["objective"] == "latency" and len(sec["top"]) == 7
+    assert sec["points"] == 1296 and sec["objective"] == "latency" and len(sec["top"]) == 7
     data = json.loads(output.to_json(doc))
     assert data["searches"]["s"]["constraints"][0]["constraint"] == "max_gpus"
     text = output.to_text(doc)

@@ -209,7 +209,7 @@ def settings(search: Search, policy: S.Policy) -> Settings:
 ALGORITHMS = ("ring", "tree", "one_shot", "two_shot")
 
 #: What a search records for each point it keeps (top, Pareto front): document key → metric.
-RECORD = ("gpus", "step_time_s", "throughput_per_gpu", "throughput_tokens_s", "efficiency", "overhead",
+RECORD = ("gpus", "latency_s", "step_time_s", "throughput_per_gpu", "throughput_tokens_s", "efficiency", "overhead",
           "speedup", "compute_time_s", "comm_time_s", "bubble", "memory_bytes_per_gpu", "fits_memory")
 
 
@@ -235,7 +235,7 @@ def _objective_order(cols: dict, objective: str):
     finally by search order (``np.lexsort`` sorts by its last key first)."""
     import numpy as np
 
-    lat, thr, gpus, idx = cols["step_time_s"], cols["throughput_per_gpu"], cols["gpus"], cols["index"]
+    lat, thr, gpus, idx = cols["latency_s"], cols["throughput_per_gpu"], cols["gpus"], cols["index"]
     if objective == "latency":
         keys = (idx, gpus, -thr, lat)
     elif objective == "throughput_per_gpu":
@@ -248,7 +248,7 @@ def _objective_order(cols: dict, objective: str):
 def _primary(cols: dict, objective: str):
     """The objective as a number to minimise."""
     if objective == "latency":
-        return cols["step_time_s"]
+        return cols["latency_s"]
     if objective == "throughput_per_gpu":
         return -cols["throughput_per_gpu"]
     return cols["gpus"]
@@ -283,7 +283,7 @@ def _top_select(objective: str, top: int):
 
 
 def _pareto_select(cols: dict):
-    return pareto_mask(cols["step_time_s"], cols["throughput_per_gpu"], cols["index"])
+    return pareto_mask(cols["latency_s"], cols["throughput_per_gpu"], cols["index"])
 
 
 def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], None] | None = None,
@@ -409,7 +409,8 @@ def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, chec
     def full(a):
         return np.broadcast_to(np.asarray(a, dtype=float), (n,))
 
-    step, thr_gpu = full(m.step), full(m.throughput_gpu)
+    # latency: one step through every stage in turn (what a user waits); step: the pipelined step time
+    lat, step, thr_gpu = full(m.latency), full(m.step), full(m.throughput_gpu)
     mem, limit = full(c.mem_total), full(c.mem_limit)
     ovh, eff = full(m.overhead), full(m.efficiency)
     fits = mem <= limit
@@ -417,11 +418,11 @@ def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, chec
         "fits_memory": ~fits if st.fits_memory else None,
         "max_overhead": ~(ovh <= st.max_overhead) if st.max_overhead is not None else None,
         "min_efficiency": ~(eff >= st.min_efficiency) if st.min_efficiency is not None else None,
-        "finite": ~(np.isfinite(step) & np.isfinite(thr_gpu)),
+        "finite": ~(np.isfinite(lat) & np.isfinite(step) & np.isfinite(thr_gpu)),
     }
     mem_limit.add(float(np.max(limit)) if n else None)
     cols = {
-        "index": index, "gpus": full(m.gpus), "step_time_s": step,
+        "index": index, "gpus": full(m.gpus), "latency_s": lat, "step_time_s": step,
         "throughput_per_gpu": thr_gpu, "throughput_tokens_s": full(m.throughput),
         "efficiency": eff, "overhead": ovh, "speedup": full(m.speedup),
         "compute_time_s": full(m.T_compute), "comm_time_s": full(m.T_comm),
@@ -597,7 +598,7 @@ def search_text(name: str, s: dict) -> str:
                    }.get(k, "")
             layout = ", ".join(f"{f}={str(b[f]).lower() if isinstance(b[f], bool) else b[f]}" for f in axes)
             out.append(f"  {k} cost: the best layout it removed ({layout}) would give "
-                       f"{O.fmt_num(b['throughput_per_gpu'], 4)} tokens/s/GPU at {O.fmt_time(b['step_time_s'])}"
+                       f"{O.fmt_num(b['throughput_per_gpu'], 4)} tokens/s/GPU at {O.fmt_time(b['latency_s'])}"
                        f" on {b['gpus']:,} GPU{'' if b['gpus'] == 1 else 's'}, but {why}")
 
     def cell(p, f):
@@ -609,7 +610,7 @@ def search_text(name: str, s: dict) -> str:
 
     def rows_of(points):
         return [[*(cell(p, f) for f in axes),
-                 f"{p['gpus']:,}", O.fmt_time(p["step_time_s"]), O.fmt_num(p["throughput_per_gpu"], 4),
+                 f"{p['gpus']:,}", O.fmt_time(p["latency_s"]), O.fmt_num(p["throughput_per_gpu"], 4),
                  O.fmt_pct(p["efficiency"]), O.fmt_pct(p["overhead"]), getattr(O, "fmt_gb", O.fmt_bytes)(p["memory_bytes_per_gpu"])]
                 for p in points]
 

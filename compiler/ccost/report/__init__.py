@@ -87,41 +87,43 @@ def _warning_text(d) -> str:
 
 def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[str, list]:
     """Calibration plots of the measured links each plan uses (needs ``ccost.calibrate``; optional)."""
-    from ccost.report.build import Calibration
-
     try:
         from ccost.calibrate import fit_for_link, plot_svg
     except ImportError:
         return {}
+    from ccost.diagnostics import CcostError
+    from ccost.report.build import Calibration
+    from ccost.report.charts import inline_svg
+
+    def calibration(link) -> Calibration:
+        try:
+            fit = fit_for_link(link, spec_dir)
+        except CcostError as exc:  # the log is there but broken: say so rather than plot another fit
+            return Calibration(link.name, None, f"the calibration log could not be read: {exc}")
+        if fit is None:
+            return Calibration(link.name, None, "measured, but its nccl-tests log was not found next to the "
+                                                "spec; no fit plot")
+        return Calibration(link.name, inline_svg(plot_svg(fit), f"calibration-{link.name}"),
+                           link.source or "measured")
+
     out: dict[str, list] = {}
     cache: dict[str, Calibration] = {}
     for name in plan_names:
-        plan = spec.plans.get(name)
-        cluster = getattr(plan, "cluster", None)
+        cluster = getattr(spec.plans.get(name), "cluster", None)
         for link in (getattr(cluster, "intra_node", None), getattr(cluster, "inter_node", None)):
-            if link is None or not link.measured:
-                continue
-            if link.name not in cache:
-                from ccost.diagnostics import CcostError
-
-                try:
-                    fit = fit_for_link(link, spec_dir)
-                    from ccost.report.charts import inline_svg
-
-                    cal = (Calibration(link.name, inline_svg(plot_svg(fit), f"calibration-{link.name}"), link.source or "measured")
-                           if fit is not None else
-                           Calibration(link.name, None, "measured, but its nccl-tests log was not found "
-                                                        "next to the spec; no fit plot"))
-                except CcostError as exc:
-                    cal = Calibration(link.name, None, f"the calibration log could not be read: {exc}")
-                cache[link.name] = cal
-            out.setdefault(name, []).append(cache[link.name])
+            if link is not None and link.measured:
+                if link.name not in cache:
+                    cache[link.name] = calibration(link)
+                out.setdefault(name, []).append(cache[link.name])
     return out
 
 
 def review(spec_path: str | Path, *, include_git: bool = True, environ: Mapping[str, str] | None = None,
            cwd: Path | None = None, git_note: str = "not recorded", charts: bool = True) -> Review:
-    """Check, evaluate and explain ``spec_path``; build the view model. Raises ``CcostError`` on a bad spec."""
+    """Check, evaluate and explain ``spec_path``; build the view model.
+
+    Raises ``CcostError`` on a bad spec (the CLI renders it with the source lines).
+    """
     from ccost import evaluate as E
     from ccost.check import load_spec
 

@@ -91,7 +91,8 @@ def build_inputs(spec: S.Spec, plan_names: Sequence[str]) -> V.InputsSection:
               for c in clusters.values()),
         (False, False, True, True, False, False))))
     tables.append(("Models", V.Table(
-        ("name", "layers L", "hidden d", "heads / KV heads", "params", "weights", "dtypes w / act / kv", "MoE"),
+        ("name", "layers L", "hidden d", "heads / KV heads", "params", "weights", "dtypes w / act / kv",
+         "MoE"),
         tuple((f"{m.name} — {m.label}" if m.title else m.name, f"{m.layers:,}", f"{m.hidden:,}",
                f"{m.heads or '—'} / {m.kv_heads or '—'}",
                units.format_quantity(m.params, units.DIMENSIONLESS) if m.params else "—",
@@ -134,7 +135,8 @@ def throughput(doc_plan: Mapping[str, Any]) -> str:
         return "—"
     text = f"{units.format_quantity(doc_plan['throughput_tokens_s'], units.DIMENSIONLESS, digits=4)} tokens/s"
     if doc_plan.get("throughput_per_gpu") is not None:
-        text += f" ({units.format_quantity(doc_plan['throughput_per_gpu'], units.DIMENSIONLESS, digits=4)}/GPU)"
+        per_gpu = units.format_quantity(doc_plan["throughput_per_gpu"], units.DIMENSIONLESS, digits=4)
+        text += f" ({per_gpu}/GPU)"
     return text
 
 
@@ -213,7 +215,8 @@ def collective_notes(c: Mapping[str, Any]) -> list[str]:
     for key in ("one_shot_alternative", "one_shot_direct"):
         alt = c.get(key)
         if isinstance(alt, Mapping) and alt.get("note"):
-            other = (f" (the other convention: {V.fmt_value('volume_bytes', alt.get('volume_bytes'))} per GPU, "
+            other = (f" (the other convention: {V.fmt_value('volume_bytes', alt.get('volume_bytes'))} "
+                     "per GPU, "
                      f"{V.fmt_value('time_s', alt.get('time_s'))} a collective)"
                      if alt.get("time_s") is not None else "")
             out.append(f"{head}, one-shot volume: {alt['note']}{other}.")
@@ -234,7 +237,8 @@ def plan_section(name: str, doc_plan: Mapping[str, Any], steps: Sequence[Any],
 
 
 def checklist(name: str, doc_plan: Mapping[str, Any]) -> V.PlanChecklist:
-    rows = tuple(V.ChecklistRow(str(item.get("id", "")), item.get("title", ""), str(item.get("status", "n/a")),
+    rows = tuple(V.ChecklistRow(str(item.get("id", "")), item.get("title", ""),
+                                str(item.get("status", "n/a")),
                                 _checklist_value(item.get("id"), item.get("value")),
                                 _checklist_value(item.get("id"), item.get("threshold")),
                                 item.get("note") or "")
@@ -259,10 +263,16 @@ def _checklist_value(item_id: Any, v: Any) -> str:
     return V.fmt_value("", v)
 
 
-def verdict_counts(rows: Sequence[V.ChecklistRow]) -> str:
+def status_counts(rows: Sequence[V.ChecklistRow]) -> dict[str, int]:
+    """How many checklist items have each status (an unknown status counts as n/a)."""
     counts = {s: 0 for s in STATUSES}
     for r in rows:
         counts[r.status if r.status in counts else "n/a"] += 1
+    return counts
+
+
+def verdict_counts(rows: Sequence[V.ChecklistRow]) -> str:
+    counts = status_counts(rows)
     return " · ".join(f"{counts[s]} {s}" for s in STATUSES)
 
 
@@ -301,14 +311,17 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
                 marks.append(f"cost-optimal at ≥ {units.format_percent(float(thr))}")
         rows.append(tuple([V.fmt_value(f, p.get(f)) for f in fields]
                           + [V.fmt_value(m, p.get(m)) for m in metrics] + ["; ".join(marks)]))
-    table = V.Table(tuple(fields + [SHORT_LABELS.get(m, V.label(m)) for m in metrics] + ["optimum"]), tuple(rows),
+    headers = tuple(fields + [SHORT_LABELS.get(m, V.label(m)) for m in metrics] + ["optimum"])
+    table = V.Table(headers, tuple(rows),
                     tuple([True] * (len(fields) + len(metrics)) + [False]), highlight=tuple(highlight))
     optima = []
     if opt:
-        optima.append("Time-optimal point: " + ", ".join(f"{f} = {V.fmt_value(f, opt.get(f))}" for f in fields)
+        optima.append("Time-optimal point: "
+                      + ", ".join(f"{f} = {V.fmt_value(f, opt.get(f))}" for f in fields)
                       + ".")
     for thr, pt in cost.items():
-        where = ", ".join(f"{f} = {V.fmt_value(f, pt.get(f))}" for f in fields) if pt else "no point reaches it"
+        where = (", ".join(f"{f} = {V.fmt_value(f, pt.get(f))}" for f in fields) if pt
+                 else "no point reaches it")
         optima.append(f"Cost-optimal at efficiency ≥ {units.format_percent(float(thr))}: {where}.")
     if s.get("continuous_optimum") is not None:
         optima.append("Continuous time optimum N* = W·ln2 / (2·α·c·L·BW) = "
@@ -339,7 +352,8 @@ def sweep_figures(name: str, s: Mapping[str, Any], field: str, points: Sequence[
     if split:
         svg = charts.sweep_time_chart(xs, field, [p["compute_time_s"] for p in points],
                                       [("latency term (α·hops)", [p["latency_term_s"] for p in points]),
-                                       ("bandwidth term (volume/B)", [p["bandwidth_term_s"] for p in points])],
+                                       ("bandwidth term (volume/B)",
+                                        [p["bandwidth_term_s"] for p in points])],
                                       step, f"{name}: step time by term")
         out.append(V.Figure(svg, f"Step time of sweep {name} against {field}, split into compute, the "
                                  "latency term and the bandwidth term of communication (stacked); the line "
@@ -361,9 +375,9 @@ def sweep_figures(name: str, s: Mapping[str, Any], field: str, points: Sequence[
         n_star = s.get("continuous_optimum")
         svg = charts.sweep_efficiency_chart(xs, field, [p["efficiency"] for p in points], thresholds,
                                             n_star if field == "tp" else None, f"{name}: efficiency")
+        marked = " and the continuous optimum N*" if n_star is not None and field == "tp" else ""
         out.append(V.Figure(svg, f"Efficiency (speedup / GPUs) of sweep {name} against {field}, with the "
-                                 "efficiency thresholds" + (" and the continuous optimum N*" if n_star is not None
-                                                            and field == "tp" else "") + "."))
+                                 f"efficiency thresholds{marked}."))
     return out
 
 
@@ -420,9 +434,11 @@ def search_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.Se
                      V.fmt_value(cname, c.get("threshold"))))
     constraints = V.Table(("constraint", "rule", "tested", "failed", "removed", "threshold"), tuple(cons),
                           (False, False, True, True, True, True))
-    return V.SearchSection(name, s.get("title") or name, str(s.get("base") or ""), str(s.get("objective") or ""),
-                           counts, constraints, _search_points(s.get("top") or (), axes),
-                           _search_points(s.get("pareto") or (), axes), search_figure(name, s) if charts else None)
+    return V.SearchSection(name, s.get("title") or name, str(s.get("base") or ""),
+                           str(s.get("objective") or ""), counts, constraints,
+                           _search_points(s.get("top") or (), axes),
+                           _search_points(s.get("pareto") or (), axes),
+                           search_figure(name, s) if charts else None)
 
 
 def search_figure(name: str, s: Mapping[str, Any]) -> V.Figure | None:
@@ -438,8 +454,8 @@ def search_figure(name: str, s: Mapping[str, Any]) -> V.Figure | None:
     from ccost.report import charts as ch
 
     svg = ch.pareto_chart(front, top, f"Search {name}: latency against throughput per GPU")
-    return V.Figure(svg, f"Pareto front of search {name}: each point is a layout that no other feasible layout "
-                         "beats on both latency and tokens/s per GPU; the top layouts by "
+    return V.Figure(svg, f"Pareto front of search {name}: each point is a layout that no other feasible "
+                         "layout beats on both latency and tokens/s per GPU; the top layouts by "
                          f"{s.get('objective', 'the objective')} are ringed.")
 
 
@@ -476,7 +492,8 @@ def compare_section(name: str, c: Mapping[str, Any], plans: Mapping[str, Mapping
 SUMMARY_COLUMNS = ("gpus", "step_time_s", "comm_time_s", "overhead", "efficiency", "fits_memory")
 
 
-def summary(doc: Mapping[str, Any], checklists: Sequence[V.PlanChecklist], warnings: Sequence[str]) -> V.Summary:
+def summary(doc: Mapping[str, Any], checklists: Sequence[V.PlanChecklist],
+            warnings: Sequence[str]) -> V.Summary:
     plans = doc.get("plans") or {}
     recs = tuple((c.get("title") or n, c.get("recommendation") or "")
                  for n, c in (doc.get("compares") or {}).items())
@@ -498,7 +515,7 @@ def summary(doc: Mapping[str, Any], checklists: Sequence[V.PlanChecklist], warni
 
 
 def _verdict_row(c: V.PlanChecklist) -> tuple[str, ...]:
-    counts = {s: sum(1 for r in c.rows if (r.status if r.status in STATUSES else "n/a") == s) for s in STATUSES}
+    counts = status_counts(c.rows)
     look = ", ".join(f"{r.id} ({r.status})" for r in c.rows if r.status in ("warn", "fail"))
     return (c.plan, *[str(counts[s]) for s in STATUSES], look or "—")
 
@@ -510,9 +527,9 @@ NOT_MODELLED = (
      "counts and chunking change both with message size; measure with nccl-tests (ccost calibrate)."),
     ("Launch overhead", "Kernel launch and synchronisation costs (a few µs per collective, more without CUDA "
      "graphs) are not added; at small messages they are the same size as α."),
-    ("One-shot volume", "By default a one-shot AllReduce is charged one hop at one_shot_latency plus the ring "
-     "volume 2(P−1)/P·m per GPU, as the reference notes do; each GPU's real egress is (P−1)·m, P/2 times "
-     "more (plan field one_shot_volume = egress charges that). Each plan above says which it charged and "
+    ("One-shot volume", "By default a one-shot AllReduce is charged one hop at one_shot_latency plus the "
+     "ring volume 2(P−1)/P·m per GPU, as the reference notes do; each GPU's real egress is (P−1)·m, P/2 "
+     "times more (plan field one_shot_volume = egress charges that). Each plan above says which it charged and "
      "what the other would give."),
     ("All-to-All volume", "All-to-All moves (P−1)/P of each GPU's m bytes (the local share stays put; seed "
      "000's convention), in P−1 hops; seed 001 charges the full B·S·k·d·bytes."),
@@ -528,8 +545,8 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
     for link in links.values():
         out.append(V.Assumption(f"α and β of {link.name}",
                                 f"{link_provenance(link)}: α = {_q(link.alpha, units.TIME)}, bandwidth "
-                                f"{_q(link.bandwidth, units.BANDWIDTH)} at {units.format_percent(link.efficiency)}"
-                                " efficiency."
+                                f"{_q(link.bandwidth, units.BANDWIDTH)} at "
+                                f"{units.format_percent(link.efficiency)} efficiency."
                                 + ("" if link.measured else " Spec-sheet numbers are optimistic; measure "
                                    "them with nccl-tests and `ccost calibrate`.")))
     for name, p in plans.items():
@@ -544,11 +561,12 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
             algos.append(text)
         lines = "; ".join(algos) if algos else "no collectives (a single GPU)"
         if plan is not None:
-            lines += (f". Overlap assumed: {units.format_percent(plan.overlap)} of communication hidden behind "
-                      "compute")
+            lines += (f". Overlap assumed: {units.format_percent(plan.overlap)} of communication hidden "
+                      "behind compute")
             lines += f". Cross-node pricing: {getattr(plan, 'cross_node', 'auto')}"
             if plan.compute_time is not None:
-                lines += f". Compute time given in the spec ({_q(plan.compute_time, units.TIME)}), not derived"
+                lines += (f". Compute time given in the spec ({_q(plan.compute_time, units.TIME)}), "
+                          "not derived")
         out.append(V.Assumption(f"plan {name}", lines + "."))
     return tuple(out)
 
@@ -566,7 +584,8 @@ def _sweep_base(spec: S.Spec, name: str) -> str:
 
 def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any]], provenance: Provenance,
           warnings: Sequence[str] = (), sources: Sequence[V.SourceFile] = (), source_css: str = "",
-          calibrations: Mapping[str, Sequence[Calibration]] | None = None, charts: bool = True) -> V.ReportView:
+          calibrations: Mapping[str, Sequence[Calibration]] | None = None,
+          charts: bool = True) -> V.ReportView:
     """The whole review as a view model.
 
     ``doc`` is ``results_document(evaluate(spec))``; ``steps`` maps each plan of ``doc`` to

@@ -412,3 +412,20 @@ def test_text_thins_a_long_front_and_the_review_draws_it():
     fig = build.search_figure("s", doc)
     assert fig is not None and fig.svg.startswith("<svg") and "Pareto front of search s" in fig.caption
     assert build.search_figure("s", dict(doc, pareto=[])) is None
+
+
+def test_ccost_eval_prints_the_example_search(capsys):
+    from pathlib import Path
+
+    from ccost import cli
+
+    spec = str(Path(__file__).resolve().parent.parent / "specs" / "search-llama70b-serving.ccost")
+    assert cli.main(["eval", spec, "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    sec = json.loads(out)["searches"]["serving"]
+    # 4 tp × 5 pp × 8 dp × 6 batch × 3 algorithms, as the spec's header says
+    assert sec["points"] == 2880 and sec["objective"] == "throughput_per_gpu"
+    assert sec["top"] and all(p["gpus"] <= 64 and 8 % p["tp"] == 0 for p in sec["top"])
+    assert "search" not in err  # no progress bar off a terminal
+    assert cli.main(["eval", spec, "--plan", "tp8", "--format", "json"]) == 0
+    assert "searches" not in json.loads(capsys.readouterr()[0])

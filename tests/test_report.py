@@ -578,3 +578,18 @@ def test_screen_and_print_variants(a1_review):
     for html in (screen, printed):
         assert "<link" not in html and "<script" not in html
         assert "http://" not in html and "https://" not in html  # (SVG namespaces only come with charts)
+
+
+def test_real_review_of_a_search(monkeypatch):
+    from ccost.report import review
+
+    monkeypatch.chdir(REPO)
+    rev = review(Path("specs/search-llama70b-serving.ccost"), include_git=False, cwd=REPO, charts=False)
+    html = render(rev)
+    searches = section(html, "searches")
+    doc = rev.document["searches"]
+    for name, s in doc.items():
+        assert f'id="search-{name}"' in searches
+        for c in s["constraints"]:
+            assert f"<td>{c['constraint']}</td>" in searches
+        assert len(s["top"]) >= 1

@@ -195,6 +195,8 @@ class Settings:
 
 
 def settings(search: Search, policy: S.Policy) -> Settings:
+    """The constraints a search applies: its own fields, the policy's thresholds when ``use_policy`` (by
+    default: when the file has a ``policy`` block) and ``max_gpus`` defaulting to the cluster's GPUs."""
     base = search.base
     assert base is not None and base.cluster is not None
     use_policy = search.use_policy if search.use_policy is not None else policy.span is not None
@@ -496,6 +498,11 @@ def _records(search, cols, order, decode) -> list[dict]:
 
 def _document(search, st, total, priced, feasible, tested, failed, removed, top_cols, front_cols, static_names,
               array_names, shape, per_pass, best_removed, mem_limit) -> dict:
+    """The ``searches:`` section: ``title``, ``base``, ``axes`` (field → values), ``objective``, ``points``,
+    ``priced`` (passed the layout constraints), ``feasible``, ``rejected``, ``constraints`` (in order:
+    ``constraint``, ``rule``, ``tested``, ``failed``, ``removed``, ``threshold`` or ``limit_bytes``, and for
+    the priced ones ``best_removed``), ``top`` (best first) and ``pareto`` (fastest first). A point is its
+    layout (the searched fields) + ``RECORD`` + ``tp_algorithm`` (training: ``dp_algorithm``)."""
     def decode(i):
         return _decode(search, i, static_names, array_names, shape, per_pass)
 

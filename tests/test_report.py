@@ -225,7 +225,7 @@ def test_sweep_and_compare_sections_with_charts(a1_review):
     sweeps = section(html, "sweeps")
     assert sweeps.count("<svg") == 2  # step-time split and efficiency
     assert "N* = W·ln2 / (2·α·c·L·BW) = 45.58" in sweeps  # seed-examples A4: exact 45.58
-    assert "cost-optimal at ≥ 70 %" in sweeps
+    assert "cost-optimal ≥ 70 %" in sweeps
     compares = section(html, "compares")
     assert compares.count("<svg") == 1 and "1. tp8_tree" in compares
 

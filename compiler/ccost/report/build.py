@@ -280,8 +280,10 @@ def verdict_counts(rows: Sequence[V.ChecklistRow]) -> str:
 # Sweeps and comparisons.
 
 SHORT_LABELS = {"step_time_s": "step time", "compute_time_s": "compute", "comm_time_s": "T_comm",
-                "speedup": "speedup", "efficiency": "efficiency", "overhead": "overhead"}
-SWEEP_METRICS = ("step_time_s", "compute_time_s", "comm_time_s", "speedup", "efficiency", "overhead")
+                "speedup": "speedup", "efficiency": "efficiency", "overhead": "overhead",
+                "memory_bytes_per_gpu": "memory/GPU", "fits_memory": "fits"}
+SWEEP_METRICS = ("step_time_s", "compute_time_s", "comm_time_s", "speedup", "efficiency", "overhead",
+                 "memory_bytes_per_gpu", "fits_memory")
 
 
 def _same_point(a: Mapping, b: Mapping, fields: Sequence[str]) -> bool:
@@ -308,7 +310,7 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
             highlight.append(i)
         for thr, pt in cost.items():
             if pt and _same_point(p, pt, fields):
-                marks.append(f"cost-optimal at ≥ {units.format_percent(float(thr))}")
+                marks.append(f"cost-optimal ≥ {units.format_percent(float(thr))}")
         rows.append(tuple([V.fmt_value(f, p.get(f)) for f in fields]
                           + [V.fmt_value(m, p.get(m)) for m in metrics] + ["; ".join(marks)]))
     headers = tuple(fields + [SHORT_LABELS.get(m, V.label(m)) for m in metrics] + ["optimum"])
@@ -367,11 +369,13 @@ def sweep_figures(name: str, s: Mapping[str, Any], field: str, points: Sequence[
                                  "(stacked); the line is the step time (compute + exposed communication)."))
     if all(p.get("efficiency") is not None for p in points):
         thresholds = []
+        policy_min = policy.min_efficiency if policy is not None else None
         for thr in (s.get("cost_optimal") or {}):
-            thresholds.append((f"threshold {units.format_percent(float(thr))}", float(thr)))
-        if policy is not None and not any(abs(v - policy.min_efficiency) < 1e-12 for _, v in thresholds):
-            thresholds.insert(0, (f"policy min_efficiency {units.format_percent(policy.min_efficiency)}",
-                                  policy.min_efficiency))
+            is_policy = policy_min is not None and abs(float(thr) - policy_min) < 1e-12
+            thresholds.append((f"threshold {units.format_percent(float(thr))}"
+                               + (" (policy min_efficiency)" if is_policy else ""), float(thr)))
+        if policy_min is not None and not any(abs(v - policy_min) < 1e-12 for _, v in thresholds):
+            thresholds.insert(0, (f"policy min_efficiency {units.format_percent(policy_min)}", policy_min))
         n_star = s.get("continuous_optimum")
         svg = charts.sweep_efficiency_chart(xs, field, [p["efficiency"] for p in points], thresholds,
                                             n_star if field == "tp" else None, f"{name}: efficiency")

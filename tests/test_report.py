@@ -278,13 +278,13 @@ def test_build_date_from_source_date_epoch():
 EVIL = '<script>alert(1)</script></table><img src="http://example.invalid/x.png"> file:///etc/passwd'
 
 
-def _evil_review(a1_review):
+def _evil_review(a1_review, charts=False):
     doc = a1_document()
     doc["plans"]["tp8"]["title"] = EVIL
     doc["compares"]["algorithms"]["recommendation"] = EVIL
     return a1_review(spec=a1_spec(title=EVIL, source=EVIL), doc=doc,
                      text=SPEC_TEXT.replace("NVLink 4 through NVSwitch", EVIL.replace('"', "'")),
-                     charts=False)
+                     charts=charts)
 
 
 @pytest.mark.parametrize("variant", ["screen", "print"])
@@ -302,7 +302,8 @@ def test_pdf_of_hostile_spec_fetches_nothing(a1_review):
     from ccost.report.render import render_pdf
 
     spy = DataOnlyFetcher()  # the renderer's own fetcher; it records every URL WeasyPrint asks for
-    pdf = render_pdf(render(_evil_review(a1_review), "print"), fetcher=spy)
+    # with charts: their internal references (clip paths, markers) must not reach the fetcher either
+    pdf = render_pdf(render(_evil_review(a1_review, charts=True), "print"), fetcher=spy)
     assert pdf.startswith(b"%PDF")
     assert spy.requested == []  # not a single URL, not even a data: one
 

@@ -14,11 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccost import units
+from ccost import output, units
 from ccost.report.provenance import Provenance
 
 # ----------------------------------------------------------------------------------------------------
 # Formatting of result-document values, by key. SI floats in, text out.
+
+# Memory sizes print in decimal units, as `ccost eval` does (output.fmt_gb), to read against 80 GB.
+MEMORY_KEYS = {"weight_bytes_per_gpu", "memory_bytes_per_gpu", "memory_bytes", "limit_bytes", "weight_bytes"}
 
 FRACTION_KEYS = {"overhead", "efficiency", "bubble", "overlap", "max_overhead", "min_efficiency",
                  "max_memory", "memory_fraction", "efficiency_threshold"}
@@ -69,15 +72,17 @@ def fmt_value(key: str, value: Any) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return units.format_quantity(value, units.DIMENSIONLESS)
     if key.endswith("_s") or key.endswith("_time") or key in ("alpha", "latency", "one_shot_latency"):
-        return units.format_quantity(value, units.TIME)
+        return output.fmt_time(value)
+    if key in MEMORY_KEYS:
+        return output.fmt_gb(value)  # decimal, like the capacities it is compared with (80 GB)
     if key.endswith("_bytes") or "_bytes_" in key or key in ("memory", "weight_bytes"):
-        return units.format_quantity(value, units.INFORMATION)
+        return output.fmt_bytes(value)
     if key.endswith("bandwidth") or key.endswith("_bytes_per_s"):
         return units.format_quantity(value, units.BANDWIDTH)
     if key.endswith("flops"):
         return units.format_quantity(value, units.FLOP_RATE)
     if key in FRACTION_KEYS:
-        return units.format_percent(value)
+        return output.fmt_pct(value)
     if key == "speedup":
         return f"{_sig(value, 3)}×"
     if isinstance(value, int) or float(value).is_integer():

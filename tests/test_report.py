@@ -594,3 +594,13 @@ def test_real_review_of_a_search(monkeypatch):
         for c in s["constraints"]:
             assert f"<td>{c['constraint']}</td>" in searches
         assert len(s["top"]) >= 1
+
+
+def test_opening_comment_for_the_cover():
+    from ccost.report.build import opening_comment
+
+    assert opening_comment("# TP=8 decode.\n# More detail.\nlink x {}") == "TP=8 decode."
+    assert opening_comment("# Which layout\n# is fastest?\n") == "Which layout is fastest?"
+    assert opening_comment("#\n# After a blank comment line.\n") == "After a blank comment line."
+    assert opening_comment("link x { alpha = 2 us }  # not a header") == ""
+    assert opening_comment("# a\n# b\n# c\n# d\n# e\n") == "a b c d"  # at most four lines

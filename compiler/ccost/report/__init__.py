@@ -156,8 +156,9 @@ def review_from(spec, document: dict, steps: Mapping[str, Sequence], *, spec_pat
         sources.append(render.highlight_source(provenance.display_path(p, cwd),
                                                p.read_text(encoding="utf-8")))
     calibrations = calibrations_for(spec, list(document.get("plans", {})), Path(spec_path).resolve().parent)
+    about = build.opening_comment(Path(spec_path).read_text(encoding="utf-8"))
     view = build.build(spec, document, steps, stamp, [_warning_text(w) for w in warnings], sources,
-                       calibrations=calibrations, charts=charts)
+                       calibrations=calibrations, charts=charts, about=about)
     return Review(view, document)
 
 

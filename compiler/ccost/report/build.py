@@ -581,6 +581,25 @@ def not_modelled() -> tuple[V.Assumption, ...]:
 
 # ----------------------------------------------------------------------------------------------------
 
+def opening_comment(text: str, max_lines: int = 4) -> str:
+    """The spec's opening comment up to its first full stop or question mark (at a line end), at most
+    ``max_lines`` lines: the author's one-sentence statement of what the spec is for, for the cover."""
+    lines = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped.startswith("#"):
+            break
+        body = stripped.lstrip("#").strip()
+        if not body:
+            if lines:
+                break
+            continue
+        lines.append(body)
+        if body.endswith((".", "?")) or len(lines) >= max_lines:
+            break
+    return " ".join(lines)
+
+
 def _sweep_base(spec: S.Spec, name: str) -> str:
     sweep = spec.sweeps.get(name)
     return sweep.base.name if sweep is not None and sweep.base is not None else ""
@@ -589,7 +608,7 @@ def _sweep_base(spec: S.Spec, name: str) -> str:
 def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any]], provenance: Provenance,
           warnings: Sequence[str] = (), sources: Sequence[V.SourceFile] = (), source_css: str = "",
           calibrations: Mapping[str, Sequence[Calibration]] | None = None,
-          charts: bool = True) -> V.ReportView:
+          charts: bool = True, about: str = "") -> V.ReportView:
     """The whole review as a view model.
 
     ``doc`` is ``results_document(evaluate(spec))``; ``steps`` maps each plan of ``doc`` to
@@ -620,4 +639,5 @@ def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any
         not_modelled=not_modelled(),
         sources=tuple(sources),
         source_css=source_css,
+        about=about,
     )

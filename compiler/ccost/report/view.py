@@ -243,4 +243,5 @@ class ReportView:
     not_modelled: tuple[Assumption, ...]
     sources: tuple[SourceFile, ...]
     source_css: str = ""
+    about: str = ""  # the spec's own opening comment: what it is for, in its author's words
     extra: Mapping[str, Any] = field(default_factory=dict)

@@ -205,10 +205,87 @@ def test_pipelining_enters_throughput_not_latency():
     m1 = evaluate.evaluate_plan(replace(spec.plans["tp8_pp2"], microbatches=1), spec.policy).doc
     m32 = evaluate.evaluate_plan(spec.plans["tp8_pp2"], spec.policy).doc
     assert m1["latency_s"] == m32["latency_s"]  # one token still crosses both stages in turn
-    # P·(1 − bubble): M = 1 → 2·(1 − 1/2) = 1; M = 32 → 2·32/33
+    # M = 1: (1 + 2 − 1)·T_stage + exposed/(2·(1 − 1/2)) = T_compute + exposed = the latency
     assert m1["step_time_s"] == m1["latency_s"]
-    assert m32["step_time_s"] == pytest.approx(m32["latency_s"] * 33 / 64, rel=1e-12)
-    assert m32["throughput_tokens_s"] / m1["throughput_tokens_s"] == pytest.approx(64 / 33, rel=1e-12)
+
+
+# A3 option B by hand: 405e9 parameters × 1 B (FP8) / (tp 8 × pp 2) = 25.3125 GB of weights per GPU,
+# read from HBM at 3.35 TB/s = 7.5560 ms. In decode every micro-batch re-reads them.
+A3_T_MB = 405e9 / 16 / 3.35e12
+MS = 1e-3
+
+
+def test_a3_decode_pipeline_rereads_the_weights_per_microbatch():
+    spec = _load("a3-multi-node.ccost")
+    assert A3_T_MB == pytest.approx(7.556 * MS, rel=1e-4)
+    for name in ("tp8_pp2", "tp8_pp2_tree", "tp8_pp2_one_shot"):
+        plan = spec.plans[name]
+        prog = lower.lower_plan(plan, spec.policy)
+        assert prog.compute.bytes_mb == pytest.approx(25.3125e9, rel=1e-12)
+        assert prog.compute.t_mb == pytest.approx(A3_T_MB, rel=1e-12)
+        d = evaluate.evaluate_plan(plan, spec.policy).doc
+        # M = 32, P = 2: 33 slots of 7.556 ms, the exposed communication over 2·32/33 busy stages
+        assert d["step_time_s"] == pytest.approx(33 * A3_T_MB + d["exposed_comm_s"] * 33 / 64, rel=1e-12)
+        assert d["latency_s"] == pytest.approx(2 * A3_T_MB + d["exposed_comm_s"], rel=1e-12)  # unchanged
+        # 32 micro-batches of one sequence each: a step of 32 tokens costs ~250 ms, not the 9.4 ms of
+        # the even split (latency × 33/64) the old formula charged
+        assert d["step_time_s"] > 20 * d["latency_s"] * 33 / 64
+        assert d["throughput_tokens_s"] == pytest.approx(32 / d["step_time_s"], rel=1e-12)
+    # one-shot with the notes' convention: exposed = 3.044 ms (TP) + 0.02397 ms (PP send) = 3.068 ms
+    one = evaluate.evaluate_plan(spec.plans["tp8_pp2_one_shot"], spec.policy).doc
+    # 33 × 7.5560 ms = 249.347 ms; 3.068 ms × 33/64 = 1.582 ms; 250.929 ms in all
+    assert one["step_time_s"] == pytest.approx(249.347 * MS + 3.068 * MS * 33 / 64, rel=1e-5)
+
+
+def test_decode_microbatch_reads_its_share_of_the_kv_cache():
+    spec = _load("a3-multi-node.ccost")
+    plan = replace(spec.plans["tp8_pp2"], seq=4096, microbatches=4)
+    c = lower.lower_plan(plan, spec.policy).compute
+    # KV per token 2 (K, V) × 126 layers × 8 KV heads × 128 head dim (16384/128) × 2 B = 516,096 B;
+    # 32 sequences × 4096 tokens, split over min(tp 8, 8 KV heads) × pp 2 = 16 GPUs: 4,227,858,432 B
+    kv_gpu = 32 * 4096 * 516_096 / 16
+    assert c.kv_gpu == pytest.approx(kv_gpu, rel=1e-12)
+    assert c.bytes_mb == pytest.approx(25.3125e9 + kv_gpu / 4, rel=1e-12)
+    assert c.t_mb == pytest.approx((25.3125e9 + kv_gpu / 4) / 3.35e12, rel=1e-12)
+
+
+def test_single_stage_microbatches_reread_the_weights():
+    spec = _load("a3-multi-node.ccost")
+    p1 = evaluate.evaluate_plan(spec.plans["tp16_hier"], spec.policy).doc
+    p4 = evaluate.evaluate_plan(replace(spec.plans["tp16_hier"], microbatches=4), spec.policy).doc
+    # P = 1, M = 1: exactly T_compute + exposed, as before
+    assert p1["step_time_s"] == p1["latency_s"] == p1["compute_time_s"] + p1["exposed_comm_s"]
+    # P = 1, M = 4: no bubble, but 4 reads of the 25.3125 GB (tp 16) of weights: 4 × 7.556 ms + exposed
+    assert p4["bubble"] == 0.0
+    assert p4["step_time_s"] == pytest.approx(4 * A3_T_MB + p4["exposed_comm_s"], rel=1e-12)
+
+
+def test_flop_bound_pipeline_keeps_megatrons_formula():
+    spec = _load("a3-multi-node.ccost")
+    # training, 64 sequences of 4096 tokens: 6 × 405e9 × 64 × 4096 / 16 GPUs = 3.98e16 FLOP per GPU,
+    # 20.1 s at 1978.9 TFLOP/s, against 25 GB / 3.35 TB/s = 7.6 ms of reads: FLOP-bound, and per
+    # micro-batch (1/16 of it: 1.26 s) still far above the 7.6 ms of weight reads
+    plan = replace(spec.plans["tp8_pp2"], phase="train", batch=64, seq=4096, microbatches=16)
+    prog = lower.lower_plan(plan, spec.policy)
+    c = prog.compute
+    flops = 6 * 405e9 * 64 * 4096 / 16
+    assert c.flops_gpu == pytest.approx(flops, rel=1e-12)
+    assert c.T_stage == pytest.approx(flops / 1978.9e12, rel=1e-12)
+    assert c.t_mb == pytest.approx(flops / 16 / 1978.9e12, rel=1e-12)
+    m = analysis.analyse(prog)
+    # the old formula, latency/(P·(1 − bubble)) = (2·T_stage + exposed)·(16 + 1)/(2·16), still holds
+    assert m.step == pytest.approx((2 * c.T_stage + m.exposed) * 17 / 32, rel=1e-12)
+    assert m.step == pytest.approx(m.latency / m.in_flight, rel=1e-12)
+
+
+def test_given_compute_time_is_split_over_the_microbatches():
+    spec = _load("a3-multi-node.ccost")
+    plan = replace(spec.plans["tp8_pp2"], compute_time=0.020, microbatches=8)
+    prog = lower.lower_plan(plan, spec.policy)
+    m = analysis.analyse(prog)
+    # T_stage = 20 ms / 2 = 10 ms, t_mb = 10/8 = 1.25 ms; (8 + 2 − 1) × 1.25 ms = 11.25 ms + exposed·9/16
+    assert prog.compute.t_mb == pytest.approx(1.25 * MS, rel=1e-12)
+    assert m.step == pytest.approx(11.25 * MS + m.exposed * 9 / 16, rel=1e-12)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -264,7 +341,12 @@ def test_plan_invariants(tp, pp, dp, batch, microbatches, overlap):
     assert d["gpus"] == tp * pp * dp
     assert d["exposed_comm_s"] <= d["comm_time_s"] + 1e-18
     assert d["latency_s"] == pytest.approx(d["compute_time_s"] + d["exposed_comm_s"], rel=1e-12)
-    assert d["step_time_s"] <= d["latency_s"] * (1 + 1e-12)
+    # each micro-batch costs at least its even share of a stage (it re-reads the weights), so the step is
+    # never below the even-split bound latency/(P·(1 − bubble)); and never above M + P − 1 whole stages
+    in_flight = pp * microbatches / (microbatches + pp - 1)
+    assert d["step_time_s"] >= d["latency_s"] / in_flight * (1 - 1e-12)
+    stage = d["compute_time_s"] / pp
+    assert d["step_time_s"] <= ((microbatches + pp - 1) * stage + d["exposed_comm_s"] / in_flight) * (1 + 1e-12)
     assert 0.0 <= d["bubble"] < 1.0
     assert d["comm_time_s"] == pytest.approx(d["latency_term_s"] + d["bandwidth_term_s"], rel=1e-9)
     for c in d["collectives"]:

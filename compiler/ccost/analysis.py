@@ -8,11 +8,15 @@ How the step is put together (one place, so the review can say it):
 * ``T_comm`` = Σ count × time over the collective program; its latency and bandwidth terms likewise.
 * ``exposed`` = T_comm·(1 − overlap); ``latency`` = T_compute + exposed: one step of the batch through
   every stage in turn (the notes' per-token latency; A3: 18.2 ms for TP=8 × PP=2; ``latency_s``).
-* **The bubble**: ``step`` = latency / (P·(1 − bubble)). With M micro-batches in flight the P stages work
-  at once except for the bubble (P−1)/(M+P−1), so on average P·(1 − bubble) = P·M/(M+P−1) stages are busy:
-  the step takes latency/P stretched by (M+P−1)/M, Megatron's pipeline formula. P = 1 or M = 1 give
-  step = latency. (Memory-bound decode re-reads a stage's weights for every micro-batch, which this
-  leaves out: for decode the pipelined step is optimistic.) ``step_time_s`` is this pipelined step.
+* **The pipelined step** (``step_time_s``), the flush (GPipe / 1F1B) schedule: ``step`` =
+  (M + P − 1)·t_mb + exposed/(P·(1 − bubble)), with t_mb one stage's time for one of the M micro-batches
+  (``ccost.lower``: the roofline of the stage's *whole* weights plus 1/M of its KV cache against 1/M of
+  its FLOPs). The last micro-batch leaves after P − 1 fill slots and M slots of a stage; the bubble
+  (P−1)/(M+P−1) leaves P·(1 − bubble) = P·M/(M+P−1) stages busy on average, over which the exposed
+  communication (counted along the critical path, every stage in turn) is spread. FLOP-bound, t_mb =
+  T_stage/M and this is Megatron's latency/(P·(1 − bubble)); memory-bound (decode), every micro-batch
+  re-reads the stage's weights, so more micro-batches cost more (A3 option B, 32 micro-batches of one
+  sequence: 33 × 7.556 ms, not 18.18 ms × 33/64). P = M = 1 gives step = latency, bit for bit.
 * ``throughput`` = tokens per step (all replicas) / step. ``speedup`` = throughput / the throughput of one
   GPU running the same model instance's step alone (its whole weights and the instance's KV cache, no
   communication) = dp·T₁/step, so a single-stage, single-replica plan has the notes' T₁/T(N).
@@ -53,7 +57,7 @@ class Metrics:
     exposed: Num
     T_compute: Num
     latency: Num  # one step through every stage in turn
-    step: Num  # pipelined: latency / (P·(1 − bubble))
+    step: Num  # pipelined: (M + P − 1)·t_mb + exposed / (P·(1 − bubble))
     overhead: Num
     bubble: Num
     in_flight: Num
@@ -101,7 +105,12 @@ def analyse(program: lower.Program) -> Metrics:
     ovh = named("overhead", costs.overhead(T_comm, c.T_compute), "T_comm / T_compute")
     bubble = named("bubble", costs.pipeline_bubble(x.pp, x.M), "pipeline bubble (P−1)/(M+P−1)")
     in_flight = named("in_flight", x.pp * (1 - bubble), "stages busy at once in the pipeline: P·(1 − bubble)")
-    step = named("T_step", latency / in_flight, "pipelined step time: T_latency/(P·(1 − bubble))")
+    # Flush schedule: M + P − 1 slots of one micro-batch's stage time, plus the exposed communication
+    # spread over the stages busy at once. P = M = 1: T_stage + T_exposed = T_latency, bit for bit.
+    T_pipe = named("T_pipe", costs.pipeline_time(c.t_mb, x.pp, x.M),
+                   "compute of the pipelined step: (M + P − 1)·t_mb")
+    step = named("T_step", T_pipe + exposed / in_flight,
+                 "pipelined step time: T_pipe + T_exposed/(P·(1 − bubble))")
     gpus = named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
     speedup = named("speedup", x.dp * costs.speedup(c.T_one, step), "against one GPU: dp·T_1/T_step")
     eff = named("efficiency", speedup / gpus, "speedup / N")

@@ -660,6 +660,17 @@ def pipeline_bubble(p: Num, microbatches: Num) -> Num:
     return (p - 1) / (microbatches + p - 1)
 
 
+def pipeline_time(t_microbatch: Num, p: Num, microbatches: Num) -> Num:
+    """Compute time of a pipelined step under the flush (GPipe / 1F1B) schedule: (M + P − 1)·t_mb.
+
+    ``t_microbatch`` is one stage's time for one micro-batch. The last micro-batch leaves the last stage
+    after P − 1 fill slots plus M slots of the slowest stage. Why per micro-batch and not T_stage/M: a
+    memory-bound stage re-reads its whole weights for every micro-batch, so t_mb is not T_stage/M (decode:
+    M micro-batches cost ~M× the weight reads); when FLOP-bound, t_mb = T_stage/M and this is Megatron's
+    T_stage·(M + P − 1)/M. P = M = 1 gives t_mb."""
+    return (microbatches + p - 1) * t_microbatch
+
+
 def exposed_comm(comm: Num, overlap: Num) -> Num:
     """Communication time not hidden behind compute: T_comm·(1 − overlap)."""
     return comm * (1 - overlap)

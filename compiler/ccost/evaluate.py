@@ -352,7 +352,8 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
         title = f"{k.key}: {cnt:g} × {k.kind} ({k.algorithm}) on {size:g} ranks over {k.link} — {k.purpose}"
         groups.append((title, vals))
     groups.append(("compute", [c.weights_gpu, c.kv_gpu, c.bytes_gpu, c.flops_gpu, c.T_mem, c.T_flop,
-                               c.T_stage, c.T_compute, c.T_one]))
+                               c.T_stage, c.T_compute, c.T_one, c.bytes_mb, c.flops_mb, c.T_mem_mb,
+                               c.T_flop_mb, c.t_mb]))
     groups.append(("memory", [c.mem_weights, c.mem_kv, c.mem_grads, c.mem_optimizer, c.mem_total,
                               c.mem_limit]))
     groups.append(("totals", [m.volume, m.hops, m.T_lat, m.T_bw, m.T_comm, m.exposed, m.latency, m.overhead,

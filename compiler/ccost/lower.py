@@ -46,7 +46,13 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
   sequences of ``seq`` tokens. FLOPs: 2·active params·B·S (6· for training) / (tp·pp); attention's
   context-dependent FLOPs are not modelled. A token crosses the pp stages one after another, so the
   step's compute on the critical path is pp × the stage's time (A3: 15.11 ms for TP=8 × PP=2).
-  ``compute_time`` in the plan overrides it. The single-GPU reference T₁ (for speedup) runs the same model
+  ``compute_time`` in the plan overrides it. **Per micro-batch** (the pipelined step, ``ccost.analysis``:
+  (M + P − 1)·t_mb + exposed/(P·(1 − bubble))): t_mb = max(bytes / HBM bandwidth, FLOPs / achieved FLOP/s)
+  with the stage's *whole* weights on this GPU plus (decode with ``seq``) 1/M of its KV cache, and 1/M of
+  its FLOPs: each micro-batch re-reads the weights, so splitting a memory-bound decode step into M
+  micro-batches costs ~M× the weight reads (A3 option B, M = 32: 7.556 ms per micro-batch and stage, not
+  15.11/2/32 ms). FLOP-bound, t_mb = T_stage/M; with ``compute_time`` given, t_mb = T_stage/M.
+  The single-GPU reference T₁ (for speedup) runs the same model
   instance's work (ep·B sequences) on one GPU: all weights, the instance's KV cache, no communication.
 * **Memory** per GPU: weights (FSDP: sharded over the data-parallel ranks, plus one gathered layer), the
   KV cache (``seq`` tokens of B sequences; KV heads split over min(tp, kv_heads) ranks, replicated beyond),
@@ -383,6 +389,12 @@ class Compute:
     mem_total: Num
     mem_limit: Num
     tokens_step: Num  # tokens per step in the whole plan (all replicas)
+    # One stage, one micro-batch (the pipelined step is (M + P − 1)·t_mb + ...; ccost.analysis):
+    bytes_mb: Num = 0.0  # bytes read: the stage's whole weights + 1/M of its KV cache
+    flops_mb: Num = 0.0  # 1/M of the stage's FLOPs
+    T_mem_mb: Num = 0.0
+    T_flop_mb: Num = 0.0
+    t_mb: Num = 0.0  # roofline of one micro-batch on one stage (T_stage/M when compute_time is given)
 
 
 @dataclass(frozen=True)
@@ -566,6 +578,9 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
         T_compute = named("T_compute", x.T_given, "compute time given in the plan")
         T_mem = T_flop = T_stage = named("T_stage", T_compute / x.pp, "compute time of one stage")
         T_one = named("T_1", T_compute * x.tp * x.ep, "the same work on one GPU: T_compute·tp·ep")
+        # A given time says nothing about the bound: split the stage's time evenly over the micro-batches.
+        bytes_mb = flops_mb = 0.0
+        T_mem_mb = T_flop_mb = t_mb = named("t_mb", T_stage / x.M, "one micro-batch on one stage: T_stage/M")
     else:
         T_mem = named("T_mem", costs.memory_time(bytes_gpu, x.BW_hbm), "stage: bytes read / HBM bandwidth")
         T_flop = named("T_flop", costs.flop_time(flops_gpu, x.R), "stage: FLOPs / achieved FLOP/s")
@@ -578,6 +593,19 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
                           "FLOPs of the model instance's step on one GPU")
         T_one = named("T_1", maximum(costs.memory_time(bytes_one, x.BW_hbm), costs.flop_time(flops_one, x.R)),
                       "the same work on one GPU, no communication")
+        # Per micro-batch: the stage reads its whole weights again for every micro-batch (and 1/M of its
+        # KV cache: the micro-batch's own sequences), but does only 1/M of the FLOPs. With M = 1 these are
+        # the stage's own terms (x/1 is exact), so the unpipelined step keeps its bits.
+        if static.kv_read:
+            bytes_mb = named("bytes_mb", weights_gpu + kv_gpu / x.M,
+                             "bytes read per micro-batch per GPU: W_GPU + KV_GPU/M")
+        else:
+            bytes_mb = named("bytes_mb", weights_gpu, "bytes read per micro-batch per GPU: the stage's weights")
+        flops_mb = named("F_mb", flops_gpu / x.M, "FLOPs per micro-batch per GPU: F_GPU/M")
+        T_mem_mb = named("T_mem,mb", costs.memory_time(bytes_mb, x.BW_hbm),
+                         "micro-batch: bytes read / HBM bandwidth")
+        T_flop_mb = named("T_flop,mb", costs.flop_time(flops_mb, x.R), "micro-batch: FLOPs / achieved FLOP/s")
+        t_mb = named("t_mb", maximum(T_mem_mb, T_flop_mb), "roofline of one micro-batch on one stage")
 
     # --- memory ---------------------------------------------------------------------------------------------
     if static.fsdp:
@@ -604,7 +632,8 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
     mem_limit = named("mem_limit", x.max_mem * x.mem, "usable memory: max_memory·HBM")
     tokens = named("tokens_step", x.dp * x.ep * x.B * x.S, "tokens per step, all replicas: dp·ep·B·S")
     return Compute(weights_gpu, kv_gpu, bytes_gpu, flops_gpu, T_mem, T_flop, T_stage, T_compute, T_one,
-                   params_gpu, mem_weights, kv_gpu, mem_grads, mem_opt, mem_total, mem_limit, tokens)
+                   params_gpu, mem_weights, kv_gpu, mem_grads, mem_opt, mem_total, mem_limit, tokens,
+                   bytes_mb, flops_mb, T_mem_mb, T_flop_mb, t_mb)
 
 
 def lower_plan(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Program:

@@ -270,6 +270,10 @@ def test_build_date_from_source_date_epoch():
     assert build_date({"SOURCE_DATE_EPOCH": "1767225599"}) == "2025-12-31"
     with pytest.raises(ValueError, match="SOURCE_DATE_EPOCH"):
         build_date({"SOURCE_DATE_EPOCH": "yesterday"})
+    from ccost.report.provenance import build_epoch
+
+    assert build_epoch({"SOURCE_DATE_EPOCH": " 1767225600 "}) == 1767225600
+    assert build_epoch({}) % 86400 == 0  # unset: the start of today (UTC), so a day's renders agree
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -347,11 +351,14 @@ def test_html_and_yaml_are_byte_identical_across_builds(a1_review, tmp_path):
 
 
 @pytest.mark.slow
-def test_pdf_is_byte_identical_under_source_date_epoch(a1_review, tmp_path):
+def test_pdf_is_byte_identical_under_source_date_epoch(a1_review, tmp_path, monkeypatch):
     from ccost.report import write_review
 
-    one = write_review(a1_review(), {"pdf": tmp_path / "1.pdf"}, EPOCH)[0].read_bytes()
-    two = write_review(a1_review(), {"pdf": tmp_path / "2.pdf"}, EPOCH)[0].read_bytes()
+    # fontTools stamps font subsets with the clock unless SOURCE_DATE_EPOCH is set; write_review sets it
+    # from the provenance, whatever the environment says.
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    one = write_review(a1_review(), {"pdf": tmp_path / "1.pdf"})[0].read_bytes()
+    two = write_review(a1_review(), {"pdf": tmp_path / "2.pdf"})[0].read_bytes()
     assert one == two
 
 
@@ -370,7 +377,7 @@ def test_failed_render_leaves_the_previous_review_in_place(a1_review, tmp_path, 
 
     monkeypatch.setattr(R, "render_pdf", broken)
     with pytest.raises(RuntimeError):
-        write_review(a1_review(charts=False), paths, EPOCH)
+        write_review(a1_review(charts=False), paths)
     for p in paths.values():
         assert p.read_bytes() == b"previous " + p.suffix.encode()  # html was rendered, yet not replaced
     assert sorted(x.name for x in out.iterdir()) == ["r.html", "r.pdf", "r.yaml"]  # no temp left
@@ -395,8 +402,11 @@ def test_pdf_pages_text_and_running_header(a1_review, tmp_path):
     import pypdf
     from ccost.report import write_review
 
-    pdf = write_review(a1_review(), {"pdf": tmp_path / "r.pdf"}, EPOCH)[0]
-    pages = [p.extract_text() for p in pypdf.PdfReader(str(pdf)).pages]
+    pdf = write_review(a1_review(), {"pdf": tmp_path / "r.pdf"})[0]
+    reader = pypdf.PdfReader(str(pdf))
+    pages = [p.extract_text() for p in reader.pages]
+    assert reader.metadata["/CreationDate"].startswith("D:20260101")  # the provenance date, not the clock
+    assert reader.metadata["/Title"] == "Design review: a1-fixture"
     # Every chapter starts a page, and in this small review each fits on one: cover, summary, inputs,
     # plan tp8, plan tp8_tree, checklist, sweeps, comparisons, assumptions, appendix = 10 pages.
     assert len(pages) == 10

@@ -61,13 +61,11 @@ def output_paths(spec_path: str | Path, out: str | Path | None, fmt: str = "both
 
 
 @contextmanager
-def source_date_epoch(value: str | None) -> Iterator[None]:
-    """Set ``SOURCE_DATE_EPOCH`` for the duration of a render (WeasyPrint reads the process environment)."""
-    if value is None:
-        yield
-        return
+def source_date_epoch(epoch: int) -> Iterator[None]:
+    """Set ``SOURCE_DATE_EPOCH`` while the PDF renders: WeasyPrint subsets fonts with fontTools, which
+    stamps each subset with the current time unless the variable is set (so two renders would differ)."""
     old = os.environ.get("SOURCE_DATE_EPOCH")
-    os.environ["SOURCE_DATE_EPOCH"] = value
+    os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
     try:
         yield
     finally:
@@ -162,8 +160,12 @@ def review_from(spec, document: dict, steps: Mapping[str, Sequence], *, spec_pat
     return Review(view, document)
 
 
-def write_review(rev: Review, paths: Mapping[str, Path], epoch: str | None = None) -> list[Path]:
-    """Render and write ``paths`` (keys from ``FORMATS``) all-or-nothing; returns the paths written."""
+def write_review(rev: Review, paths: Mapping[str, Path]) -> list[Path]:
+    """Render and write ``paths`` (keys from ``FORMATS``) all-or-nothing; returns the paths written.
+
+    The output depends on nothing but ``rev``: every date in it (the cover's, the PDF's creation date,
+    the font timestamps) is the provenance stamp's, from ``SOURCE_DATE_EPOCH`` when set, else today.
+    """
     from ccost.output import to_yaml
     from ccost.report import render
     from ccost.report.atomic import AtomicFiles
@@ -173,7 +175,7 @@ def write_review(rev: Review, paths: Mapping[str, Path], epoch: str | None = Non
         if "html" in paths:
             out.write(paths["html"], render.render_html(rev.view, "screen").encode("utf-8"))
         if "pdf" in paths:
-            with source_date_epoch(epoch):
+            with source_date_epoch(rev.view.provenance.epoch):
                 out.write(paths["pdf"], render.render_pdf(render.render_html(rev.view, "print")))
         if "yaml" in paths:
             out.write(paths["yaml"], to_yaml(rev.document).encode("utf-8"))
@@ -189,4 +191,4 @@ def write_report(spec_path: str | Path, paths: Mapping[str, Path], *, include_gi
     """``ccost report``: check, evaluate, render and write the review of ``spec_path``."""
     env = dict(os.environ if environ is None else environ)
     rev = review(spec_path, include_git=include_git, environ=env, cwd=cwd, git_note=git_note)
-    return write_review(rev, paths, env.get("SOURCE_DATE_EPOCH"))
+    return write_review(rev, paths)

@@ -33,6 +33,7 @@ class Provenance:
     git: str  # "3f2a9c1d0e4b (clean)", "... (spec files modified)", "not in git", "not recorded: ..."
     version: str
     date: str  # ISO date, UTC
+    epoch: int = 0  # the build time behind ``date`` (SOURCE_DATE_EPOCH), for the PDF's font timestamps
 
 
 def display_path(path: str | Path, cwd: Path | None = None) -> str:
@@ -61,8 +62,9 @@ def _std_dir() -> Path | None:
         return None
 
 
-def build_date(environ: dict[str, str] | None = None) -> str:
-    """The date of the build: ``SOURCE_DATE_EPOCH`` (seconds, UTC) when set, today otherwise.
+def build_epoch(environ: dict[str, str] | None = None) -> int:
+    """The time of the build in seconds since 1970 (UTC): ``SOURCE_DATE_EPOCH`` when set, else the start of
+    today. Whole days, so two renders of one spec on one day are byte-identical even without the variable.
 
     A malformed ``SOURCE_DATE_EPOCH`` raises ``ValueError`` naming the variable: silently using today
     would break the reproducibility the variable was set for.
@@ -70,12 +72,21 @@ def build_date(environ: dict[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     raw = env.get("SOURCE_DATE_EPOCH")
     if raw is None or raw.strip() == "":
-        return _dt.datetime.now(_dt.UTC).date().isoformat()
+        today = _dt.datetime.now(_dt.timezone.utc).date()
+        return int(_dt.datetime(today.year, today.month, today.day, tzinfo=_dt.timezone.utc).timestamp())
     try:
-        stamp = int(raw.strip())
+        return int(raw.strip())
     except ValueError:
         raise ValueError(f"SOURCE_DATE_EPOCH must be whole seconds since 1970, got {raw!r}") from None
-    return _dt.datetime.fromtimestamp(stamp, _dt.UTC).date().isoformat()
+
+
+def build_date(environ: dict[str, str] | None = None) -> str:
+    """The date of the build, ISO (``2026-01-01``), from ``build_epoch``."""
+    return iso_date(build_epoch(environ))
+
+
+def iso_date(epoch: int) -> str:
+    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).date().isoformat()
 
 
 def sha256_file(path: str | Path) -> str:
@@ -121,10 +132,12 @@ def collect(spec_path: str | Path, files: tuple[str, ...] | list[str], *, includ
     if Path(spec_path).resolve() not in {p.resolve() for p in paths}:
         paths.insert(0, Path(spec_path))
     hashes = tuple(FileHash(display_path(p, cwd), sha256_file(p)) for p in paths)
+    epoch = build_epoch(environ)
     return Provenance(
         spec_path=display_path(spec_path, cwd),
         files=hashes,
         git=git_state(paths) if include_git else git_note,
         version=__version__,
-        date=build_date(environ),
+        date=iso_date(epoch),
+        epoch=epoch,
     )

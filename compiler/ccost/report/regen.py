@@ -46,7 +46,7 @@ def regenerate(out_dir: Path, repo: Path = _REPO, formats: tuple[str, ...] = ("h
             paths = {k: Path(out_dir) / f"{spec.stem}.{k}" for k in formats}
             rev = review(spec, include_git=False, environ={"SOURCE_DATE_EPOCH": REGEN_EPOCH}, cwd=repo,
                          git_note=GIT_NOTE)
-            written += write_review(rev, paths, REGEN_EPOCH)
+            written += write_review(rev, paths)
     finally:
         os.chdir(old)
     return written

@@ -42,8 +42,9 @@ def render_html(view: ReportView, variant: str = "screen") -> str:
 def render_pdf(print_html: str, fetcher=None) -> bytes:
     """Render the print variant to PDF bytes; nothing is fetched but ``data:`` URIs.
 
-    ``fetcher`` defaults to a fresh ``DataOnlyFetcher``; tests pass a spy. Reproducible bytes need
-    ``SOURCE_DATE_EPOCH`` set in the environment (WeasyPrint reads it for the PDF dates).
+    ``fetcher`` defaults to a fresh ``DataOnlyFetcher``; tests pass a spy. The PDF's creation date is
+    the page's ``dcterms.created`` (the provenance date). The font subsets carry a timestamp that
+    fontTools takes from ``SOURCE_DATE_EPOCH`` (else the clock): ``write_review`` sets it.
     """
     import weasyprint
 

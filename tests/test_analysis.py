@@ -94,6 +94,24 @@ def test_array_mode_matches_float_mode_elementwise():
         assert ma.efficiency[i] == r.metrics.efficiency
 
 
+def test_array_mode_microbatches_with_kv_and_given_compute():
+    """t_mb (KV/M, F/M) and T_pipe agree bit for bit between array and float mode, KV cache or not."""
+    spec = _load("a3-multi-node.ccost")
+    layouts = [(pp, m) for pp in (1, 2) for m in (1, 3, 32)]
+    for base in (replace(spec.plans["tp8_pp2"], seq=4096), replace(spec.plans["tp8_pp2"], compute_time=0.02),
+                 replace(spec.plans["tp8_pp2"], phase="train", seq=4096, batch=64)):
+        static, x = lower.prepare(base, spec.policy)
+        xa = lower.with_arrays(x, pp=np.array([float(p) for p, _ in layouts]),
+                               M=np.array([float(m) for _, m in layouts]))
+        pa = lower.lower(static, xa)
+        ma = analysis.analyse(pa)
+        for i, (pp, m) in enumerate(layouts):
+            r = evaluate.evaluate_plan(replace(base, pp=pp, microbatches=m), spec.policy)
+            assert pa.compute.t_mb[i] == r.program.compute.t_mb, (pp, m)
+            assert ma.step[i] == r.metrics.step, (pp, m)
+            assert ma.latency[i] == r.metrics.latency
+
+
 def test_array_mode_auto_allreduce_and_moe():
     spec = _load("mixtral-ep.ccost")
     base = spec.plans["tp2_ep4"]

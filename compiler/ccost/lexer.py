@@ -31,7 +31,6 @@ class CcostLexer(RegexLexer):
     aliases = ["ccost"]
     filenames = ["*.ccost"]
     mimetypes = ["text/x-ccost"]
-    url = "https://github.com/ccost/ccost"
     version_added = ""
 
     tokens = {

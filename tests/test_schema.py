@@ -169,3 +169,10 @@ def test_check_path_does_not_import_heavy_libraries():
              "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_count_per_second_reads_as_per_second():
+    from ccost import units
+
+    # 32 tokens / 10.07 ms = 3,178 tokens/s; derivations print it as "3178/s", never "3178 1/s"
+    assert units.format_quantity(32 / 0.01007, units.RATE) == "3178/s"

@@ -23,6 +23,7 @@ INFORMATION: Dim = (("information", 1),)
 COMPUTE: Dim = (("compute", 1),)
 BANDWIDTH: Dim = (("information", 1), ("time", -1))
 FLOP_RATE: Dim = (("compute", 1), ("time", -1))
+RATE: Dim = (("time", -1),)  # a count per second (tokens/s)
 
 DIM_NAMES: dict[Dim, str] = {
     DIMENSIONLESS: "a plain number",
@@ -267,6 +268,8 @@ def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None
     if dim == FLOP_RATE:
         v, prefix = _pick(value, _DEC)
         return f"{_sig(v, digits)} {prefix}FLOP/s"
+    if dim == RATE:  # tokens/s, steps/s: the count is in the step's name, the unit is "per second"
+        return f"{_sig(value, digits)}/s"
     return f"{_sig(value, digits)} {unit_of_dim(dim)}"
 
 

@@ -20,6 +20,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ccost.report.view import ReportView
 
 FORMATS = ("html", "pdf", "yaml")
 
@@ -28,8 +32,8 @@ FORMATS = ("html", "pdf", "yaml")
 class Review:
     """Everything rendered for one spec, before it is written."""
 
-    view: object  # view.ReportView
-    document: dict
+    view: ReportView
+    document: dict  # results_document(...): what the YAML holds and every number comes from
 
 
 def output_paths(spec_path: str | Path, out: str | Path | None, fmt: str = "both",

@@ -614,3 +614,22 @@ def test_opening_comment_for_the_cover():
     assert opening_comment("#\n# After a blank comment line.\n") == "After a blank comment line."
     assert opening_comment("link x { alpha = 2 us }  # not a header") == ""
     assert opening_comment("# a\n# b\n# c\n# d\n# e\n") == "a b c d"  # at most four lines
+
+
+@pytest.mark.slow
+def test_committed_pdfs_match_their_specs():
+    """Each committed PDF is the review of the current spec: its cover carries the spec's SHA-256."""
+    import hashlib
+
+    import pypdf
+
+    from ccost.report.regen import example_specs
+
+    for spec in example_specs():
+        pdf = REPO / "reports" / f"{spec.stem}.pdf"
+        assert pdf.is_file(), f"{pdf.name} missing: run `python -m ccost.report.regen`"
+        reader = pypdf.PdfReader(str(pdf))
+        cover = reader.pages[0].extract_text()
+        digest = hashlib.sha256((REPO / spec).read_bytes()).hexdigest()
+        assert digest in cover.replace("\n", ""), f"{pdf.name} is stale: run `python -m ccost.report.regen`"
+        assert f"page {len(reader.pages)} of {len(reader.pages)}" in reader.pages[-1].extract_text()

@@ -90,7 +90,7 @@ def _warning_text(d) -> str:
 def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[str, list]:
     """Calibration plots of the measured links each plan uses (needs ``ccost.calibrate``; optional)."""
     try:
-        from ccost.calibrate import fit_for_link, plot_svg
+        from ccost.calibrate import fit_for_link, plot_svg, summary_lines
     except ImportError:
         return {}
     from ccost.diagnostics import CcostError
@@ -105,8 +105,11 @@ def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[st
         if fit is None:
             return Calibration(link.name, None, "measured, but its nccl-tests log was not found next to the "
                                                 "spec; no fit plot")
+        # The plot and the fit's quality (pieces, R², median and worst error, hold-out, busbw plateau)
+        # in calibrate's own sentences: the same numbers `ccost calibrate` prints in the link block.
+        quality = " ".join(summary_lines(fit))
         return Calibration(link.name, inline_svg(plot_svg(fit), f"calibration-{link.name}"),
-                           link.source or "measured")
+                           f"{link.source or 'measured'}. {quality}")
 
     out: dict[str, list] = {}
     cache: dict[str, Calibration] = {}

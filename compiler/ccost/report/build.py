@@ -146,10 +146,17 @@ COLLECTIVE_COLUMNS = (("kind", "collective"), ("purpose", "purpose"), ("algorith
                       ("latency_s", "latency"), ("bandwidth_s", "bandwidth"), ("time_s", "time each"))
 
 
+def _breakable(name: str) -> str:
+    """An identifier (``nvlink3_measured``, ``nvlink4+ib_ndr``) with a zero-width space after each ``_`` and
+    ``+``: a narrow table column may wrap it there instead of growing past the page."""
+    return name.replace("_", "_\u200b").replace("+", "+\u200b")
+
+
 def collectives_table(doc_plan: Mapping[str, Any]) -> V.Table:
     rows = []
     for c in doc_plan.get("collectives") or ():
-        rows.append(tuple(V.fmt_value(k, c.get(k)) for k, _ in COLLECTIVE_COLUMNS))
+        rows.append(tuple(_breakable(V.fmt_value(k, c.get(k))) if k == "link" else V.fmt_value(k, c.get(k))
+                          for k, _ in COLLECTIVE_COLUMNS))
     numeric = tuple(k in ("count", "group_size", "message_bytes", "hops", "volume_bytes", "latency_s",
                           "bandwidth_s", "time_s") for k, _ in COLLECTIVE_COLUMNS)
     return V.Table(tuple(h for _, h in COLLECTIVE_COLUMNS), tuple(rows), numeric, wide=True)

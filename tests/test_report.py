@@ -633,3 +633,42 @@ def test_committed_pdfs_match_their_specs():
         digest = hashlib.sha256((REPO / spec).read_bytes()).hexdigest()
         assert digest in cover.replace("\n", ""), f"{pdf.name} is stale: run `python -m ccost.report.regen`"
         assert f"page {len(reader.pages)} of {len(reader.pages)}" in reader.pages[-1].extract_text()
+
+
+def _boxes_past_right_margin(html: str) -> list[str]:
+    """Laid-out boxes of the PDF that end right of the page's content area (cut or in the margin)."""
+    import weasyprint
+
+    from ccost.report.fetcher import DataOnlyFetcher
+
+    def walk(box):
+        yield box
+        for child in getattr(box, "children", None) or ():
+            yield from walk(child)
+
+    out = []
+    document = weasyprint.HTML(string=html, url_fetcher=DataOnlyFetcher()).render()
+    for number, page in enumerate(document.pages, 1):
+        root = page._page_box
+        right = root.content_box_x() + root.width
+        for box in walk(root):
+            if box is not root and not type(box).__name__.startswith("Margin"):
+                over = box.position_x + box.margin_width() - right
+                if over > 0.5:
+                    out.append(f"page {number}: {getattr(box, 'element_tag', '?')} {over:.1f}px over")
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", [None, "b-collectives", "deepseek-v3-train"])
+def test_nothing_overflows_the_page(spec, a1_review, monkeypatch):
+    # The fixture, and the two examples with the widest tables (a long layout table, six collectives
+    # over two kinds of link): every box stays inside the A4 content area.
+    from ccost.report import review
+
+    if spec is None:
+        rev = a1_review()
+    else:
+        monkeypatch.chdir(REPO)
+        rev = review(Path(f"specs/{spec}.ccost"), include_git=False, cwd=REPO)
+    assert _boxes_past_right_margin(render(rev, "print")) == []

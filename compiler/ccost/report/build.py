@@ -100,16 +100,18 @@ def build_inputs(spec: S.Spec, plan_names: Sequence[str]) -> V.InputsSection:
                f"{m.weights} / {m.activations} / {m.kv_cache}",
                (f"{m.experts} experts, top-{m.top_k}" if m.is_moe else "—")) for m in models.values()),
         (False, True, True, True, True, True, False, False), wide=True)))
+    given = any(p.compute_time is not None for p in plans)  # a column only when some plan sets it
     tables.append(("Plans: layouts", V.Table(
         ("plan", "model / cluster", "phase", "batch", "seq", "tp·pp·ep·dp", "micro-batches", "AllReduce",
-         "cross-node", "overlap"),
+         "cross-node", "overlap", *(("compute time given",) if given else ())),
         tuple((p.name, f"{p.model.name if p.model else '—'} / {p.cluster.name if p.cluster else '—'}",
                p.phase, f"{p.batch:,}", f"{p.seq:,}" if p.seq else "—",
                f"{p.tp}·{p.pp}·{p.ep}·{p.dp}" + (" (FSDP)" if p.fsdp else ""), f"{p.microbatches}",
-               p.allreduce, getattr(p, "cross_node", "auto"), units.format_percent(p.overlap)
-               + (f"; compute_time = {_q(p.compute_time, T)}" if p.compute_time is not None else ""))
+               p.allreduce, getattr(p, "cross_node", "auto"), units.format_percent(p.overlap),
+               *((_q(p.compute_time, T),) if given else ()))
               for p in plans),
-        (False, False, False, True, True, True, True, False, False, True), wide=True)))
+        (False, False, False, True, True, True, True, False, False, True, *((True,) if given else ())),
+        wide=True)))
     return V.InputsSection(tuple((h, t) for h, t in tables if t.rows))
 
 

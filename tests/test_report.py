@@ -667,8 +667,20 @@ def test_nothing_overflows_the_page(spec, a1_review, monkeypatch):
     from ccost.report import review
 
     if spec is None:
-        rev = a1_review()
+        # with a URL for a source and a title that is one long word: they must wrap, not widen tables
+        url = "measured: https://example.invalid/" + "a-long-path-segment/" * 6 + "log.txt"
+        rev = a1_review(spec=a1_spec(title="NVLink" * 14, source=url))
     else:
         monkeypatch.chdir(REPO)
         rev = review(Path(f"specs/{spec}.ccost"), include_git=False, cwd=REPO)
     assert _boxes_past_right_margin(render(rev, "print")) == []
+
+
+def test_soft_wrap_breaks_only_long_words():
+    from ccost.report.render import soft_wrap
+
+    zw = "\u200b"
+    assert soft_wrap("nvlink4 — NVLink 4 through NVSwitch") == "nvlink4 — NVLink 4 through NVSwitch"
+    assert soft_wrap("see https://example.invalid/a/b") == f"see https:{zw}/{zw}/{zw}example.{zw}invalid/{zw}a/{zw}b"
+    assert soft_wrap("x" * 50) == "x" * 24 + zw + "x" * 24 + zw + "xx"
+    assert soft_wrap("<script>alert(1)</script>").replace(zw, "") == "<script>alert(1)</script>"

@@ -8,6 +8,7 @@ both of which escape the text they carry.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import jinja2
@@ -18,8 +19,31 @@ from ccost.resources import resource_dir
 VARIANTS = ("screen", "print")
 
 
+_BREAK_AFTER = re.compile(r"([/\-_.:+=&?,])")
+
+
+def soft_wrap(text: object, longest: int = 24) -> str:
+    """``text`` with zero-width spaces inside every word longer than ``longest`` characters (a URL in a
+    ``source``, a long identifier): after its punctuation, and every ``longest`` characters of a run
+    without any, so a table column can wrap it instead of growing past the page. Short words are kept."""
+    def soften(word: str) -> str:
+        if len(word) <= longest:
+            return word
+        parts = _BREAK_AFTER.sub("\\1\u200b", word).split("\u200b")
+        return "\u200b".join("\u200b".join(p[i:i + longest] for i in range(0, len(p), longest)) or p
+                              for p in parts)
+
+    return " ".join(soften(w) for w in str(text).split(" "))
+
+
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
+    env = _environment()
+    env.filters["soft"] = soft_wrap
+    return env
+
+
+def _environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(resource_dir("templates"))),
         autoescape=True,

@@ -21,17 +21,6 @@ def _load(name: str):
     return spec
 
 
-def _load_or_skip(name: str):
-    """Every example spec, as it is in the tree; one that does not check is test_check's failure to report
-    (a spec being written by someone else right now), not this module's."""
-    from ccost.diagnostics import CcostError
-
-    try:
-        return _load(name)
-    except CcostError as exc:
-        pytest.skip(f"{name} does not check: {exc}")
-
-
 def _plans(spec):
     return [n for n in (spec.local_plans or spec.plans)]
 
@@ -50,7 +39,7 @@ def _metric_values(program, metrics) -> dict[str, object]:
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_float_and_derivation_modes_are_bit_identical(name):
-    spec = _load_or_skip(name)
+    spec = _load(name)
     for pname in _plans(spec):
         plan = spec.plans[pname]
         pf = lower.lower_plan(plan, spec.policy)
@@ -67,7 +56,7 @@ def test_float_and_derivation_modes_are_bit_identical(name):
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_explain_values_equal_eval(name):
-    spec = _load_or_skip(name)
+    spec = _load(name)
     results = evaluate.evaluate(spec)
     for pname, r in results.plans.items():
         steps = {s.name: s.value for s in evaluate.explain(spec, pname)}

@@ -258,7 +258,8 @@ def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
             "gpus": d["gpus"], "step_time_s": d["step_time_s"], "latency_s": d["latency_s"],
             "speedup": d["speedup"],
             "efficiency": d["efficiency"], "overhead": d["overhead"], "compute_time_s": d["compute_time_s"],
-            "comm_time_s": d["comm_time_s"], "throughput_tokens_s": d["throughput_tokens_s"],
+            "comm_time_s": d["comm_time_s"], "latency_term_s": d["latency_term_s"],
+            "bandwidth_term_s": d["bandwidth_term_s"], "throughput_tokens_s": d["throughput_tokens_s"],
             "memory_bytes_per_gpu": d["memory_bytes_per_gpu"], "fits_memory": d["fits_memory"],
         })
         points.append(point)

@@ -369,13 +369,6 @@ def sweep_figures(name: str, s: Mapping[str, Any], field: str, points: Sequence[
         out.append(V.Figure(svg, f"Step time of sweep {name} against {field}, split into compute, the "
                                  "latency term and the bandwidth term of communication (stacked); the line "
                                  "is the step time (compute + exposed communication)."))
-    elif all(p.get(k) is not None for p in points for k in ("compute_time_s", "comm_time_s")):
-        # The document's sweep points carry T_comm but not its latency/bandwidth split: stack what it has.
-        svg = charts.sweep_time_chart(xs, field, [p["compute_time_s"] for p in points],
-                                      [("communication T_comm", [p["comm_time_s"] for p in points])],
-                                      step, f"{name}: step time by term")
-        out.append(V.Figure(svg, f"Step time of sweep {name} against {field}: compute and communication "
-                                 "(stacked); the line is the step time (compute + exposed communication)."))
     if all(p.get("efficiency") is not None for p in points):
         thresholds = []
         policy_min = policy.min_efficiency if policy is not None else None

@@ -286,8 +286,8 @@ def continuous_optimum(sw: S.Sweep) -> float | None:
         return None
     if not (cluster.intra_node.alpha > 0 and cluster.gpu.hbm_bandwidth > 0 and model.layers > 0):
         return None
-    w = model.total_weight_bytes
-    n = w * math.log(2) / (2 * cluster.intra_node.alpha * 2 * model.layers * cluster.gpu.hbm_bandwidth)
+    n = costs.tp_continuous_optimum(model.total_weight_bytes, cluster.gpu.hbm_bandwidth, cluster.intra_node.alpha,
+                                    2, model.layers)  # c = 2 AllReduces per layer in decode
     return n if math.isfinite(n) else None
 
 

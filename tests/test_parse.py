@@ -499,3 +499,17 @@ def test_keyword_prefixes_are_names_and_typos_get_a_suggestion():
     assert d.message.endswith("found `planner`") and d.help == "did you mean `plan`?"
     f = parse("link extender { importance = trueish }", "k.ccost")
     assert f.blocks[0].name == "extender" and f.blocks[0].members[0].value.name == "trueish"
+
+
+def test_parser_builds_without_a_cache(monkeypatch, tmp_path):
+    """The LALR tables built from scratch, as on a fresh machine: a cached table file once hid a missing
+    dependency (lark's strict mode needs interegular) from CI."""
+    import ccost.syntax.parse as P
+
+    monkeypatch.setenv("CCOST_NO_CACHE", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(P, "_PARSER", None)
+    assert P._cache_path("x") is False
+    tree = P.parse('link l { alpha = 2 us; bandwidth = 450 GB/s }\n', "fresh.ccost")
+    assert len(tree.items) == 1
+    assert not any(tmp_path.iterdir()), "nothing may be written to the cache folder with the cache off"

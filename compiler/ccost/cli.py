@@ -25,6 +25,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "diff": ("ccost.commands.diff", "what a change to a spec did to its inputs and results"),
     "calibrate": ("ccost.commands.calibrate", "fit alpha and bandwidth from nccl-tests logs"),
     "schema": ("ccost.commands.schema", "print the language reference generated from the schema"),
+    "import": ("ccost.commands.import_hf", "print a model block from a Hugging Face config.json"),
 }
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 70

@@ -84,6 +84,8 @@ CODES: dict[str, str] = {
     "E503": "formatting would change the meaning of the spec",
     "E504": "design review cannot be rendered or written",
     "W501": "calibration log: rows not fitted, or counts that disagree",
+    "E510": "a Hugging Face config.json cannot be read or does not describe a model",
+    "W510": "config.json's parameter count disagrees with the checkpoint's size",
     "W301": "tensor-parallel group leaves the NVLink domain",
     "W302": "tensor parallelism does not divide kv_heads",
     "W303": "pipeline parallelism does not divide layers",

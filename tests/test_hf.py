@@ -52,7 +52,8 @@ def test_exact_totals_from_independent_sources():
 def test_moe_active_parameters_and_deepseek_mtp_module():
     mixtral = _load("Mixtral-8x7B-v0.1")
     assert abs(mixtral.active_params / 12.9e9 - 1) < 0.01  # Mistral: 12.9B active ("13B")
-    assert mixtral.fields["experts"] == 8 and mixtral.fields["top_k"] == 2 and mixtral.fields["moe_layers"] == 32
+    f = mixtral.fields
+    assert (f["experts"], f["top_k"], f["moe_layers"]) == (8, 2, 32)
     ds = _load("DeepSeek-V3")
     f = ds.fields
     assert (f["experts"], f["top_k"], f["shared_experts"], f["expert_ffn"]) == (256, 8, 1, 2048)

@@ -86,6 +86,8 @@ CODES: dict[str, str] = {
     "W501": "calibration log: rows not fitted, or counts that disagree",
     "E510": "a Hugging Face config.json cannot be read or does not describe a model",
     "W510": "config.json's parameter count disagrees with the checkpoint's size",
+    "E511": "`ccost init`: the file to write already exists or cannot be written",
+    "E512": "an optional part of ccost is not installed (`pip install 'ccost[lsp]'`)",
     "W301": "tensor-parallel group leaves the NVLink domain",
     "W302": "tensor parallelism does not divide kv_heads",
     "W303": "pipeline parallelism does not divide layers",

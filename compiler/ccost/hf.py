@@ -15,8 +15,9 @@ The parameter count is a sum over the tensors the architecture has, written out 
 
 * **attention**, GQA (Llama, Mistral, Mixtral, Qwen2): ``q`` d×H·hd, ``k`` and ``v`` d×KV·hd, ``o`` H·hd×d,
   with biases on q/k/v for Qwen2 (``qkv_bias``) and on all four for Llama's ``attention_bias``;
-  **MLA** (DeepSeek-V2/V3): ``q_a`` d×q_lora, its RMSNorm, ``q_b`` q_lora×H·(nope+rope) (or one ``q`` d×H·(nope+rope)
-  without ``q_lora_rank``), ``kv_a`` d×(kv_lora+rope), its RMSNorm, ``kv_b`` kv_lora×H·(nope+v), ``o`` H·v×d;
+  **MLA** (DeepSeek-V2/V3): ``q_a`` d×q_lora, its RMSNorm, ``q_b`` q_lora×H·(nope+rope) (or one ``q``
+  d×H·(nope+rope) without ``q_lora_rank``), ``kv_a`` d×(kv_lora+rope), its RMSNorm,
+  ``kv_b`` kv_lora×H·(nope+v), ``o`` H·v×d;
 * **MLP**: SwiGLU, three matrices (gate, up, down) of d×ffn; an MoE layer has ``experts`` routed and
   ``shared_experts`` always-active experts of d×expert_ffn each, and a router d×experts (plus its
   correction bias for DeepSeek-V3's ``noaux_tc``); DeepSeek's first ``first_k_dense_replace`` layers are
@@ -163,8 +164,10 @@ def _int(cfg: dict, keys: tuple[str, ...], what: str, required: bool = True, min
             raise HfError(f"config.json has no `{keys[0]}` ({what})",
                           "is this the config.json of a transformer language model?")
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
-        raise HfError(f"config.json: `{keys[0]}` should be a whole number ({what}); it is {json.dumps(v)[:40]}")
+    whole = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+    if isinstance(v, bool) or not whole:
+        raise HfError(f"config.json: `{keys[0]}` should be a whole number ({what}); "
+                      f"it is {json.dumps(v)[:40]}")
     v = int(v)
     if v < minimum or v > 1 << 40:
         raise HfError(f"config.json: `{keys[0]}` = {v} is out of range for {what}")
@@ -220,7 +223,8 @@ def imported(cfg: dict) -> Imported:
                  required=False, minimum=0) if E else None
     shared = _int(cfg, ("n_shared_experts", "num_shared_experts"), "shared experts", required=False,
                   minimum=0) or 0 if E else 0
-    expert_ffn = _int(cfg, ("moe_intermediate_size",), "the FFN size of one expert", required=False) if E else None
+    expert_ffn = (_int(cfg, ("moe_intermediate_size",), "the FFN size of one expert", required=False)
+                  if E else None)
     shared_ffn = _int(cfg, ("shared_expert_intermediate_size",), "the FFN size of the shared expert",
                       required=False) if E else None
     dense_first = _int(cfg, ("first_k_dense_replace",), "dense layers before the MoE layers", required=False,
@@ -247,7 +251,8 @@ def imported(cfg: dict) -> Imported:
         raise HfError("config.json has no `intermediate_size` (the feed-forward size)",
                       "is this the config.json of a transformer language model?")
     if E and top_k is None:
-        raise HfError("config.json has experts but no `num_experts_per_tok` (experts each token is routed to)")
+        raise HfError("config.json has experts but no `num_experts_per_tok` "
+                      "(experts each token is routed to)")
     efn = expert_ffn or ffn
     assert efn is not None
 
@@ -295,7 +300,8 @@ def imported(cfg: dict) -> Imported:
     active = None
     if E:
         active_layer = (top_k or 0) * mlp(efn) + shared_p + router
-        active = emb + head + L * (attn + norms) + dense_layers * mlp(dense_ffn) + moe_layers * active_layer + d
+        active = (emb + head + L * (attn + norms) + dense_layers * mlp(dense_ffn)
+                  + moe_layers * active_layer + d)
 
     mtp_params = 0
     if mtp:
@@ -400,7 +406,8 @@ def check_index(model: Imported, index_path: str, torch_dtype: str | None = None
     total = meta.get("total_size") if isinstance(meta, dict) else None
     if isinstance(total, str) and total.isdigit():
         total = int(total)
-    if isinstance(total, bool) or not isinstance(total, (int, float)) or not math.isfinite(total) or total <= 0:
+    number = isinstance(total, (int, float)) and not isinstance(total, bool)
+    if not number or not math.isfinite(total) or total <= 0:
         return None
     expected, dtype, n = expected_bytes(model, _DTYPES.get(str(torch_dtype)) if torch_dtype else None)
     return IndexCheck(int(total), expected, dtype, n)

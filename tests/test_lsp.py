@@ -270,3 +270,12 @@ def test_vscode_extension_starts_ccost_lsp_with_the_generated_grammar():
     from ccost.cli import VERBS
 
     assert "lsp" in VERBS
+
+
+def test_without_pygls_ccost_lsp_says_how_to_install_it(monkeypatch, capsys):
+    from ccost.cli import main
+
+    monkeypatch.setitem(sys.modules, "pygls", None)  # as if the extra were not installed
+    assert main(["lsp"]) == 2
+    err = capsys.readouterr().err
+    assert "E512" in err and "pip install 'ccost[lsp]'" in err

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-HEAVY = ("pint", "numpy", "jinja2", "weasyprint", "matplotlib", "yaml")
+HEAVY = ("pint", "numpy", "jinja2", "weasyprint", "matplotlib", "yaml", "pygls", "lsprotocol", "argcomplete")
 
 
 # As a user runs it: with compiled bytecode (some sandboxes set PYTHONDONTWRITEBYTECODE; a first, untimed

@@ -466,8 +466,54 @@ class _Checker:
         own: dict[str, tuple[T.Member, _Block]] = {}
         for m in b.node.members:
             own.setdefault(m.name, (m, b))
+        if b.kind is not None and b.kind.name == "model" and "config" in own:
+            merged.update(self._config_members(b, own["config"][0]))  # written fields override the config
         merged.update(own)
         return merged
+
+    def _config_members(self, b: _Block, m: T.Member) -> dict[str, tuple[T.Member, _Block]]:
+        """``config = "hf/config.json"`` in a model: the fields the Hugging Face config gives (``ccost.hf``),
+        as members placed at the string, so a wrong value points there. Read like an import: relative to
+        the file, inside its project, a bounded regular file; E510 when it cannot be read or understood."""
+        from ccost import hf
+
+        e = _unparen(m.value)
+        if not isinstance(e, T.String):
+            return {}  # the field's own check reports the wrong type
+        # If the config fails, its error is the one to fix: no "missing `layers`" on top of it.
+        assert b.kind is not None
+        self.misspelled.update((id(b), f.name) for f in b.kind.fields)
+        shown = os.path.normpath(os.path.join(os.path.dirname(b.file.display), e.value))
+        real = os.path.normpath(os.path.join(os.path.dirname(b.file.real), e.value))
+        try:
+            if self.read is _default_reader:
+                cfg = hf.load_config(real, hf.project_root(b.file.real), shown)
+            else:  # `ccost diff` reads the config from the same git revision as the spec
+                cfg = hf.parse_json(self.read(real), shown)
+            got = hf.imported(cfg)
+        except hf.HfError as exc:
+            self.add(error("E510", f"model `{b.name}`: {exc.message}", e.span, help=exc.help))
+            return {}
+        except FileNotFoundError:
+            self.add(error("E510", f"model `{b.name}`: {shown}: no such file", e.span,
+                           help="the path is relative to the spec"))
+            return {}
+        except CcostError as exc:
+            self.diags.extend(Diagnostic(d.code, d.severity, d.message, d.span or e.span, d.help, d.notes)
+                              for d in exc.diagnostics)
+            return {}
+        self.misspelled.difference_update((id(b), f.name) for f in b.kind.fields)
+        values = dict(got.fields, source=f"config.json: {shown}")
+        out: dict[str, tuple[T.Member, _Block]] = {}
+        for name, v in values.items():
+            if isinstance(v, bool):
+                expr: T.Expr = T.Bool(v, e.span)
+            elif isinstance(v, str):
+                expr = T.String(v, e.span) if name == "source" else T.Ref(v, None, e.span)
+            else:
+                expr = T.Number(value=float(v), text=str(v), unit=None, span=e.span)
+            out[name] = (T.Member(name, expr, e.span, m.name_span), b)
+        return out
 
     def _field(self, b: _Block, name: str) -> SC.Field | None:
         assert b.kind is not None

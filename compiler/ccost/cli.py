@@ -25,6 +25,9 @@ VERBS: dict[str, tuple[str, str]] = {
     "diff": ("ccost.commands.diff", "what a change to a spec did to its inputs and results"),
     "calibrate": ("ccost.commands.calibrate", "fit alpha and bandwidth from nccl-tests logs"),
     "schema": ("ccost.commands.schema", "print the language reference generated from the schema"),
+    "import": ("ccost.commands.import_hf", "print a model block from a Hugging Face config.json"),
+    "init": ("ccost.commands.init", "write a starter spec for a bundled model and cluster"),
+    "lsp": ("ccost.commands.lsp", "the language server for editors (stdio; `pip install 'ccost[lsp]'`)"),
 }
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 70
@@ -54,7 +57,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def complete(output_stream=None) -> int:
+    """Shell completion through argcomplete (``pip install 'ccost[completion]'``; docs/editors.md shows the
+    one line each of bash, zsh and fish needs). Runs only when the shell asks (``_ARGCOMPLETE`` is set), so
+    no other command imports argcomplete; every verb's options are loaded here, and SPEC arguments
+    complete to .ccost files and folders."""
+    try:
+        import argcomplete
+        from argcomplete.completers import FilesCompleter
+    except ImportError:  # completion not installed: offer nothing rather than fail in the shell
+        return EXIT_OK
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    specs = FilesCompleter(allowednames=("ccost",), directories=True)
+    for verb, sub in subparsers.choices.items():
+        importlib.import_module(VERBS[verb][0]).add_arguments(sub)
+        for action in sub._actions:
+            if action.metavar == "SPEC":
+                action.completer = specs  # type: ignore[attr-defined]
+    argcomplete.autocomplete(parser, output_stream=output_stream)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and "_ARGCOMPLETE" in os.environ:
+        return complete()
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     # Two-phase parsing: find the verb, then let its module add its own options.

@@ -359,6 +359,29 @@ register(BlockKind(
         Field("kv_cache", DTYPE, "dtype of the KV cache", "fp8", default="bf16"),
         Field("grads", DTYPE, "dtype of gradients (training)", "bf16", default="bf16"),
         Field("source", STRING, "where the numbers came from", '"config.json on Hugging Face"'),
+        # Read from a Hugging Face config.json (`config`, `ccost import hf`). Informational today: the cost
+        # model reads none of the fields below; they record the shape for reviews and later models.
+        Field("config", STRING, "a Hugging Face `config.json` to take the shape and parameter count from, "
+              "relative to this file and inside its project; fields written in the block override it "
+              "(`ccost import hf` prints what it gives)", '"hf/Llama-3.1-8B/config.json"'),
+        _count("head_dim", "size of one attention head, when it is not `hidden` / `heads`", "128"),
+        Field("qkv_bias", BOOL, "the q, k and v projections have biases (Qwen2); counted in `params`",
+              "true", default=False),
+        Field("tied_embeddings", BOOL, "the LM head shares the input embedding matrix (counted once in "
+              "`params`)", "true", default=False),
+        _count("expert_ffn", "MoE: inner size of one expert's FFN, when it differs from `ffn` "
+               "(DeepSeek's `moe_intermediate_size`)", "2048"),
+        Field("shared_experts", INT, "MoE: experts every token passes through besides its `top_k` routed ones",
+              "1", minimum=0, maximum=MAX_DEGREE),
+        Field("dense_layers", INT, "MoE: layers with a dense FFN instead of experts (DeepSeek's "
+              "`first_k_dense_replace`)", "3", minimum=0, maximum=MAX_DEGREE),
+        _count("q_lora_rank", "MLA: rank of the compressed query", "1536"),
+        _count("kv_lora_rank", "MLA: rank of the key/value latent the KV cache holds per token", "512"),
+        _count("qk_nope_head_dim", "MLA: per-head query/key size without RoPE", "128"),
+        _count("qk_rope_head_dim", "MLA: per-head RoPE size (its key part is cached beside the latent)", "64"),
+        _count("v_head_dim", "MLA: per-head value size", "128"),
+        Field("mtp_layers", INT, "multi-token-prediction modules in the checkpoint, not counted in `params` "
+              "(DeepSeek-V3's `num_nextn_predict_layers`)", "1", minimum=0, maximum=MAX_DEGREE),
     ),
     "models", _entity(S.Model),
     'model llama3_70b "Llama-3-70B" {\n  layers = 80; hidden = 8192; heads = 64; kv_heads = 8\n'

@@ -116,6 +116,20 @@ class Model(Entity):
     kv_cache: str = "bf16"
     grads: str = "bf16"
     source: str | None = None
+    # From a Hugging Face config.json (ccost.hf); informational: the cost model reads none of them yet.
+    config: str | None = None
+    head_dim: int | None = None
+    qkv_bias: bool = False
+    tied_embeddings: bool = False
+    expert_ffn: int | None = None
+    shared_experts: int | None = None
+    dense_layers: int | None = None
+    q_lora_rank: int | None = None  # MLA
+    kv_lora_rank: int | None = None
+    qk_nope_head_dim: int | None = None
+    qk_rope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    mtp_layers: int | None = None
 
     @property
     def is_moe(self) -> bool:

@@ -1,0 +1,167 @@
+"""``ccost init [PATH] --model NAME --cluster NAME``: write a starter spec for a bundled model and cluster.
+
+The spec imports the bundled library, defines one plan (tensor parallelism inside a node, pipeline stages
+across nodes until the weights fit), a sweep over the batch size and the default policy, then the command
+prints what to run next. An existing file is never overwritten (the file is created exclusively, so two
+runs racing cannot clobber each other either). ``--list`` prints the bundled models and clusters.
+
+Exit 0, or 2 for an unknown name or a file that already exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+HELP = "write a starter spec for a bundled model and cluster"
+
+DEFAULT_MODEL, DEFAULT_CLUSTER = "llama3_70b", "hgx_h100"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", nargs="?", default="plan.ccost", metavar="PATH",
+                        help="the spec to write (default: plan.ccost); never overwritten")
+    model = parser.add_argument("--model", default=DEFAULT_MODEL,
+                                help=f"a model of the bundled library (default: {DEFAULT_MODEL}; see --list)")
+    cluster = parser.add_argument("--cluster", default=DEFAULT_CLUSTER,
+                                  help=f"a cluster of the bundled library (default: {DEFAULT_CLUSTER}; "
+                                  "see --list)")
+    # shell completion (argcomplete) offers the bundled names; argparse ignores the attribute
+    model.completer = lambda **_: names_of("model")  # type: ignore[attr-defined]
+    cluster.completer = lambda **_: names_of("cluster")  # type: ignore[attr-defined]
+    parser.add_argument("--phase", choices=("decode", "prefill", "train"), default="decode",
+                        help="the workload (default: decode)")
+    parser.add_argument("--list", action="store_true",
+                        help="list the bundled models and clusters, write nothing")
+
+
+def bundled():
+    """The bundled library, checked: (models, clusters) by name."""
+    from ccost.check import check_text
+
+    result = check_text('import "std/models.ccost"\nimport "std/clusters.ccost"\n', "<bundled>")
+    if result.spec is None:  # the library is ccost's own: this is a bug, not a user error
+        raise RuntimeError("the bundled std library does not check: "
+                           + "; ".join(d.message for d in result.errors))
+    return result.spec.models, result.spec.clusters
+
+
+def names_of(kind: str) -> list[str]:
+    """Bundled model or cluster names, for --list and shell completion."""
+    models, clusters = bundled()
+    return list(models if kind == "model" else clusters)
+
+
+def _pick(name: str, table, what: str):
+    from difflib import get_close_matches
+
+    from ccost.diagnostics import CcostError, error
+
+    if name in table:
+        return table[name]
+    close = get_close_matches(name, list(table), n=1)
+    raise CcostError(error("E101", f"no bundled {what} named `{name}`", None,
+                           (f"did you mean `{close[0]}`? " if close else "")
+                           + f"the bundled {what}s: " + ", ".join(table)))
+
+
+def layout(model, cluster, max_memory: float = 0.9) -> tuple[int, int, str]:
+    """(tp, pp, why): TP over the node's fast domain, as far as it divides the KV heads; PP across nodes,
+    doubling until the weights fit the policy's share of GPU memory (or the cluster runs out)."""
+    limit = min(cluster.gpus_per_node, cluster.domain)
+    tp = 1
+    while tp * 2 <= limit and (not model.kv_heads or model.kv_heads % (tp * 2) == 0):
+        tp *= 2
+    pp = 1
+    weights = model.total_weight_bytes
+    budget = cluster.gpu.memory * max_memory
+    while weights / (tp * pp) > budget and tp * pp * 2 <= cluster.gpus and model.layers % (pp * 2) == 0:
+        pp *= 2
+    fits = weights / (tp * pp) <= budget
+    why = (f"tp = {tp}: the largest power of two within a node's NVLink domain that divides kv_heads; "
+           + (f"pp = {pp}: the weights ({weights / 1e9:.0f} GB) need {tp * pp} GPUs at "
+              f"{max_memory:.0%} of {cluster.gpu.memory / 1e9:.0f} GB" if pp > 1 else
+              f"the weights ({weights / 1e9:.0f} GB) fit {tp} GPUs")
+           + ("" if fits else " — they do NOT fit this cluster: pick a larger one (ccost check warns W401)"))
+    return tp, pp, why
+
+
+def starter(model, cluster, phase: str) -> str:
+    tp, pp, why = layout(model, cluster)
+    batch = {"decode": 32, "prefill": 1, "train": 8}[phase]
+    plan = f"{phase}_tp{tp}" + (f"_pp{pp}" if pp > 1 else "")
+    title = f"{model.label} {phase} on {cluster.label}".replace('"', "'")
+    seq_doc = {"decode": "context length: KV-cache reads and memory", "prefill": "prompt tokens",
+               "train": "sequence length"}[phase]
+    lines = [
+        f"# A starter capacity plan written by `ccost init`: {model.label} on {cluster.label}.",
+        "# Edit the plan, then run `ccost check` / `ccost eval` / `ccost report` on this file.",
+        "# The language: docs/language.md (or `ccost schema`); the bundled library: specs/std/.",
+        "",
+        'import "std/gpus.ccost"',
+        'import "std/links.ccost"',
+        'import "std/clusters.ccost"',
+        'import "std/models.ccost"',
+        "",
+        f"# {why}",
+        f'plan {plan} "{title}" {{',
+        f"  model   = {model.name}",
+        f"  cluster = {cluster.name}",
+        f"  phase   = {phase}",
+        f"  batch   = {batch}          # sequences in flight per replica",
+        f"  seq     = 4096        # {seq_doc}",
+        f"  tp      = {tp}",
+    ]
+    if pp > 1:
+        lines.append(f"  pp      = {pp}")
+        if phase == "train":
+            lines.append(f"  microbatches = {4 * pp}")
+    lines += [
+        "}",
+        "",
+        'sweep batch_sizes "How does the batch size move step time and throughput?" {',
+        f"  base  = {plan}",
+        "  batch = [1, 8, 32, 128]",
+        "}",
+        "",
+        "policy { max_overhead = 30 %; min_efficiency = 70 %; max_memory = 90 % }",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from ccost.diagnostics import CcostError, error
+
+    models, clusters = bundled()
+    if args.list:
+        print("models:   " + ", ".join(models))
+        print("clusters: " + ", ".join(clusters))
+        return 0
+    model = _pick(args.model, models, "model")
+    cluster = _pick(args.cluster, clusters, "cluster")
+    text = starter(model, cluster, args.phase)
+    from ccost.fmt import format_text
+
+    text = format_text(text, args.path)
+    path = args.path
+    if os.path.isdir(path):
+        raise CcostError(error("E511", f"{path} is a folder", None,
+                               f"name the file to write, like {os.path.join(path, 'plan.ccost')}"))
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise CcostError(error("E511", f"{path} already exists: ccost init never overwrites a file", None,
+                               "name a new file: `ccost init specs/new-plan.ccost`")) from None
+    except OSError as exc:
+        raise CcostError(error("E511", f"cannot write {path}: {exc.strerror or exc}", None,
+                               "check that the folder exists and is writable")) from None
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    print(f"wrote {path}: {model.label} on {cluster.label}, {args.phase}")
+    print("next:")
+    stem = os.path.splitext(os.path.basename(path))[0]
+    print(f"  ccost report {path}    # the design review: reports/{stem}.html and .pdf")
+    print(f"  ccost eval {path}      # the numbers, in the terminal")
+    sys.stdout.flush()
+    return 0

@@ -1,4 +1,4 @@
-"""ccost.costs: the α-β core against the notes' worked examples (conformance/seed-examples.md), with the
+"""ccost.costs: the α-β core against the worked examples of the reference notes (docs/examples.md), with the
 hand arithmetic written out, plus properties that hold for every collective in every mode."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ IB = LinkParams(3e-6, 50e9, None, "IB")
 # ---------------------------------------------------------------------------------------------------
 # Seed 000 ("Communication Cost Analysis")
 
-def test_seed000_ddp_gradient_allreduce():
+def test_analysis_note_ddp_gradient_allreduce():
     c = costs.ring_allreduce(8, 14e9, 5e-6, 450e9)
     # hops 2·(8−1) = 14 → latency 14 × 5 µs = 70 µs
     assert c.hops == 14
@@ -38,7 +38,7 @@ def test_seed000_ddp_gradient_allreduce():
     assert c.time == pytest.approx(54.51 * MS, **NOTES)
 
 
-def test_seed000_fsdp_allgather_and_its_share_of_a_layer():
+def test_analysis_note_fsdp_allgather_and_its_share_of_a_layer():
     c = costs.allgather(8, 1.75e9, 5e-6, 450e9)
     # 7 × 5 µs = 35 µs; 7/8 × 1.75 GB = 1.53125 GB / 450 GB/s = 3.4028 ms → 3.4378 ms
     assert c.time == pytest.approx(35e-6 + 1.53125e9 / 450e9, rel=1e-12)
@@ -47,7 +47,7 @@ def test_seed000_fsdp_allgather_and_its_share_of_a_layer():
     assert costs.overhead(c.time, 10 * MS) == pytest.approx(0.344, **NOTES)
 
 
-def test_seed000_moe_alltoall():
+def test_analysis_note_moe_alltoall():
     m = 4096 * 7168 * 2  # 58,720,256 B = 58.7 MB per GPU
     assert m == 58_720_256
     c = costs.alltoall(32, m, 5e-6, 450e9)
@@ -59,12 +59,12 @@ def test_seed000_moe_alltoall():
     assert costs.scaled(c, 2 * 61).time == pytest.approx(34.33 * MS, **NOTES)
 
 
-def test_seed000_crossover():
+def test_analysis_note_crossover():
     # 5 µs × 450 GB/s = 2.25 MB
     assert costs.crossover(5e-6, 450e9) == pytest.approx(2.25e6, rel=1e-12)
 
 
-def test_seed000_flat_ring_over_eight_nodes_waits_on_infiniband():
+def test_analysis_note_flat_ring_over_eight_nodes_waits_on_infiniband():
     inter = LinkParams(5e-6, 50e9)
     g = group_cost("allreduce", "ring", 64, 14e9, 8, LinkParams(5e-6, 450e9), inter, cross_node="flat")
     # 2·63/64 × 14 GB = 27.5625 GB over 50 GB/s = 551.25 ms
@@ -81,12 +81,12 @@ def test_seed000_flat_ring_over_eight_nodes_waits_on_infiniband():
     (100, 30, 0.8, 100 / 106),   # FSDP, good prefetch: 100 / (100 + 30·0.2) = 94.3 %
     (100, 200, 0.0, 100 / 300),  # TP across InfiniBand: 100 / (100 + 200) = 33.3 %
 ])
-def test_seed000_scaling_efficiency_table(compute, comm, overlap, eta):
+def test_analysis_note_scaling_efficiency_table(compute, comm, overlap, eta):
     got = costs.efficiency_eta(compute * MS, comm * MS, overlap)
     assert got == pytest.approx(eta, rel=1e-12)
 
 
-def test_seed000_table_percentages():
+def test_analysis_note_table_percentages():
     assert costs.efficiency_eta(100 * MS, 50 * MS, 0.9) == pytest.approx(0.952, **NOTES)
     assert costs.efficiency_eta(20 * MS, 50 * MS, 0.4) == pytest.approx(0.400, **NOTES)
     assert costs.efficiency_eta(100 * MS, 30 * MS, 0.8) == pytest.approx(0.943, **NOTES)

@@ -21,7 +21,7 @@ How the step is put together (one place, so the review can say it):
   GPU running the same model instance's step alone (its whole weights and the instance's KV cache, no
   communication) = dp·T₁/step, so a single-stage, single-replica plan has the notes' T₁/T(N).
   ``efficiency`` = speedup / GPUs. With pure data parallelism and a given ``compute_time`` this is
-  seed 000's η = T_c/(T_c + exposed comm).
+  the η of “Communication Cost Analysis” §6 = T_c/(T_c + exposed comm).
 * ``overhead`` = T_comm / T_compute (before overlap, as the notes define it).
 * ``regime``: latency-bound when the latency term of T_comm is the larger, else bandwidth-bound.
 """
@@ -41,7 +41,7 @@ from ccost.derive import named
 
 Num = Any
 
-#: Efficiency thresholds of the notes' cost-optimal table (seed 001 §6); the policy's min_efficiency is added.
+#: Efficiency thresholds of the notes' cost-optimal table (“Communication Cost Math — Distributed Inference” §6); the policy's min_efficiency is added.
 COST_THRESHOLDS = (0.8, 0.7, 0.5)
 #: A bubble above this share is flagged (checklist item 10): M ≥ 9·(P−1) micro-batches keep it below.
 BUBBLE_WARN = 0.10
@@ -68,7 +68,7 @@ class Metrics:
     throughput_gpu: Num
     volume: Num  # bytes each GPU sends per step
     hops: Num  # latency steps per step
-    eta: Num  # seed 000's η = T_compute / (T_compute + T_exposed)
+    eta: Num  # “Communication Cost Analysis” §6: η = T_compute / (T_compute + T_exposed)
 
 
 def _sum(xs, empty=0.0):
@@ -117,7 +117,7 @@ def analyse(program: lower.Program) -> Metrics:
     thr = named("throughput", c.tokens_step / step, "tokens/s: tokens_step/T_step")
     thr_gpu = named("throughput_GPU", thr / gpus, "tokens/s per GPU")
     eta = named("η", costs.efficiency_eta(c.T_compute, T_comm, x.overlap),
-                "seed 000's scaling efficiency T_compute/(T_compute + T_comm·(1 − overlap))")
+                "scaling efficiency T_compute/(T_compute + T_comm·(1 − overlap)), “Communication Cost Analysis” §6")
     return Metrics(T_comm, T_lat, T_bw, exposed, c.T_compute, latency, step, ovh, bubble, in_flight, gpus,
                    speedup, eff, thr, thr_gpu, volume, hops, eta)
 
@@ -137,7 +137,7 @@ def finite(x) -> float | None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The checklist of seed 001 §7 (ten items) plus memory (item 11)
+# The checklist of “Communication Cost Math — Distributed Inference” §7 (ten items) plus memory (item 11)
 
 TITLES = {
     1: "per-GPU weight bytes and compute time",
@@ -163,7 +163,7 @@ _t, _b, _gb, _p = output.fmt_time, output.fmt_bytes, output.fmt_gb, output.fmt_p
 
 
 def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics) -> list[dict]:
-    """The notes' ten checks (numbered 1–10 as in seed 001 §7) and memory (11), each with a status
+    """The notes' ten checks (numbered 1–10 as in “Communication Cost Math — Distributed Inference” §7) and memory (11), each with a status
     (pass, warn, fail, n/a), the value it was judged on, the threshold and one sentence."""
     model, cluster = plan.model, plan.cluster
     c = program.compute

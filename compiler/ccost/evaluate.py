@@ -276,7 +276,7 @@ def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
 
 
 def continuous_optimum(sw: S.Sweep) -> float | None:
-    """N* = W·ln2/(2·α·c·L·BW) (seed 001 §6) when the notes' model applies: the sweep varies tp only, on a
+    """N* = W·ln2/(2·α·c·L·BW) (“Communication Cost Math — Distributed Inference” §6) when the notes' model applies: the sweep varies tp only, on a
     decode plan with the tree AllReduce, c = 2 AllReduces per layer, α of the intra-node link."""
     base = sw.base
     if base is None or [f for f, _ in sw.fields] != ["tp"] or base.phase != "decode" or base.allreduce != "tree":

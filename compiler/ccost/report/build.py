@@ -255,7 +255,7 @@ def checklist(name: str, doc_plan: Mapping[str, Any]) -> V.PlanChecklist:
     return V.PlanChecklist(name, doc_plan.get("title") or name, rows, verdict_counts(rows))
 
 
-# What the value of each checklist item measures (the ten items of the notes' section 7, seed-examples A5),
+# What the value of each checklist item measures (the ten items of “Communication Cost Math — Distributed Inference” §7),
 # so it prints with its unit: bytes, seconds or a fraction.
 CHECKLIST_UNITS = {1: "weight_bytes", 2: "volume_bytes", 4: "comm_time_s", 5: "overhead", 6: "overhead",
                    9: "efficiency", 10: "bubble", 11: "memory_bytes"}
@@ -537,8 +537,9 @@ NOT_MODELLED = (
      "ring volume 2(P−1)/P·m per GPU, as the reference notes do; each GPU's real egress is (P−1)·m, P/2 "
      "times more (plan field one_shot_volume = egress charges that). Each plan above says which it charged and "
      "what the other would give."),
-    ("All-to-All volume", "All-to-All moves (P−1)/P of each GPU's m bytes (the local share stays put; seed "
-     "000's convention), in P−1 hops; seed 001 charges the full B·S·k·d·bytes."),
+    ("All-to-All volume", "All-to-All moves (P−1)/P of each GPU's m bytes (the local share stays put, as in "
+     "“Communication Cost Analysis” §2), in P−1 hops; “Communication Cost Math — Distributed Inference” §2 charges the full "
+     "B·S·k·d·bytes."),
     ("Absolutes", "The notes warn that the α-β model ranks options better than it predicts absolute times: "
      "real overlap is often 30–50 % better than modelled, and spec-sheet bandwidth is optimistic."),
 )

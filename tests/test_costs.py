@@ -162,12 +162,12 @@ def test_a1_ring_derivation_reads_like_the_notes():
     text = derive.to_text(derive.steps(c.time, lat))
     lines = text.splitlines()
     assert "α = 2 µs  — NVLink latency per hop; source: spec sheet" in lines
-    assert "m = 512 KiB  — message per AllReduce, B·S·d·bytes" in lines
+    assert "m = 524.3 kB  — message per AllReduce, B·S·d·bytes" in lines
     assert any(line.startswith("hops = 2·(P − 1) = 2 × (8 − 1) = 14") for line in lines)
-    assert any(line.startswith("volume = 2·(P − 1)/P·m = 2 × (8 − 1) / 8 × 512 KiB = 896 KiB")
+    assert any(line.startswith("volume = 2·(P − 1)/P·m = 2 × (8 − 1) / 8 × 524.3 kB = 917.5 kB")
                for line in lines)
     # 2 µs × 14 = 28 µs; 917,504 B / 450 GB/s = 2.039 µs; sum 30.04 µs
-    assert any(line.startswith("T = α·hops + volume/B = 2 µs × 14 + 896 KiB / 450 GB/s = 30.04 µs")
+    assert any(line.startswith("T = α·hops + volume/B = 2 µs × 14 + 917.5 kB / 450 GB/s = 30.04 µs")
                for line in lines)
     assert any(line.startswith("T_lat = 160·α·hops = 160 × 2 µs × 14 = 4.48 ms") for line in lines)
     # Dependencies come first.
@@ -322,7 +322,7 @@ def test_auto_picks_tree_for_small_messages_and_says_why():
     assert a.algorithm == "tree"
     assert a.cost.time == a.costs["tree"].time
     # crossover 2 µs × 450 GB/s = 900 kB; 512 KiB is below it
-    assert a.reason == ("tree: 2·log₂8 = 6 hops beat ring's 14 at a 512 KiB message (14.04 µs vs 30.04 µs); "
+    assert a.reason == ("tree: 2·log₂8 = 6 hops beat ring's 14 at a 524.3 kB message (14.04 µs vs 30.04 µs); "
                         "latency-bound below the crossover α·B = 900 kB")
 
 
@@ -345,7 +345,7 @@ def test_auto_on_a_topology():
                    one_shot_volume="ring")  # the notes' convention
     assert g.algorithm == "one_shot" and g.used == "intra"
     assert 252 * g.chosen.time == pytest.approx(3.04 * MS, **NOTES)
-    assert g.reason.startswith("one_shot: 1 hop beats tree's 6 at a 1 MiB message (12.08 µs vs 16.08 µs)")
+    assert g.reason.startswith("one_shot: 1 hop beats tree's 6 at a 1.049 MB message (12.08 µs vs 16.08 µs)")
     assert set(g.alternatives) == {"ring", "tree", "one_shot"}
     # A3 option A, TP = 16 across two nodes, ring vs tree. Hierarchical tree per AllReduce:
     #   14 µs + 2.039 µs (RS) + 2·log₂2 × 3 µs + 131,072 B / 50 GB/s (AR across) + 14 µs + 2.039 µs (AG)

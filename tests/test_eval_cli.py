@@ -87,10 +87,10 @@ def test_text_is_a_readable_table(capsys):
     code, out, _ = ccost(capsys, "eval", A1)
     assert code == 0
     assert "plan tp8 — TP=8 decode, batch 32" in out
-    assert "4.806 ms" in out and "512 KiB" in out and "896 KiB" in out
+    assert "4.806 ms" in out and "524.3 kB" in out and "917.5 kB" in out  # 524,288 B and 917,504 B
     assert "collective" in out and "hops" in out
     assert "continuous optimum N*" in out and "45.58" in out
-    assert "tp=16: not evaluated" in out  # the sweep goes beyond the 8-GPU node
+    assert "tp = 16: not evaluated" in out  # the sweep goes beyond the 8-GPU node
 
 
 def test_explain_numbers_are_the_json_numbers(capsys):
@@ -110,7 +110,7 @@ def test_explain_numbers_are_the_json_numbers(capsys):
     for step, key in pairs.items():
         assert f"= {steps[step].result}" in text
     assert "T_comm = T_TP,step = 4.806 ms" in text
-    assert "m_act = B·S·d·b_act = 32 × 1 × 8,192 × 2 B = 512 KiB" in text
+    assert "m_act = B·S·d·b_act = 32 × 1 × 8,192 × 2 B = 524.3 kB" in text
     assert "hops_TP,intra = 2·(tp − 1) = 2 × (8 − 1) = 14" in text
 
 

@@ -103,7 +103,7 @@ def a1_steps(plan: str) -> list:
         kind=kind, note=None, source=None)
     return [
         mk("α", "NVLink latency per hop", "α", "2 µs", "2 µs", "input"),
-        mk("m", "message per AllReduce", "B·S·d·bytes", "32 × 1 × 8192 × 2 B", "512 KiB"),
+        mk("m", "message per AllReduce", "B·S·d·bytes", "32 × 1 × 8192 × 2 B", "524.3 kB"),
         mk("hops", f"{plan} hops per AllReduce", "2·(P − 1)" if plan == "tp8" else "2·log2(P)",
            "2 × (8 − 1)" if plan == "tp8" else "2 × log2(8)", str(hops)),
         mk("T_lat", "latency term", "n_AR·α·hops", f"160 × 2 µs × {hops}",
@@ -174,7 +174,7 @@ def test_html_shows_each_plan_derivation_and_a1_numbers(a1_review):
     # tree T_comm 2.246 ms
     assert "4.806 ms" in ring and "4.48 ms" in ring and "5.261 ms" in ring
     assert "2.246 ms" in tree and "1.92 ms" in tree
-    assert "512 KiB" in ring and "896 KiB" in ring  # message and per-GPU volume of one AllReduce
+    assert "524.3 kB" in ring and "917.5 kB" in ring  # message and per-GPU volume of one AllReduce
     # the derivation steps, formula -> substituted -> result
     assert "2·(P − 1)" in ring and "2 × (8 − 1)" in ring and "160 × 2 µs × 14" in ring
     assert "2·log2(P)" in tree and "160 × 2 µs × 6" in tree
@@ -490,7 +490,7 @@ def test_real_review_a1_exact_numbers(a1_real):
     expect = {"ring": "4.806 ms", "tree": "2.246 ms", "one_shot": "1.606 ms"}
     for algorithm, t_comm in expect.items():
         text = section(html, f"plan-{by_algorithm[algorithm]}")
-        assert t_comm in text and "5.261 ms" in text and "512 KiB" in text and "160" in text
+        assert t_comm in text and "5.261 ms" in text and "524.3 kB" in text and "160" in text
 
 
 def test_real_review_has_every_derivation_step(a1_real):

@@ -102,8 +102,9 @@ def analyse(program: lower.Program) -> Metrics:
                     "T_comm·(1 − overlap)")
     latency = named("T_latency", c.T_compute + exposed, "one step through every stage in turn: "
                     "T_compute + T_exposed")
-    ovh = named("overhead", costs.overhead(T_comm, c.T_compute), "T_comm / T_compute")
-    bubble = named("bubble", costs.pipeline_bubble(x.pp, x.M), "pipeline bubble (P−1)/(M+P−1)")
+    ovh = named("overhead", costs.overhead(T_comm, c.T_compute), "T_comm / T_compute", style="percent")
+    bubble = named("bubble", costs.pipeline_bubble(x.pp, x.M), "pipeline bubble (P−1)/(M+P−1)",
+                   style="percent")
     in_flight = named("in_flight", x.pp * (1 - bubble), "stages busy at once in the pipeline: P·(1 − bubble)")
     # Flush schedule: M + P − 1 slots of one micro-batch's stage time, plus the exposed communication
     # spread over the stages busy at once. P = M = 1: T_stage + T_exposed = T_latency, bit for bit.
@@ -113,11 +114,12 @@ def analyse(program: lower.Program) -> Metrics:
                  "pipelined step time: T_pipe + T_exposed/(P·(1 − bubble))")
     gpus = named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
     speedup = named("speedup", x.dp * costs.speedup(c.T_one, step), "against one GPU: dp·T_1/T_step")
-    eff = named("efficiency", speedup / gpus, "speedup / N")
+    eff = named("efficiency", speedup / gpus, "speedup / N", style="percent")
     thr = named("throughput", c.tokens_step / step, "tokens/s: tokens_step/T_step")
     thr_gpu = named("throughput_GPU", thr / gpus, "tokens/s per GPU")
     eta = named("η", costs.efficiency_eta(c.T_compute, T_comm, x.overlap),
-                "scaling efficiency T_compute/(T_compute + T_comm·(1 − overlap)), “Communication Cost Analysis” §6")
+                "scaling efficiency T_compute/(T_compute + T_comm·(1 − overlap)), “Communication Cost Analysis” §6",
+                style="percent")
     return Metrics(T_comm, T_lat, T_bw, exposed, c.T_compute, latency, step, ovh, bubble, in_flight, gpus,
                    speedup, eff, thr, thr_gpu, volume, hops, eta)
 

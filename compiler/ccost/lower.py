@@ -331,7 +331,8 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
                   else "one forward pass: a multiply and an add per parameter")
     elif key == "b_opt":
         source = "Adam with an FP32 master copy: master, m, v at 4 B each"
-    return derive.leaf(sym, value, dim, desc, source)
+    # shares print as percentages everywhere (overlap = 50 %, as the spec writes it), never as 0.5
+    return derive.leaf(sym, value, dim, desc, source, style="percent" if key in ("overlap", "max_mem") else None)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -272,10 +272,17 @@ def _is_binary(value: float) -> bool:
     return v % 1024 == 0 and (v % 1000 != 0 or v % (1 << 20) == 0)
 
 
-def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None = None) -> str:
+def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None = False) -> str:
     """Format an SI float of dimension ``dim`` with a readable prefix.
 
+    Bytes are decimal (kB, MB, GB: 1e3, 1e6, 1e9), the one convention of every output, so that weights,
+    messages and memory read against the 80 GB of a GPU without a second unit system (issue 10).
+    ``binary=True`` forces KiB/MiB/GiB; ``binary=None`` picks binary for whole multiples of 1 KiB (the
+    ``--sizes`` syntax of ``ccost calibrate`` uses it to write back exactly what was typed).
+
     >>> format_quantity(524288, INFORMATION)
+    '524.3 kB'
+    >>> format_quantity(524288, INFORMATION, binary=None)
     '512 KiB'
     >>> format_quantity(0.00448, TIME)
     '4.48 ms'

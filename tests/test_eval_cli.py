@@ -29,6 +29,12 @@ def ccost(capsys, *args) -> tuple[int, str, str]:
     return code, out, err
 
 
+def ccost_version() -> str:
+    from ccost import __version__
+
+    return __version__
+
+
 def _in_order(keys: list[str], wanted: list[str]) -> bool:
     pos = [keys.index(k) for k in wanted]
     return pos == sorted(pos)
@@ -38,7 +44,9 @@ def test_json_is_the_document_with_normative_keys_in_order(capsys):
     code, out, err = ccost(capsys, "eval", A1, "--format", "json")
     assert code == 0
     doc = json.loads(out)
-    assert list(doc)[:3] == ["ccost", "spec", "plans"]
+    assert _in_order(list(doc), ["ccost", "spec", "plans"])  # INTERFACE.md's order, extras between
+    assert list(doc)[:5] == ["ccost", "ccost_version", "schema_version", "spec", "plans"]
+    assert doc["ccost"] == doc["ccost_version"] == ccost_version() and doc["schema_version"] == 1
     p = doc["plans"]["tp8"]
     assert _in_order(list(p), NORMATIVE_PLAN_KEYS)
     assert _in_order(list(p["collectives"][0]), NORMATIVE_COLLECTIVE_KEYS)

@@ -316,8 +316,12 @@ def compare_document(cmp: S.Compare, plan_docs: dict[str, dict]) -> dict:
 
 def results_document(results: Results) -> dict:
     """The INTERFACE.md results document (normative keys in order; extras marked in ``plan_document``)."""
+    from ccost.results import SCHEMA_VERSION
+
     doc: dict[str, Any] = {
-        "ccost": results.version,
+        "ccost": results.version,  # INTERFACE.md's key, kept for scripts that read it
+        "ccost_version": results.version,
+        "schema_version": SCHEMA_VERSION,  # ccost.results: the key table, its JSON Schema and its docs
         "spec": results.spec.path,
         "plans": {name: r.doc for name, r in results.plans.items()},
     }

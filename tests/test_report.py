@@ -98,9 +98,10 @@ def a1_document() -> dict:
 
 def a1_steps(plan: str) -> list:
     hops = RING_HOPS if plan == "tp8" else TREE_HOPS
-    mk = lambda name, desc, f, sub, result, kind="step": SimpleNamespace(
-        name=name, description=desc, formula=f, substituted=sub, value=0.0, dim=(), result=result,
-        kind=kind, note=None, source=None)
+    def mk(name, desc, f, sub, result, kind="step"):
+        return SimpleNamespace(name=name, description=desc, formula=f, substituted=sub, value=0.0, dim=(),
+                               result=result, kind=kind, note=None, source=None)
+
     return [
         mk("α", "NVLink latency per hop", "α", "2 µs", "2 µs", "input"),
         mk("m", "message per AllReduce", "B·S·d·bytes", "32 × 1 × 8192 × 2 B", "524.3 kB"),
@@ -254,7 +255,9 @@ def test_provenance_git_state(tmp_path):
     spec = tmp_path / "x.ccost"
     spec.write_text("# x\n")
     assert git_state([spec]) == "not in git"
-    run = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+    def run(*a):
+        return subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+
     run("init", "-q")
     run("-c", "user.email=t@t", "-c", "user.name=t", "add", "x.ccost")
     run("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x")

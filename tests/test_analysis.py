@@ -73,7 +73,9 @@ def test_array_mode_matches_float_mode_elementwise():
     layouts = [(tp, pp, dp, b) for tp in (1, 2, 4, 8, 16) for pp in (1, 2) for dp in (1, 2)
                for b in (1, 32) if tp * pp * dp <= 16]
     static, x = lower.prepare(base, spec.policy)
-    arr = lambda i: np.array([float(l[i]) for l in layouts])  # noqa: E731
+    def arr(i):
+        return np.array([float(lay[i]) for lay in layouts])
+
     xa = lower.with_arrays(x, tp=arr(0), pp=arr(1), dp=arr(2), B=arr(3))
     ma = analysis.analyse(lower.lower(static, xa))
     for i, (tp, pp, dp, b) in enumerate(layouts):

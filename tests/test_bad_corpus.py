@@ -8,6 +8,13 @@
 
 and the checker must report exactly those: same codes, same places, nothing more. Expectations are written
 by hand (there is no update mode). Files under tests/bad/lib/ are helpers that corpus files import.
+
+A case may also say what the help must give the user (issue 10: a hint that leads to the fix):
+
+    # help: TEXT                   some diagnostic's help contains TEXT
+    # not: TEXT                    no message or help contains TEXT (a hint that was wrong)
+    # fix: OLD => NEW              NEW is what a help tells the user to write (spaces aside), and the file
+                                   with OLD replaced by NEW (outside comments) checks without errors
 """
 
 from __future__ import annotations
@@ -37,6 +44,57 @@ def expectations(path: Path) -> Counter:
             assert code[0] == sev, f"{path.name}: {line!r}: an {code} under `# {sev}:`"
             found[(code, os.path.normpath(file or path.name), int(ln), int(col))] += 1
     return found
+
+
+def hint_expectations(path: Path) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    helps, nots, fixes = [], [], []
+    for line in path.read_bytes().decode("utf-8", "replace").splitlines():
+        if line.startswith("# help: "):
+            helps.append(line[len("# help: "):])
+        elif line.startswith("# not: "):
+            nots.append(line[len("# not: "):])
+        elif line.startswith("# fix: "):
+            old, sep, new = line[len("# fix: "):].partition(" => ")
+            assert sep, f"{path.name}: a fix line needs OLD => NEW: {line!r}"
+            fixes.append((old, new))
+    return helps, nots, fixes
+
+
+HINTED = [c for c in CASES if any(hint_expectations(c))]
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+@pytest.mark.parametrize("path", HINTED, ids=[c.stem for c in HINTED])
+def test_hint_leads_to_the_fix(path: Path):
+    from ccost.check import check_text
+
+    helps, nots, fixes = hint_expectations(path)
+    result = check_file(str(path))
+    said = [(d.message, d.help or "") for d in result.diagnostics]
+    all_help = " | ".join(_squash(h) for _, h in said)
+    for text in helps:
+        assert _squash(text) in all_help, f"no help says {text!r}: {all_help}"
+    for text in nots:
+        assert not any(text in m or text in h for m, h in said), f"{text!r} was said: {said}"
+    if fixes:
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        for old, new in fixes:
+            assert _squash(new) in all_help, f"the fix {new!r} is not what the help says: {all_help}"
+            hits = [i for i, ln in enumerate(lines) if not ln.lstrip().startswith("#") and old in ln]
+            assert len(hits) == 1, f"{old!r} should occur once outside comments, found {len(hits)}"
+            lines[hits[0]] = lines[hits[0]].replace(old, new)
+        fixed = check_text("".join(lines), str(path))
+        errors = [f"{d.span}: {d.code} {d.message}" for d in fixed.diagnostics if d.is_error]
+        assert errors == [] and fixed.spec is not None, errors
+
+
+def test_hinted_cases_exist():
+    """The five wrong hints of issue 10 are corpus cases with the hint a user needs."""
+    assert {c.stem for c in HINTED} >= {"params_count_suffix", "unit_lower_case", "unit_split_by_spaces",
+                                        "field_name_from_a_config", "tp_beyond_the_node"}
 
 
 def test_corpus_is_large_enough():

@@ -1,7 +1,7 @@
 """ccost calibrate: nccl-tests parsing, the fit, the link block, the plot, the CLI (issue 6).
 
-Expected numbers come from the logs themselves (read off by eye, quoted in the tests), from the catalog
-(data/catalog.md: NVLink 3 = 300 GB/s and NVLink 4 = 450 GB/s per direction line rate) or from hand
+Expected numbers come from the logs themselves (read off by eye, quoted in the tests), from the hardware sources
+(docs/sources.md, [KA100], [KH100], [NCCL-212]: NVLink 3 = 300 GB/s and NVLink 4 = 450 GB/s per direction line rate) or from hand
 arithmetic written out next to the assertion, never from the code's own output.
 """
 
@@ -20,14 +20,11 @@ from ccost.calibrate.fit import fit_line, fit_pieces
 from ccost.cli import main
 from ccost.diagnostics import CcostError
 
-SHARED = Path("/work/shared/data/nccl-tests")
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "nccl"
-# The example spec keeps copies of the shared logs, so the tests run where /work/shared is absent.
-OCI = SHARED / "oci_a100_1x8_ar.txt" if (SHARED / "oci_a100_1x8_ar.txt").exists() \
-    else REPO / "specs" / "measured" / "oci_a100_1x8_ar.txt"
-H100 = SHARED / "w_all_reduce.txt" if (SHARED / "w_all_reduce.txt").exists() \
-    else REPO / "specs" / "measured" / "w_all_reduce.txt"
+# Real nccl-tests logs, committed verbatim with their sources (specs/measured/SOURCES.md).
+OCI = REPO / "specs" / "measured" / "oci_a100_1x8_ar.txt"
+H100 = REPO / "specs" / "measured" / "w_all_reduce.txt"
 
 
 def _err(fn, *args, **kw) -> CcostError:

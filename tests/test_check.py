@@ -482,3 +482,39 @@ def test_non_utf8_file_still_shows_its_line(capsys):
     err = capsys.readouterr().err
     assert "error[E002]" in err and "4 |   bandwidth = \ufffd450 GB/s" in err
     assert "\n  |               ^\n" in err  # under column 15, the bad byte
+
+
+def test_tp_beyond_the_node_second_fix_checks_too(tmp_path: Path):
+    """README's mistake, tp = 16 on the 8-GPU node of A1: the help's other way out (two nodes and an
+    inter-node link from the std library) must check, and nodes = 2 alone is the error it warns about."""
+    a1 = (REPO / "specs" / "a1-tp-decode.ccost").read_text(encoding="utf-8")
+    wrong = a1.replace("  tp        = 8\n", "  tp        = 16\n", 1)
+    assert wrong != a1
+    result = check_text(wrong, str(tmp_path / "a1.ccost"))
+    [e301] = [d for d in result.diagnostics if d.code == "E301"]
+    assert (e301.span.line, wrong.splitlines()[e301.span.line - 1].strip()) == (
+        e301.span.line, "tp        = 16")
+    assert "inter-node" not in " ".join(d.message for d in result.diagnostics)
+    # A1 defines its own `nvlink4`, so importing std/links.ccost would clash: the help offers a link block
+    assert "`nodes = 2`" in e301.help and "std/links.ccost" not in e301.help
+    assert "`link ib { alpha = 3 us; bandwidth = 50 GB/s }` and `inter_node = ib`" in e301.help
+    two = wrong.replace("  nodes         = 1\n", "  nodes         = 2\n", 1)
+    only_nodes = check_text(two, str(tmp_path / "a1.ccost"))
+    assert any(d.is_error for d in only_nodes.diagnostics)  # nodes = 2 without a link: not enough
+    linked = two.replace("  intra_node    = nvlink4\n", "  intra_node    = nvlink4\n  inter_node    = ib\n", 1)
+    linked += "\nlink ib { alpha = 3 us; bandwidth = 50 GB/s }\n"
+    fixed = check_text(linked, str(tmp_path / "a1.ccost"))
+    assert [d.message for d in fixed.diagnostics if d.is_error] == []
+
+
+def test_tp_beyond_the_node_offers_the_std_link_when_it_imports_cleanly(tmp_path: Path):
+    spec = ('import "std/gpus.ccost"\nimport "std/models.ccost"\n'
+            "cluster one { gpu = h100; nodes = 1; gpus_per_node = 8; intra_node = nv }\n"
+            "link nv { alpha = 2 us; bandwidth = 450 GB/s }\n"
+            "plan p { model = llama3_70b; cluster = one; phase = decode; tp = 16 }\n")
+    result = check_text(spec, str(tmp_path / "s.ccost"))
+    [e301] = [d for d in result.diagnostics if d.code == "E301"]
+    assert '`inter_node = ib_ndr`, from `import "std/links.ccost"`' in e301.help
+    fixed = 'import "std/links.ccost"\n' + spec.replace("tp = 16", "tp = 16").replace(
+        "nodes = 1;", "nodes = 2; inter_node = ib_ndr;")
+    assert [d.message for d in check_text(fixed, str(tmp_path / "s.ccost")).diagnostics if d.is_error] == []

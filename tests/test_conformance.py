@@ -1,5 +1,5 @@
-"""Conformance: every number of the "exact" column of /work/shared/conformance/seed-examples.md, computed
-by ccost from the worked-example specs in specs/ (0.5 % unless a row says otherwise).
+"""Conformance: every worked example of the reference notes ("Communication Cost Analysis" and
+"Communication Cost Math — Distributed Inference"), the exact arithmetic of each number, computed by ccost from the worked-example specs in specs/ (0.5 % unless a row says otherwise).
 
 Expected values are the conformance page's, with the arithmetic repeated in comments where the page gives
 only the result; they are never copied from ccost's own output.

@@ -1,4 +1,4 @@
-"""ccost.costs: the α-β core against the notes' worked examples (conformance/seed-examples.md), with the
+"""ccost.costs: the α-β core against the worked examples of the reference notes (docs/examples.md), with the
 hand arithmetic written out, plus properties that hold for every collective in every mode."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ IB = LinkParams(3e-6, 50e9, None, "IB")
 # ---------------------------------------------------------------------------------------------------
 # Seed 000 ("Communication Cost Analysis")
 
-def test_seed000_ddp_gradient_allreduce():
+def test_analysis_note_ddp_gradient_allreduce():
     c = costs.ring_allreduce(8, 14e9, 5e-6, 450e9)
     # hops 2·(8−1) = 14 → latency 14 × 5 µs = 70 µs
     assert c.hops == 14
@@ -38,7 +38,7 @@ def test_seed000_ddp_gradient_allreduce():
     assert c.time == pytest.approx(54.51 * MS, **NOTES)
 
 
-def test_seed000_fsdp_allgather_and_its_share_of_a_layer():
+def test_analysis_note_fsdp_allgather_and_its_share_of_a_layer():
     c = costs.allgather(8, 1.75e9, 5e-6, 450e9)
     # 7 × 5 µs = 35 µs; 7/8 × 1.75 GB = 1.53125 GB / 450 GB/s = 3.4028 ms → 3.4378 ms
     assert c.time == pytest.approx(35e-6 + 1.53125e9 / 450e9, rel=1e-12)
@@ -47,7 +47,7 @@ def test_seed000_fsdp_allgather_and_its_share_of_a_layer():
     assert costs.overhead(c.time, 10 * MS) == pytest.approx(0.344, **NOTES)
 
 
-def test_seed000_moe_alltoall():
+def test_analysis_note_moe_alltoall():
     m = 4096 * 7168 * 2  # 58,720,256 B = 58.7 MB per GPU
     assert m == 58_720_256
     c = costs.alltoall(32, m, 5e-6, 450e9)
@@ -59,12 +59,12 @@ def test_seed000_moe_alltoall():
     assert costs.scaled(c, 2 * 61).time == pytest.approx(34.33 * MS, **NOTES)
 
 
-def test_seed000_crossover():
+def test_analysis_note_crossover():
     # 5 µs × 450 GB/s = 2.25 MB
     assert costs.crossover(5e-6, 450e9) == pytest.approx(2.25e6, rel=1e-12)
 
 
-def test_seed000_flat_ring_over_eight_nodes_waits_on_infiniband():
+def test_analysis_note_flat_ring_over_eight_nodes_waits_on_infiniband():
     inter = LinkParams(5e-6, 50e9)
     g = group_cost("allreduce", "ring", 64, 14e9, 8, LinkParams(5e-6, 450e9), inter, cross_node="flat")
     # 2·63/64 × 14 GB = 27.5625 GB over 50 GB/s = 551.25 ms
@@ -81,12 +81,12 @@ def test_seed000_flat_ring_over_eight_nodes_waits_on_infiniband():
     (100, 30, 0.8, 100 / 106),   # FSDP, good prefetch: 100 / (100 + 30·0.2) = 94.3 %
     (100, 200, 0.0, 100 / 300),  # TP across InfiniBand: 100 / (100 + 200) = 33.3 %
 ])
-def test_seed000_scaling_efficiency_table(compute, comm, overlap, eta):
+def test_analysis_note_scaling_efficiency_table(compute, comm, overlap, eta):
     got = costs.efficiency_eta(compute * MS, comm * MS, overlap)
     assert got == pytest.approx(eta, rel=1e-12)
 
 
-def test_seed000_table_percentages():
+def test_analysis_note_table_percentages():
     assert costs.efficiency_eta(100 * MS, 50 * MS, 0.9) == pytest.approx(0.952, **NOTES)
     assert costs.efficiency_eta(20 * MS, 50 * MS, 0.4) == pytest.approx(0.400, **NOTES)
     assert costs.efficiency_eta(100 * MS, 30 * MS, 0.8) == pytest.approx(0.943, **NOTES)
@@ -162,12 +162,12 @@ def test_a1_ring_derivation_reads_like_the_notes():
     text = derive.to_text(derive.steps(c.time, lat))
     lines = text.splitlines()
     assert "α = 2 µs  — NVLink latency per hop; source: spec sheet" in lines
-    assert "m = 512 KiB  — message per AllReduce, B·S·d·bytes" in lines
+    assert "m = 524.3 kB  — message per AllReduce, B·S·d·bytes" in lines
     assert any(line.startswith("hops = 2·(P − 1) = 2 × (8 − 1) = 14") for line in lines)
-    assert any(line.startswith("volume = 2·(P − 1)/P·m = 2 × (8 − 1) / 8 × 512 KiB = 896 KiB")
+    assert any(line.startswith("volume = 2·(P − 1)/P·m = 2 × (8 − 1) / 8 × 524.3 kB = 917.5 kB")
                for line in lines)
     # 2 µs × 14 = 28 µs; 917,504 B / 450 GB/s = 2.039 µs; sum 30.04 µs
-    assert any(line.startswith("T = α·hops + volume/B = 2 µs × 14 + 896 KiB / 450 GB/s = 30.04 µs")
+    assert any(line.startswith("T = α·hops + volume/B = 2 µs × 14 + 917.5 kB / 450 GB/s = 30.04 µs")
                for line in lines)
     assert any(line.startswith("T_lat = 160·α·hops = 160 × 2 µs × 14 = 4.48 ms") for line in lines)
     # Dependencies come first.
@@ -322,7 +322,7 @@ def test_auto_picks_tree_for_small_messages_and_says_why():
     assert a.algorithm == "tree"
     assert a.cost.time == a.costs["tree"].time
     # crossover 2 µs × 450 GB/s = 900 kB; 512 KiB is below it
-    assert a.reason == ("tree: 2·log₂8 = 6 hops beat ring's 14 at a 512 KiB message (14.04 µs vs 30.04 µs); "
+    assert a.reason == ("tree: 2·log₂8 = 6 hops beat ring's 14 at a 524.3 kB message (14.04 µs vs 30.04 µs); "
                         "latency-bound below the crossover α·B = 900 kB")
 
 
@@ -345,7 +345,7 @@ def test_auto_on_a_topology():
                    one_shot_volume="ring")  # the notes' convention
     assert g.algorithm == "one_shot" and g.used == "intra"
     assert 252 * g.chosen.time == pytest.approx(3.04 * MS, **NOTES)
-    assert g.reason.startswith("one_shot: 1 hop beats tree's 6 at a 1 MiB message (12.08 µs vs 16.08 µs)")
+    assert g.reason.startswith("one_shot: 1 hop beats tree's 6 at a 1.049 MB message (12.08 µs vs 16.08 µs)")
     assert set(g.alternatives) == {"ring", "tree", "one_shot"}
     # A3 option A, TP = 16 across two nodes, ring vs tree. Hierarchical tree per AllReduce:
     #   14 µs + 2.039 µs (RS) + 2·log₂2 × 3 µs + 131,072 B / 50 GB/s (AR across) + 14 µs + 2.039 µs (AG)

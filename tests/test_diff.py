@@ -108,11 +108,11 @@ def test_text_diff(repo, capsys):
     assert lines[0] == "ccost diff HEAD:plan.ccost → working tree"
     assert "  link nvl.bandwidth: 450 GB/s → 900 GB/s" in lines
     assert "  plan tp8.tp: 8 → 4" in lines
-    assert "  tp8 gpus: 8 → 4 (−50 %)" in lines
+    assert "  tp8 GPUs: 8 → 4 (−50 %)" in lines
     # 4.80622 ms → 2.05981 ms: (2.05981 − 4.80622) / 4.80622 = −57.1 %
-    assert "  tp8 comm_time_s: 4.806 ms → 2.06 ms (−57.1 %)" in lines
+    assert "  tp8 T_comm: 4.806 ms → 2.06 ms (−57.1 %)" in lines
     # 5.26119 ms → 10.52239 ms, twice the weights per GPU
-    assert "  tp8 compute_time_s: 5.261 ms → 10.52 ms (+100 %)" in lines
+    assert "  tp8 compute time: 5.261 ms → 10.52 ms (+100 %)" in lines
     # overhead 91.35 % → 19.58 %: a share, so the change is in percentage points (−71.8 pp)
     assert "  tp8 overhead: 91.4 % → 19.6 % (−71.8 pp)" in lines
     assert "  tp8 checklist 6 (overhead above the policy: reconsider the strategy): fail → pass" in lines
@@ -128,7 +128,7 @@ def test_markdown_diff(repo, capsys):
     assert out.startswith("### ccost diff: `HEAD:plan.ccost` → `working tree`")
     assert "| link `nvl` | `bandwidth` | 450 GB/s | 900 GB/s |" in out
     assert "| plan `tp8` | `tp` | 8 | 4 |" in out
-    assert "| `tp8` | `comm_time_s` | 4.806 ms | 2.06 ms | −57.1 % |" in out
+    assert "| `tp8` | T_comm | 4.806 ms | 2.06 ms | −57.1 % |" in out
     assert "| `tp8` | 6 | overhead above the policy: reconsider the strategy | fail | **pass** |" in out
 
 
@@ -202,8 +202,8 @@ def test_change_in_an_imported_file(repo, capsys):
     assert code == 0, err
     assert "  link nvl.bandwidth: 450 GB/s → 900 GB/s" in out.splitlines()
     # only the bandwidth term moves: 0.32622 ms → 0.16311 ms
-    assert "  tp8 bandwidth_term_s: 326.2 µs → 163.1 µs (−50 %)" in out.splitlines()
-    assert "tp8 latency_term_s" not in out
+    assert "  tp8 bandwidth term: 326.2 µs → 163.1 µs (−50 %)" in out.splitlines()
+    assert "tp8 latency term" not in out
 
 
 def test_imported_file_added_since_revision(repo, capsys):
@@ -224,7 +224,7 @@ def test_spec_absent_at_revision(repo, capsys):
     assert "plans added: tp8" in out
     # a new plan's headline numbers: step 5.261 + 4.806 = 10.07 ms, overhead 91.35 %, efficiency
     # 42.09 / 10.07 / 8 = 52.3 %; checklist 6 (overhead > 30 %) and 9 (efficiency < 70 %) fail
-    assert ("  tp8: gpus 8, step_time_s 10.07 ms, overhead 91.4 %, efficiency 52.3 %, memory_bytes_per_gpu "
+    assert ("  tp8: GPUs 8, step time 10.07 ms, overhead 91.4 %, efficiency 52.3 %, memory per GPU "
             in out)
     assert out.splitlines()[3].endswith("; checklist fails: 6, 9")
     doc = json.loads(run(capsys, "--format", "json", "new.ccost")[1])
@@ -431,3 +431,99 @@ def test_sweep_change_one_line_per_field(tmp_path, capsys, monkeypatch):
     assert code == 0, err
     assert "  sweep s.tp: [1, 2, 4, 8] → [1, 2, 4]" in out.splitlines()
     assert "sweep s.batch" not in out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Readable diffs (issue 10, item 6): a threshold, one line per quantity, labels, rankings, the library
+
+ONE_FIELD_RESULTS = {
+    # bandwidth 450 → 900 GB/s on A1's tp8, by hand (module docstring): bandwidth term 0.32622 → 0.16311 ms;
+    # T_comm 4.80622 → 4.64311 ms (−3.39 %); step 5.26119 + T_comm = 10.0674 → 9.9043 ms (−1.62 %);
+    # overhead 91.35 % → 88.25 % (−3.1 pp); efficiency T_1/step/8 with T_1 = 141 GB / 3.35 TB/s = 42.0896 ms:
+    # 52.26 % → 53.12 % (+0.861 pp)
+    "  tp8 bandwidth term: 326.2 µs → 163.1 µs (−50 %)",
+    "  tp8 T_comm: 4.806 ms → 4.643 ms (−3.39 %)",
+    "  tp8 step time: 10.07 ms → 9.904 ms (−1.62 %)",
+    "  tp8 overhead: 91.4 % → 88.3 % (−3.1 pp)",
+    "  tp8 efficiency: 52.3 % → 53.1 % (+0.861 pp)",
+}
+
+
+def _results_section(out: str) -> list[str]:
+    block = out.split("results changed:\n", 1)[1].split("\n\n", 1)[0]
+    return [line for line in block.splitlines() if line.startswith("  ") and not line.startswith("  (")]
+
+
+def test_one_field_change_lists_each_quantity_once(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "old.ccost").write_text(HW + PLAN)
+    (tmp_path / "new.ccost").write_text((HW + PLAN).replace("bandwidth = 450 GB/s", "bandwidth = 900 GB/s"))
+    code, out, err = run(capsys, "old.ccost", "new.ccost")
+    assert code == 0, err
+    # latency (= step time here), speedup, η, throughput and exposed communication follow from these
+    assert set(_results_section(out)) == ONE_FIELD_RESULTS
+    assert len(_results_section(out)) == len(ONE_FIELD_RESULTS)
+    assert not any(key in out for key in ("_s:", "step_time_s", "comm_time_s", "speedup", "η", "throughput"))
+    doc = json.loads(run(capsys, "--format", "json", "old.ccost", "new.ccost")[1])
+    implied = {r["metric"]: r["implied_by"] for r in doc["results"] if r["implied_by"]}
+    assert implied == {"latency_s": "step_time_s", "speedup": "efficiency", "eta": "exposed_comm_s",
+                       "throughput_tokens_s": "step_time_s", "throughput_per_gpu": "throughput_tokens_s",
+                       "exposed_comm_s": "comm_time_s"}
+    md = run(capsys, "--format", "markdown", "old.ccost", "new.ccost")[1]
+    assert "| `tp8` | step time | 10.07 ms | 9.904 ms | −1.62 % |" in md and "`step_time_s`" not in md
+
+
+def test_changes_below_the_threshold_are_left_out(tmp_path, capsys, monkeypatch):
+    """α 2 µs → 2.0001 µs moves the latency term by 0.005 %: an input change, no result worth a line."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "old.ccost").write_text(HW + PLAN)
+    (tmp_path / "new.ccost").write_text((HW + PLAN).replace("alpha     = 2 us", "alpha     = 2.0001 us"))
+    code, out, _ = run(capsys, "old.ccost", "new.ccost")
+    assert code == 0
+    assert "  link nvl.alpha: 2 µs → 2 µs" in out.splitlines()  # four significant digits either way
+    assert "results changed:" not in out
+    assert "smaller changes (under 0.1 %) not listed; --all lists every change" in out
+    everything = run(capsys, "--all", "old.ccost", "new.ccost")[1]
+    assert "results changed:" in everything and "tp8 latency term" in everything
+    # --threshold 0.001 (percent): the latency term's 0.005 % now counts, the rest (under it) not
+    some = run(capsys, "--threshold", "0.001", "old.ccost", "new.ccost")[1]
+    assert "tp8 latency term" in some
+    assert main(["diff", "--threshold", "250", "old.ccost", "new.ccost"]) == 2  # not a percentage
+    capsys.readouterr()
+
+
+def test_an_unchanged_ranking_is_not_a_change(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    base = HW + PLAN + "plan tp4 extends tp8 { tp = 4 }\n\ncompare layout { plans = [tp8, tp4] }\n"
+    (tmp_path / "old.ccost").write_text(base)
+    # 450 → 500 GB/s: every step time moves, tp8 stays ahead (10.07 → 10.04 ms against 12.72 → 12.69 ms)
+    (tmp_path / "new.ccost").write_text(base.replace("bandwidth = 450 GB/s", "bandwidth = 500 GB/s"))
+    code, out, err = run(capsys, "old.ccost", "new.ccost")
+    assert code == 0, err
+    assert "tp8 step time" in out and "comparisons changed" not in out
+    assert json.loads(run(capsys, "--format", "json", "old.ccost", "new.ccost")[1])["compares"] == []
+
+
+def test_a_new_spec_does_not_add_the_library(tmp_path, capsys, monkeypatch):
+    """A spec that imports the bundled library adds its own blocks, not the library's forty."""
+    monkeypatch.chdir(tmp_path)
+    git(tmp_path, "init", "-q")
+    (tmp_path / "x.ccost").write_text("# nothing yet\n")
+    git(tmp_path, "add", "x.ccost")
+    git(tmp_path, "commit", "-q", "-m", "start")
+    (tmp_path / "serving.ccost").write_text(
+        'import "std/gpus.ccost"\nimport "std/links.ccost"\nimport "std/clusters.ccost"\n'
+        'import "std/models.ccost"\n\n'
+        "plan tp8 { model = llama3_70b; cluster = hgx_h100; phase = decode; batch = 32; tp = 8 }\n"
+        "cluster mine extends hgx_h100 { nodes = 2; inter_node = ib_ndr }\n")
+    code, out, err = run(capsys, "serving.ccost")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "plans added: tp8" in lines and "blocks added: cluster mine" in lines
+    assert ("library imported: std/clusters.ccost, std/gpus.ccost, std/links.ccost, std/models.ccost"
+            in lines)
+    assert "h100" not in out.replace("hgx_h100", "")  # no std gpu listed
+    doc = json.loads(run(capsys, "--format", "json", "serving.ccost")[1])
+    assert doc["blocks_added"] == [{"kind": "cluster", "name": "mine"}, {"kind": "plan", "name": "tp8"}]
+    assert doc["library_imported"] == ["std/clusters.ccost", "std/gpus.ccost", "std/links.ccost",
+                                       "std/models.ccost"]

@@ -29,6 +29,12 @@ def ccost(capsys, *args) -> tuple[int, str, str]:
     return code, out, err
 
 
+def ccost_version() -> str:
+    from ccost import __version__
+
+    return __version__
+
+
 def _in_order(keys: list[str], wanted: list[str]) -> bool:
     pos = [keys.index(k) for k in wanted]
     return pos == sorted(pos)
@@ -38,7 +44,9 @@ def test_json_is_the_document_with_normative_keys_in_order(capsys):
     code, out, err = ccost(capsys, "eval", A1, "--format", "json")
     assert code == 0
     doc = json.loads(out)
-    assert list(doc)[:3] == ["ccost", "spec", "plans"]
+    assert _in_order(list(doc), ["ccost", "spec", "plans"])  # INTERFACE.md's order, extras between
+    assert list(doc)[:5] == ["ccost", "ccost_version", "schema_version", "spec", "plans"]
+    assert doc["ccost"] == doc["ccost_version"] == ccost_version() and doc["schema_version"] == 1
     p = doc["plans"]["tp8"]
     assert _in_order(list(p), NORMATIVE_PLAN_KEYS)
     assert _in_order(list(p["collectives"][0]), NORMATIVE_COLLECTIVE_KEYS)
@@ -87,10 +95,10 @@ def test_text_is_a_readable_table(capsys):
     code, out, _ = ccost(capsys, "eval", A1)
     assert code == 0
     assert "plan tp8 — TP=8 decode, batch 32" in out
-    assert "4.806 ms" in out and "512 KiB" in out and "896 KiB" in out
+    assert "4.806 ms" in out and "524.3 kB" in out and "917.5 kB" in out  # 524,288 B and 917,504 B
     assert "collective" in out and "hops" in out
     assert "continuous optimum N*" in out and "45.58" in out
-    assert "tp=16: not evaluated" in out  # the sweep goes beyond the 8-GPU node
+    assert "tp = 16: not evaluated" in out  # the sweep goes beyond the 8-GPU node
 
 
 def test_explain_numbers_are_the_json_numbers(capsys):
@@ -110,7 +118,7 @@ def test_explain_numbers_are_the_json_numbers(capsys):
     for step, key in pairs.items():
         assert f"= {steps[step].result}" in text
     assert "T_comm = T_TP,step = 4.806 ms" in text
-    assert "m_act = B·S·d·b_act = 32 × 1 × 8,192 × 2 B = 512 KiB" in text
+    assert "m_act = B·S·d·b_act = 32 × 1 × 8,192 × 2 B = 524.3 kB" in text
     assert "hops_TP,intra = 2·(tp − 1) = 2 × (8 − 1) = 14" in text
 
 

@@ -61,7 +61,7 @@ def test_moe_expert_parallel_decode():
     # All-to-All: m = B·S·k·d·bytes = 32 × 1 × 2 × 4096 × 2 = 524,288 B; 2 per MoE layer × 32 = 64
     (a2a,) = coll(d, "alltoall")
     assert a2a["message_bytes"] == 524_288 and a2a["count"] == 64 and a2a["group_size"] == 8
-    # hops 8 − 1 = 7; volume (7/8)·m = 458,752 B (seed 000's convention)
+    # hops 8 − 1 = 7; volume (7/8)·m = 458,752 B ("Communication Cost Analysis" §2)
     assert a2a["hops"] == 7 and a2a["volume_bytes"] == 458_752
     # time 7 × 2 µs + 458,752 / 450e9 = 14 µs + 1.0194 µs = 15.019 µs; × 64 = 0.96124 ms
     assert a2a["time_s"] == pytest.approx(15.019 * US, **HAND)

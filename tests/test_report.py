@@ -1,7 +1,7 @@
 """The design review (issue 4): view models, rendering, safety, determinism, atomic writes, the CLI.
 
 Most tests run on a hand-made results document shaped exactly like INTERFACE.md's example, with the A1
-numbers of conformance/seed-examples.md worked out by hand below, so they test the report and not the
+numbers of the reference notes (docs/examples.md) worked out by hand below, so they test the report and not the
 engine. Tests at the end run the real pipeline (check -> evaluate -> explain -> report) on specs/.
 """
 
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 EPOCH = "1767225600"  # 2026-01-01T00:00:00Z
 
 # ---------------------------------------------------------------------------------------------------
-# A hand-made A1 spec and results document (seed-examples.md A1, A4), arithmetic written out.
+# A hand-made A1 spec and results document (worked examples A1 and A4 of docs/examples.md), arithmetic written out.
 
 ALPHA, NVLINK_BW, HBM = 2e-6, 450e9, 3.35e12
 W = 141e9  # the notes' 141 GB of BF16 weights
@@ -98,12 +98,13 @@ def a1_document() -> dict:
 
 def a1_steps(plan: str) -> list:
     hops = RING_HOPS if plan == "tp8" else TREE_HOPS
-    mk = lambda name, desc, f, sub, result, kind="step": SimpleNamespace(
-        name=name, description=desc, formula=f, substituted=sub, value=0.0, dim=(), result=result,
-        kind=kind, note=None, source=None)
+    def mk(name, desc, f, sub, result, kind="step"):
+        return SimpleNamespace(name=name, description=desc, formula=f, substituted=sub, value=0.0, dim=(),
+                               result=result, kind=kind, note=None, source=None)
+
     return [
         mk("α", "NVLink latency per hop", "α", "2 µs", "2 µs", "input"),
-        mk("m", "message per AllReduce", "B·S·d·bytes", "32 × 1 × 8192 × 2 B", "512 KiB"),
+        mk("m", "message per AllReduce", "B·S·d·bytes", "32 × 1 × 8192 × 2 B", "524.3 kB"),
         mk("hops", f"{plan} hops per AllReduce", "2·(P − 1)" if plan == "tp8" else "2·log2(P)",
            "2 × (8 − 1)" if plan == "tp8" else "2 × log2(8)", str(hops)),
         mk("T_lat", "latency term", "n_AR·α·hops", f"160 × 2 µs × {hops}",
@@ -170,11 +171,11 @@ def section(html: str, ident: str) -> str:
 def test_html_shows_each_plan_derivation_and_a1_numbers(a1_review):
     html = render(a1_review(charts=False))
     ring, tree = section(html, "plan-tp8"), section(html, "plan-tp8_tree")
-    # seed-examples.md A1, exact column: ring T_comm 4.806 ms, latency 4.480 ms, compute 5.261 ms,
+    # worked example A1 (docs/examples.md), exact column: ring T_comm 4.806 ms, latency 4.480 ms, compute 5.261 ms,
     # tree T_comm 2.246 ms
     assert "4.806 ms" in ring and "4.48 ms" in ring and "5.261 ms" in ring
     assert "2.246 ms" in tree and "1.92 ms" in tree
-    assert "512 KiB" in ring and "896 KiB" in ring  # message and per-GPU volume of one AllReduce
+    assert "524.3 kB" in ring and "917.5 kB" in ring  # message and per-GPU volume of one AllReduce
     # the derivation steps, formula -> substituted -> result
     assert "2·(P − 1)" in ring and "2 × (8 − 1)" in ring and "160 × 2 µs × 14" in ring
     assert "2·log2(P)" in tree and "160 × 2 µs × 6" in tree
@@ -224,7 +225,7 @@ def test_sweep_and_compare_sections_with_charts(a1_review):
     html = render(a1_review())
     sweeps = section(html, "sweeps")
     assert sweeps.count("<svg") == 2  # step-time split and efficiency
-    assert "N* = W·ln2 / (2·α·c·L·BW) = 45.58" in sweeps  # seed-examples A4: exact 45.58
+    assert "N* = W·ln2 / (2·α·c·L·BW) = 45.58" in sweeps  # worked example A4: exact 45.58
     assert "cost-optimal ≥ 70 %" in sweeps
     compares = section(html, "compares")
     assert compares.count("<svg") == 1 and "1. tp8_tree" in compares
@@ -254,7 +255,9 @@ def test_provenance_git_state(tmp_path):
     spec = tmp_path / "x.ccost"
     spec.write_text("# x\n")
     assert git_state([spec]) == "not in git"
-    run = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+    def run(*a):
+        return subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+
     run("init", "-q")
     run("-c", "user.email=t@t", "-c", "user.name=t", "add", "x.ccost")
     run("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x")
@@ -483,14 +486,14 @@ def test_real_review_has_no_checkout_paths(a1_real):
 
 
 def test_real_review_a1_exact_numbers(a1_real):
-    # seed-examples.md A1, exact column: ring 4.806 ms, tree 2.246 ms, one-shot 1.606 ms (ring-volume
+    # worked example A1 (docs/examples.md), exact column: ring 4.806 ms, tree 2.246 ms, one-shot 1.606 ms (ring-volume
     # convention), compute 141 GB / 8 / 3.35 TB/s = 5.261 ms, 160 AllReduces of 512 KiB.
     html, doc, _ = a1_real
     by_algorithm = {p["collectives"][0]["algorithm"]: n for n, p in doc["plans"].items()}
     expect = {"ring": "4.806 ms", "tree": "2.246 ms", "one_shot": "1.606 ms"}
     for algorithm, t_comm in expect.items():
         text = section(html, f"plan-{by_algorithm[algorithm]}")
-        assert t_comm in text and "5.261 ms" in text and "512 KiB" in text and "160" in text
+        assert t_comm in text and "5.261 ms" in text and "524.3 kB" in text and "160" in text
 
 
 def test_real_review_has_every_derivation_step(a1_real):

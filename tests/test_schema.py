@@ -156,7 +156,7 @@ def test_a_new_block_kind_is_one_table_entry(monkeypatch):
         assert r.errors == []
         assert r.spec.searches["s"].max_gpus == 128 and r.spec.searches["s"].base is r.spec.plans["tp8"]
         r = check_text(HARDWARE + "search s { base = tp8; max_gpu = 0 }\n", "t.ccost")
-        assert [(d.code, d.help) for d in r.diagnostics] == [("E103", "did you mean `max_gpus`?")]
+        assert [(d.code, d.help) for d in r.diagnostics] == [("E103", "did you mean `max_gpus` (largest layout)?")]
         assert "### search" in SC.markdown()
     finally:
         SC.SCHEMA.clear()

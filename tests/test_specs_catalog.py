@@ -1,8 +1,8 @@
-"""The bundled std library against the catalog, and every spec in specs/ checks clean.
+"""The bundled std library against its sources (docs/sources.md), and every spec in specs/ checks clean.
 
 Why: the std library is what users import instead of typing spec-sheet numbers; a slipped digit there
 silently skews every review built on it. So every expected value below is typed from
-/work/shared/data/catalog.md (with the catalog's source tag in a comment) or worked out by hand here,
+the sources themselves (with the source tag in a comment; the tags are listed in docs/sources.md) or worked out by hand here,
 never read back from the .ccost files. Units: the checked spec holds SI floats (bytes, B/s, FLOP/s, s).
 """
 
@@ -145,7 +145,7 @@ def test_headline_link_numbers(links):
 
 
 def test_alphas_follow_the_notes(links):
-    # seeds/001: "NVLink ~2 us, PCIe ~7 us, IB ~3 us"; one-shot AllReduce "~8 us".
+    # "Communication Cost Math — Distributed Inference" §1: "NVLink ~2 us, PCIe ~7 us, IB ~3 us"; one-shot AllReduce "~8 us".
     for name in ("nvlink3", "nvlink4", "nvlink5"):
         assert close(links[name].alpha, 2 * US), name
         assert close(links[name].one_shot, 8 * US), name

@@ -21,7 +21,7 @@ How the step is put together (one place, so the review can say it):
   GPU running the same model instance's step alone (its whole weights and the instance's KV cache, no
   communication) = dp·T₁/step, so a single-stage, single-replica plan has the notes' T₁/T(N).
   ``efficiency`` = speedup / GPUs. With pure data parallelism and a given ``compute_time`` this is
-  seed 000's η = T_c/(T_c + exposed comm).
+  the η of “Communication Cost Analysis” §6 = T_c/(T_c + exposed comm).
 * ``overhead`` = T_comm / T_compute (before overlap, as the notes define it).
 * ``regime``: latency-bound when the latency term of T_comm is the larger, else bandwidth-bound.
 """
@@ -41,7 +41,7 @@ from ccost.derive import named
 
 Num = Any
 
-#: Efficiency thresholds of the notes' cost-optimal table (seed 001 §6); the policy's min_efficiency is added.
+#: Efficiency thresholds of the notes' cost-optimal table (“Communication Cost Math — Distributed Inference” §6); the policy's min_efficiency is added.
 COST_THRESHOLDS = (0.8, 0.7, 0.5)
 #: A bubble above this share is flagged (checklist item 10): M ≥ 9·(P−1) micro-batches keep it below.
 BUBBLE_WARN = 0.10
@@ -68,7 +68,7 @@ class Metrics:
     throughput_gpu: Num
     volume: Num  # bytes each GPU sends per step
     hops: Num  # latency steps per step
-    eta: Num  # seed 000's η = T_compute / (T_compute + T_exposed)
+    eta: Num  # “Communication Cost Analysis” §6: η = T_compute / (T_compute + T_exposed)
 
 
 def _sum(xs, empty=0.0):
@@ -102,8 +102,9 @@ def analyse(program: lower.Program) -> Metrics:
                     "T_comm·(1 − overlap)")
     latency = named("T_latency", c.T_compute + exposed, "one step through every stage in turn: "
                     "T_compute + T_exposed")
-    ovh = named("overhead", costs.overhead(T_comm, c.T_compute), "T_comm / T_compute")
-    bubble = named("bubble", costs.pipeline_bubble(x.pp, x.M), "pipeline bubble (P−1)/(M+P−1)")
+    ovh = named("overhead", costs.overhead(T_comm, c.T_compute), "T_comm / T_compute", style="percent")
+    bubble = named("bubble", costs.pipeline_bubble(x.pp, x.M), "pipeline bubble (P−1)/(M+P−1)",
+                   style="percent")
     in_flight = named("in_flight", x.pp * (1 - bubble), "stages busy at once in the pipeline: P·(1 − bubble)")
     # Flush schedule: M + P − 1 slots of one micro-batch's stage time, plus the exposed communication
     # spread over the stages busy at once. P = M = 1: T_stage + T_exposed = T_latency, bit for bit.
@@ -113,11 +114,12 @@ def analyse(program: lower.Program) -> Metrics:
                  "pipelined step time: T_pipe + T_exposed/(P·(1 − bubble))")
     gpus = named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
     speedup = named("speedup", x.dp * costs.speedup(c.T_one, step), "against one GPU: dp·T_1/T_step")
-    eff = named("efficiency", speedup / gpus, "speedup / N")
+    eff = named("efficiency", speedup / gpus, "speedup / N", style="percent")
     thr = named("throughput", c.tokens_step / step, "tokens/s: tokens_step/T_step")
     thr_gpu = named("throughput_GPU", thr / gpus, "tokens/s per GPU")
     eta = named("η", costs.efficiency_eta(c.T_compute, T_comm, x.overlap),
-                "seed 000's scaling efficiency T_compute/(T_compute + T_comm·(1 − overlap))")
+                "scaling efficiency T_compute/(T_compute + T_comm·(1 − overlap)), “Communication Cost Analysis” §6",
+                style="percent")
     return Metrics(T_comm, T_lat, T_bw, exposed, c.T_compute, latency, step, ovh, bubble, in_flight, gpus,
                    speedup, eff, thr, thr_gpu, volume, hops, eta)
 
@@ -137,7 +139,7 @@ def finite(x) -> float | None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The checklist of seed 001 §7 (ten items) plus memory (item 11)
+# The checklist of “Communication Cost Math — Distributed Inference” §7 (ten items) plus memory (item 11)
 
 TITLES = {
     1: "per-GPU weight bytes and compute time",
@@ -163,7 +165,7 @@ _t, _b, _gb, _p = output.fmt_time, output.fmt_bytes, output.fmt_gb, output.fmt_p
 
 
 def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics) -> list[dict]:
-    """The notes' ten checks (numbered 1–10 as in seed 001 §7) and memory (11), each with a status
+    """The notes' ten checks (numbered 1–10 as in “Communication Cost Math — Distributed Inference” §7) and memory (11), each with a status
     (pass, warn, fail, n/a), the value it was judged on, the threshold and one sentence."""
     model, cluster = plan.model, plan.cluster
     c = program.compute

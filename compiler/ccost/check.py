@@ -163,6 +163,77 @@ def _did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
     return f"did you mean `{s}`?" if s else None
 
 
+# Field names of model configs and launch scripts (Hugging Face, Megatron-LM, the Llama reference code)
+# with the ccost field they mean. Spelling distance alone sends `ffn_hidden` to `hidden`, which is a
+# different number.
+FIELD_ALIASES: dict[str, dict[str, str]] = {
+    "model": {
+        "ffn_hidden": "ffn", "ffn_hidden_size": "ffn", "intermediate_size": "ffn", "ffn_dim": "ffn",
+        "d_ff": "ffn", "inter_dim": "ffn", "mlp_hidden": "ffn", "hidden_size": "hidden", "d_model": "hidden",
+        "dim": "hidden", "n_embd": "hidden", "num_layers": "layers", "n_layers": "layers",
+        "num_hidden_layers": "layers", "n_layer": "layers", "num_attention_heads": "heads",
+        "n_heads": "heads", "n_head": "heads", "num_key_value_heads": "kv_heads", "n_kv_heads": "kv_heads",
+        "num_query_groups": "kv_heads", "vocab_size": "vocab", "padded_vocab_size": "vocab",
+        "num_experts": "experts", "n_routed_experts": "experts", "num_local_experts": "experts",
+        "num_experts_per_tok": "top_k", "moe_router_topk": "top_k", "n_activated_experts": "top_k",
+        "parameters": "params", "num_params": "params", "n_params": "params",
+    },
+    "plan": {
+        "tensor_model_parallel_size": "tp", "tensor_parallel_size": "tp", "tp_size": "tp",
+        "pipeline_model_parallel_size": "pp", "pipeline_parallel_size": "pp", "pp_size": "pp",
+        "expert_model_parallel_size": "ep", "expert_parallel_size": "ep", "ep_size": "ep",
+        "data_parallel_size": "dp", "dp_size": "dp", "batch_size": "batch", "global_batch_size": "batch",
+        "micro_batches": "microbatches", "num_microbatches": "microbatches", "seq_len": "seq",
+        "seq_length": "seq", "max_seq_len": "seq", "sequence_length": "seq",
+    },
+    "link": {"latency": "alpha", "bw": "bandwidth"},
+    "gpu": {"hbm": "memory", "hbm_bw": "hbm_bandwidth", "memory_bandwidth": "hbm_bandwidth",
+            "peak_flops": "flops"},
+}
+
+
+def _field_guess(kind: str, word: str, names: Iterable[str]) -> str | None:
+    """The field ``word`` probably meant in a ``kind`` block: a known alias first, then the closest name."""
+    names = list(names)
+    alias = FIELD_ALIASES.get(kind, {}).get(word)
+    if alias in names:
+        return alias
+    return _suggest(word, names)
+
+
+# Magnitude suffixes people write after a count (`params = 70B`, `7M`, `1.5T`): in a spec they would be
+# units (`B` is the byte), so the help spells the count out instead.
+_COUNT_SUFFIXES = {"k": 3, "K": 3, "thousand": 3, "M": 6, "million": 6, "B": 9, "b": 9, "G": 9, "bn": 9,
+                   "billion": 9, "T": 12, "trillion": 12}
+_SUFFIX_WORDS = {3: "thousand", 6: "million", 9: "billion", 12: "trillion"}
+
+
+def _count_help(f: SC.Field, number_text: str, unit: str | None) -> str | None:
+    """``params = 70B`` → "`B` is the byte, not a billion: write `params = 70e9` (or `70_000_000_000`)";
+    None when ``unit`` is not a magnitude suffix, or ``f`` is not a count that runs into millions (for
+    `layers = 80B` a billion is not what was meant)."""
+    exp = _COUNT_SUFFIXES.get((unit or "").strip())
+    try:
+        big = float(f.example.replace("_", "")) >= 1e6
+    except ValueError:
+        big = False
+    if exp is None or not big:
+        return None
+    field = f.name
+    digits = number_text.replace("_", "")
+    try:
+        value = float(digits) * 10.0**exp
+    except ValueError:
+        return None
+    spelled = f"{number_text}e{exp}" if "e" not in digits.lower() else f"{value:g}"
+    whole = f" (or `{int(value):_}`)" if value == int(value) and value < 1e16 else ""
+    what = {"B": "`B` is the byte, not a billion", "b": "`b` is the bit, not a billion",
+            "G": "`G` is not a unit here", "M": "`M` is not a unit here", "T": "`T` is not a unit here",
+            "k": "`k` is not a unit here", "K": "`K` is not a unit here"}.get(unit.strip(),
+                                                                        "a count takes no unit")
+    return (f"{what}: for {number_text} {_SUFFIX_WORDS[exp]} write `{field} = {spelled}`{whole}")
+
+
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -378,8 +449,10 @@ class _Checker:
             seen[m.name] = m
             if kind.field(m.name) is None and not (varies and varies.field(m.name)):
                 names = list(kind.field_names) + (list(varies.field_names) if varies else [])
-                hint = _did_you_mean(m.name, names)
-                guess = _suggest(m.name, names)
+                guess = _field_guess(kind.name, m.name, names)
+                gf = (kind.field(guess) or (varies.field(guess) if varies else None)) if guess else None
+                hint = (f"did you mean `{guess}` ({gf.doc.split(';')[0]})?" if gf is not None else
+                        f"did you mean `{guess}`?" if guess else None)
                 if guess:  # `bandwith` → `bandwidth`: don't also report `bandwidth` as missing
                     self.misspelled.add((id(b), guess))
                 known = ", ".join(f"`{n}`" for n in names)
@@ -714,13 +787,27 @@ class _Checker:
     def _unknown_unit(self, e: T.Number, exc: U.UnitError) -> None:
         f = getattr(self, "_field_ctx", None)
         span = e.unit_span or e.span
-        if exc.suggestion:
-            help_text = f"did you mean `{exc.suggestion}`? write `{e.text} {exc.suggestion}`"
+        counted = _count_help(f, e.text, e.unit) if f is not None and f.type.kind in ("int", "count") \
+            else None
+        ft = f.type.item if f is not None and f.type.kind == "list" and f.type.item is not None else (
+            f.type if f is not None else None)
+        suggestion = exc.suggestion
+        if ft is not None and ft.kind == "quantity":  # only a unit this field can take: `usec` is no bandwidth
+            suggestion = U.suggest_unit(e.unit or "", ft.needs_dim)
+        if counted:
+            help_text = counted
+        elif suggestion:
+            help_text = f"did you mean `{suggestion}`? write `{e.text} {suggestion}`"
+            bits = U.bit_reading(e.unit or "", suggestion)
+            if bits:
+                help_text += f" (or `{e.text} {bits}` if you meant bits)"
+        elif f is not None and ft is not None and ft.kind == "quantity":
+            help_text = f"`{f.name}` needs {ft.describe()}, written like `{f.name} = {f.example}`"
         elif f is not None and f.type.kind in ("int", "count"):
             help_text = f"`{f.name}` is a count: write a plain number, like `{f.name} = {e.text}`"
         else:
             help_text = "units are like `us`, `GB`, `GiB`, `GB/s`, `Gbit/s`, `TFLOP/s`, `%`"
-        if f is not None and f.type.kind in ("int", "count") and exc.suggestion:
+        if f is not None and f.type.kind in ("int", "count") and exc.suggestion and not counted:
             help_text += f" (but `{f.name}` is a count: a plain number, like `{f.name} = {e.text}`)"
         self.add(error("E202", f"unknown unit `{e.unit}`", span, help=help_text))
         raise _Bad
@@ -757,7 +844,31 @@ class _Checker:
         except U.UnitError as exc:
             return exc.suggestion if word in U.COMMON_MISTAKES else None
 
+    def _split_unit(self, e: T.BinOp, scope: _File) -> bool:
+        """``450 GB / s``: a unit written with spaces around its ``/`` parses as a number divided by a bare
+        unit. Say so (E201 on the bare unit), with the whole quantity written as one unit."""
+        right = _unparen(e.right)
+        left = _unparen(e.left)
+        if e.op not in "*/" or not isinstance(right, T.Ref) or right.field is not None:
+            return False
+        if right.name in self.names and right.name in self.visible.get(scope.key, frozenset()):
+            return False  # a block of that name: not a unit
+        unit = self._as_unit(right.name)
+        if unit is None or not isinstance(left, T.Number):
+            return False
+        f = getattr(self, "_field_ctx", None)
+        joined = f"{left.unit}{e.op}{unit}" if left.unit else unit
+        if e.op == "*" and left.unit:
+            joined = f"{left.unit}·{unit}"
+        fix = f"{left.text} {joined}"
+        where = f"`{f.name} = {fix}`" if f is not None else f"`{fix}`"
+        self.add(error("E201", f"`{right.name}` after `{e.op}` is a unit, not a number", right.span,
+                       help=f"write the unit in one piece, without spaces around `{e.op}`: {where}"))
+        return True
+
     def _binop(self, e: T.BinOp, scope: _File) -> tuple[float, U.Dim]:
+        if self._split_unit(e, scope):
+            raise _Bad
         # Evaluate both sides even when the left fails, so every mistake in one expression is reported.
         lv = rv = None
         try:
@@ -856,7 +967,8 @@ class _Checker:
         assert b.kind is not None and e.field is not None
         f = b.kind.field(e.field)
         if f is None:
-            hint = _did_you_mean(e.field, b.kind.field_names) or \
+            guess = _field_guess(b.kind.name, e.field, b.kind.field_names)
+            hint = (f"did you mean `{guess}`?" if guess else None) or \
                 "its fields are " + ", ".join(f"`{n}`" for n in b.kind.field_names)
             self.add(error("E103", f"{b.node.kind} `{e.name}` has no field `{e.field}`", e.span, help=hint))
             raise _Bad
@@ -949,7 +1061,8 @@ class _Checker:
             elif e.unit and t.kind == "fraction":
                 help_text = f"`{f.name}` is a fraction: like `{f.name} = {f.example}` or `{f.name} = 0.4`"
             elif e.unit and t.kind != "quantity":
-                help_text = f"`{f.name}` is a plain number: `{f.name} = {num}`"
+                help_text = (_count_help(f, num, e.unit)
+                             or f"`{f.name}` is a plain number, without a unit: `{f.name} = {num}`")
         self.add(error("E201", msg, span, help=help_text))
         raise _Bad
 
@@ -1050,6 +1163,10 @@ class _Checker:
                 if b.node.extends is not None and not (set(own_members) & set(reads)):
                     return None
                 return b.where
+            where.written = frozenset(own_members)  # type: ignore[attr-defined]
+            # the names this block can see, for help that must not lead into a name clash
+            where.visible = {n: self.names[n].node.kind for n in  # type: ignore[attr-defined]
+                             self.visible.get(b.file.key, frozenset()) if n in self.names}
             for d in validate(ent, where):
                 self.add(d)
         return ent
@@ -1198,6 +1315,72 @@ def _divisors(n: int, limit: int) -> str:
     return ", ".join(str(k) for k in range(1, min(n, limit) + 1) if n % k == 0)
 
 
+def _std_link_names() -> set[str]:
+    import re
+
+    folder = _std_dir()
+    if folder is None:
+        return set()
+    try:
+        with open(os.path.join(folder, "links.ccost"), encoding="utf-8") as fh:
+            text = fh.read(1 << 20)
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return set(re.findall(r"^link\s+(\w+)", text, flags=re.M))
+
+
+def _inter_node_example(c, visible: dict[str, str]) -> str:
+    """How to give cluster ``c`` an inter-node link, in a way that checks in this spec: a link it already
+    has, else the std library's (when importing it clashes with no name of the spec), else a block."""
+    own = sorted(n for n, kind in visible.items() if kind == "link"
+                 and (c.intra_node is None or n != c.intra_node.name))
+    if own:
+        return f"such as `inter_node = {own[0]}`"
+    std = _std_link_names()
+    if "ib_ndr" in std and not (std & set(visible)):
+        return 'such as `inter_node = ib_ndr`, from `import "std/links.ccost"`'
+    return ("a `link` block of your own, such as `link ib { alpha = 3 us; bandwidth = 50 GB/s }` and "
+            "`inter_node = ib`")
+
+
+def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
+    """E301: the plan's degrees need more GPUs than its cluster has. The caret goes on a degree the block
+    writes (the last one written, usually the one just raised), and the help gives fixes that each check:
+    a degree lowered to what fits, or a cluster with enough nodes (and, when it has none, an inter-node
+    link: `nodes = 2` alone would only lead to the next error)."""
+    c = p.cluster
+    own = getattr(where, "written", frozenset())  # the fields this block writes itself
+    written = sorted((where(d, (d,)).line, where(d, (d,)).column, d) for d in ("tp", "pp", "ep", "dp")
+                     if getattr(p, d) > 1 and d in own)
+    degree = written[-1][2] if written else None
+    if degree:
+        span = where(degree, (degree,))
+    elif "cluster" in own:
+        span = where("cluster", ("cluster",))
+    else:
+        span = where("__plan__", ("cluster", "tp", "pp", "ep", "dp"))
+    node_word = "node" if c.nodes == 1 else "nodes"
+    lower = []
+    for d in [w[2] for w in reversed(written)]:  # the degree under the caret first
+        others = p.gpus // getattr(p, d)
+        fits = c.gpus // others
+        if fits >= 1:
+            lower.append(f"`{d} = {fits}`")
+    fixes = []
+    if lower:
+        fixes.append(" or ".join(lower) + f" fits the {c.gpus} GPUs of `{c.name}`")
+    need_nodes = -(-p.gpus // c.gpus_per_node)
+    if c.inter_node is None:
+        fixes.append(f"give cluster `{c.name}` `nodes = {need_nodes}` and an `inter_node` link between the "
+                     f"nodes ({_inter_node_example(c, getattr(where, 'visible', {}))})")
+    else:
+        fixes.append(f"give cluster `{c.name}` `nodes = {need_nodes}`")
+    return error(
+        "E301", f"plan `{p.name}` needs tp·pp·ep·dp = {p.tp}·{p.pp}·{p.ep}·{p.dp} = {p.gpus} GPUs, but "
+        f"cluster `{c.name}` has {c.nodes} {node_word} × {c.gpus_per_node} = {c.gpus}",
+        span, help="; or ".join(fixes))
+
+
 def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """Checks that need no cost model: degrees fit the cluster (E301), TP inside the NVLink domain (W301),
     TP divides kv_heads (W302), PP divides layers (W303), EP divides experts (W304).
@@ -1206,19 +1389,16 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     reads from the plan it extends (which reports it already)."""
     out: list[Diagnostic] = []
     c, m = p.cluster, p.model
-    span = where("__plan__", ("cluster", "tp", "pp", "ep", "dp"))
-    if p.gpus > c.gpus and span is not None:
-        node_word = "node" if c.nodes == 1 else "nodes"
-        need_nodes = -(-p.gpus // c.gpus_per_node)
-        out.append(error(
-            "E301", f"plan `{p.name}` needs tp·pp·ep·dp = {p.tp}·{p.pp}·{p.ep}·{p.dp} = {p.gpus} GPUs, but "
-            f"cluster `{c.name}` has {c.nodes} {node_word} × {c.gpus_per_node} = {c.gpus}",
-            span,
-            help=f"lower a degree, or give the cluster {need_nodes} nodes (`nodes = {need_nodes}`)"))
-    if p.tp > c.domain and where("tp", ("tp", "cluster")) is not None:
+    too_big = p.gpus > c.gpus
+    if too_big and where("__plan__", ("cluster", "tp", "pp", "ep", "dp")) is not None:
+        out.append(_too_many_gpus(p, where))
+    if p.tp > c.domain and not too_big and c.inter_node is not None \
+            and where("tp", ("tp", "cluster")) is not None:
+        # (more GPUs than the cluster has is E301 above; no inter-node link at all is the cluster's E302)
         out.append(warning(
             "W301", f"the tensor-parallel group of plan `{p.name}` (tp = {p.tp}) is larger than the NVLink "
-            f"domain of cluster `{c.name}` ({c.domain} GPUs): its AllReduces cross the slower inter-node link",
+            f"domain of cluster `{c.name}` ({c.domain} GPUs): its AllReduces cross the slower inter-node link "
+            f"`{c.inter_node.name}`",
             where("tp", ("tp", "cluster")),
             help=f"legitimate but costly: compare with tp = {c.domain} and pipeline or data parallelism "
                  "across nodes"))

@@ -24,7 +24,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "fmt": ("ccost.commands.fmt", "rewrite specs in canonical form, comments kept"),
     "diff": ("ccost.commands.diff", "what a change to a spec did to its inputs and results"),
     "calibrate": ("ccost.commands.calibrate", "fit alpha and bandwidth from nccl-tests logs"),
-    "schema": ("ccost.commands.schema", "print the language reference generated from the schema"),
+    "schema": ("ccost.commands.schema", "print the language reference, or (--results) the results' JSON Schema"),
     "import": ("ccost.commands.import_hf", "print a model block from a Hugging Face config.json"),
     "init": ("ccost.commands.init", "write a starter spec for a bundled model and cluster"),
     "lsp": ("ccost.commands.lsp", "the language server for editors (stdio; `pip install 'ccost[lsp]'`)"),

@@ -17,7 +17,8 @@ Conventions (SI floats):
 
 At P = 1 every collective costs exactly 0 (no hop, no byte), in every mode.
 
-Hops and volume per kind and algorithm (DESIGN "The cost model"; seed 000 and seed 001):
+Hops and volume per kind and algorithm (DESIGN "The cost model"; the notes “Communication Cost Analysis” and
+“Communication Cost Math — Distributed Inference”):
 
 =============  ==========  ====================  =========================================================
 kind           algorithm   hops                  volume per GPU
@@ -28,7 +29,7 @@ allreduce      one_shot    1 (at one_shot_lat.)  (P−1)·m egress, or 2(P−1)/
 allreduce      two_shot    2                     2(P−1)/P·m
 allgather      ring        P−1                   (P−1)/P·m
 reducescatter  ring        P−1                   (P−1)/P·m
-alltoall       pairwise    P−1                   (P−1)/P·m (seed 000: the local share stays put)
+alltoall       pairwise    P−1                   (P−1)/P·m (Analysis note: the local share stays put)
 broadcast      tree        ⌈log₂P⌉               log₂P·m (binomial tree: log₂P·(α + m/B))
 p2p            direct      1                     m
 =============  ==========  ====================  =========================================================
@@ -124,8 +125,8 @@ def volume(kind: str, algorithm: str | None, p: Num, m: Num, one_shot_volume: st
     buffer to every peer, (P−1)·m (``one_shot_volume="egress"``, the default: A1 2.585 ms); the notes charge
     it the ring volume instead (``"ring"``: A1 1.606 ms, A3 3.04 ms). The egress default is what keeps
     ``auto`` from picking one-shot for large messages, where it really is the worst choice.
-    All-to-All follows seed 000, (P−1)/P·m: the share a rank keeps for itself never leaves it (seed 001
-    omits that factor).
+    All-to-All follows “Communication Cost Analysis”, (P−1)/P·m: the share a rank keeps for itself never
+    leaves it (“Communication Cost Math — Distributed Inference” omits that factor).
     """
     alg = _algorithm(kind, algorithm)
     if kind == "allreduce":
@@ -241,7 +242,7 @@ def reducescatter(p: Num, m: Num, alpha: Num, bandwidth: Num, tag: str | None = 
 
 
 def alltoall(p: Num, m: Num, alpha: Num, bandwidth: Num, tag: str | None = None) -> Cost:
-    """All-to-All of m bytes per rank: P−1 hops, (P−1)/P·m (seed 000's convention)."""
+    """All-to-All of m bytes per rank: P−1 hops, (P−1)/P·m (“Communication Cost Analysis”'s convention)."""
     return collective_cost("alltoall", None, p, m, alpha, bandwidth, tag=tag)
 
 
@@ -621,7 +622,7 @@ def _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates, 
 # Regime
 
 def crossover(alpha: Num, bandwidth: Num) -> Num:
-    """The message size α·B at which one hop's latency equals its transfer time (seed 000: 5 µs ×
+    """The message size α·B at which one hop's latency equals its transfer time (“Communication Cost Analysis” §1: 5 µs ×
     450 GB/s = 2.25 MB). Below it a collective is latency-bound, above it bandwidth-bound."""
     return alpha * bandwidth
 
@@ -677,7 +678,7 @@ def exposed_comm(comm: Num, overlap: Num) -> Num:
 
 
 def efficiency_eta(compute: Num, comm: Num, overlap: Num) -> Num:
-    """Scaling efficiency η = T_c / (T_c + T_comm·(1 − overlap)) (seed 000)."""
+    """Scaling efficiency η = T_c / (T_c + T_comm·(1 − overlap)) (“Communication Cost Analysis” §6)."""
     return compute / (compute + exposed_comm(comm, overlap))
 
 
@@ -698,6 +699,6 @@ def scaling_efficiency(time_one: Num, time_n: Num, n: Num) -> Num:
 
 def tp_continuous_optimum(weight_bytes: Num, hbm_bandwidth: Num, alpha: Num, c: Num, layers: Num) -> Num:
     """Time-optimal TP degree N* = W·ln2 / (2·α·c·L·BW) of total(N) = W/(N·BW) + α·c·L·2·log₂N
-    (seed 001, A4: 45.58), treating N as continuous."""
+    (“Communication Cost Math — Distributed Inference” §6, worked example 4: 45.58), treating N as continuous."""
     ln2 = derive.constant(math.log(2), "ln 2", weight_bytes, hbm_bandwidth, alpha, c, layers)
     return weight_bytes * ln2 / (2 * alpha * c * layers * hbm_bandwidth)

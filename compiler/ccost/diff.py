@@ -9,6 +9,14 @@ diff into text for a terminal, Markdown for a pull-request comment, or a JSON do
 Why the results are compared as the INTERFACE.md document (``results_document``) rather than the
 ``Results`` objects: the document is the normative, stable surface that scripts already read, and a
 metric added to it shows up in the diff without a change here.
+
+What a reviewer reads (issue 10): a result whose relative change is below ``threshold`` (0.1 % by
+default) is not listed; a result that follows from another one listed (latency equal to the step time,
+speedup from efficiency, η, throughput from the step time, exposed communication from T_comm at the same
+overlap, memory from weights when nothing else moved) is marked ``implied_by`` and left out of text and
+Markdown, so one change reads as one line; results are named by label (``step time``, not
+``step_time_s``); a comparison is listed only when its ranking changed; and blocks of the bundled std
+library are never "added": the import is.
 """
 
 from __future__ import annotations
@@ -18,8 +26,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ccost import results as R
 from ccost import spec as S
 from ccost import units
+
+#: Results whose relative change is smaller than this are not listed (``ccost diff --threshold``, ``--all``).
+DEFAULT_THRESHOLD = 0.001
 
 # Plan results that are not single numbers, or that the diff shows in their own section.
 _PLAN_SKIP = frozenset({"title", "collectives", "checklist"})
@@ -58,6 +70,11 @@ class ResultChange:
     old_text: str
     new_text: str
     delta: float | None
+    implied_by: str | None = None  # a listed result this one follows from (not shown in text/Markdown)
+
+    @property
+    def label(self) -> str:
+        return _SWEEP_LABELS.get(self.metric) or R.label(self.metric)
 
     @property
     def delta_text(self) -> str:
@@ -100,7 +117,7 @@ class PlanSummary:
     fails: tuple[Any, ...]
 
     def text(self) -> str:
-        parts = ", ".join(f"{m} {format_metric(v, m)}" for m, v in self.values)
+        parts = ", ".join(f"{R.label(m)} {format_metric(v, m)}" for m, v in self.values)
         fails = f"; checklist fails: {', '.join(str(i) for i in self.fails)}" if self.fails else ""
         return f"{self.plan}: {parts}{fails}"
 
@@ -118,6 +135,15 @@ class SpecDiff:
     compares: tuple[CompareChange, ...]
     policy: tuple[InputChange, ...] = ()
     summaries: tuple[PlanSummary, ...] = ()  # of the plans added and removed
+    threshold: float = DEFAULT_THRESHOLD
+    below_threshold: int = 0  # result changes left out because they are smaller than the threshold
+    imports_added: tuple[str, ...] = ()  # std library files (their blocks are not listed one by one)
+    imports_removed: tuple[str, ...] = ()
+
+    @property
+    def shown_results(self) -> tuple[ResultChange, ...]:
+        """The result changes a person reads: not those implied by another listed one."""
+        return tuple(r for r in self.results if r.implied_by is None)
 
     @property
     def plans_added(self) -> tuple[str, ...]:
@@ -130,7 +156,8 @@ class SpecDiff:
     @property
     def empty(self) -> bool:
         return not (self.blocks_added or self.blocks_removed or self.inputs or self.results
-                    or self.checklist or self.compares or self.policy)
+                    or self.checklist or self.compares or self.policy or self.imports_added
+                    or self.imports_removed)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -242,6 +269,42 @@ def _entities(spec: S.Spec | None) -> dict[tuple[str, str], Any]:
     return out
 
 
+def _std_root() -> str | None:
+    import os
+
+    from ccost.resources import resource_dir
+
+    try:
+        return os.path.realpath(resource_dir("std"))
+    except FileNotFoundError:
+        return None
+
+
+def _std_file(path: str | None, root: str | None) -> str | None:
+    """``std/gpus.ccost`` when ``path`` is a file of the bundled library, else None."""
+    import os
+
+    if not path or root is None:
+        return None
+    real = os.path.realpath(path)
+    if real.startswith(root + os.sep):
+        return "std/" + os.path.relpath(real, root).replace(os.sep, "/")
+    return None
+
+
+def _from_std(ent: Any, root: str | None, std_files: set[str]) -> bool:
+    """Whether a block was written in the bundled library: its span names a library file (the checker
+    shows imported library files as ``std/gpus.ccost``) that the spec really read from the library."""
+    file = getattr(getattr(ent, "span", None), "file", None)
+    return file in std_files or _std_file(file, root) is not None
+
+
+def _std_imports(spec: S.Spec | None, root: str | None) -> set[str]:
+    if spec is None:
+        return set()
+    return {s for s in (_std_file(str(f), root) for f in getattr(spec, "files", ()) or ()) if s}
+
+
 # ---------------------------------------------------------------------------------------------------
 # Results: the INTERFACE.md document, plan by plan
 
@@ -274,8 +337,17 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _result_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[ResultChange]:
-    out = []
+def _small(va: Any, vb: Any, threshold: float) -> bool:
+    """A numeric change below ``threshold`` of the old value (a change from or to 0 is never small)."""
+    return (_number(va) and _number(vb) and va != 0 and vb != 0
+            and abs(vb - va) / abs(va) < threshold)
+
+
+def _result_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any],
+                    threshold: float = 0.0) -> tuple[list[ResultChange], int]:
+    """The plan's changed results (beyond ``threshold``, with ``implied_by`` set) and how many were
+    smaller than the threshold."""
+    out, small = [], 0
     for metric in list(a) + [k for k in b if k not in a]:
         if metric in _PLAN_SKIP:
             continue
@@ -284,10 +356,54 @@ def _result_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> li
             continue
         if _same(va, vb):
             continue
+        if _small(va, vb, threshold):
+            small += 1
+            continue
         delta = (vb - va) / abs(va) if _number(va) and _number(vb) and va != 0 else None
         out.append(ResultChange(name, metric, va, vb, format_metric(va, metric), format_metric(vb, metric),
                                 delta))
-    return out
+    return _mark_implied(out, a, b), small
+
+
+def _mark_implied(changes: list[ResultChange], a: Mapping[str, Any], b: Mapping[str, Any]) -> list[ResultChange]:
+    """Mark the results that follow from another listed one, so that one change reads as one line."""
+    listed = {c.metric for c in changes}
+
+    def same(key: str) -> bool:
+        return _same(a.get(key), b.get(key))
+
+    def equal_on_both_sides(x: str, y: str) -> bool:
+        return _same(a.get(x), a.get(y)) and _same(b.get(x), b.get(y))
+
+    def ratio_unchanged(x: str, y: str) -> bool:
+        ra = a.get(x) / a[y] if _number(a.get(x)) and _number(a.get(y)) and a[y] else None
+        rb = b.get(x) / b[y] if _number(b.get(x)) and _number(b.get(y)) and b[y] else None
+        return ra is not None and rb is not None and _same(float(ra), float(rb))
+
+    def diff_unchanged(x: str, y: str) -> bool:
+        if not all(_number(d.get(k)) for d in (a, b) for k in (x, y)):
+            return False
+        return _same(float(a[x] - a[y]), float(b[x] - b[y]))
+
+    rules: dict[str, tuple[str, bool]] = {
+        # metric: (the listed result it follows from, whether it does here)
+        "latency_s": ("step_time_s", equal_on_both_sides("latency_s", "step_time_s")),
+        "speedup": ("efficiency", True),  # efficiency = speedup / GPUs (a change of GPUs is listed itself)
+        "eta": ("exposed_comm_s" if "exposed_comm_s" in listed else "compute_time_s", True),
+        "throughput_tokens_s": ("step_time_s", same("tokens_per_step")),
+        "throughput_per_gpu": ("throughput_tokens_s", True),
+        "exposed_comm_s": ("comm_time_s", ratio_unchanged("exposed_comm_s", "comm_time_s")),
+        "memory_bytes_per_gpu": ("weight_bytes_per_gpu",
+                                 diff_unchanged("memory_bytes_per_gpu", "weight_bytes_per_gpu")),
+    }
+
+    def parent(metric: str) -> str | None:
+        """The listed result ``metric`` follows from here (a chain such as throughput per GPU → throughput
+        → step time hides both), or None when it stands on its own."""
+        rule = rules.get(metric)
+        return rule[0] if rule is not None and rule[1] and rule[0] in listed and rule[0] != metric else None
+
+    return [dataclasses.replace(c, implied_by=parent(c.metric)) for c in changes]
 
 
 def _checklist_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[StatusChange]:
@@ -302,6 +418,23 @@ def _checklist_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any]) ->
     return out
 
 
+_SWEEP_LABELS = {"time_optimal": "time-optimal point", "cost_optimal": "cost-optimal points",
+                 "continuous_optimum": "continuous optimum N*"}
+
+
+def _point_text(v: Any) -> str:
+    """``{tp: 8}`` → ``tp = 8``; ``{"0.7": {tp: 8}, "0.5": null}`` → ``≥ 70 %: tp = 8; ≥ 50 %: none``."""
+    from ccost.output import fmt_field
+
+    if v is None:
+        return "none"
+    if isinstance(v, Mapping) and all(isinstance(x, Mapping) or x is None for x in v.values()) and v:
+        return "; ".join(f"≥ {units.format_percent(float(k))}: {_point_text(x)}" for k, x in v.items())
+    if isinstance(v, Mapping):
+        return ", ".join(f"{k} = {fmt_field(k, x)}" for k, x in v.items()) or "none"
+    return format_input(v, None)
+
+
 def _sweep_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[ResultChange]:
     """A sweep's answers (its optima), not its every point: the points follow from inputs shown above."""
     out = []
@@ -310,17 +443,21 @@ def _sweep_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> lis
         if va == vb or (_number(va) and _number(vb) and _same(float(va), float(vb))):
             continue
         delta = (vb - va) / abs(va) if _number(va) and _number(vb) and va != 0 else None
-        out.append(ResultChange(f"sweep {name}", key, va, vb, format_input(va, None), format_input(vb, None),
-                                delta))
+        out.append(ResultChange(f"sweep {name}", key, va, vb, _point_text(va), _point_text(vb), delta))
     return out
 
 
-def compare(old: Side, new: Side) -> SpecDiff:
-    """Everything that changed from ``old`` to ``new``, unchanged values left out."""
+def compare(old: Side, new: Side, threshold: float = DEFAULT_THRESHOLD) -> SpecDiff:
+    """Everything that changed from ``old`` to ``new``, unchanged values left out, and results whose
+    relative change is below ``threshold`` too (0 lists every change)."""
     dims = _dims()
     ea, eb = _entities(old.spec), _entities(new.spec)
-    added = tuple(k for k in eb if k not in ea)
-    removed = tuple(k for k in ea if k not in eb)
+    root = _std_root()
+    # Blocks of the bundled library are not the spec's own: a new spec that imports std/gpus.ccost did
+    # not "add" forty GPUs. The import is what changed.
+    sa_imp, sb_imp = _std_imports(old.spec, root), _std_imports(new.spec, root)
+    added = tuple(k for k in eb if k not in ea and not _from_std(eb[k], root, sb_imp))
+    removed = tuple(k for k in ea if k not in eb and not _from_std(ea[k], root, sa_imp))
     inputs: list[InputChange] = []
     for key in eb:
         if key in ea:
@@ -333,9 +470,12 @@ def compare(old: Side, new: Side) -> SpecDiff:
     pa, pb = ra.get("plans") or {}, rb.get("plans") or {}
     results: list[ResultChange] = []
     checklist: list[StatusChange] = []
+    below = 0
     for name in pb:
         if name in pa:
-            results += _result_changes(name, pa[name], pb[name])
+            changed, small = _result_changes(name, pa[name], pb[name], threshold)
+            results += changed
+            below += small
             checklist += _checklist_changes(name, pa[name], pb[name])
     sa, sb = ra.get("sweeps") or {}, rb.get("sweeps") or {}
     for name in sb:
@@ -347,13 +487,14 @@ def compare(old: Side, new: Side) -> SpecDiff:
         if name in ca:
             a, b = ca[name], cb[name]
             rka, rkb = tuple(a.get("ranking") or ()), tuple(b.get("ranking") or ())
-            if rka != rkb or a.get("recommendation") != b.get("recommendation"):
+            if rka != rkb:  # the same ranking with new numbers in its sentence is not a new answer
                 compares.append(CompareChange(name, rka, rkb, a.get("recommendation"),
                                               b.get("recommendation")))
     summaries = [_summary(n, pb[n], "added") for k, n in added if k == "plan" and n in pb]
     summaries += [_summary(n, pa[n], "removed") for k, n in removed if k == "plan" and n in pa]
     return SpecDiff(old.label, new.label, old.spec is None, added, removed, tuple(inputs), tuple(results),
-                    tuple(checklist), tuple(compares), tuple(policy), tuple(summaries))
+                    tuple(checklist), tuple(compares), tuple(policy), tuple(summaries), threshold, below,
+                    tuple(sorted(sb_imp - sa_imp)), tuple(sorted(sa_imp - sb_imp)))
 
 
 # The numbers shown for a plan that is added or removed.
@@ -387,6 +528,14 @@ def _names(items: tuple[tuple[str, str], ...]) -> str:
     return ", ".join(f"{k} {n}" for k, n in items)
 
 
+def _threshold_note(d: SpecDiff) -> str | None:
+    if not d.below_threshold:
+        return None
+    n = d.below_threshold
+    return (f"{n} smaller change{'s' if n != 1 else ''} (under {units.format_percent(d.threshold)}) not "
+            "listed; --all lists every change")
+
+
 def to_text(d: SpecDiff) -> str:
     """The diff for a terminal: sections with one change a line, nothing for what did not change."""
     out = [f"ccost diff {d.old_label} → {d.new_label}"]
@@ -407,13 +556,21 @@ def to_text(d: SpecDiff) -> str:
         out.append("blocks added: " + _names(other_added))
     if other_removed:
         out.append("blocks removed: " + _names(other_removed))
+    if d.imports_added:
+        out.append("library imported: " + ", ".join(d.imports_added))
+    if d.imports_removed:
+        out.append("library no longer imported: " + ", ".join(d.imports_removed))
     if d.inputs or d.policy:
         out += ["", "inputs changed:"] + [f"  {_input_line(c)}" for c in d.inputs + d.policy]
-    if d.results:
+    shown = d.shown_results
+    if shown:
         out += ["", "results changed:"]
-        for r in d.results:
+        for r in shown:
             delta = f" ({r.delta_text})" if r.delta_text else ""
-            out.append(f"  {r.plan} {r.metric}: {r.old_text} → {r.new_text}{delta}")
+            out.append(f"  {r.plan} {r.label}: {r.old_text} → {r.new_text}{delta}")
+    note = _threshold_note(d)
+    if note:
+        out += [f"  ({note})"] if shown else ["", f"({note})"]
     if d.checklist:
         out += ["", "checklist status changed:"]
         out += [f"  {c.plan} checklist {c.id} ({c.title}): {_status(c.old)} → {_status(c.new)}"
@@ -441,9 +598,9 @@ MD_SHORT = 12
 
 
 def _md_results(rows: tuple[ResultChange, ...] | list[ResultChange]) -> list[str]:
-    out = ["| plan | metric | old | new | Δ |", "|---|---|---:|---:|---:|"]
+    out = ["| plan | result | old | new | Δ |", "|---|---|---:|---:|---:|"]
     for r in rows:
-        out.append(f"| `{r.plan}` | `{r.metric}` | {_md(r.old_text)} | {_md(r.new_text)} | "
+        out.append(f"| `{r.plan}` | {_md(r.label)} | {_md(r.old_text)} | {_md(r.new_text)} | "
                    f"{r.delta_text or '—'} |")
     return out + [""]
 
@@ -460,10 +617,14 @@ def to_markdown(d: SpecDiff) -> str:
         out += ["**Added:** " + ", ".join(f"{k} `{n}`" for k, n in d.blocks_added), ""]
     if d.blocks_removed:
         out += ["**Removed:** " + ", ".join(f"{k} `{n}`" for k, n in d.blocks_removed), ""]
+    if d.imports_added:
+        out += ["**Library imported:** " + ", ".join(f"`{f}`" for f in d.imports_added), ""]
+    if d.imports_removed:
+        out += ["**Library no longer imported:** " + ", ".join(f"`{f}`" for f in d.imports_removed), ""]
     for side in ("added", "removed"):
         rows = [s for s in d.summaries if s.side == side]
         if rows:
-            out += [f"#### Plans {side}", "", "| plan | " + " | ".join(f"`{m}`" for m in SUMMARY)
+            out += [f"#### Plans {side}", "", "| plan | " + " | ".join(R.label(m) for m in SUMMARY)
                     + " | checklist fails |", "|---|" + "---:|" * len(SUMMARY) + "---|"]
             for s in rows:
                 vals = dict(s.values)
@@ -477,17 +638,21 @@ def to_markdown(d: SpecDiff) -> str:
             block = "policy" if c.kind == "policy" else f"{c.kind} `{c.block}`"
             out.append(f"| {block} | `{c.field}` | {_md(c.old_text)} | {_md(c.new_text)} |")
         out.append("")
-    if d.results:
+    shown = d.shown_results
+    if shown:
         out += ["#### Results changed", ""]
-        head = [r for r in d.results if r.metric in HEADLINE]
-        if len(d.results) <= MD_SHORT or not head:
-            out += _md_results(d.results)
+        head = [r for r in shown if r.metric in HEADLINE]
+        if len(shown) <= MD_SHORT or not head:
+            out += _md_results(shown)
         else:
             # A pull-request comment shows what a reviewer weighs first; the rest folds away.
             out += _md_results(head)
-            out += [f"<details><summary>All {len(d.results)} changed results</summary>", ""]
-            out += _md_results(d.results)
+            out += [f"<details><summary>All {len(shown)} changed results</summary>", ""]
+            out += _md_results(shown)
             out += ["</details>", ""]
+    note = _threshold_note(d)
+    if note:
+        out += [f"_{note[0].upper() + note[1:]}._", ""]
     if d.checklist:
         out += ["#### Checklist status changed", "", "| plan | # | item | old | new |",
                 "|---|---:|---|---|---|"]
@@ -523,8 +688,13 @@ def to_document(d: SpecDiff) -> dict[str, Any]:
         "blocks_added": [{"kind": k, "name": n} for k, n in d.blocks_added],
         "blocks_removed": [{"kind": k, "name": n} for k, n in d.blocks_removed],
         "inputs": [inp(c) for c in d.inputs + d.policy],
-        "results": [{"plan": r.plan, "metric": r.metric, "old": r.old, "new": r.new, "delta": r.delta,
-                     "old_text": r.old_text, "new_text": r.new_text} for r in d.results],
+        "library_imported": list(d.imports_added),
+        "library_no_longer_imported": list(d.imports_removed),
+        "threshold": d.threshold,
+        "below_threshold": d.below_threshold,
+        "results": [{"plan": r.plan, "metric": r.metric, "label": r.label, "old": r.old, "new": r.new,
+                     "delta": r.delta, "old_text": r.old_text, "new_text": r.new_text,
+                     "implied_by": r.implied_by} for r in d.results],
         "checklist": [{"plan": c.plan, "id": c.id, "title": c.title, "old": c.old, "new": c.new}
                       for c in d.checklist],
         "compares": [{"compare": c.compare, "old_ranking": list(c.old_ranking),

@@ -69,9 +69,10 @@ def _alt(c: costs.Cost, count: float) -> dict:
             if _f(c.time) is not None else None}
 
 
-_ONE_SHOT_TEXT = {
-    "egress": "each GPU writes its whole buffer to each of the P−1 peers, (P−1)·m (what a one-shot kernel "
-              "moves)",
+#: What each `one_shot_volume` convention charges, in words (the review's prose uses these too).
+ONE_SHOT_TEXT = {
+    "egress": "each GPU's egress (P−1)·m, its whole buffer written to each of the P−1 peers (what a "
+              "one-shot kernel moves)",
     "ring": "the ring volume 2(P−1)/P·m (the reference notes' convention)",
 }
 
@@ -113,7 +114,7 @@ def collective_record(k: lower.Collective) -> dict:
         rec["one_shot_alternative"] = {
             "convention": other, "volume_bytes": _f(o.volume), "time_s": _f(o.time),
             "total_time_s": _f(o.time) * count,
-            "note": (f"charged: {_ONE_SHOT_TEXT[charged]}; the other convention, {_ONE_SHOT_TEXT[other]}, "
+            "note": (f"charged: {ONE_SHOT_TEXT[charged]}; the other convention, {ONE_SHOT_TEXT[other]}, "
                      f"is shown beside it (plan field one_shot_volume)")}
     if k.note:
         rec["note"] = k.note
@@ -238,9 +239,15 @@ def _searches(spec: S.Spec, diags: Diagnostics, progress=None) -> dict:
         return {}
 
 
+#: Sweep fields that change how many GPUs a plan uses: only along them is there a time-optimal and a
+#: cost-optimal point (more GPUs buy time at a price). A sweep over overlap, batch or the model has none.
+GPU_AXES = frozenset({"tp", "pp", "ep", "dp"})
+
+
 def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
     """A sweep: every point priced as a plan, the time-optimal point, the cost-optimal point per
-    efficiency threshold, and the closed-form N* where the notes' model applies."""
+    efficiency threshold (both only when the sweep varies a GPU count, ``GPU_AXES``; else None and {}),
+    and the closed-form N* where the notes' model applies."""
     if sw.base is None:
         raise CcostError(error("E401", f"sweep `{sw.name}` has no base plan", sw.span))
     names = [f for f, _ in sw.fields]
@@ -263,7 +270,10 @@ def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
             "memory_bytes_per_gpu": d["memory_bytes_per_gpu"], "fits_memory": d["fits_memory"],
         })
         points.append(point)
-    t_opt, c_opt = analysis.optima(points, names, policy)
+    if GPU_AXES & set(names):
+        t_opt, c_opt = analysis.optima(points, names, policy)
+    else:  # the fastest overlap or model is no "optimum" to act on: the table is the answer
+        t_opt, c_opt = None, {}
     doc = {
         "title": sw.title or sw.name,
         "field": names,
@@ -276,7 +286,7 @@ def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
 
 
 def continuous_optimum(sw: S.Sweep) -> float | None:
-    """N* = W·ln2/(2·α·c·L·BW) (seed 001 §6) when the notes' model applies: the sweep varies tp only, on a
+    """N* = W·ln2/(2·α·c·L·BW) (“Communication Cost Math — Distributed Inference” §6) when the notes' model applies: the sweep varies tp only, on a
     decode plan with the tree AllReduce, c = 2 AllReduces per layer, α of the intra-node link."""
     base = sw.base
     if base is None or [f for f, _ in sw.fields] != ["tp"] or base.phase != "decode" or base.allreduce != "tree":
@@ -306,8 +316,12 @@ def compare_document(cmp: S.Compare, plan_docs: dict[str, dict]) -> dict:
 
 def results_document(results: Results) -> dict:
     """The INTERFACE.md results document (normative keys in order; extras marked in ``plan_document``)."""
+    from ccost.results import SCHEMA_VERSION
+
     doc: dict[str, Any] = {
-        "ccost": results.version,
+        "ccost": results.version,  # INTERFACE.md's key, kept for scripts that read it
+        "ccost_version": results.version,
+        "schema_version": SCHEMA_VERSION,  # ccost.results: the key table, its JSON Schema and its docs
         "spec": results.spec.path,
         "plans": {name: r.doc for name, r in results.plans.items()},
     }

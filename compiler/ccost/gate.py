@@ -66,3 +66,35 @@ def policy_failures(spec: S.Spec, results: Any) -> list[str]:
             if item.get("status") == "fail":
                 lines.append(failure_line(name, item))
     return lines
+
+
+_PASS_OP = {">": "≤", "<": "≥"}
+
+
+def pass_line(plan: str, items: list[dict[str, Any]]) -> str:
+    """``tp8: policy ok (overhead 12.3 % ≤ max 30 %, efficiency 81 % ≥ min 70 %, memory ... ≤ limit ...)``:
+    a passing plan with the numbers it passed on, so a green gate says why it is green."""
+    parts = []
+    for item in items:
+        ident = item.get("id")
+        known = _ITEMS.get(ident) if isinstance(ident, int) else None
+        value, threshold = item.get("value"), item.get("threshold")
+        if known is None or item.get("status") != "pass" or not isinstance(value, (int, float)) \
+                or not isinstance(threshold, (int, float)):
+            continue
+        what, op, word, fmt = known
+        parts.append(f"{what} {fmt(value)} {_PASS_OP[op]} {word} {fmt(threshold)}")
+    return f"{plan}: policy ok" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def policy_passes(spec: S.Spec, results: Any) -> list[str]:
+    """One line per plan judged against the policy that fails none of its items (see ``pass_line``)."""
+    from ccost.evaluate import results_document
+
+    plans = results_document(results).get("plans") or {}
+    out = []
+    for name in gated_plans(spec, list(plans)):
+        items = plans[name].get("checklist") or []
+        if not any(i.get("status") == "fail" for i in items):
+            out.append(pass_line(name, items))
+    return out

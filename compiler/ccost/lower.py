@@ -32,8 +32,8 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
   (at most pp−1). The whole batch goes as one message per boundary, as the notes price it (A3: 1 MiB);
   splitting it into M micro-batches would add (M−1)·α per boundary, which the model leaves out.
 * **EP**: 2 All-to-Alls (dispatch, combine) per MoE layer of B·S·top_k·d·activation bytes per rank on
-  the ep ranks (training: ×2). Volume convention: seed 000's (P−1)/P·m (the local share stays put);
-  seed 001 omits that factor.
+  the ep ranks (training: ×2). Volume convention: “Communication Cost Analysis”'s (P−1)/P·m (the local share stays
+  put); “Communication Cost Math — Distributed Inference” (§2) omits that factor.
 * **DP**: without FSDP, one gradient AllReduce per step of this GPU's parameters × grad bytes on the dp
   ranks (for a MoE model: the dense parameters over the dp·ep ranks that replicate them, the experts'
   over the dp ranks); the critical path counts one per stage (pp in all). With FSDP: per layer, an
@@ -331,7 +331,8 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
                   else "one forward pass: a multiply and an add per parameter")
     elif key == "b_opt":
         source = "Adam with an FP32 master copy: master, m, v at 4 B each"
-    return derive.leaf(sym, value, dim, desc, source)
+    # shares print as percentages everywhere (overlap = 50 %, as the spec writes it), never as 0.5
+    return derive.leaf(sym, value, dim, desc, source, style="percent" if key in ("overlap", "max_mem") else None)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -481,7 +482,8 @@ def lower(static: Static, x: Inputs) -> Program:
                      "MoE layer" + (", forward and backward" if train else ""))
         coll.append(_collective(
             static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, x.tp, m_ep, x,
-            note="volume (P−1)/P·m per rank, seed 000's convention (seed 001 omits the factor)"))
+            note="volume (P−1)/P·m per rank, the convention of “Communication Cost Analysis” §2 (“Communication Cost Math — Distributed Inference” §2 omits the "
+                 "factor)"))
 
     # --- parameters on this GPU (dense part replicated over ep, experts sharded) ---------------------------
     if static.moe:

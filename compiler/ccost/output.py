@@ -192,8 +192,15 @@ def _indent(text: str, by: str = "  ") -> str:
     return "\n".join(by + line if line else line for line in text.splitlines())
 
 
+def fmt_field(field: str, value) -> str:
+    """A plan field's value as the spec would write it: shares in % (`overlap = 90 %`), the rest as is."""
+    if field in ("overlap",) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return fmt_pct(value)
+    return str(value)
+
+
 def _point_label(point: dict, fields: list[str]) -> str:
-    return ", ".join(f"{f}={point[f]}" for f in fields if f in point)
+    return ", ".join(f"{f} = {fmt_field(f, point[f])}" for f in fields if f in point)
 
 
 def sweep_text(name: str, s: dict) -> str:
@@ -202,9 +209,9 @@ def sweep_text(name: str, s: dict) -> str:
     rows = []
     for pt in s["points"]:
         if pt.get("error"):
-            rows.append([*(str(pt[f]) for f in fields), "—", "—", "—", "—"])
+            rows.append([*(fmt_field(f, pt[f]) for f in fields), "—", "—", "—", "—"])
             continue
-        rows.append([*(str(pt[f]) for f in fields), fmt_time(pt["step_time_s"]),
+        rows.append([*(fmt_field(f, pt[f]) for f in fields), fmt_time(pt["step_time_s"]),
                      "—" if pt["speedup"] is None else f"{fmt_num(pt['speedup'], 3)}×",
                      fmt_pct(pt["efficiency"]), fmt_pct(pt["overhead"])])
     out.append(_indent(table([*fields, "step time", "speedup", "efficiency", "overhead"], rows,

@@ -428,7 +428,7 @@ register(BlockKind(
     ),
     "plans", _entity(S.Plan),
     'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'
-    '  tp = 8\n  allreduce = ring\n}',
+    '  tp = 8\n  allreduce = ring\n}\nplan tp8_tree extends tp8 { allreduce = tree }',
 ))
 
 
@@ -461,7 +461,7 @@ register(BlockKind(
         Field("by", enum(*COMPARE_BY), "what ranks them", "throughput", default="latency"),
     ),
     "compares", _build_compare,
-    'compare cross_node "TP=16 or TP=8 x PP=2?" {\n  plans = [tp16, tp8_pp2]\n  by = latency\n}',
+    'compare algorithms "Ring or tree for TP=8 decode?" {\n  plans = [tp8, tp8_tree]\n  by = latency\n}',
 ))
 
 
@@ -505,9 +505,9 @@ register(BlockKind(
               "they are not written here", "false", default_doc="`true` when the file has a `policy` block"),
     ),
     "searches", _build_search,
-    'search layouts "Every layout of Llama-3-70B decode on 16 nodes" {\n  base = tp8\n'
-    '  tp = pow2(1, 8); pp = pow2(1, 16); dp = pow2(1, 128)\n  batch = [1, 8, 32, 128]\n'
-    '  allreduce = [ring, tree, auto]\n  max_gpus = 64; tp_divides_kv_heads = true\n'
+    'search layouts "Every layout of Llama-3-70B decode on one node" {\n  base = tp8\n'
+    '  tp = pow2(1, 8); pp = pow2(1, 8); dp = pow2(1, 8)\n  batch = [1, 8, 32, 128]\n'
+    '  allreduce = [ring, tree, auto]\n  max_gpus = 8; tp_divides_kv_heads = true\n'
     '  objective = throughput_per_gpu\n}',
     varies="plan",
     varies_doc="| `tp`, `pp`, `ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap`, `allreduce`, `fsdp`, "

@@ -603,7 +603,8 @@ def search_text(name: str, s: dict) -> str:
                    "max_overhead": f"overhead {O.fmt_pct(b['overhead'])} > {O.fmt_pct(c.get('threshold'))}",
                    "min_efficiency": f"efficiency {O.fmt_pct(b['efficiency'])} < {O.fmt_pct(c.get('threshold'))}",
                    }.get(k, "")
-            layout = ", ".join(f"{f}={str(b[f]).lower() if isinstance(b[f], bool) else b[f]}" for f in axes)
+            layout = ", ".join(f"{f}={str(b[f]).lower() if isinstance(b[f], bool) else O.fmt_field(f, b[f])}"
+                               for f in axes)
             out.append(f"  {k} cost: the best layout it removed ({layout}) would give "
                        f"{O.fmt_num(b['throughput_per_gpu'], 4)} tokens/s/GPU at {O.fmt_time(b['latency_s'])}"
                        f" on {b['gpus']:,} GPU{'' if b['gpus'] == 1 else 's'}, but {why}")
@@ -613,7 +614,7 @@ def search_text(name: str, s: dict) -> str:
             return str(p[f]).lower()
         if f == "allreduce" and p[f] == "auto" and p.get("tp_algorithm"):
             return f"auto: {p['tp_algorithm']}"  # what auto picked for the TP AllReduce
-        return str(p[f])
+        return O.fmt_field(f, p[f])  # overlap in %
 
     def rows_of(points):
         return [[*(cell(p, f) for f in axes),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -90,14 +91,55 @@ def registry():
     return _registry
 
 
-def suggest_unit(unit: str) -> str | None:
-    if unit in COMMON_MISTAKES:
+def suggest_unit(unit: str, dim: Dim | None = None) -> str | None:
+    """The unit ``unit`` was probably meant to be: a known misspelling (``GBps``), the same letters in the
+    right case (``gb/s`` → ``GB/s``, also part by part around ``/``), else the closest spelling. Case comes
+    before closeness: difflib alone turns ``gb/s`` into ``Tbit/s``. With ``dim`` (what the field needs),
+    only units of that dimension are suggested: ``usec`` is no bandwidth."""
+    def fits(u: str | None) -> bool:
+        if u is None:
+            return False
+        if dim is None:
+            return True
+        try:
+            return parse_unit(u)[1] == dim
+        except UnitError:
+            return False
+
+    from ccost.units_table import UNITS
+
+    known = [u for u in KNOWN_UNITS if fits(u)]
+    if unit in COMMON_MISTAKES and fits(COMMON_MISTAKES[unit]):
         return COMMON_MISTAKES[unit]
-    close = difflib.get_close_matches(unit, KNOWN_UNITS, n=1, cutoff=0.6)
-    if close:
-        return close[0]
-    lowered = {u.lower(): u for u in KNOWN_UNITS}
-    return lowered.get(unit.lower())
+    # every spelling the table knows (`Gbyte/s`), the usual ones (`GB/s`) winning a clash of case
+    every = {u.lower(): u for u in [*UNITS, *KNOWN_UNITS]}
+    lowered = {k: u for k, u in every.items() if fits(u)}
+    if unit.lower() in lowered:
+        return lowered[unit.lower()]
+    if "/" in unit:
+        parts = [p.strip() for p in unit.split("/")]
+        fixed = [p if p in KNOWN_UNITS else COMMON_MISTAKES.get(p) or every.get(p.lower()) for p in parts]
+        if all(fixed) and fixed != parts and fits("/".join(fixed)):  # type: ignore[arg-type]
+            return "/".join(fixed)  # type: ignore[arg-type]
+    close = difflib.get_close_matches(unit, known, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def bit_reading(typed: str, suggestion: str) -> str | None:
+    """``gb/s`` → ``GB/s`` is a guess: a lower-case ``b`` often means bits. The bit unit it could have
+    meant (``Gbit/s``), or None when the typed unit has no lower-case ``b``."""
+    if "b" not in typed.replace("bit", "").replace("byte", "") or "B" not in suggestion:
+        return None
+    alt = suggestion.replace("iB", "ibit").replace("B", "bit")
+    try:
+        parse_unit(alt)
+    except UnitError:
+        return None
+    return alt
+
+
+# A milli-prefixed amount (`mb`, `mB`, `mbit`, `mFLOP`): valid to Pint, meaningless in a spec.
+_MILLI_AMOUNT = re.compile(r"(?<![A-Za-z])m(b|B|bit|byte|FLOP)(?![A-Za-z])")
 
 
 @lru_cache(maxsize=512)
@@ -111,6 +153,9 @@ def parse_unit(unit: str) -> tuple[float, Dim]:
         raise UnitError(unit, COMMON_MISTAKES[text])
     if text == "%":
         return 0.01, DIMENSIONLESS
+    milli = _MILLI_AMOUNT.sub(lambda m: "M" + m.group(1), text)
+    if milli != text:  # `mb/s` would be a thousandth of a bit per second: surely MB/s was meant
+        raise UnitError(unit, milli)
     spelled = text.replace("μ", "µ")
     # The common path: the units users write, precomputed from this registry (importing Pint costs ~0.25 s,
     # more than the rest of `ccost check`). Pint stays the source of truth for everything else, and a
@@ -227,10 +272,17 @@ def _is_binary(value: float) -> bool:
     return v % 1024 == 0 and (v % 1000 != 0 or v % (1 << 20) == 0)
 
 
-def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None = None) -> str:
+def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None = False) -> str:
     """Format an SI float of dimension ``dim`` with a readable prefix.
 
+    Bytes are decimal (kB, MB, GB: 1e3, 1e6, 1e9), the one convention of every output, so that weights,
+    messages and memory read against the 80 GB of a GPU without a second unit system (issue 10).
+    ``binary=True`` forces KiB/MiB/GiB; ``binary=None`` picks binary for whole multiples of 1 KiB (the
+    ``--sizes`` syntax of ``ccost calibrate`` uses it to write back exactly what was typed).
+
     >>> format_quantity(524288, INFORMATION)
+    '524.3 kB'
+    >>> format_quantity(524288, INFORMATION, binary=None)
     '512 KiB'
     >>> format_quantity(0.00448, TIME)
     '4.48 ms'

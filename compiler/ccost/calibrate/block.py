@@ -74,13 +74,15 @@ def _wrap(line: str, width: int = 108) -> list[str]:
     words: list[str] = []
     for word in body.split(" "):
         if words and _UNIT.match(word) and re.search(r"\d$", words[-1]):
-            words[-1] += " " + word  # never split "32 MiB" across lines
+            words[-1] += " " + word  # never split "32 MB" across lines
+        elif words and (words[-1] == "<-" or words[-1].endswith("<- gives")):
+            words[-1] += " " + word  # nor "<- gives bandwidth"
         else:
             words.append(word)
     out, cur = [], lead
     for word in words:
         if cur.strip("# ") and len(cur) + 1 + len(word) > width:
-            out.append(cur)
+            out.append(cur.rstrip())
             cur = lead + "    " + word
         else:
             cur = cur + word if cur.endswith(" ") or cur == "#" else cur + " " + word

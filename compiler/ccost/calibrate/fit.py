@@ -415,7 +415,7 @@ def size_range_text(sizes: tuple[int | None, int | None] | None) -> str:
         return ""
     lo, hi = sizes
     def one(x):
-        return "" if x is None else format_quantity(float(x), INFORMATION).replace(" ", "")
+        return "" if x is None else format_quantity(float(x), INFORMATION, binary=None).replace(" ", "")
     return f"{one(lo)}..{one(hi)}"
 
 

@@ -44,13 +44,15 @@ def plot_svg(fit: Fit) -> str:
                   label=f"as priced: {fit.hops:g}·α + {fit.volume_ratio:.3g}·m/B", zorder=1)
         for p, nxt in zip(fit.pieces, fit.pieces[1:]):
             ax.axvline(np.sqrt(p.hi * nxt.lo), color="#a0a0a0", linewidth=0.7, linestyle=":")
-        # Sizes in powers of 1024 (nccl-tests sweeps powers of two): 1 KiB, 1 MiB, 1 GiB read at a glance.
-        lo_exp = int(np.floor(np.log2(sizes.min()) / 10)) * 10
-        hi_exp = int(np.ceil(np.log2(sizes.max()) / 10)) * 10
-        ticks = [2.0 ** e for e in range(lo_exp, hi_exp + 1, 10)]
-        names = {0: "1 B", 10: "1 KiB", 20: "1 MiB", 30: "1 GiB", 40: "1 TiB"}
-        ax.set_xticks(ticks, [names.get(e, f"2^{e} B") for e in range(lo_exp, hi_exp + 1, 10)])
-        ax.set_xticks([2.0 ** e for e in range(lo_exp, hi_exp + 1)], minor=True)
+        # Decimal sizes, like every byte count ccost prints (1 kB, 1 MB, 1 GB); minor ticks at the powers of
+        # two that nccl-tests sweeps.
+        lo_exp = int(np.floor(np.log10(sizes.min()) / 3)) * 3
+        hi_exp = int(np.ceil(np.log10(sizes.max()) / 3)) * 3
+        names = {0: "1 B", 3: "1 kB", 6: "1 MB", 9: "1 GB", 12: "1 TB"}
+        ax.set_xticks([10.0 ** e for e in range(lo_exp, hi_exp + 1, 3)],
+                      [names.get(e, f"1e{e} B") for e in range(lo_exp, hi_exp + 1, 3)])
+        two = range(int(np.floor(np.log2(sizes.min()))), int(np.ceil(np.log2(sizes.max()))) + 1)
+        ax.set_xticks([2.0 ** e for e in two], minor=True)
         ax.tick_params(axis="x", which="minor", labelbottom=False)
         ax.set_xlim(sizes.min() / 1.5, sizes.max() * 1.5)
         ax.set_xlabel("message size m (total bytes per collective, as nccl-tests reports it)")

@@ -1,9 +1,13 @@
 """``ccost check SPEC...``: parse and check specs, print every diagnostic; ``--policy`` also gates on the
 policy and the checklist.
 
+SPEC is a file, a folder (every ``.ccost`` file below it) or ``-`` (standard input; imports resolve from
+the current folder), as for ``eval``, ``report`` and ``fmt``.
+
 Exit status (INTERFACE.md): 0 when every spec is clean (warnings allowed), 2 when a spec has an error,
 1 when ``--policy`` finds a plan that fails its policy. Diagnostics go to stderr, the one-line summary of a
-clean spec (``specs/x.ccost: ok (3 plans, 1 sweep)``) to stdout.
+clean spec (``specs/x.ccost: ok (3 plans, 1 sweep)``) to stdout; with ``--policy`` one line per plan says
+whether it meets its policy and on which numbers (stdout when it does, stderr when it does not).
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ HELP = "parse and check specs; with --policy, also gate on the policy"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("specs", nargs="+", metavar="SPEC", help=".ccost files to check")
+    parser.add_argument("specs", nargs="+", metavar="SPEC",
+                        help=".ccost files to check; a folder means every .ccost file under it; `-` reads "
+                             "standard input (imports resolve from the current folder)")
     parser.add_argument("--policy", action="store_true",
                         help="also evaluate every plan against the spec's policy and the checklist; "
                              "exit 1 when a plan fails")
@@ -36,13 +42,19 @@ def summary(spec) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ccost.check import check_file
+    from ccost.check import check_file, check_text
+    from ccost.commands.paths import STDIN, expand
     from ccost.diagnostics import render_all, use_colour
 
     status = 0
     clean = []
-    for path in args.specs:
-        result = check_file(path)
+    for arg in expand(args.specs):
+        path = arg.path
+        if path == STDIN:
+            path = "<stdin>"
+            result = check_text(sys.stdin.read(), path)
+        else:
+            result = check_file(path)
         if result.diagnostics:
             print(render_all(result.diagnostics, result.sources, colour=use_colour(sys.stderr)),
                   file=sys.stderr)
@@ -76,6 +88,8 @@ def _gate(specs) -> int:
         failures = gate.policy_failures(spec, results)
         for line in failures:
             print(f"{spec.path}: {line}", file=sys.stderr)
+        for line in gate.policy_passes(spec, results):
+            print(f"{spec.path}: {line}")
         if failures:
             failed = True
         else:

@@ -23,14 +23,27 @@ HELP = "what a change to a spec did to its inputs and results"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.usage = ("ccost diff [--format text|markdown|json] [REV] SPEC\n"
-                    "       ccost diff [--format text|markdown|json] OLD.ccost NEW.ccost")
+    parser.usage = ("ccost diff [--format text|markdown|json] [--threshold PERCENT | --all] [REV] SPEC\n"
+                    "       ccost diff [--format text|markdown|json] [--threshold PERCENT | --all] OLD.ccost "
+                    "NEW.ccost")
     parser.add_argument("args", nargs="+", metavar="ARG",
                         help="SPEC (HEAD against the working tree), REV SPEC (that revision against the "
                              "working tree), or OLD.ccost NEW.ccost (two files)")
     parser.add_argument("--format", choices=("text", "markdown", "json"), default="text",
                         help="text for a terminal (default), markdown for a pull-request comment, json for "
                              "scripts")
+    parser.add_argument("--threshold", metavar="PERCENT", type=_percent, default=None,
+                        help="leave out results that changed by less than this share of their old value "
+                             "(default 0.1; inputs, statuses and rankings are always listed)")
+    parser.add_argument("--all", action="store_true",
+                        help="list every result that changed, however little (the same as --threshold 0)")
+
+
+def _percent(text: str) -> float:
+    value = float(text.strip().rstrip("%").strip())
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f"{text}: a percentage from 0 to under 100, like 0.1")
+    return value / 100
 
 
 def _side(label: str, path: str, reader=None, where: str = ""):
@@ -94,7 +107,10 @@ def run(args: argparse.Namespace) -> int:
         print(render_all(exc.diagnostics, getattr(exc, "sources", None), use_colour(sys.stderr)),
               file=sys.stderr)
         return 2
-    d = compare(old, new)
+    from ccost.diff import DEFAULT_THRESHOLD
+
+    threshold = 0.0 if args.all else (DEFAULT_THRESHOLD if args.threshold is None else args.threshold)
+    d = compare(old, new, threshold)
     if args.format == "json":
         from ccost.output import to_json
 

@@ -54,7 +54,7 @@ def render(spec, plan_name: str) -> str:
                        f"{output.fmt_time(od['total_time_s'])} per step")
         if c.get("note"):
             out.append(f"  {c['purpose']}: {c['note']}")
-    out += ["", "## checklist (seed 001 §7, and memory)"]
+    out += ["", "## checklist (“Communication Cost Math — Distributed Inference” §7, and memory)"]
     for item in doc["checklist"]:
         out.append(f"  {item['id']:>2}. [{_STATUS.get(item['status'], item['status'])}] {item['title']}: "
                    f"{item['note']}")

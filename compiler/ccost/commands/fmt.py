@@ -77,14 +77,10 @@ def _write(path: Path, text: str) -> None:
 
 def expand(paths: list[str]) -> list[str]:
     """Files as given; a folder becomes its .ccost files, recursively, in sorted order (so that
-    `ccost fmt --check specs/` is one CI line)."""
-    out: list[str] = []
-    for p in paths:
-        if os.path.isdir(p):
-            out += sorted(str(f) for f in Path(p).rglob("*.ccost") if f.is_file())
-        else:
-            out.append(p)
-    return out
+    `ccost fmt --check specs/` is one CI line). The same expansion as check, eval and report."""
+    from ccost.commands.paths import expand as expand_args
+
+    return [a.path for a in expand_args(paths)]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,9 +1,12 @@
-"""``ccost report SPEC [-o PATH] [--format pdf|html|both]``: write the design review and the results YAML.
+"""``ccost report SPEC... [-o PATH] [--format pdf|html|both]``: write the design review and the results YAML.
 
 By default writes ``reports/<stem>.html``, ``reports/<stem>.pdf`` and ``reports/<stem>.yaml`` relative to
-the current folder and prints the paths written, one a line. All outputs are written to temporary files
-first and renamed together, so a failed render leaves the previous review in place. Set
-``SOURCE_DATE_EPOCH`` for a byte-identical rebuild (the cover's date comes from it too).
+the current folder and prints the paths written, one a line. SPEC is a file or a folder (every ``.ccost``
+file below it that has something to review; a library of blocks such as ``specs/std/`` is skipped), as
+for ``check``, ``eval`` and ``fmt``; with several specs ``-o`` must name a folder. All outputs of a spec
+are written to temporary files first and renamed together, so a failed render leaves the previous review
+in place. Set ``SOURCE_DATE_EPOCH`` for a byte-identical rebuild (the cover's date comes from it too).
+Exit 0, or 2 when a spec has errors or cannot be written (the other specs are still reviewed).
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ HELP = "write the design review (HTML, PDF) and a YAML of the results"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", metavar="SPEC", help="the .ccost spec to review")
+    parser.add_argument("specs", nargs="+", metavar="SPEC",
+                        help="the .ccost specs to review; a folder means its specs (files that define no "
+                             "plan, sweep, comparison or search are skipped)")
     parser.add_argument("-o", "--output", metavar="PATH", default=None,
-                        help="a folder (existing, or ending in /) for <stem>.html/.pdf/.yaml, or a file path "
-                             "whose suffix is replaced (-o out/review.pdf); default reports/<stem>")
+                        help="a folder (existing, or ending in /) for <stem>.html/.pdf/.yaml, or (one spec) a "
+                             "file path whose suffix is replaced (-o out/review.pdf); default reports/<stem>")
     parser.add_argument("--format", choices=("pdf", "html", "both"), default="both",
                         help="which review to render (the YAML of the results is always written); "
                              "default both")
@@ -28,8 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ccost.diagnostics import CcostError, error
-    from ccost.report import output_paths, write_report
+    import sys
+
+    from ccost.commands.paths import STDIN, evaluates_something, expand
+    from ccost.diagnostics import CcostError, error, render_all, use_colour
     from ccost.report.provenance import build_date
 
     try:
@@ -37,9 +44,42 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CcostError(error("E504", str(exc),
                                help="unset it, or set it to whole seconds since 1970")) from None
-    paths = output_paths(args.spec, args.output, args.format)
+    specs = expand(args.specs)
+    if any(a.path == STDIN for a in specs):
+        raise CcostError(error("E504", "a review needs its spec as a file: `-` (standard input) is not "
+                                       "accepted by ccost report",
+                               help="save the spec to a file, or use `ccost eval -` for its numbers"))
+    if len(specs) > 1 and args.output and not (args.output.endswith(("/", os.sep)) or os.path.isdir(args.output)):
+        raise CcostError(error("E504", f"-o {args.output}: several specs need a folder for their reviews",
+                               help=f"end it with a slash (`-o {args.output}/`) or name an existing folder"))
+    status = 0
+    for arg in specs:
+        if arg.from_folder:
+            from ccost.check import check_file
+
+            result = check_file(arg.path)
+            if result.spec is not None and not result.errors and not evaluates_something(result.spec):
+                print(f"{arg.path}: skipped (defines no plan, sweep, comparison or search)", file=sys.stderr)
+                continue
+        try:
+            _one(arg.path, args)
+        except CcostError as exc:
+            if len(specs) == 1:
+                raise
+            print(render_all(exc.diagnostics, getattr(exc, "sources", None), use_colour(sys.stderr)),
+                  file=sys.stderr)
+            status = 2
+    return status
+
+
+def _one(spec: str, args: argparse.Namespace) -> None:
+    """Review one spec and print the paths written."""
+    from ccost.diagnostics import CcostError, error
+    from ccost.report import output_paths, write_report
+
+    paths = output_paths(spec, args.output, args.format)
     try:
-        written = write_report(args.spec, paths, include_git=not args.no_git,
+        written = write_report(spec, paths, include_git=not args.no_git,
                                git_note="not recorded (--no-git)")
     except OSError as exc:
         raise CcostError(error("E504", f"cannot write the review: {exc}",
@@ -52,7 +92,6 @@ def run(args: argparse.Namespace) -> int:
             print(os.path.relpath(p, cwd) if str(p).startswith(cwd) else p)
         except ValueError:
             print(p)
-    return 0
 
 
 def _fetch_error():

@@ -13,6 +13,8 @@ from typing import Any
 
 from ccost import spec as S
 from ccost import units
+from ccost.analysis import COMPARE_METRICS  # compare `by` -> the key it ranks on, as analysis.rank does
+from ccost.evaluate import GPU_AXES  # the sweep fields along which optima mean something
 from ccost.report import view as V
 from ccost.report.provenance import Provenance
 
@@ -66,11 +68,11 @@ def link_provenance(link: S.Link) -> str:
 
 def build_inputs(spec: S.Spec, plan_names: Sequence[str]) -> V.InputsSection:
     plans, clusters, models, gpus, links = _used_entities(spec, plan_names)
-    T, I, BW, FR = units.TIME, units.INFORMATION, units.BANDWIDTH, units.FLOP_RATE
+    T, INF, BW, FR = units.TIME, units.INFORMATION, units.BANDWIDTH, units.FLOP_RATE
     tables: list[tuple[str, V.Table]] = []
     tables.append(("GPUs", V.Table(
         ("name", "memory", "HBM bandwidth", "peak FLOP/s", "achieved FLOP/s", "source"),
-        tuple((f"{g.name} — {g.label}" if g.title else g.name, _q(g.memory, I), _q(g.hbm_bandwidth, BW),
+        tuple((f"{g.name} — {g.label}" if g.title else g.name, _q(g.memory, INF), _q(g.hbm_bandwidth, BW),
                _q(g.flops, FR),
                _q(g.achieved_flops, FR) if g.achieved_flops is not None else "— (peak used)",
                g.source or "—") for g in gpus.values()),
@@ -96,7 +98,7 @@ def build_inputs(spec: S.Spec, plan_names: Sequence[str]) -> V.InputsSection:
         tuple((f"{m.name} — {m.label}" if m.title else m.name, f"{m.layers:,}", f"{m.hidden:,}",
                f"{m.heads or '—'} / {m.kv_heads or '—'}",
                units.format_quantity(m.params, units.DIMENSIONLESS) if m.params else "—",
-               _q(m.total_weight_bytes, I) + (" (given)" if m.weight_bytes is not None else ""),
+               _q(m.total_weight_bytes, INF) + (" (given)" if m.weight_bytes is not None else ""),
                f"{m.weights} / {m.activations} / {m.kv_cache}",
                (f"{m.experts} experts, top-{m.top_k}" if m.is_moe else "—")) for m in models.values()),
         (False, True, True, True, True, True, False, False), wide=True)))
@@ -255,7 +257,7 @@ def checklist(name: str, doc_plan: Mapping[str, Any]) -> V.PlanChecklist:
     return V.PlanChecklist(name, doc_plan.get("title") or name, rows, verdict_counts(rows))
 
 
-# What the value of each checklist item measures (the ten items of the notes' section 7, seed-examples A5),
+# What the value of each checklist item measures (the ten items of “Communication Cost Math — Distributed Inference” §7),
 # so it prints with its unit: bytes, seconds or a fraction.
 CHECKLIST_UNITS = {1: "weight_bytes", 2: "volume_bytes", 4: "comm_time_s", 5: "overhead", 6: "overhead",
                    9: "efficiency", 10: "bubble", 11: "memory_bytes"}
@@ -322,10 +324,17 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
                 marks.append(f"cost-optimal ≥ {units.format_percent(float(thr))}")
         rows.append(tuple([V.fmt_value(f, p.get(f)) for f in fields]
                           + [V.fmt_value(m, p.get(m)) for m in metrics] + ["; ".join(marks)]))
-    headers = tuple(fields + [SHORT_LABELS.get(m, V.label(m)) for m in metrics] + ["optimum"])
+    has_optima = bool(opt) or any(cost.values())
+    if not has_optima:  # a sweep over overlap, batch or the model: no optimum column to fill
+        rows = [r[:-1] if not r[-1].startswith("not evaluated") else r for r in rows]
+    headers = tuple(fields + [SHORT_LABELS.get(m, V.label(m)) for m in metrics]
+                    + (["optimum"] if has_optima or any(p.get("error") for p in points) else []))
     table = V.Table(headers, tuple(rows),
                     tuple([True] * (len(fields) + len(metrics)) + [False]), highlight=tuple(highlight))
     optima = []
+    if not has_optima and not (set(fields) & GPU_AXES):
+        optima.append(f"No optimum is marked: the sweep varies {', '.join(fields)}, not a GPU count (tp, pp, "
+                      "ep or dp), so there is no trade of GPUs against time to optimise; compare the rows.")
     if opt:
         optima.append("Time-optimal point: "
                       + ", ".join(f"{f} = {V.fmt_value(f, opt.get(f))}" for f in fields)
@@ -465,18 +474,34 @@ def search_figure(name: str, s: Mapping[str, Any]) -> V.Figure | None:
                          f"{s.get('objective', 'the objective')} are ringed.")
 
 
-COMPARE_LABELS = {"overhead": "overhead", "efficiency": "efficiency", "speedup": "speedup"}
+COMPARE_LABELS = {"overhead": "overhead", "efficiency": "efficiency", "speedup": "speedup",
+                  "latency_s": "latency", "throughput_tokens_s": "tokens/s",
+                  "throughput_per_gpu": "tokens/s per GPU"}
+
 
 
 def compare_section(name: str, c: Mapping[str, Any], plans: Mapping[str, Mapping[str, Any]],
                     charts: bool) -> V.CompareSection:
     ranking = [p for p in c.get("ranking") or [] if p in plans]
     headers = ("", *[f"{i}. {p}" for i, p in enumerate(ranking, 1)])
-    rows = [(COMPARE_LABELS.get(k, V.label(k)), *[V.fmt_value(k, plans[p].get(k)) for p in ranking])
-            for k in COMPARE_ROWS if any(k in plans[p] for p in ranking)]
+    # The row the plans are ranked by comes first, marked: a comparison by latency shows the latency.
+    by = str(c.get("by", "latency"))
+    ranked_key = COMPARE_METRICS.get(by, ("",))[0]
+
+    def cell(k: str, p: str) -> str:
+        v = plans[p].get(k)
+        return _count(v) if k.startswith("throughput") else V.fmt_value(k, v)
+
+    keys = [k for k in COMPARE_ROWS if any(k in plans[p] for p in ranking)]
     if any("throughput_tokens_s" in plans[p] for p in ranking):
-        rows.append(("tokens/s", *[_count(plans[p].get("throughput_tokens_s")) for p in ranking]))
-        rows.append(("tokens/s per GPU", *[_count(plans[p].get("throughput_per_gpu")) for p in ranking]))
+        keys += ["throughput_tokens_s", "throughput_per_gpu"]
+    if ranked_key in keys:
+        keys.remove(ranked_key)
+    rows = []
+    if ranked_key and any(ranked_key in plans[p] for p in ranking):
+        rows.append((f"{COMPARE_LABELS.get(ranked_key, V.label(ranked_key))} (ranked by)",
+                     *[cell(ranked_key, p) for p in ranking]))
+    rows += [(COMPARE_LABELS.get(k, V.label(k)), *[cell(k, p) for p in ranking]) for k in keys]
     table = V.Table(headers, tuple(rows), (False, *[True] * len(ranking)), wide=len(ranking) > 3)
     figure = None
     keys = ("compute_time_s", "latency_term_s", "bandwidth_term_s", "step_time_s")
@@ -530,15 +555,12 @@ NOT_MODELLED = (
     ("Congestion", "Every collective is priced as if it had its links to itself: no contention between "
      "concurrent collectives, no oversubscribed switch tiers, no stragglers."),
     ("NCCL protocols", "One α and one bandwidth per link. NCCL's LL, LL128 and Simple protocols, channel "
-     "counts and chunking change both with message size; measure with nccl-tests (ccost calibrate)."),
+     "counts and chunking change both with message size; measure with nccl-tests and `ccost calibrate`."),
     ("Launch overhead", "Kernel launch and synchronisation costs (a few µs per collective, more without CUDA "
      "graphs) are not added; at small messages they are the same size as α."),
-    ("One-shot volume", "By default a one-shot AllReduce is charged one hop at one_shot_latency plus the "
-     "ring volume 2(P−1)/P·m per GPU, as the reference notes do; each GPU's real egress is (P−1)·m, P/2 "
-     "times more (plan field one_shot_volume = egress charges that). Each plan above says which it charged and "
-     "what the other would give."),
-    ("All-to-All volume", "All-to-All moves (P−1)/P of each GPU's m bytes (the local share stays put; seed "
-     "000's convention), in P−1 hops; seed 001 charges the full B·S·k·d·bytes."),
+    ("All-to-All volume", "All-to-All moves (P−1)/P of each GPU's m bytes (the local share stays put, as in "
+     "“Communication Cost Analysis” §2), in P−1 hops; “Communication Cost Math — Distributed Inference” §2 charges the full "
+     "B·S·k·d·bytes."),
     ("Absolutes", "The notes warn that the α-β model ranks options better than it predicts absolute times: "
      "real overlap is often 30–50 % better than modelled, and spec-sheet bandwidth is optimistic."),
 )
@@ -566,6 +588,12 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
                 text += f" — {c['reason']}"
             algos.append(text)
         lines = "; ".join(algos) if algos else "no collectives (a single GPU)"
+        if plan is not None and any(c.get("algorithm") == "one_shot" for c in p.get("collectives") or ()):
+            from ccost.evaluate import ONE_SHOT_TEXT
+
+            osv = getattr(plan, "one_shot_volume", None) or one_shot_default()
+            lines += (f". One-shot volume: `{osv}`" + (" (the default)" if osv == one_shot_default() else "")
+                      + f", {ONE_SHOT_TEXT.get(osv, osv)}")
         if plan is not None:
             lines += (f". Overlap assumed: {units.format_percent(plan.overlap)} of communication hidden "
                       "behind compute")
@@ -577,8 +605,34 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
     return tuple(out)
 
 
+def one_shot_default() -> str:
+    """The `one_shot_volume` a plan gets when it writes none: the schema's default, the one the checker
+    fills in, so the review's prose cannot drift from what the code charges."""
+    from ccost import schema
+
+    field = schema.SCHEMA["plan"].field("one_shot_volume")
+    assert field is not None
+    return str(field.default)
+
+
+def one_shot_volume_text() -> str:
+    """The "not modelled, and conventions" paragraph on the one-shot volume, from the code's default and
+    the words ``ccost.evaluate`` records in each one-shot collective's note."""
+    from ccost.evaluate import ONE_SHOT_TEXT
+
+    default = one_shot_default()
+    others = [v for v in ONE_SHOT_TEXT if v != default]
+    other = (f"; `one_shot_volume = {others[0]}` charges {ONE_SHOT_TEXT[others[0]]} instead"
+             if others else "")
+    return (f"By default (`one_shot_volume = {default}`) a one-shot AllReduce is charged one hop at "
+            f"`one_shot_latency` plus {ONE_SHOT_TEXT[default]}{other}. The two differ by a factor P/2. Each "
+            "plan above that uses one-shot says which it charged and what the other would give.")
+
+
 def not_modelled() -> tuple[V.Assumption, ...]:
-    return tuple(V.Assumption(t, x) for t, x in NOT_MODELLED)
+    rows = list(NOT_MODELLED)
+    rows.insert(3, ("One-shot volume", one_shot_volume_text()))
+    return tuple(V.Assumption(t, x) for t, x in rows)
 
 
 # ----------------------------------------------------------------------------------------------------

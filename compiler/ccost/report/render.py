@@ -12,6 +12,7 @@ import re
 from functools import lru_cache
 
 import jinja2
+from markupsafe import Markup, escape
 
 from ccost.report.view import ReportView, SourceFile
 from ccost.resources import resource_dir
@@ -36,10 +37,28 @@ def soft_wrap(text: object, longest: int = 24) -> str:
     return " ".join(soften(w) for w in str(text).split(" "))
 
 
+_CODE_SPAN = re.compile(r"(`[^`\n]+`)")
+
+
+def prose(text: object, soft: bool = False) -> Markup:
+    """Text of the review with its `code spans` as ``<code>``: recommendations, checklist notes, warnings
+    and assumptions name plans, fields and commands in backticks (as ``ccost eval`` prints them), which a
+    browser or PDF would otherwise show as literal backticks. Everything is escaped; ``soft`` adds the
+    soft break points of ``soft_wrap`` to the plain text (table cells)."""
+    out = []
+    for part in _CODE_SPAN.split(str(text)):
+        if len(part) > 1 and part.startswith("`") and part.endswith("`"):
+            out.append(Markup("<code>%s</code>") % part[1:-1])
+        elif part:
+            out.append(escape(soft_wrap(part) if soft else part))
+    return Markup("").join(out)
+
+
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     env = _environment()
     env.filters["soft"] = soft_wrap
+    env.filters["prose"] = prose
     return env
 
 

@@ -1,0 +1,435 @@
+"""The results document's keys, in one table: path, JSON type, unit, meaning and a label for people.
+
+``ccost eval --format json|yaml`` prints the document that ``ccost.evaluate.results_document`` builds.
+This table is its contract, and everything that describes the document is generated from it, so nothing
+is typed twice:
+
+- ``json_schema()`` — the JSON Schema of the document (``ccost schema --results``); a test validates
+  every example spec's output against it, with ``additionalProperties: false`` so an undocumented key
+  fails;
+- ``markdown()`` — the key table of ``docs/interface.md`` (between its ``result-keys`` markers; a test
+  checks that the committed table is this output);
+- ``label(key)`` — the words ``ccost diff`` prints instead of a raw key.
+
+Paths: ``.`` separates keys, ``[]`` marks a list, ``<plan>``-style segments are names the spec chooses
+(a plan, sweep, comparison, search, a swept field, an efficiency threshold, an algorithm).
+``SCHEMA_VERSION`` changes when a key is removed or changes its meaning or unit; adding a key does not
+change it (scripts should ignore keys they do not know).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEMA_VERSION = 1
+
+NUM = "number|null"  # a finite float, or null where it is undefined (never NaN: see ccost.output)
+
+
+@dataclass(frozen=True)
+class Key:
+    path: str
+    type: str  # JSON types joined by |: number, integer, string, boolean, null, object, array, any
+    unit: str  # s, B, B/s, FLOP, fraction (0.3 = 30 %), tokens/s, count, ratio, text, ...
+    meaning: str
+    label: str = ""  # how a person reads it (ccost diff); defaults to the last segment
+    optional: bool = False  # absent from some documents or records
+    normative: bool = False  # one of INTERFACE.md's keys
+
+
+# The numbers a plan, a sweep point and a search record share: type, unit, meaning, label, normative.
+_METRICS: dict[str, tuple[str, str, str, str, bool]] = {
+    "gpus": ("integer", "count", "GPUs the plan uses: tp·pp·ep·dp", "GPUs", True),
+    "weight_bytes_per_gpu": (NUM, "B", "weight bytes one GPU holds (FSDP: its shard plus one gathered layer)",
+                             "weights per GPU", True),
+    "memory_bytes_per_gpu": (NUM, "B", "memory one GPU holds: weights + KV cache (+ gradients and optimizer "
+                             "state in training)", "memory per GPU", True),
+    "fits_memory": ("boolean", "", "memory per GPU within the policy's `max_memory` share of the GPU's memory",
+                    "fits in memory", True),
+    "compute_time_s": (NUM, "s", "compute per step (roofline, or `compute_time` given)", "compute time", True),
+    "comm_time_s": (NUM, "s", "communication per step: Σ count × time of each collective", "T_comm", True),
+    "latency_term_s": (NUM, "s", "latency term of T_comm: Σ count·α·hops", "latency term", True),
+    "bandwidth_term_s": (NUM, "s", "bandwidth term of T_comm: Σ count·volume/B", "bandwidth term", True),
+    "exposed_comm_s": (NUM, "s", "communication not hidden behind compute: T_comm·(1 − overlap)",
+                       "exposed communication", True),
+    "step_time_s": (NUM, "s", "one step: compute + exposed communication (pipelined when pp > 1)",
+                    "step time", True),
+    "overhead": (NUM, "fraction", "T_comm / T_compute", "overhead", True),
+    "speedup": (NUM, "ratio", "single-GPU step time / this step time (times dp)", "speedup", True),
+    "efficiency": (NUM, "fraction", "speedup / GPUs", "efficiency", True),
+    "bubble": (NUM, "fraction", "pipeline bubble (P−1)/(M+P−1)", "pipeline bubble", True),
+    "latency_s": (NUM, "s", "one pass of the batch through every stage in turn (the notes' per-token "
+                  "latency); `compare ... by = latency` ranks on it", "latency", False),
+    "throughput_tokens_s": (NUM, "tokens/s", "tokens per step / step time", "throughput", False),
+    "throughput_per_gpu": (NUM, "tokens/s", "throughput / GPUs", "throughput per GPU", False),
+}
+
+
+def _metrics(prefix: str, names: tuple[str, ...], optional: bool = False,
+             normative: bool | tuple[str, ...] = True) -> list[Key]:
+    """Keys ``prefix.name`` for the shared metrics ``names``. ``normative``: True marks those INTERFACE.md
+    names for a plan, a tuple marks exactly those, False none (search records are ccost's own)."""
+    out = []
+    for n in names:
+        typ, unit, meaning, lab, norm = _METRICS[n]
+        mark = n in normative if isinstance(normative, tuple) else (norm and normative)
+        out.append(Key(f"{prefix}.{n}", typ, unit, meaning, lab, optional, mark))
+    return out
+
+
+# The order of the keys in each record, as ccost.evaluate and ccost.search write them.
+PLAN_METRICS = ("gpus", "weight_bytes_per_gpu", "memory_bytes_per_gpu", "fits_memory", "compute_time_s",
+                "comm_time_s", "latency_term_s", "bandwidth_term_s", "exposed_comm_s", "step_time_s", "overhead",
+                "speedup", "efficiency", "bubble")
+POINT_METRICS = ("gpus", "step_time_s", "latency_s", "speedup", "efficiency", "overhead", "compute_time_s",
+                 "comm_time_s", "latency_term_s", "bandwidth_term_s", "throughput_tokens_s",
+                 "memory_bytes_per_gpu", "fits_memory")
+RECORD_METRICS = ("gpus", "latency_s", "step_time_s", "throughput_per_gpu", "throughput_tokens_s", "efficiency",
+                  "overhead", "speedup", "compute_time_s", "comm_time_s", "bubble", "memory_bytes_per_gpu",
+                  "fits_memory")
+
+
+def _keys() -> list[Key]:
+    K = Key
+    plan = "plans.<plan>"
+    coll = f"{plan}.collectives[]"
+    keys = [
+        K("ccost", "string", "text", "the version of ccost that wrote the document (INTERFACE.md's name for it)",
+          normative=True),
+        K("ccost_version", "string", "text", "the same version, under a self-explaining name"),
+        K("schema_version", "integer", "count", f"version of this key table ({SCHEMA_VERSION}); changes when a "
+          "key is removed or changes meaning or unit, not when one is added"),
+        K("spec", "string", "path", "the spec evaluated, as given on the command line", normative=True),
+        K("plans", "object", "", "every plan the spec writes (and every plan a comparison names), in written "
+          "order", normative=True),
+        K(plan, "object", "", "one plan's results", normative=True),
+        K(f"{plan}.title", "string", "text", "the plan's title, or its name", "title", normative=True),
+        *_metrics(plan, PLAN_METRICS),
+        K(f"{plan}.regime", "string", "text", "`latency-bound` or `bandwidth-bound`, by the larger term of T_comm",
+          "regime", normative=True),
+        K(f"{plan}.phase", "string", "text", "`decode`, `prefill` or `train`", "phase"),
+        K(f"{plan}.layout", "object", "", "the plan's parallel layout and choices, as checked", "layout"),
+        *[K(f"{plan}.layout.{f}", t, u, m, f) for f, t, u, m in (
+            ("tp", "integer", "count", "tensor-parallel degree"),
+            ("pp", "integer", "count", "pipeline stages"),
+            ("ep", "integer", "count", "expert-parallel degree"),
+            ("dp", "integer", "count", "data-parallel replicas"),
+            ("batch", "integer", "count", "sequences per replica"),
+            ("seq", "integer|null", "count", "tokens per sequence (null when not given)"),
+            ("microbatches", "integer", "count", "pipeline micro-batches"),
+            ("fsdp", "boolean", "", "parameters sharded (training)"),
+            ("allreduce", "string", "text", "AllReduce algorithm asked for (`auto` picks per message)"),
+            ("cross_node", "string", "text", "how groups that span nodes are priced: auto, flat, hierarchical"),
+            ("overlap", "number", "fraction", "share of communication hidden behind compute"))],
+        *_metrics(plan, ("latency_s",)),
+        K(f"{plan}.eta", NUM, "fraction", "scaling efficiency η = T_compute / (T_compute + exposed "
+          "communication)", "η"),
+        *_metrics(plan, ("throughput_tokens_s", "throughput_per_gpu")),
+        K(f"{plan}.tokens_per_step", NUM, "count", "tokens one step produces or processes", "tokens per step"),
+        K(f"{plan}.single_gpu_time_s", NUM, "s", "the same work on one GPU, no communication (speedup's base)",
+          "single-GPU time"),
+        K(f"{plan}.compute", "object", "", "how the compute time was found"),
+        K(f"{plan}.compute.bound", "string", "text", "`memory`, `flops` or `given` (the roofline's side, or "
+          "`compute_time` given)", "compute bound"),
+        K(f"{plan}.compute.memory_time_s", NUM, "s", "bytes read / HBM bandwidth (null when given)",
+          "memory time"),
+        K(f"{plan}.compute.flop_time_s", NUM, "s", "FLOPs / achieved FLOP/s (null when given)", "FLOP time"),
+        K(f"{plan}.compute.stage_time_s", NUM, "s", "one pipeline stage's compute for the whole batch",
+          "stage time"),
+        K(f"{plan}.compute.bytes_read_per_gpu", NUM, "B", "bytes one GPU reads per step (weights, KV cache)",
+          "bytes read per GPU"),
+        K(f"{plan}.compute.flops_per_gpu", NUM, "FLOP", "FLOPs one GPU does per step", "FLOPs per GPU"),
+        K(f"{plan}.memory", "object", "", "what the memory per GPU is made of"),
+        *[K(f"{plan}.memory.{f}", NUM, "B", m, lab) for f, m, lab in (
+            ("weights_bytes", "weights on one GPU", "weights"),
+            ("kv_cache_bytes", "KV cache on one GPU", "KV cache"),
+            ("gradient_bytes", "gradients on one GPU (training)", "gradients"),
+            ("optimizer_bytes", "optimizer state on one GPU (training)", "optimizer state"),
+            ("limit_bytes", "the policy's usable memory: max_memory × the GPU's memory", "memory limit"))],
+        K(f"{plan}.volume_bytes_per_step", NUM, "B", "bytes one GPU sends per step", "volume per step"),
+        K(f"{plan}.hops_per_step", NUM, "count", "latency steps per step: Σ count·hops", "hops per step"),
+        K(f"{plan}.collectives", "array", "", "the collectives of one step, each priced", normative=True),
+        K(coll, "object", "", "one kind of collective of the step", normative=True),
+        K(f"{coll}.kind", "string", "text", "allreduce, allgather, reducescatter, alltoall, broadcast or p2p",
+          normative=True),
+        K(f"{coll}.purpose", "string", "text", "what it carries (tensor-parallel outputs, gradients, ...)",
+          normative=True),
+        K(f"{coll}.algorithm", "string", "text", "ring, tree, one_shot, two_shot, pairwise, direct",
+          normative=True),
+        K(f"{coll}.count", "number", "count", "how many per step", normative=True),
+        K(f"{coll}.group_size", NUM, "count", "ranks in the group, P", normative=True),
+        K(f"{coll}.link", "string", "text", "the link it runs on (`a+b` when it spans both)", normative=True),
+        K(f"{coll}.message_bytes", NUM, "B", "message m, per GPU", normative=True),
+        K(f"{coll}.hops", NUM, "count", "latency steps of one collective", normative=True),
+        K(f"{coll}.volume_bytes", NUM, "B", "bytes one GPU sends in one collective", normative=True),
+        K(f"{coll}.latency_s", NUM, "s", "α·hops of one collective", normative=True),
+        K(f"{coll}.bandwidth_s", NUM, "s", "volume / bandwidth of one collective", normative=True),
+        K(f"{coll}.time_s", NUM, "s", "one collective: latency + bandwidth", normative=True),
+        K(f"{coll}.total_time_s", NUM, "s", "count × time_s"),
+        K(f"{coll}.cross_node", "string", "text", "for a group that spans nodes: the model used, flat or "
+          "hierarchical", optional=True),
+        K(f"{coll}.alternatives", "object", "", "for a group that spans nodes: one collective priced each way "
+          "(`split` is the notes' A3 estimate, for comparison only)", optional=True),
+        *[K(f"{coll}.alternatives.{alt}", "object", "", f"the collective priced {alt}", optional=True)
+          for alt in ("flat", "hierarchical", "split")],
+        *[K(f"{coll}.alternatives.{alt}.{f}", NUM, u, m, optional=True)
+          for alt in ("flat", "hierarchical", "split")
+          for f, u, m in (("hops", "count", "latency steps"), ("volume_bytes", "B", "bytes one GPU sends"),
+                          ("latency_s", "s", "α·hops"), ("bandwidth_s", "s", "volume / bandwidth"),
+                          ("time_s", "s", "one collective"), ("total_time_s", "s", "count × time_s"))],
+        K(f"{coll}.candidates", "object", "", "`allreduce = auto`: the time of one collective under each "
+          "algorithm weighed", optional=True),
+        K(f"{coll}.candidates.<algorithm>", NUM, "s", "time of one collective with that algorithm",
+          optional=True),
+        K(f"{coll}.reason", "string", "text", "why `auto` chose this algorithm", optional=True),
+        K(f"{coll}.one_shot_alternative", "object", "", "a one-shot AllReduce under the other volume "
+          "convention (plan field `one_shot_volume`)", optional=True),
+        K(f"{coll}.one_shot_alternative.convention", "string", "text", "`egress` or `ring`: the convention "
+          "not charged", optional=True),
+        K(f"{coll}.one_shot_alternative.volume_bytes", NUM, "B", "bytes one GPU would send", optional=True),
+        K(f"{coll}.one_shot_alternative.time_s", NUM, "s", "one collective", optional=True),
+        K(f"{coll}.one_shot_alternative.total_time_s", NUM, "s", "count × time_s", optional=True),
+        K(f"{coll}.one_shot_alternative.note", "string", "text", "which convention was charged, in words",
+          optional=True),
+        K(f"{coll}.note", "string", "text", "a convention that needs saying", optional=True),
+        K(f"{plan}.checklist", "array", "", "the estimation checklist: items 1–10 of the notes' section 7, "
+          "item 11 memory", normative=True),
+        K(f"{plan}.checklist[]", "object", "", "one item", normative=True),
+        K(f"{plan}.checklist[].id", "integer", "count", "item number, 1–11", normative=True),
+        K(f"{plan}.checklist[].title", "string", "text", "what the item checks", normative=True),
+        K(f"{plan}.checklist[].status", "string", "text", "pass, warn, fail or n/a", normative=True),
+        K(f"{plan}.checklist[].value", "number|string|null", "item's", "what was judged, in machine units "
+          "(bytes for 1 and 2, seconds for 4, a fraction for 5, 6, 9, 10, 11)", normative=True),
+        K(f"{plan}.checklist[].threshold", "number|string|null", "item's", "the limit it was judged against",
+          normative=True),
+        K(f"{plan}.checklist[].note", "string", "text", "the verdict in a sentence", normative=True),
+        # sweeps
+        K("sweeps", "object", "", "one entry per `sweep` block", optional=True, normative=True),
+        K("sweeps.<sweep>", "object", "", "one sweep", optional=True, normative=True),
+        K("sweeps.<sweep>.title", "string", "text", "its title, or its name", optional=True),
+        K("sweeps.<sweep>.field", "array", "", "the fields varied", optional=True, normative=True),
+        K("sweeps.<sweep>.field[]", "string", "text", "a field name", optional=True, normative=True),
+        K("sweeps.<sweep>.points", "array", "", "every point, the last field fastest", optional=True,
+          normative=True),
+        K("sweeps.<sweep>.points[]", "object", "", "one point: the varied fields and the plan's numbers",
+          optional=True, normative=True),
+        K("sweeps.<sweep>.points[].<field>", "any", "field's", "the value of a varied field (overlap as a "
+          "fraction)", optional=True, normative=True),
+        *_metrics("sweeps.<sweep>.points[]", POINT_METRICS, optional=True,
+                  normative=("step_time_s", "speedup", "efficiency", "overhead")),
+        K("sweeps.<sweep>.points[].error", "string", "text", "why the point could not be evaluated (then its "
+          "numbers are absent)", optional=True),
+        K("sweeps.<sweep>.time_optimal", "object|null", "", "the fastest point that fits memory; only for "
+          "sweeps that vary a GPU count (tp, pp, ep or dp), else null", optional=True, normative=True),
+        K("sweeps.<sweep>.time_optimal.<field>", "any", "field's", "its value of a varied field",
+          optional=True, normative=True),
+        K("sweeps.<sweep>.cost_optimal", "object", "", "per efficiency threshold, the point with the most GPUs "
+          "that keeps efficiency at or above it; only for sweeps that vary a GPU count, else {}",
+          optional=True, normative=True),
+        K("sweeps.<sweep>.cost_optimal.<threshold>", "object|null", "", "threshold as a fraction (\"0.7\"); "
+          "null when no point reaches it", optional=True, normative=True),
+        K("sweeps.<sweep>.cost_optimal.<threshold>.<field>", "any", "field's", "its value of a varied field",
+          optional=True, normative=True),
+        K("sweeps.<sweep>.continuous_optimum", NUM, "count", "N* = W·ln2/(2·α·c·L·BW) for a tp-only sweep of "
+          "a tree decode plan (the notes' model), else null", optional=True, normative=True),
+        # comparisons
+        K("compares", "object", "", "one entry per `compare` block", optional=True, normative=True),
+        K("compares.<compare>", "object", "", "one comparison", optional=True, normative=True),
+        K("compares.<compare>.title", "string", "text", "its title, or its name", optional=True),
+        K("compares.<compare>.by", "string", "text", "latency, throughput, overhead or efficiency",
+          optional=True, normative=True),
+        K("compares.<compare>.ranking", "array", "", "the plans, best first", optional=True, normative=True),
+        K("compares.<compare>.ranking[]", "string", "text", "a plan name", optional=True, normative=True),
+        K("compares.<compare>.recommendation", "string", "text", "the choice, its margin and its caveats",
+          optional=True, normative=True),
+        K("compares.<compare>.values", "object", "", "each plan's value of the ranked metric (latency_s, "
+          "throughput_tokens_s, overhead or efficiency)", optional=True),
+        K("compares.<compare>.values.<plan>", NUM, "by's", "that plan's value", optional=True),
+        # searches
+        K("searches", "object", "", "one entry per `search` block", optional=True),
+        K("searches.<search>", "object", "", "one search", optional=True),
+        K("searches.<search>.title", "string", "text", "its title, or its name", optional=True),
+        K("searches.<search>.base", "string", "text", "the plan whose layouts are searched", optional=True),
+        K("searches.<search>.axes", "object", "", "the values searched, per field", optional=True),
+        K("searches.<search>.axes.<field>", "array", "", "one field's values", optional=True),
+        K("searches.<search>.axes.<field>[]", "any", "field's", "a value", optional=True),
+        K("searches.<search>.objective", "string", "text", "what ranks the layouts", optional=True),
+        K("searches.<search>.points", "integer", "count", "layouts in the search space", optional=True),
+        K("searches.<search>.priced", "integer", "count", "layouts that passed the layout constraints and were "
+          "priced", optional=True),
+        K("searches.<search>.feasible", "integer", "count", "layouts that passed every constraint",
+          optional=True),
+        K("searches.<search>.rejected", "integer", "count", "points − feasible", optional=True),
+        K("searches.<search>.constraints", "array", "", "each constraint, in the order applied", optional=True),
+        K("searches.<search>.constraints[]", "object", "", "one constraint", optional=True),
+        K("searches.<search>.constraints[].constraint", "string", "text", "its name", optional=True),
+        K("searches.<search>.constraints[].rule", "string", "text", "the rule, in words", optional=True),
+        K("searches.<search>.constraints[].tested", "integer", "count", "layouts it was applied to",
+          optional=True),
+        K("searches.<search>.constraints[].failed", "integer", "count", "layouts that broke it", optional=True),
+        K("searches.<search>.constraints[].removed", "integer", "count", "layouts it alone removed (they add "
+          "up to `rejected`)", optional=True),
+        K("searches.<search>.constraints[].threshold", "number|boolean|null", "constraint's", "its limit "
+          "(max_gpus a count; max_overhead and min_efficiency fractions)", optional=True),
+        K("searches.<search>.constraints[].limit_bytes", NUM, "B", "fits_memory: the usable memory per GPU",
+          optional=True),
+        K("searches.<search>.constraints[].best_removed", "object", "", "the best layout it removed (a layout "
+          "record, below)", optional=True),
+        K("searches.<search>.top", "array", "", "the best layouts by the objective, best first",
+          optional=True),
+        K("searches.<search>.pareto", "array", "", "the latency / throughput-per-GPU Pareto front, fastest "
+          "first", optional=True),
+    ]
+    for rec in ("searches.<search>.top[]", "searches.<search>.pareto[]",
+                "searches.<search>.constraints[].best_removed"):
+        if rec.endswith("[]"):
+            keys.append(K(rec, "object", "", "a layout record", optional=True))
+        keys += [
+            K(f"{rec}.<field>", "any", "field's", "the layout's value of a searched field", optional=True),
+            *_metrics(rec, RECORD_METRICS, optional=True, normative=False),
+            K(f"{rec}.tp_algorithm", "string|null", "text", "the algorithm the TP AllReduce used (what `auto` "
+              "picked); null for a one-GPU group", optional=True),
+            K(f"{rec}.dp_algorithm", "string|null", "text", "training: the algorithm of the DP gradient "
+              "AllReduce", optional=True),
+        ]
+    return keys
+
+
+KEYS: tuple[Key, ...] = tuple(_keys())
+BY_PATH: dict[str, Key] = {k.path: k for k in KEYS}
+
+# ---------------------------------------------------------------------------------------------------
+# Labels for people (ccost diff): the plan-level keys by their last segment.
+
+_PLAN_PREFIX = "plans.<plan>."
+
+
+def label(key: str) -> str:
+    """``step_time_s`` → ``step time``; ``memory.kv_cache_bytes`` → ``KV cache``; unknown keys unchanged
+    but for underscores."""
+    k = BY_PATH.get(_PLAN_PREFIX + key)
+    if k is not None and k.label:
+        return k.label
+    return key.removesuffix("_s").replace("_", " ")
+
+
+def unit(key: str) -> str:
+    k = BY_PATH.get(_PLAN_PREFIX + key)
+    return k.unit if k is not None else ""
+
+
+# ---------------------------------------------------------------------------------------------------
+# JSON Schema
+
+_JSON_TYPES = {"number", "integer", "string", "boolean", "null", "object", "array"}
+
+
+def _type_schema(t: str) -> dict:
+    if t == "any":
+        return {"type": ["number", "string", "boolean", "null"]}
+    types = t.split("|")
+    assert set(types) <= _JSON_TYPES, t
+    return {"type": types[0] if len(types) == 1 else types}
+
+
+def _split(path: str) -> list[str]:
+    out = []
+    for seg in path.split("."):
+        if seg.endswith("[]"):
+            out += [seg[:-2], "[]"]
+        else:
+            out.append(seg)
+    return out
+
+
+def json_schema() -> dict:
+    """The JSON Schema (draft 2020-12) of the results document, built from ``KEYS``."""
+    tree: dict = {}
+    for k in KEYS:
+        node = tree
+        for seg in _split(k.path):
+            node = node.setdefault(seg, {})
+        node.setdefault("__key__", k)
+
+    def build(name: str, node: dict) -> dict:
+        k: Key | None = node.get("__key__")
+        children = {s: n for s, n in node.items() if s != "__key__"}
+        if "[]" in children:
+            schema = {"type": "array", "items": build("[]", children["[]"])}
+        elif children:
+            fixed = {s: n for s, n in children.items() if not s.startswith("<")}
+            free = [n for s, n in children.items() if s.startswith("<")]
+            schema = {"type": "object" if k is None or "null" not in k.type else ["object", "null"],
+                      "properties": {s: build(s, n) for s, n in fixed.items()},
+                      "additionalProperties": build("<>", free[0]) if free else False}
+            required = [s for s, n in fixed.items() if n.get("__key__") is not None
+                        and not n["__key__"].optional and not _all_optional(n)]
+            if required:
+                schema["required"] = required
+        else:
+            assert k is not None, name
+            schema = _type_schema(k.type)
+        if k is not None:
+            schema["description"] = k.meaning + (f" [{k.unit}]" if k.unit and k.unit not in ("text", "") else "")
+        return schema
+
+    out = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+           "title": f"ccost results document, schema version {SCHEMA_VERSION}",
+           "description": "What `ccost eval --format json|yaml` prints (docs/interface.md). Times in seconds, "
+                          "sizes in bytes, shares as fractions."}
+    out.update(build("", tree))
+    return out
+
+
+def _all_optional(node: dict) -> bool:
+    k = node.get("__key__")
+    return k is not None and k.optional
+
+
+# ---------------------------------------------------------------------------------------------------
+# Markdown for docs/interface.md
+
+def markdown() -> str:
+    """The key table of docs/interface.md: every key with its type, unit and meaning."""
+    lines = [f"Schema version {SCHEMA_VERSION}. `*` marks INTERFACE.md's normative keys; (optional) keys are "
+             "absent where they do not apply.", "",
+             "| key | type | unit | meaning |", "|---|---|---|---|"]
+    for k in KEYS:
+        mark = " *" if k.normative else ""
+        opt = " (optional)" if k.optional and not _parent_optional(k) else ""
+        meaning = k.meaning.replace("|", "\\|") + opt
+        lines.append(f"| `{k.path}`{mark} | {k.type.replace('|', ' or ')} | {k.unit or '—'} | {meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+def _parent_optional(k: Key) -> bool:
+    segs = k.path.rsplit(".", 1)
+    parent = BY_PATH.get(segs[0]) if len(segs) == 2 else None
+    return parent is not None and parent.optional
+
+
+BEGIN, END = "<!-- result-keys:begin -->\n", "<!-- result-keys:end -->"
+
+
+def update_doc(path: str) -> bool:
+    """Rewrite the key table between the ``result-keys`` markers of ``path`` (docs/interface.md); returns
+    whether the file changed."""
+    from pathlib import Path
+
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = head + BEGIN + markdown() + END + tail
+    if new != text:
+        p.write_text(new, encoding="utf-8")
+    return new != text
+
+
+if __name__ == "__main__":  # python -m ccost.results docs/interface.md
+    import sys
+
+    if len(sys.argv) != 2:
+        print("usage: python -m ccost.results docs/interface.md", file=sys.stderr)
+        raise SystemExit(2)
+    print(("updated " if update_doc(sys.argv[1]) else "already current: ") + sys.argv[1])

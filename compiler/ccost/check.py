@@ -100,9 +100,39 @@ def load_spec(path: str, reader: Reader | None = None) -> tuple[Spec, list[Diagn
 def _default_reader(path: str) -> str:
     from ccost.syntax.parse import read_source
 
-    if not os.path.isfile(path):
+    if not os.path.lexists(path) or os.path.isdir(path):  # the caller words both
         raise FileNotFoundError(path)
-    return read_source(path)
+    return read_source(path)  # regular files only, bounded (ccost.userfiles)
+
+
+def project_root(spec_path: str) -> str:
+    """The folder a spec's imports must stay inside: the top of the git work tree that holds the spec
+    (the nearest folder upwards with a ``.git`` entry), or the spec's own folder when it is not in git.
+
+    >>> project_root("specs/a1-tp-decode.ccost")   # doctest: +SKIP
+    '/home/me/capacity'
+    """
+    start = os.path.abspath(os.path.dirname(spec_path) or ".")
+    d = start
+    while True:
+        if os.path.lexists(os.path.join(d, ".git")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return start
+        d = parent
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or below it (both absolute and normalised)."""
+    try:
+        return os.path.commonpath([path, folder]) == folder
+    except ValueError:  # different drives
+        return False
+
+
+#: Imports nested deeper than this are a generated or circular mistake, not a project.
+MAX_IMPORT_DEPTH = 100
 
 
 def _std_dir() -> str | None:
@@ -118,7 +148,8 @@ def _std_dir() -> str | None:
 class _File:
     display: str  # the name in diagnostics and ``sources``
     real: str  # a path that opens the file (``Spec.files``)
-    key: str  # identity: the real path, normalised
+    key: str  # identity: the real path with symlinks resolved (a symlinked self-import is a cycle)
+    area: str = ""  # the folder its relative imports must stay in: the project root, or std/
     tree: T.File | None = None
     imports: list[str] = field(default_factory=list)  # keys
 
@@ -191,7 +222,9 @@ class _Checker:
     # --- 1. load ---------------------------------------------------------------------------------------
 
     def run(self, path: str, text: str | None) -> CheckResult:
-        root = _File(display=path, real=path, key=os.path.normpath(os.path.abspath(path)))
+        self.project = project_root(path)
+        self.project_real = os.path.realpath(self.project)
+        root = _File(display=path, real=path, key=os.path.realpath(path), area=self.project)
         try:
             if text is None:
                 try:
@@ -233,7 +266,12 @@ class _Checker:
         except CcostError as exc:
             self.diags.extend(exc.diagnostics)
             f.tree = None
-        if f.tree is not None:
+        if f.tree is not None and f.tree.imports and len(self.loading) > MAX_IMPORT_DEPTH:
+            chain = " → ".join(g.display for g in self.loading[:3]) + " → ... → " + f.display
+            self.add(error("E113", f"imports are nested more than {MAX_IMPORT_DEPTH} files deep", 
+                           f.tree.imports[0].path_span, help="import the shared files from one place, "
+                           "not each from the previous one", notes=[f"import chain: {chain}"]))
+        elif f.tree is not None:
             for imp in f.tree.imports:
                 target = self._locate(imp, f)
                 if target is None:
@@ -266,12 +304,13 @@ class _Checker:
         """A file that is not UTF-8 cannot be checked, but its line can still be shown under the caret."""
         if self.read is not _default_reader:
             return
+        from ccost.userfiles import read_user_bytes
+
         try:
-            if os.path.getsize(real) <= 1 << 20:
-                with open(real, "rb") as fh:
-                    self.sources[display] = fh.read().decode("utf-8", "replace")
-        except OSError:
-            pass
+            data = read_user_bytes(real, limit=1 << 20)
+        except (OSError, CcostError):  # a folder, a device, too large: nothing to show
+            return
+        self.sources[display] = data.decode("utf-8", "replace")
 
     def _at_import(self, d: Diagnostic, imp: T.Import) -> Diagnostic:
         """A read error of an imported file has no place in that file; show the import line instead."""
@@ -280,10 +319,17 @@ class _Checker:
         return Diagnostic(d.code, d.severity, d.message, imp.path_span, d.help, d.notes)
 
     def _locate(self, imp: T.Import, importer: _File) -> _File | None:
+        """The file an import names, or None after an error. Imports stay inside the project (the spec's
+        git work tree, else its folder) or the bundled ``std/``: absolute paths, ``..`` that climbs out,
+        and symlinks that lead out are refused (E113) before anything is read."""
         path = imp.path
         if not path.strip():
             self.add(error("E106", "an empty import path", imp.path_span,
                            help='name a file: `import "std/gpus.ccost"`'))
+            return None
+        if any(ord(c) < 32 or ord(c) == 127 for c in path):
+            self.add(error("E113", "an import path with a control character", imp.path_span,
+                           help="name the file with printable characters"))
             return None
         if path.startswith("std/"):
             std = _std_dir()
@@ -291,15 +337,46 @@ class _Checker:
                 self.add(error("E106", "this installation of ccost has no bundled std/ library",
                                imp.path_span))
                 return None
-            real = os.path.join(std, path[4:])
-            return _File(display=os.path.normpath(path), real=real, key=os.path.normpath(os.path.abspath(real)))
-        if os.path.isabs(path):
-            display = real = os.path.normpath(path)
-        else:
-            # display and real differ inside the bundled library: `std/a.ccost` importing "b.ccost"
-            display = os.path.normpath(os.path.join(os.path.dirname(importer.display), path))
-            real = os.path.normpath(os.path.join(os.path.dirname(importer.real), path))
-        return _File(display=display, real=real, key=os.path.normpath(os.path.abspath(real)))
+            return self._confined(imp, os.path.normpath(path), os.path.join(std, path[4:]), std)
+        if os.path.isabs(path) or path.startswith("\\") or (len(path) > 1 and path[1] == ":"):
+            self.add(error("E113", "an import path must be relative to the importing file, not absolute",
+                           imp.path_span,
+                           help=f"imports stay inside {self._area_name(importer.area)}: write the path "
+                                'relative to this file, or import the bundled library with `import "std/..."`'))
+            return None
+        # display and real differ inside the bundled library: `std/a.ccost` importing "b.ccost"
+        display = os.path.normpath(os.path.join(os.path.dirname(importer.display), path))
+        real = os.path.join(os.path.dirname(importer.real), path)
+        return self._confined(imp, display, real, importer.area)
+
+    def _is_std(self, area: str) -> bool:
+        std = _std_dir()
+        return std is not None and os.path.abspath(area) == os.path.abspath(std)
+
+    def _area_name(self, area: str) -> str:
+        if self._is_std(area):
+            return "the bundled std/ library"
+        shown = os.path.relpath(area) if _inside(os.path.abspath(area), os.getcwd()) else area
+        if os.path.lexists(os.path.join(area, ".git")):
+            return f"the project `{shown}` (the git work tree that holds the spec)"
+        return f"the project `{shown}` (the spec's folder; it is not in a git work tree)"
+
+    def _confined(self, imp: T.Import, display: str, real: str, area: str) -> _File | None:
+        """The import target, when it stays inside ``area`` both as written and with symlinks resolved."""
+        area_abs = os.path.abspath(area)
+        target = os.path.normpath(os.path.abspath(real))
+        where = self._area_name(area)
+        fix = ('`std/...` names a file of the bundled library, like `std/gpus.ccost`' if self._is_std(area)
+               else "copy the file into the project and import it from there")
+        if not _inside(target, area_abs):
+            self.add(error("E113", f"`{imp.path}` leads outside {where}", imp.path_span, help=fix))
+            return None
+        resolved = os.path.realpath(target)
+        if not _inside(resolved, os.path.realpath(area_abs)):
+            self.add(error("E113", f"`{imp.path}` is a symbolic link that leads outside {where}", imp.path_span,
+                           help=fix))
+            return None
+        return _File(display=display, real=os.path.normpath(real), key=resolved, area=area)
 
     def _missing_import(self, imp: T.Import, importer: _File, target: _File) -> None:
         chain = " → ".join([g.display for g in self.loading] + [target.display])

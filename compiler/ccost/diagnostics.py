@@ -69,6 +69,7 @@ CODES: dict[str, str] = {
     "E110": "a keyword used as a name",
     "E111": "unknown function or wrong arguments",
     "E112": "reference cycle between fields (`a.x` needs `b.y` needs `a.x`)",
+    "E113": "import refused: outside the project or std/, absolute, or nested too deeply",
     "E201": "wrong dimension for a field",
     "E202": "unknown unit",
     "E203": "value out of range",

@@ -620,6 +620,10 @@ def markdown() -> str:
     for sig, doc in FUNCTIONS.values():
         w(f"| `{sig}` | {doc} |")
     w("")
+    from ccost.check import MAX_IMPORT_DEPTH as depth
+    from ccost.syntax.parse import MAX_FILE_BYTES
+    from ccost.userfiles import size_text
+
     w("## Imports")
     w("")
     w("`import \"PATH\"` brings in every block of another file. A relative path is relative to the importing "
@@ -627,6 +631,17 @@ def markdown() -> str:
       "`std/gpus.ccost` and `std/links.ccost`). A file sees the names of the files it imports (and theirs). Import cycles and "
       "missing files are errors that show the chain of imports. An imported file's `policy` does not apply "
       "to the importing file.")
+    w("")
+    w("**Imports stay inside the project.** The project of a spec is the git work tree that holds it (the "
+      "nearest folder upwards with a `.git` entry), or the spec's own folder when it is not in git; "
+      "`ccost fmt -` and other text without a file use the current folder. A spec may import any file "
+      "inside its project, and a file of the bundled library may import only its siblings in `std/`. "
+      "Refused with E113, before anything is read: an absolute path, a path whose `..` climbs out of the "
+      f"project (or out of `std/`), a symbolic link that leads outside it, imports nested more than {depth} "
+      "files deep. A file that is not a regular file (a folder, a FIFO, a device such as `/dev/zero`) or "
+      f"larger than {size_text(MAX_FILE_BYTES)} is refused with E002. None of these messages shows a byte of the refused file. "
+      "Files are identified with symbolic links resolved, so a link back to the importing file is an "
+      "import cycle.")
     w("")
     w("## Diagnostics")
     w("")

@@ -159,12 +159,20 @@ def review_from(spec, document: dict, steps: Mapping[str, Sequence], *, spec_pat
         if std is not None and p.resolve().is_relative_to(std):
             continue  # the bundled library is named and hashed on the cover, not reprinted
         sources.append(render.highlight_source(provenance.display_path(p, cwd),
-                                               p.read_text(encoding="utf-8")))
+                                               _text(p)))
     calibrations = calibrations_for(spec, list(document.get("plans", {})), Path(spec_path).resolve().parent)
-    about = build.opening_comment(Path(spec_path).read_text(encoding="utf-8"))
+    about = build.opening_comment(_text(spec_path))
     view = build.build(spec, document, steps, stamp, [_warning_text(w) for w in warnings], sources,
                        calibrations=calibrations, charts=charts, about=about)
     return Review(view, document)
+
+
+def _text(path) -> str:
+    """A spec file's text as the review shows it: bounded like every user file (ccost.userfiles),
+    newlines made universal."""
+    from ccost.syntax.parse import read_source
+
+    return read_source(path).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def write_review(rev: Review, paths: Mapping[str, Path]) -> list[Path]:

@@ -22,8 +22,10 @@ kind needs no change here.
 from __future__ import annotations
 
 import difflib
+import gc
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Iterable
@@ -62,6 +64,20 @@ class CheckResult:
         return self.spec is not None and not self.errors
 
 
+@contextmanager
+def _no_gc_pauses():
+    """Python's cyclic GC rescans every live object each time enough new ones pile up; a 20,000-block spec
+    builds hundreds of thousands of small acyclic ones (tokens, nodes, spans), so the scans made checking
+    grow faster than the spec. Paused while one spec is checked (its few cycles are freed afterwards)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def check_file(path: str, reader: Reader | None = None) -> CheckResult:
     """Check the spec at ``path`` and everything it imports.
 
@@ -69,12 +85,14 @@ def check_file(path: str, reader: Reader | None = None) -> CheckResult:
     missing file and ``CcostError`` (E002) for one that cannot be read. ``ccost diff`` passes a reader
     that answers from a git revision.
     """
-    return _Checker(reader).run(path, None)
+    with _no_gc_pauses():
+        return _Checker(reader).run(path, None)
 
 
 def check_text(text: str, path: str = "<text>", reader: Reader | None = None) -> CheckResult:
     """Check spec text as if it were the file ``path`` (imports are resolved relative to it)."""
-    return _Checker(reader).run(path, text)
+    with _no_gc_pauses():
+        return _Checker(reader).run(path, text)
 
 
 def load_spec(path: str, reader: Reader | None = None) -> tuple[Spec, list[Diagnostic]]:
@@ -133,6 +151,9 @@ def _inside(path: str, folder: str) -> bool:
 
 #: Imports nested deeper than this are a generated or circular mistake, not a project.
 MAX_IMPORT_DEPTH = 100
+#: Did-you-mean searches compare a misspelt name with every candidate; the checker stops offering them
+#: after this many comparisons in one run, so 20,000 unknown names cost time linear in their number.
+HINT_BUDGET = 200_000
 
 
 def _std_dir() -> str | None:
@@ -207,6 +228,9 @@ class _Checker:
         self.blocks: list[_Block] = []
         self.names: dict[str, _Block] = {}
         self.visible: dict[str, frozenset[str]] = {}
+        self.own_names: dict[str, list[str]] = {}  # file key -> the names its blocks define
+        self.kind_names: dict[tuple[str, str | None], list[str]] = {}
+        self.hint_budget = HINT_BUDGET
         self.bad_blocks: set[int] = set()  # id(_Block) whose extends chain is broken
         self.members_memo: dict[int, dict[str, tuple[T.Member, _Block]]] = {}
         self.values: dict[tuple[int, str], Any] = {}
@@ -436,11 +460,12 @@ class _Checker:
                                    notes=[f"first defined as {first.node.kind} `{node.name}` at {first.where}"]))
                 else:
                     self.names[node.name] = b
+                if node.name is not None and node.name in self.names:  # not a keyword
+                    self.own_names.setdefault(f.key, []).append(node.name)
                 self._check_member_names(b)
         for f in self.files.values():
             self._visible(f.key, set())
-        for b in self.blocks:
-            self._check_extends(b)
+        self._resolve_extends()
 
     def _check_member_names(self, b: _Block) -> None:
         kind = b.kind
@@ -467,7 +492,7 @@ class _Checker:
         if key in self.visible:
             return self.visible[key]
         f = self.files[key]
-        names = {b.name for b in self.blocks if b.file is f and b.name}
+        names = set(self.own_names.get(key, ()))
         stack = stack | {key}
         for k in f.imports:
             if k not in stack and k in self.files:
@@ -475,53 +500,89 @@ class _Checker:
         self.visible[key] = frozenset(names)
         return self.visible[key]
 
-    def _check_extends(self, b: _Block) -> None:
-        node = b.node
-        if node.extends is None:
-            return
-        chain = [b]
-        cur = b
-        while cur.node.extends is not None:
-            span = cur.node.extends_span or cur.where
-            parent = self.names.get(cur.node.extends)
-            if parent is None or cur.node.extends not in self.visible.get(cur.file.key, frozenset()):
-                if cur is b:
+    def _resolve_extends(self) -> None:
+        """Every ``extends`` chain, each block visited once (time linear in the number of blocks): walk up
+        from a block until a block whose chain is already known, a block that extends nothing, a broken
+        link (unknown parent, another kind) or a block already on this walk (a cycle); then every block of
+        the walk gets that answer. A block reports only its own broken ``extends``; its descendants are
+        broken silently. Every block of a cycle reports the cycle once, at its own ``extends``."""
+        state: dict[int, bool] = {}  # id(block) -> chain sound
+        for start in self.blocks:
+            if id(start) in state:
+                continue
+            path: list[_Block] = []
+            on_path: dict[int, int] = {}
+            cur = start
+            sound = True
+            while True:
+                if id(cur) in state:
+                    sound = state[id(cur)]
+                    break
+                on_path[id(cur)] = len(path)
+                path.append(cur)
+                if cur.node.extends is None:
+                    break
+                span = cur.node.extends_span or cur.where
+                parent = self.names.get(cur.node.extends)
+                if parent is None or cur.node.extends not in self.visible.get(cur.file.key, frozenset()):
                     self._unknown_name(cur.node.extends, cur.file, span, cur.node.kind)
-                self.bad_blocks.add(id(b))
-                return
-            if parent.node.kind != cur.node.kind:
-                if cur is b:
-                    self.add(error("E107", f"{b.label} cannot extend {parent.label}: a block extends "
+                    sound = False
+                    break
+                if parent.node.kind != cur.node.kind:
+                    self.add(error("E107", f"{cur.label} cannot extend {parent.label}: a block extends "
                                    "another of its own kind", span,
-                                   help=_did_you_mean(cur.node.extends,
-                                                      [n for n, x in self.names.items()
-                                                       if x.node.kind == b.node.kind and x is not b])
-                                   or f"extend a {b.node.kind}, or drop `extends {cur.node.extends}`"))
-                self.bad_blocks.add(id(b))
-                return
-            if parent in chain:
-                if parent is b:  # every block of the cycle reports it once, at its own `extends`
-                    text = " → ".join(x.name or "?" for x in chain + [b])
-                    self.add(error("E107", f"extends cycle: {text}", node.extends_span or b.where,
-                                   help="one of these blocks must stand on its own"))
-                self.bad_blocks.add(id(b))
-                return
-            chain.append(parent)
-            cur = parent
+                                   help=self._did_you_mean_kind(cur.node.extends, cur)
+                                   or f"extend a {cur.node.kind}, or drop `extends {cur.node.extends}`"))
+                    sound = False
+                    break
+                if id(parent) in on_path:
+                    cycle = path[on_path[id(parent)]:]
+                    for i, x in enumerate(cycle):
+                        text = " → ".join(y.name or "?" for y in cycle[i:] + cycle[:i] + [x])
+                        self.add(error("E107", f"extends cycle: {text}", x.node.extends_span or x.where,
+                                       help="one of these blocks must stand on its own"))
+                    sound = False
+                    break
+                cur = parent
+            for x in path:
+                state[id(x)] = sound
+                if not sound:
+                    self.bad_blocks.add(id(x))
+
+    def _did_you_mean_kind(self, name: str, b: _Block) -> str | None:
+        same = [n for n in self._names_of_kind(b.file.key, b.node.kind) if self.names[n] is not b]
+        return self._hint(name, same)
+
+    def _hint(self, name: str, candidates: list[str]) -> str | None:
+        """``did you mean `x`?`` while the run's budget of comparisons lasts (``HINT_BUDGET``)."""
+        if not candidates or self.hint_budget < len(candidates):
+            return None
+        self.hint_budget -= len(candidates)
+        return _did_you_mean(name, candidates)
+
+    def _names_of_kind(self, key: str, kind: str | None) -> list[str]:
+        """The names visible in a file, of one kind (all kinds for None), sorted; computed once each."""
+        memo = self.kind_names.get((key, kind))
+        if memo is None:
+            scope = self.visible.get(key, frozenset())
+            memo = sorted(n for n in scope if kind is None or self.names[n].node.kind == kind)
+            self.kind_names[(key, kind)] = memo
+        return memo
 
     def _unknown_name(self, name: str, f: _File, span: Span, want: str | None) -> None:
         """E101 with the best hint: a near name in scope, or the file that defines it."""
-        if name in self.names and name not in self.visible.get(f.key, frozenset()):
+        scope = self.visible.get(f.key, frozenset())
+        if name in self.names and name not in scope:
             where = self.names[name].file.display
             self.add(error("E101", f"`{name}` is defined in {where}, which {f.display} does not import",
                            span, help=f'add `import "{os.path.relpath(where, os.path.dirname(f.display) or ".")}"`'))
             return
-        scope = self.visible.get(f.key, frozenset())
-        same_kind = [n for n in scope if want and self.names[n].node.kind == want]
-        hint = _did_you_mean(name, same_kind) or _did_you_mean(name, scope)
+        same_kind = self._names_of_kind(f.key, want) if want else []
+        hint = self._hint(name, same_kind) or self._hint(name, self._names_of_kind(f.key, None))
         notes = []
         if want and same_kind:
-            notes.append(f"{want} blocks in scope: " + ", ".join(sorted(same_kind)[:12]))
+            notes.append(f"{want} blocks in scope: " + ", ".join(same_kind[:12])
+                         + (f" and {len(same_kind) - 12:,} more" if len(same_kind) > 12 else ""))
         what = f"no {want} named `{name}`" if want else f"unknown name `{name}`"
         if not hint and want in ("gpu", "link", "model"):
             hint = f'define it, or import the bundled library: `import "std/{want}s.ccost"`'
@@ -530,21 +591,32 @@ class _Checker:
     # --- 3. evaluate -----------------------------------------------------------------------------------
 
     def _members(self, b: _Block) -> dict[str, tuple[T.Member, _Block]]:
-        """The block's members, through its extends chain (the parent first, the child overriding)."""
+        """The block's members, through its extends chain (the parent first, the child overriding).
+
+        Iterative and memoised: a chain of any length is walked once, without recursion."""
         memo = self.members_memo.get(id(b))
         if memo is not None:
             return memo
-        merged: dict[str, tuple[T.Member, _Block]] = {}
-        self.members_memo[id(b)] = merged  # guards against a cycle that slipped through
-        if b.node.extends is not None and id(b) not in self.bad_blocks:
-            parent = self.names.get(b.node.extends)
-            if parent is not None:
-                merged.update(self._members(parent))
-        own: dict[str, tuple[T.Member, _Block]] = {}
-        for m in b.node.members:
-            own.setdefault(m.name, (m, b))
-        merged.update(own)
-        return merged
+        chain: list[_Block] = []
+        seen: set[int] = set()
+        cur: _Block | None = b
+        while cur is not None and id(cur) not in self.members_memo and id(cur) not in seen:
+            seen.add(id(cur))
+            chain.append(cur)
+            parent = None
+            if cur.node.extends is not None and id(cur) not in self.bad_blocks:
+                parent = self.names.get(cur.node.extends)
+            cur = parent
+        base = self.members_memo.get(id(cur), {}) if cur is not None else {}
+        for x in reversed(chain):
+            merged = dict(base)
+            own: dict[str, tuple[T.Member, _Block]] = {}
+            for m in x.node.members:
+                own.setdefault(m.name, (m, x))
+            merged.update(own)
+            self.members_memo[id(x)] = merged
+            base = merged
+        return self.members_memo[id(b)]
 
     def _field(self, b: _Block, name: str) -> SC.Field | None:
         assert b.kind is not None

@@ -1013,7 +1013,7 @@ class _Checker:
             else:
                 rng = (f"less than {f.format_value(hi)}" if f.max_open else f"at most {f.format_value(hi)}")
             got = f.format_value(v)
-            help_text = f"like `{f.name} = {f.example}`"
+            help_text = f"a plausible `{f.name}` is {f.range_text()}, like `{f.name} = {f.example}`"
             if t.kind == "fraction":
                 plain = isinstance(e, T.Number) and not e.unit
                 if out_high and plain and v > 1:

@@ -891,8 +891,14 @@ class _Checker:
 
     def _finite(self, v: float, d: U.Dim, span: Span, what: str) -> tuple[float, U.Dim]:
         if not math.isfinite(v):
-            self.add(error("E203", f"{what} is not a finite number ({'overflow' if not math.isnan(v) else 'NaN'})",
-                           span, help="use a value between about 1e-300 and 1e300"))
+            f = self._field_ctx
+            why = "overflow" if not math.isnan(v) else "NaN"
+            if f is not None and f.range_text():
+                self.add(error("E203", f"`{f.name}`: {what} is not a finite number ({why})", span,
+                               help=f"a plausible `{f.name}` is {f.range_text()}, like `{f.name} = {f.example}`"))
+            else:
+                self.add(error("E203", f"{what} is not a finite number ({why})", span,
+                               help="use a value between about 1e-300 and 1e300"))
             raise _Bad
         return v, d
 

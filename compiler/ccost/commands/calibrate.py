@@ -99,19 +99,16 @@ def _command(args: argparse.Namespace) -> str:
 
 def _write_all(outputs: list[tuple[str, str]]) -> None:
     """Block and plot land together or not at all (INTERFACE.md: never a half-written output)."""
-    from ccost.report.atomic import AtomicFiles
+    from ccost.report.atomic import AtomicFiles, check_targets
 
-    files = AtomicFiles()
     try:
-        for path, text in outputs:
-            if Path(path).is_dir():
-                raise IsADirectoryError(21, "it is a folder", path)
-            files.write(Path(path), text.encode("utf-8"))
-        files.commit()
+        check_targets(Path(path) for path, _ in outputs)  # before anything is written
+        with AtomicFiles() as files:  # an error or SIGTERM/SIGHUP: no temporary file left behind
+            for path, text in outputs:
+                files.write(Path(path), text.encode("utf-8"))
     except OSError as exc:
-        files.discard()  # no temporary file left behind
         raise _usage(f"cannot write {exc.filename or 'the output'}: {exc.strerror or exc}",
-                     "check that the path is a file in a folder you can write") from None
+                     "nothing was replaced; check that the path is a file in a folder you can write") from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "yaml":
         text = output.to_yaml(doc)
     else:
-        text = output.to_text(doc)
+        from ccost.diagnostics import escape_controls
+
+        text = escape_controls(output.to_text(doc))  # titles may carry ESC, BEL, ... (JSON/YAML escape them)
     sys.stdout.write(text)
     return 0

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from ccost.diagnostics import CcostError, Diagnostic, error, render_all, use_colour
+from ccost.diagnostics import CcostError, Diagnostic, error, escape_controls, render_all, use_colour
 
 HELP = "rewrite specs in canonical form, comments kept"
 
@@ -147,13 +147,19 @@ def run(args: argparse.Namespace) -> int:
             diff = difflib.unified_diff(normalize_newlines(text).splitlines(keepends=True),
                                         out.splitlines(keepends=True), f"{shown} (current)",
                                         f"{shown} (formatted)")
-            sys.stdout.writelines(diff)
+            sys.stdout.writelines(escape_controls(line) for line in diff)
             if "\r" in text:
                 print(f"{shown}: line endings would change from CRLF to LF")
             if current.startswith(b"\xef\xbb\xbf"):
                 print(f"{shown}: the UTF-8 byte-order mark would be removed")
         else:
-            _write(path, out)
+            try:
+                _write(path, out)
+            except OSError as exc:  # a read-only folder, a full disk: the file is left as it was
+                failed.append(([error("E504", f"cannot write {exc.filename or name}: {exc.strerror or exc}",
+                                      help="the file was left unchanged; check that its folder is writable")],
+                               {}))
+                continue
             print(f"reformatted {name}", file=sys.stderr)
     colour = use_colour(sys.stderr)
     for diags, sources in failed:

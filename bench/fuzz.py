@@ -2,14 +2,16 @@
 
     .venv/bin/python bench/fuzz.py [--specs 100000] [--explain 10000] [--review 50] [--seed N] [--jobs 2]
 
-Sources: the shipped example specs (specs/*.ccost), the bad-input corpus (tests/bad/*.ccost), the hostile
-cases of issue 11 (tests/hostile/*.ccost) and specs drawn from the schema's ranges (tests/plan_gen.py).
+Sources: specs drawn from the schema's ranges (tests/plan_gen.py; 40 %), the shipped example specs
+(specs/*.ccost) and the valid hostile cases of issue 11 (tests/hostile/*.ccost; 40 %), and the bad-input
+corpus (tests/bad/*.ccost, with the hostile cases of issue 11; 20 %).
 Each mutant gets 1-4 edits: a token deleted, inserted, duplicated or swapped, a character replaced, or a
 number replaced by a hostile one (0, -1, 5e-324, 1e-320, 1e308, 1e400, 2**64, ...).
 
 Every mutant goes through ``check``; each that checks clean goes through ``eval`` (the results document).
-The first ``--explain`` of those also go through ``explain`` of every plan and the text, JSON and YAML
-writers, and ``--review`` of them through the HTML review (view model, charts, template). Anything that
+The first ``--explain`` of those (in the order they finish) also go through ``explain`` of every plan and
+the text, JSON and YAML writers, and the first ``--review`` of them through the HTML review (view model,
+charts, template). Six mutants in ten change only numbers, so most of them check and are evaluated. Anything that
 raises other than a ``CcostError`` (the diagnostics every user error becomes) is an internal error: the
 spec is saved under ``--out`` and counted. A search larger than ``--max-points`` is checked but not
 evaluated (pricing 10 million layouts is slow, not wrong; bench/search.py measures that), and counted.
@@ -47,21 +49,34 @@ TOKENS = ["{", "}", "=", ";", "\n", "(", ")", "[", "]", ",", ".", "+", "-", "*",
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
-def sources() -> list[tuple[str, str]]:
+def sources(folders) -> list[tuple[str, str]]:
     out = []
-    for folder in ("specs", "tests/bad", "tests/hostile"):
+    for folder in folders:
         for p in sorted((REPO / folder).glob("*.ccost")):
             out.append((str(p), p.read_text(encoding="utf-8", errors="replace")))
     return out
 
 
+def _number(rng: random.Random) -> str:
+    """Half the time a hostile number, else an ordinary one of any magnitude (so the mutant still checks
+    and reaches evaluation)."""
+    r = rng.random()
+    if r < 0.3:
+        return rng.choice(HOSTILE_NUMBERS)
+    if r < 0.65:
+        return str(rng.choice([1, 2, 3, 4, 6, 8, 16, 32, 64, 128, 256, 1024, 4096]))
+    return f"{10 ** rng.uniform(-12, 18):.4g}"
+
+
 def mutate(rng: random.Random, text: str) -> str:
-    parts = re.findall(r"\s+|\w+|[^\w\s]", text)
-    for _ in range(rng.randint(1, 4)):
+    parts = re.findall(r"\s+|\w+(?:\.\d+)?(?:[eE][-+]?\d+)?|[^\w\s]", text)
+    numbers_only = rng.random() < 0.6  # keeps the syntax: most of these check and reach evaluation
+    for _ in range(rng.randint(1, 3 if numbers_only else 4)):
         if not parts:
             break
         i = rng.randrange(len(parts))
-        op = rng.choice(["delete", "insert", "duplicate", "swap", "char", "number", "number"])
+        op = "number" if numbers_only else rng.choice(["delete", "insert", "duplicate", "swap", "char",
+                                                       "number"])
         if op == "delete":
             del parts[i]
         elif op == "insert":
@@ -77,7 +92,7 @@ def mutate(rng: random.Random, text: str) -> str:
         elif op == "number":
             nums = [k for k, p in enumerate(parts) if NUMBER.fullmatch(p)]
             if nums:
-                parts[rng.choice(nums)] = rng.choice(HOSTILE_NUMBERS)
+                parts[rng.choice(nums)] = _number(rng)
     return "".join(parts)
 
 
@@ -91,9 +106,25 @@ def search_points(spec) -> int:
     return most
 
 
-def one(args: tuple[int, int, str, str, bool, bool, int, str]) -> tuple[str, str | None]:
+_DEEP = _REVIEW = None  # shared countdowns: how many more evaluated mutants go through explain / review
+
+
+def _init(deep, review) -> None:
+    global _DEEP, _REVIEW
+    _DEEP, _REVIEW = deep, review
+
+
+def _take(counter) -> bool:
+    with counter.get_lock():
+        if counter.value <= 0:
+            return False
+        counter.value -= 1
+        return True
+
+
+def one(args: tuple[int, int, str, str, int, str]) -> tuple[str, str | None]:
     """Run one mutant; returns (outcome, error text or None)."""
-    index, seed, path, text, deep, review, max_points, out_dir = args
+    index, seed, path, text, max_points, out_dir = args
     from ccost import evaluate, output
     from ccost.check import check_text
     from ccost.diagnostics import CcostError, render_all
@@ -115,8 +146,9 @@ def one(args: tuple[int, int, str, str, bool, bool, int, str]) -> tuple[str, str
         for p, v in _numbers(doc):
             if not math.isfinite(v):
                 raise AssertionError(f"result {p} = {v} is not finite")
-        if not deep:
+        if not _take(_DEEP):
             return "eval: ok", None
+        review = _take(_REVIEW)
         stage = "explain"
         from ccost.commands.explain import render as explain
 
@@ -151,6 +183,54 @@ def one(args: tuple[int, int, str, str, bool, bool, int, str]) -> tuple[str, str
         return f"INTERNAL ERROR in {stage}", f"{name}: {traceback.format_exc(limit=6)}"
 
 
+LOG_HOSTILE = ["0", "-1", "5e-324", "1e-320", "1e308", "1e400", "nan", "inf", "N/A", "1" + "0" * 30,
+               "1" + "0" * 400, "18446744073709551616", "0.001", "1e12", "-0"]
+
+
+def one_log(args: tuple[int, int, str, str]) -> tuple[str, str | None]:
+    """Mutate one nccl-tests log; parse, fit (with hold-out) and write its block, which must check clean."""
+    index, seed, path, text = args
+    from ccost.calibrate import fit_log, link_block, parse_log
+    from ccost.check import check_text
+    from ccost.diagnostics import CcostError
+
+    rng = random.Random(seed * 1_000_003 + index)
+    lines = text.splitlines()
+    for _ in range(rng.randint(1, 5)):
+        if not lines:
+            break
+        i = rng.randrange(len(lines))
+        op = rng.randrange(5)
+        if op == 0:
+            f = lines[i].split()
+            nums = [k for k, x in enumerate(f) if x.replace(".", "").replace("-", "").isdigit()]
+            if nums:
+                f[rng.choice(nums)] = rng.choice(LOG_HOSTILE)
+                lines[i] = "  ".join(f)
+        elif op == 1:
+            del lines[i]
+        elif op == 2:
+            lines.insert(i, lines[rng.randrange(len(lines))])
+        elif op == 3 and lines[i]:
+            j = rng.randrange(len(lines[i]))
+            lines[i] = lines[i][:j] + chr(rng.choice([rng.randrange(32, 127), rng.randrange(0, 32), 0x2028])) \
+                + lines[i][j + 1:]
+        else:
+            lines[i] = lines[i][: rng.randrange(len(lines[i]) + 1)]
+    mutated = "\n".join(lines) + "\n"
+    try:
+        try:
+            fit = fit_log(parse_log(mutated, path), holdout=True)
+        except CcostError:
+            return "log: diagnostics", None
+        block = link_block(fit, "measured", path, None, "ccost calibrate log")
+        if not check_text(block, "b.ccost").ok:
+            raise AssertionError("the generated block does not check")
+        return "log: fitted, block checks", None
+    except Exception:
+        return "INTERNAL ERROR in calibrate", f"log mutant {index}: {traceback.format_exc(limit=6)}"
+
+
 def _numbers(doc, path=""):
     if isinstance(doc, dict):
         for k, v in doc.items():
@@ -162,30 +242,32 @@ def _numbers(doc, path=""):
         yield path, doc
 
 
-def cases(seed: int, n: int, n_deep: int, n_review: int, max_points: int, out_dir: str):
+def cases(seed: int, n: int, max_points: int, out_dir: str):
     from plan_gen import random_draw, spec_text
 
     rng = random.Random(seed)
     draw = random_draw(rng)
-    srcs = sources()
+    good, bad = sources(("specs", "tests/hostile")), sources(("tests/bad",))
     for i in range(n):
-        if i % 4 == 3:  # a quarter from the schema's ranges, mutated or not
+        r = rng.random()
+        if r < 0.4:  # from the schema's ranges, mutated or not
             text = spec_text(draw)
             path = str(REPO / "specs" / "fuzz-drawn.ccost")
             if rng.random() < 0.7:
                 text = mutate(rng, text)
-        else:
-            path, text = srcs[rng.randrange(len(srcs))]
+        else:  # a shipped or hostile spec (2 in 3), or one of the bad-input corpus
+            path, text = (good if r < 0.8 else bad)[rng.randrange(len(good if r < 0.8 else bad))]
             text = mutate(rng, text)
-        yield (i, seed, path, text, i < n_deep * 2, i < n_review * 8, max_points, out_dir)
+        yield (i, seed, path, text, max_points, out_dir)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--specs", type=int, default=100_000, help="mutants through check and eval")
     ap.add_argument("--explain", type=int, default=10_000,
-                    help="about this many of the clean ones also through explain and the writers")
-    ap.add_argument("--review", type=int, default=50, help="about this many through the HTML review")
+                    help="this many of the evaluated ones also through explain and the writers")
+    ap.add_argument("--review", type=int, default=50, help="this many of those through the HTML review")
+    ap.add_argument("--logs", type=int, default=0, help="mutated nccl-tests logs through calibrate")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--max-points", type=int, default=200_000)
@@ -197,17 +279,24 @@ def main() -> int:
     start = time.perf_counter()
     counts: Counter = Counter()
     errors: list[str] = []
-    # Roughly half the mutants check clean; ask for twice as many deep runs as wanted among the first ones.
-    work = cases(seed, args.specs, args.explain, args.review, args.max_points, args.out)
-    with multiprocessing.Pool(args.jobs) as pool:
+    work = cases(seed, args.specs, args.max_points, args.out)
+    deep, review = multiprocessing.Value("i", args.explain), multiprocessing.Value("i", args.review)
+    with multiprocessing.Pool(args.jobs, initializer=_init, initargs=(deep, review)) as pool:
         for k, (outcome, err) in enumerate(pool.imap_unordered(one, work, chunksize=64), 1):
             counts[outcome] += 1
             if err:
                 errors.append(err)
             if k % 10_000 == 0:
                 print(f"  {k:,} done, {time.perf_counter() - start:.0f} s", flush=True)
+        logs = sorted((REPO / "specs" / "measured").glob("*.txt"))
+        work_logs = ((i, seed, str(logs[i % len(logs)].name), logs[i % len(logs)].read_text())
+                     for i in range(args.logs))
+        for outcome, err in pool.imap_unordered(one_log, work_logs, chunksize=64):
+            counts[outcome] += 1
+            if err:
+                errors.append(err)
     wall = time.perf_counter() - start
-    checked = sum(counts.values())
+    checked = sum(v for k, v in counts.items() if "calibrate" not in k and not k.startswith("log:"))
     evaluated = sum(v for k, v in counts.items() if k.startswith(("eval", "deep", "explain", "writers",
                                                                    "review", "INTERNAL ERROR in e")))
     deep = sum(v for k, v in counts.items() if k.startswith("deep"))

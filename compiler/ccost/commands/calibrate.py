@@ -25,8 +25,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = ("example: ccost calibrate all_reduce.txt --name nvlink_measured --holdout "
                 "--plot fit.svg -o specs/measured/nvlink.ccost")
     p.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests output (all_reduce_perf, ...)")
-    p.add_argument("--name", default="measured", help="name of the link block (default: measured)")
-    p.add_argument("--title", default=None, help="title of the link block (default: test, ranks, GPUs)")
+    p.add_argument("--name", default="measured",
+                   help="name of the link block: letters, digits and _, not a keyword (default: measured)")
+    p.add_argument("--title", default=None,
+                   help="title of the link block, one line without control characters (default: test, "
+                        "ranks, GPUs)")
     p.add_argument("--algorithm", default="ring", choices=("ring", "tree", "one_shot", "two_shot"),
                    help="AllReduce algorithm whose hop and volume formulas convert the fit (default ring, "
                    "what NCCL uses for large messages on one node)")

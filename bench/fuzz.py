@@ -122,9 +122,10 @@ def _take(counter) -> bool:
         return True
 
 
-def one(args: tuple[int, int, str, str, int, str]) -> tuple[str, str | None]:
-    """Run one mutant; returns (outcome, error text or None)."""
-    index, seed, path, text, max_points, out_dir = args
+def pipeline(path: str, text: str, deep, review, max_points: int = 200_000) -> str:
+    """One spec through check → eval → (``deep()``) explain and the writers → (``review()``) the HTML
+    review. Returns the outcome; a ``CcostError`` is an outcome (a diagnostic), anything else propagates as
+    an internal error. ``deep`` and ``review`` are asked only once the spec has evaluated."""
     from ccost import evaluate, output
     from ccost.check import check_text
     from ccost.diagnostics import CcostError, render_all
@@ -134,21 +135,17 @@ def one(args: tuple[int, int, str, str, int, str]) -> tuple[str, str | None]:
         result = check_text(text, path)
         render_all(result.diagnostics, result.sources)
         if not result.ok:
-            return "check: diagnostics", None
+            return "check: diagnostics"
         spec = result.spec
         if search_points(spec) > max_points:
-            return "check: ok, search too large to evaluate here", None
+            return "check: ok, search too large to evaluate here"
         stage = "eval"
-        try:
-            doc = evaluate.results_document(evaluate.evaluate(spec))
-        except CcostError:
-            return "eval: diagnostics", None
+        doc = evaluate.results_document(evaluate.evaluate(spec))
         for p, v in _numbers(doc):
             if not math.isfinite(v):
                 raise AssertionError(f"result {p} = {v} is not finite")
-        if not _take(_DEEP):
-            return "eval: ok", None
-        review = _take(_REVIEW)
+        if not deep():
+            return "eval: ok"
         stage = "explain"
         from ccost.commands.explain import render as explain
 
@@ -158,29 +155,40 @@ def one(args: tuple[int, int, str, str, int, str]) -> tuple[str, str | None]:
         output.to_text(doc)
         output.to_json(doc)
         output.to_yaml(doc)
-        if review:
-            stage = "review"
-            import tempfile
+        if not review():
+            return "deep: ok"
+        stage = "review"
+        import tempfile
 
-            from ccost.report import render, review as make_review
+        from ccost.report import render, review as make_review
 
-            with tempfile.TemporaryDirectory() as folder:
-                p = Path(folder) / "fuzz.ccost"
-                p.write_text(text, encoding="utf-8")
-                try:
-                    rev = make_review(p, include_git=False, cwd=Path(folder))
-                except CcostError:  # an import that resolves elsewhere from the temporary folder
-                    return "deep: ok, review: diagnostics", None
-                render.render_html(rev.view, "screen")
-            return "deep: ok, review: ok", None
-        return "deep: ok", None
+        with tempfile.TemporaryDirectory() as folder:
+            p = Path(folder) / "fuzz.ccost"
+            p.write_text(text, encoding="utf-8")
+            try:
+                rev = make_review(p, include_git=False, cwd=Path(folder))
+            except CcostError:  # an import that resolves elsewhere from the temporary folder
+                return "deep: ok, review: diagnostics"
+            render.render_html(rev.view, "screen")
+        return "deep: ok, review: ok"
     except CcostError:
-        return f"{stage}: diagnostics", None
-    except Exception:
+        return f"{stage}: diagnostics"
+    except Exception as exc:
+        exc.stage = stage  # type: ignore[attr-defined]
+        raise
+
+
+def one(args: tuple[int, int, str, str, int, str]) -> tuple[str, str | None]:
+    """Run one mutant; returns (outcome, error text or None)."""
+    index, seed, path, text, max_points, out_dir = args
+    try:
+        return pipeline(path, text, lambda: _take(_DEEP), lambda: _take(_REVIEW), max_points), None
+    except Exception as exc:
         name = Path(out_dir) / f"internal-{seed}-{index}.ccost"
         name.parent.mkdir(parents=True, exist_ok=True)
         name.write_text(text, encoding="utf-8", errors="replace")
-        return f"INTERNAL ERROR in {stage}", f"{name}: {traceback.format_exc(limit=6)}"
+        return (f"INTERNAL ERROR in {getattr(exc, 'stage', '?')}",
+                f"{name}: {traceback.format_exc(limit=6)}")
 
 
 LOG_HOSTILE = ["0", "-1", "5e-324", "1e-320", "1e308", "1e400", "nan", "inf", "N/A", "1" + "0" * 30,

@@ -992,11 +992,11 @@ class _Checker:
             self._unknown_name(name, scope, span, want)
             raise _Bad
         if want is not None and b.node.kind != want:
-            same = [n for n in self.visible.get(scope.key, ()) if self.names[n].node.kind == want]
+            same = self._names_of_kind(scope.key, want)
             fname = f"`{f.name}`" if f else "this reference"
             self.add(error("E108", f"{fname} must name a {want}; `{name}` is a {b.node.kind}", span,
-                           help=_did_you_mean(name, same) or
-                           (f"{want} blocks in scope: " + ", ".join(sorted(same)[:12]) if same
+                           help=self._hint(name, same) or
+                           (f"{want} blocks in scope: " + ", ".join(same[:12]) if same
                             else f"define a {want} block")))
             raise _Bad
         return b

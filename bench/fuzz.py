@@ -1,6 +1,7 @@
 """Fuzz the whole pipeline with mutated specs (issue 11, item 7): no input may cause an internal error.
 
-    .venv/bin/python bench/fuzz.py [--specs 100000] [--explain 10000] [--review 50] [--seed N] [--jobs 2]
+    .venv/bin/python bench/fuzz.py [--specs 100000] [--explain 10000] [--review 50] [--logs 20300]
+                                   [--seed N] [--jobs 2]
 
 Sources: specs drawn from the schema's ranges (tests/plan_gen.py; 40 %), the shipped example specs
 (specs/*.ccost) and the valid hostile cases of issue 11 (tests/hostile/*.ccost; 40 %), and the bad-input
@@ -15,6 +16,10 @@ charts, template). Six mutants in ten change only numbers, so most of them check
 raises other than a ``CcostError`` (the diagnostics every user error becomes) is an internal error: the
 spec is saved under ``--out`` and counted. A search larger than ``--max-points`` is checked but not
 evaluated (pricing 10 million layouts is slow, not wrong; bench/search.py measures that), and counted.
+
+With ``--logs N``, N mutated nccl-tests logs (specs/measured/*.txt; numbers made hostile, lines deleted,
+duplicated or cut, characters replaced) go through calibrate's parser and fit, and every block it writes
+must check clean.
 
 Prints the seed first (re-run with ``--seed`` to reproduce), then counts and the wall time. Exit 1 when
 there was an internal error. A benchmark, not a test: the suite runs a small version (tests/test_fuzz_pipeline.py).
@@ -283,7 +288,8 @@ def main() -> int:
                     help="where specs that caused an internal error are saved")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
-    print(f"seed {seed}  (re-run: bench/fuzz.py --seed {seed} --specs {args.specs})", flush=True)
+    print(f"seed {seed}  (re-run: bench/fuzz.py --seed {seed} --specs {args.specs} --explain {args.explain} "
+          f"--review {args.review} --logs {args.logs})", flush=True)
     start = time.perf_counter()
     counts: Counter = Counter()
     errors: list[str] = []

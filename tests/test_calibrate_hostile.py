@@ -148,3 +148,25 @@ def test_mutated_logs_give_a_fit_or_a_diagnostic(seed, source):
         return
     block = link_block(fit, "measured", "mutated.txt", None, "ccost calibrate mutated.txt")
     assert check_text(block, "b.ccost").ok
+
+
+def test_a_header_with_no_gpus_is_E501(tmp_path, capsys):
+    """Found by bench/fuzz.py: nGpus 0 made the rank inference divide by zero."""
+    log = tmp_path / "log.txt"
+    log.write_text(LOG.replace("nGpus 4 ", "nGpus 0 ", 1))
+    assert cli.main(["calibrate", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert "error[E501]" in err and "nGpus 0" in err and "internal error" not in err
+
+
+def test_a_fit_beyond_what_a_link_can_be_is_E501_not_a_block_that_fails_to_check(tmp_path, capsys):
+    """Found by bench/fuzz.py: a log whose large sizes barely take longer than small ones fitted a
+    bandwidth of 470 PB/s, and the block then failed its own range check. Here: ring AllReduce on 8 ranks,
+    α = 2 µs and B = 5 PB/s (T = 14·2 µs + 1.75·m/B: 31 µs at 8 GiB, as in test_calibrate.py's tables)."""
+    from test_calibrate import ring_ar
+
+    log = tmp_path / "fast.txt"
+    log.write_text(ring_ar(8, 2e-6, 5e15, noise=0.0))
+    assert cli.main(["calibrate", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert "error[E501]" in err and "outside what a link can be" in err, err

@@ -369,6 +369,19 @@ def _link_numbers(pieces: tuple[Piece, ...], hops: float, ratio: float, t: Test
         notes.append("the small-message piece has no intercept (α = 0): measure smaller messages "
                      "(`-b 8`) to see the latency")
     bandwidth = ratio / last.b
+    # The block must check: a fit outside what a link can be (the schema's plausible ranges, one place)
+    # comes from a log whose times are not measurements of a link, and is said so, not written.
+    from ccost.schema import R_LATENCY, R_LINK_BANDWIDTH
+    from ccost.units import BANDWIDTH, TIME, format_quantity
+
+    for what, v, rng, dim in (("alpha", alpha, R_LATENCY, TIME), ("bandwidth", bandwidth, R_LINK_BANDWIDTH,
+                                                                   BANDWIDTH)):
+        if not rng["minimum"] <= v <= rng["maximum"]:
+            raise CcostError(error(
+                "E501", f"the fit of {t.name} gives {what} = {format_quantity(v, dim)}, outside what a link can "
+                f"be ({format_quantity(rng['minimum'], dim)} to {format_quantity(rng['maximum'], dim)})",
+                Span.point(t.file, t.line, 1), "the log's times do not grow with size as a link's do; check "
+                "the log, or fit a range of sizes with --sizes"))
     return alpha, bandwidth, notes
 
 

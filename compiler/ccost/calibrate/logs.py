@@ -258,9 +258,10 @@ class _TestBuilder:
         if m:
             for i, what, most in ((1, "nThread", MAX_RANKS), (2, "nGpus", MAX_RANKS), (3, "minBytes", MAX_SIZE),
                                   (4, "maxBytes", MAX_SIZE), (5, "step", MAX_SIZE)):
-                if m.group(i) and (len(m.group(i)) > 20 or int(m.group(i)) > most):
+                least = 1 if i in (1, 2) else 0  # nThread 0 or nGpus 0 would mean no rank at all
+                if m.group(i) and (len(m.group(i)) > 20 or not least <= int(m.group(i)) <= most):
                     raise CcostError(_diag(self.file, line, f"{what} {_short(m.group(i))} in the header is not "
-                                           f"plausible (at most {most:,})", "the header is damaged; rerun the "
+                                           f"plausible ({least} to {most:,})", "the header is damaged; rerun the "
                                            "test and keep its whole output"))
         self.line = line
         self.n_threads = int(m.group(1)) if m else 1

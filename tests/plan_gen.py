@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ccost import schema as SC
 from ccost import spec as S
@@ -74,7 +75,7 @@ def value(draw: Draw, f: SC.Field, lo: float | None = None, hi: float | None = N
         v = draw("float", lo, hi) if how < 4 else 0.0 if lo == 0 else lo
     v = min(max(v, lo), hi)
     if f.min_open and v <= lo:
-        v = hi if hi > lo else lo
+        v = max(lo, hi)
     if f.type.kind == "int":
         return int(min(max(round(v), math.ceil(lo)), math.floor(hi)))
     return v

@@ -19,7 +19,6 @@ from ccost import cli
 from ccost.check import check_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from plan_gen import hypothesis_draw, numbers, spec_text
 
 NORMATIVE = ("gpus", "weight_bytes_per_gpu", "memory_bytes_per_gpu", "compute_time_s", "comm_time_s",
@@ -68,7 +67,7 @@ def run_everything(text: str, review: bool = False) -> None:
             path.write_text(text)
             rev = review(path, include_git=False, cwd=Path(folder))  # charts included
         html = render.render_html(rev.view, "screen")
-        _assert_sane_text(re.sub(r"<[^>]+>", " ", re.sub(r"<svg.*?</svg>", "", html, flags=re.S)),
+        _assert_sane_text(re.sub(r"<[^>]+>", " ", re.sub(r"<svg.*?</svg>", "", html, flags=re.DOTALL)),
                           "review HTML")
 
 

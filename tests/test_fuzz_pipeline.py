@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
-import fuzz  # noqa: E402
+import fuzz
 
 GOOD = fuzz.sources(("specs", "tests/hostile"))
 BAD = fuzz.sources(("tests/bad",))
@@ -55,5 +55,5 @@ def test_mutants_through_the_html_review(seed):
 def test_mutated_logs_through_calibrate(seed):
     logs = sorted((REPO / "specs" / "measured").glob("*.txt"))
     log = logs[seed % len(logs)]
-    outcome, err = fuzz.one_log((seed, 0, log.name, log.read_text()))
+    _, err = fuzz.one_log((seed, 0, log.name, log.read_text()))
     assert err is None, err

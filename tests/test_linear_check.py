@@ -10,7 +10,7 @@ from pathlib import Path
 from ccost.check import HINT_BUDGET, check_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from check_scaling import chain, unknown_refs  # noqa: E402
+from check_scaling import chain, unknown_refs
 
 
 def test_long_extends_chain_children_first_inherits_from_the_root():

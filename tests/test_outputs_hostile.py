@@ -105,10 +105,9 @@ def test_a_failed_rename_puts_back_what_was_replaced(tmp_path, monkeypatch):
         return real(src, dst)
 
     monkeypatch.setattr(os, "replace", flaky)
-    with pytest.raises(OSError):
-        with AtomicFiles() as out:
-            out.write(a, b"new a")
-            out.write(b, b"new b")
+    with pytest.raises(OSError), AtomicFiles() as out:
+        out.write(a, b"new a")
+        out.write(b, b"new b")
     monkeypatch.setattr(os, "replace", real)
     assert a.read_text() == "old a" and b.read_text() == "old b"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.html", "b.yaml"]
@@ -119,11 +118,10 @@ def test_signal_while_writing_removes_the_temporary_files(tmp_path, signum):
     a = tmp_path / "a.html"
     a.write_text("old")
     before = signal.getsignal(signum)
-    with pytest.raises(Terminated) as info:
-        with AtomicFiles() as out:
-            out.write(a, b"new")
-            os.kill(os.getpid(), signum)  # the handler raises at the next bytecode
-            time.sleep(5)
+    with pytest.raises(Terminated) as info, AtomicFiles() as out:
+        out.write(a, b"new")
+        os.kill(os.getpid(), signum)  # the handler raises at the next bytecode
+        time.sleep(5)
     assert info.value.code == 128 + signum
     assert a.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["a.html"]

@@ -139,9 +139,8 @@ def run(args: argparse.Namespace) -> int:
     from ccost.calibrate import fit_test, link_block, quality_lines, read_log
     from ccost.calibrate.block import comment_safe, valid_name
     from ccost.calibrate.fit import select_test
-    from ccost.diagnostics import CcostError, render_all, use_colour
-
     from ccost.calibrate.logs import MAX_RANKS
+    from ccost.diagnostics import CcostError, render_all, use_colour
 
     if not valid_name(args.name):
         from ccost.schema import keywords

@@ -92,12 +92,14 @@ def analyse(program: lower.Program) -> Metrics:
     """Totals, step time, overhead, bubble, speedup, efficiency and throughput of a lowered plan."""
     x, c = program.inputs, program.compute
     coll = [k for k in program.collectives if not costs_nothing(k)]
-    T_comm = named("T_comm", _sum(k.total for k in coll), "communication per step: Σ count × time")
-    T_lat = named("T_lat", _sum(k.count * k.cost.latency for k in coll), "latency term: Σ count·α·hops")
-    T_bw = named("T_bw", _sum(k.count * k.cost.bandwidth_time for k in coll),
+    # A plan without a collective (one GPU) sums no terms: a zero of the right dimension in derive mode.
+    t0, b0, n0 = (derive.zero(d, c.T_compute) for d in (units.TIME, units.INFORMATION, units.DIMENSIONLESS))
+    T_comm = named("T_comm", _sum((k.total for k in coll), t0), "communication per step: Σ count × time")
+    T_lat = named("T_lat", _sum((k.count * k.cost.latency for k in coll), t0), "latency term: Σ count·α·hops")
+    T_bw = named("T_bw", _sum((k.count * k.cost.bandwidth_time for k in coll), t0),
                  "bandwidth term: Σ count·volume/B")
-    volume = named("V_step", _sum(k.count * k.cost.volume for k in coll), "bytes each GPU sends per step")
-    hops = named("hops_step", _sum(k.count * k.cost.hops for k in coll), "latency steps per step")
+    volume = named("V_step", _sum((k.count * k.cost.volume for k in coll), b0), "bytes each GPU sends per step")
+    hops = named("hops_step", _sum((k.count * k.cost.hops for k in coll), n0), "latency steps per step")
     exposed = named("T_exposed", costs.exposed_comm(T_comm, x.overlap), "communication not hidden: "
                     "T_comm·(1 − overlap)")
     latency = named("T_latency", c.T_compute + exposed, "one step through every stage in turn: "

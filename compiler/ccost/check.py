@@ -22,8 +22,10 @@ kind needs no change here.
 from __future__ import annotations
 
 import difflib
+import gc
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Iterable
@@ -62,6 +64,20 @@ class CheckResult:
         return self.spec is not None and not self.errors
 
 
+@contextmanager
+def _no_gc_pauses():
+    """Python's cyclic GC rescans every live object each time enough new ones pile up; a 20,000-block spec
+    builds hundreds of thousands of small acyclic ones (tokens, nodes, spans), so the scans made checking
+    grow faster than the spec. Paused while one spec is checked (its few cycles are freed afterwards)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def check_file(path: str, reader: Reader | None = None) -> CheckResult:
     """Check the spec at ``path`` and everything it imports.
 
@@ -69,12 +85,14 @@ def check_file(path: str, reader: Reader | None = None) -> CheckResult:
     missing file and ``CcostError`` (E002) for one that cannot be read. ``ccost diff`` passes a reader
     that answers from a git revision.
     """
-    return _Checker(reader).run(path, None)
+    with _no_gc_pauses():
+        return _Checker(reader).run(path, None)
 
 
 def check_text(text: str, path: str = "<text>", reader: Reader | None = None) -> CheckResult:
     """Check spec text as if it were the file ``path`` (imports are resolved relative to it)."""
-    return _Checker(reader).run(path, text)
+    with _no_gc_pauses():
+        return _Checker(reader).run(path, text)
 
 
 def load_spec(path: str, reader: Reader | None = None) -> tuple[Spec, list[Diagnostic]]:
@@ -100,9 +118,42 @@ def load_spec(path: str, reader: Reader | None = None) -> tuple[Spec, list[Diagn
 def _default_reader(path: str) -> str:
     from ccost.syntax.parse import read_source
 
-    if not os.path.isfile(path):
+    if not os.path.lexists(path) or os.path.isdir(path):  # the caller words both
         raise FileNotFoundError(path)
-    return read_source(path)
+    return read_source(path)  # regular files only, bounded (ccost.userfiles)
+
+
+def project_root(spec_path: str) -> str:
+    """The folder a spec's imports must stay inside: the top of the git work tree that holds the spec
+    (the nearest folder upwards with a ``.git`` entry), or the spec's own folder when it is not in git.
+
+    >>> project_root("specs/a1-tp-decode.ccost")   # doctest: +SKIP
+    '/path/to/capacity-plans'
+    """
+    start = os.path.abspath(os.path.dirname(spec_path) or ".")
+    d = start
+    while True:
+        if os.path.lexists(os.path.join(d, ".git")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return start
+        d = parent
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or below it (both absolute and normalised)."""
+    try:
+        return os.path.commonpath([path, folder]) == folder
+    except ValueError:  # different drives
+        return False
+
+
+#: Imports nested deeper than this are a generated or circular mistake, not a project.
+MAX_IMPORT_DEPTH = 100
+#: Did-you-mean searches compare a misspelt name with every candidate; the checker stops offering them
+#: after this many comparisons in one run, so 20,000 unknown names cost time linear in their number.
+HINT_BUDGET = 200_000
 
 
 def _std_dir() -> str | None:
@@ -118,7 +169,8 @@ def _std_dir() -> str | None:
 class _File:
     display: str  # the name in diagnostics and ``sources``
     real: str  # a path that opens the file (``Spec.files``)
-    key: str  # identity: the real path, normalised
+    key: str  # identity: the real path with symlinks resolved (a symlinked self-import is a cycle)
+    area: str = ""  # the folder its relative imports must stay in: the project root, or std/
     tree: T.File | None = None
     imports: list[str] = field(default_factory=list)  # keys
 
@@ -247,6 +299,9 @@ class _Checker:
         self.blocks: list[_Block] = []
         self.names: dict[str, _Block] = {}
         self.visible: dict[str, frozenset[str]] = {}
+        self.own_names: dict[str, list[str]] = {}  # file key -> the names its blocks define
+        self.kind_names: dict[tuple[str, str | None], list[str]] = {}
+        self.hint_budget = HINT_BUDGET
         self.bad_blocks: set[int] = set()  # id(_Block) whose extends chain is broken
         self.members_memo: dict[int, dict[str, tuple[T.Member, _Block]]] = {}
         self.values: dict[tuple[int, str], Any] = {}
@@ -262,7 +317,9 @@ class _Checker:
     # --- 1. load ---------------------------------------------------------------------------------------
 
     def run(self, path: str, text: str | None) -> CheckResult:
-        root = _File(display=path, real=path, key=os.path.normpath(os.path.abspath(path)))
+        self.project = project_root(path)
+        self.project_real = os.path.realpath(self.project)
+        root = _File(display=path, real=path, key=os.path.realpath(path), area=self.project)
         try:
             if text is None:
                 try:
@@ -304,7 +361,12 @@ class _Checker:
         except CcostError as exc:
             self.diags.extend(exc.diagnostics)
             f.tree = None
-        if f.tree is not None:
+        if f.tree is not None and f.tree.imports and len(self.loading) > MAX_IMPORT_DEPTH:
+            chain = " → ".join(g.display for g in self.loading[:3]) + " → ... → " + f.display
+            self.add(error("E113", f"imports are nested more than {MAX_IMPORT_DEPTH} files deep", 
+                           f.tree.imports[0].path_span, help="import the shared files from one place, "
+                           "not each from the previous one", notes=[f"import chain: {chain}"]))
+        elif f.tree is not None:
             for imp in f.tree.imports:
                 target = self._locate(imp, f)
                 if target is None:
@@ -337,12 +399,13 @@ class _Checker:
         """A file that is not UTF-8 cannot be checked, but its line can still be shown under the caret."""
         if self.read is not _default_reader:
             return
+        from ccost.userfiles import read_user_bytes
+
         try:
-            if os.path.getsize(real) <= 1 << 20:
-                with open(real, "rb") as fh:
-                    self.sources[display] = fh.read().decode("utf-8", "replace")
-        except OSError:
-            pass
+            data = read_user_bytes(real, limit=1 << 20)
+        except (OSError, CcostError):  # a folder, a device, too large: nothing to show
+            return
+        self.sources[display] = data.decode("utf-8", "replace")
 
     def _at_import(self, d: Diagnostic, imp: T.Import) -> Diagnostic:
         """A read error of an imported file has no place in that file; show the import line instead."""
@@ -351,10 +414,17 @@ class _Checker:
         return Diagnostic(d.code, d.severity, d.message, imp.path_span, d.help, d.notes)
 
     def _locate(self, imp: T.Import, importer: _File) -> _File | None:
+        """The file an import names, or None after an error. Imports stay inside the project (the spec's
+        git work tree, else its folder) or the bundled ``std/``: absolute paths, ``..`` that climbs out,
+        and symlinks that lead out are refused (E113) before anything is read."""
         path = imp.path
         if not path.strip():
             self.add(error("E106", "an empty import path", imp.path_span,
                            help='name a file: `import "std/gpus.ccost"`'))
+            return None
+        if any(ord(c) < 32 or ord(c) == 127 for c in path):
+            self.add(error("E113", "an import path with a control character", imp.path_span,
+                           help="name the file with printable characters"))
             return None
         if path.startswith("std/"):
             std = _std_dir()
@@ -362,15 +432,46 @@ class _Checker:
                 self.add(error("E106", "this installation of ccost has no bundled std/ library",
                                imp.path_span))
                 return None
-            real = os.path.join(std, path[4:])
-            return _File(display=os.path.normpath(path), real=real, key=os.path.normpath(os.path.abspath(real)))
-        if os.path.isabs(path):
-            display = real = os.path.normpath(path)
-        else:
-            # display and real differ inside the bundled library: `std/a.ccost` importing "b.ccost"
-            display = os.path.normpath(os.path.join(os.path.dirname(importer.display), path))
-            real = os.path.normpath(os.path.join(os.path.dirname(importer.real), path))
-        return _File(display=display, real=real, key=os.path.normpath(os.path.abspath(real)))
+            return self._confined(imp, os.path.normpath(path), os.path.join(std, path[4:]), std)
+        if os.path.isabs(path) or path.startswith("\\") or (len(path) > 1 and path[1] == ":"):
+            self.add(error("E113", "an import path must be relative to the importing file, not absolute",
+                           imp.path_span,
+                           help=f"imports stay inside {self._area_name(importer.area)}: write the path "
+                                'relative to this file, or import the bundled library with `import "std/..."`'))
+            return None
+        # display and real differ inside the bundled library: `std/a.ccost` importing "b.ccost"
+        display = os.path.normpath(os.path.join(os.path.dirname(importer.display), path))
+        real = os.path.join(os.path.dirname(importer.real), path)
+        return self._confined(imp, display, real, importer.area)
+
+    def _is_std(self, area: str) -> bool:
+        std = _std_dir()
+        return std is not None and os.path.abspath(area) == os.path.abspath(std)
+
+    def _area_name(self, area: str) -> str:
+        if self._is_std(area):
+            return "the bundled std/ library"
+        shown = os.path.relpath(area) if _inside(os.path.abspath(area), os.getcwd()) else area
+        if os.path.lexists(os.path.join(area, ".git")):
+            return f"the project `{shown}` (the git work tree that holds the spec)"
+        return f"the project `{shown}` (the spec's folder; it is not in a git work tree)"
+
+    def _confined(self, imp: T.Import, display: str, real: str, area: str) -> _File | None:
+        """The import target, when it stays inside ``area`` both as written and with symlinks resolved."""
+        area_abs = os.path.abspath(area)
+        target = os.path.normpath(os.path.abspath(real))
+        where = self._area_name(area)
+        fix = ('`std/...` names a file of the bundled library, like `std/gpus.ccost`' if self._is_std(area)
+               else "copy the file into the project and import it from there")
+        if not _inside(target, area_abs):
+            self.add(error("E113", f"`{imp.path}` leads outside {where}", imp.path_span, help=fix))
+            return None
+        resolved = os.path.realpath(target)
+        if not _inside(resolved, os.path.realpath(area_abs)):
+            self.add(error("E113", f"`{imp.path}` is a symbolic link that leads outside {where}", imp.path_span,
+                           help=fix))
+            return None
+        return _File(display=display, real=os.path.normpath(real), key=resolved, area=area)
 
     def _missing_import(self, imp: T.Import, importer: _File, target: _File) -> None:
         chain = " → ".join([g.display for g in self.loading] + [target.display])
@@ -430,11 +531,12 @@ class _Checker:
                                    notes=[f"first defined as {first.node.kind} `{node.name}` at {first.where}"]))
                 else:
                     self.names[node.name] = b
+                if node.name is not None and node.name in self.names:  # not a keyword
+                    self.own_names.setdefault(f.key, []).append(node.name)
                 self._check_member_names(b)
         for f in self.files.values():
             self._visible(f.key, set())
-        for b in self.blocks:
-            self._check_extends(b)
+        self._resolve_extends()
 
     def _check_member_names(self, b: _Block) -> None:
         kind = b.kind
@@ -463,7 +565,7 @@ class _Checker:
         if key in self.visible:
             return self.visible[key]
         f = self.files[key]
-        names = {b.name for b in self.blocks if b.file is f and b.name}
+        names = set(self.own_names.get(key, ()))
         stack = stack | {key}
         for k in f.imports:
             if k not in stack and k in self.files:
@@ -471,53 +573,89 @@ class _Checker:
         self.visible[key] = frozenset(names)
         return self.visible[key]
 
-    def _check_extends(self, b: _Block) -> None:
-        node = b.node
-        if node.extends is None:
-            return
-        chain = [b]
-        cur = b
-        while cur.node.extends is not None:
-            span = cur.node.extends_span or cur.where
-            parent = self.names.get(cur.node.extends)
-            if parent is None or cur.node.extends not in self.visible.get(cur.file.key, frozenset()):
-                if cur is b:
+    def _resolve_extends(self) -> None:
+        """Every ``extends`` chain, each block visited once (time linear in the number of blocks): walk up
+        from a block until a block whose chain is already known, a block that extends nothing, a broken
+        link (unknown parent, another kind) or a block already on this walk (a cycle); then every block of
+        the walk gets that answer. A block reports only its own broken ``extends``; its descendants are
+        broken silently. Every block of a cycle reports the cycle once, at its own ``extends``."""
+        state: dict[int, bool] = {}  # id(block) -> chain sound
+        for start in self.blocks:
+            if id(start) in state:
+                continue
+            path: list[_Block] = []
+            on_path: dict[int, int] = {}
+            cur = start
+            sound = True
+            while True:
+                if id(cur) in state:
+                    sound = state[id(cur)]
+                    break
+                on_path[id(cur)] = len(path)
+                path.append(cur)
+                if cur.node.extends is None:
+                    break
+                span = cur.node.extends_span or cur.where
+                parent = self.names.get(cur.node.extends)
+                if parent is None or cur.node.extends not in self.visible.get(cur.file.key, frozenset()):
                     self._unknown_name(cur.node.extends, cur.file, span, cur.node.kind)
-                self.bad_blocks.add(id(b))
-                return
-            if parent.node.kind != cur.node.kind:
-                if cur is b:
-                    self.add(error("E107", f"{b.label} cannot extend {parent.label}: a block extends "
+                    sound = False
+                    break
+                if parent.node.kind != cur.node.kind:
+                    self.add(error("E107", f"{cur.label} cannot extend {parent.label}: a block extends "
                                    "another of its own kind", span,
-                                   help=_did_you_mean(cur.node.extends,
-                                                      [n for n, x in self.names.items()
-                                                       if x.node.kind == b.node.kind and x is not b])
-                                   or f"extend a {b.node.kind}, or drop `extends {cur.node.extends}`"))
-                self.bad_blocks.add(id(b))
-                return
-            if parent in chain:
-                if parent is b:  # every block of the cycle reports it once, at its own `extends`
-                    text = " → ".join(x.name or "?" for x in chain + [b])
-                    self.add(error("E107", f"extends cycle: {text}", node.extends_span or b.where,
-                                   help="one of these blocks must stand on its own"))
-                self.bad_blocks.add(id(b))
-                return
-            chain.append(parent)
-            cur = parent
+                                   help=self._did_you_mean_kind(cur.node.extends, cur)
+                                   or f"extend a {cur.node.kind}, or drop `extends {cur.node.extends}`"))
+                    sound = False
+                    break
+                if id(parent) in on_path:
+                    cycle = path[on_path[id(parent)]:]
+                    for i, x in enumerate(cycle):
+                        text = " → ".join(y.name or "?" for y in cycle[i:] + cycle[:i] + [x])
+                        self.add(error("E107", f"extends cycle: {text}", x.node.extends_span or x.where,
+                                       help="one of these blocks must stand on its own"))
+                    sound = False
+                    break
+                cur = parent
+            for x in path:
+                state[id(x)] = sound
+                if not sound:
+                    self.bad_blocks.add(id(x))
+
+    def _did_you_mean_kind(self, name: str, b: _Block) -> str | None:
+        same = [n for n in self._names_of_kind(b.file.key, b.node.kind) if self.names[n] is not b]
+        return self._hint(name, same)
+
+    def _hint(self, name: str, candidates: list[str]) -> str | None:
+        """``did you mean `x`?`` while the run's budget of comparisons lasts (``HINT_BUDGET``)."""
+        if not candidates or self.hint_budget < len(candidates):
+            return None
+        self.hint_budget -= len(candidates)
+        return _did_you_mean(name, candidates)
+
+    def _names_of_kind(self, key: str, kind: str | None) -> list[str]:
+        """The names visible in a file, of one kind (all kinds for None), sorted; computed once each."""
+        memo = self.kind_names.get((key, kind))
+        if memo is None:
+            scope = self.visible.get(key, frozenset())
+            memo = sorted(n for n in scope if kind is None or self.names[n].node.kind == kind)
+            self.kind_names[(key, kind)] = memo
+        return memo
 
     def _unknown_name(self, name: str, f: _File, span: Span, want: str | None) -> None:
         """E101 with the best hint: a near name in scope, or the file that defines it."""
-        if name in self.names and name not in self.visible.get(f.key, frozenset()):
+        scope = self.visible.get(f.key, frozenset())
+        if name in self.names and name not in scope:
             where = self.names[name].file.display
             self.add(error("E101", f"`{name}` is defined in {where}, which {f.display} does not import",
                            span, help=f'add `import "{os.path.relpath(where, os.path.dirname(f.display) or ".")}"`'))
             return
-        scope = self.visible.get(f.key, frozenset())
-        same_kind = [n for n in scope if want and self.names[n].node.kind == want]
-        hint = _did_you_mean(name, same_kind) or _did_you_mean(name, scope)
+        same_kind = self._names_of_kind(f.key, want) if want else []
+        hint = self._hint(name, same_kind) or self._hint(name, self._names_of_kind(f.key, None))
         notes = []
         if want and same_kind:
-            notes.append(f"{want} blocks in scope: " + ", ".join(sorted(same_kind)[:12]))
+            notes.append(f"{want} blocks in scope: " + ", ".join(same_kind[:12])
+                         + (f" and {len(same_kind) - 12:,} more" if len(same_kind) > 12 else ""))
         what = f"no {want} named `{name}`" if want else f"unknown name `{name}`"
         if not hint and want in ("gpu", "link", "model"):
             hint = f'define it, or import the bundled library: `import "std/{want}s.ccost"`'
@@ -526,23 +664,34 @@ class _Checker:
     # --- 3. evaluate -----------------------------------------------------------------------------------
 
     def _members(self, b: _Block) -> dict[str, tuple[T.Member, _Block]]:
-        """The block's members, through its extends chain (the parent first, the child overriding)."""
+        """The block's members, through its extends chain (the parent first, the child overriding).
+
+        Iterative and memoised: a chain of any length is walked once, without recursion."""
         memo = self.members_memo.get(id(b))
         if memo is not None:
             return memo
-        merged: dict[str, tuple[T.Member, _Block]] = {}
-        self.members_memo[id(b)] = merged  # guards against a cycle that slipped through
-        if b.node.extends is not None and id(b) not in self.bad_blocks:
-            parent = self.names.get(b.node.extends)
-            if parent is not None:
-                merged.update(self._members(parent))
-        own: dict[str, tuple[T.Member, _Block]] = {}
-        for m in b.node.members:
-            own.setdefault(m.name, (m, b))
-        if b.kind is not None and b.kind.name == "model" and "config" in own:
-            merged.update(self._config_members(b, own["config"][0]))  # written fields override the config
-        merged.update(own)
-        return merged
+        chain: list[_Block] = []
+        seen: set[int] = set()
+        cur: _Block | None = b
+        while cur is not None and id(cur) not in self.members_memo and id(cur) not in seen:
+            seen.add(id(cur))
+            chain.append(cur)
+            parent = None
+            if cur.node.extends is not None and id(cur) not in self.bad_blocks:
+                parent = self.names.get(cur.node.extends)
+            cur = parent
+        base = self.members_memo.get(id(cur), {}) if cur is not None else {}
+        for x in reversed(chain):
+            merged = dict(base)
+            own: dict[str, tuple[T.Member, _Block]] = {}
+            for m in x.node.members:
+                own.setdefault(m.name, (m, x))
+            if x.kind is not None and x.kind.name == "model" and "config" in own:
+                merged.update(self._config_members(x, own["config"][0]))  # written fields override the config
+            merged.update(own)
+            self.members_memo[id(x)] = merged
+            base = merged
+        return self.members_memo[id(b)]
 
     def _config_members(self, b: _Block, m: T.Member) -> dict[str, tuple[T.Member, _Block]]:
         """``config = "hf/config.json"`` in a model: the fields the Hugging Face config gives (``ccost.hf``),
@@ -899,8 +1048,14 @@ class _Checker:
 
     def _finite(self, v: float, d: U.Dim, span: Span, what: str) -> tuple[float, U.Dim]:
         if not math.isfinite(v):
-            self.add(error("E203", f"{what} is not a finite number ({'overflow' if not math.isnan(v) else 'NaN'})",
-                           span, help="use a value between about 1e-300 and 1e300"))
+            f = self._field_ctx
+            why = "overflow" if not math.isnan(v) else "NaN"
+            if f is not None and f.range_text():
+                self.add(error("E203", f"`{f.name}`: {what} is not a finite number ({why})", span,
+                               help=f"a plausible `{f.name}` is {f.range_text()}, like `{f.name} = {f.example}`"))
+            else:
+                self.add(error("E203", f"{what} is not a finite number ({why})", span,
+                               help="use a value between about 1e-300 and 1e300"))
             raise _Bad
         return v, d
 
@@ -995,11 +1150,11 @@ class _Checker:
             self._unknown_name(name, scope, span, want)
             raise _Bad
         if want is not None and b.node.kind != want:
-            same = [n for n in self.visible.get(scope.key, ()) if self.names[n].node.kind == want]
+            same = self._names_of_kind(scope.key, want)
             fname = f"`{f.name}`" if f else "this reference"
             self.add(error("E108", f"{fname} must name a {want}; `{name}` is a {b.node.kind}", span,
-                           help=_did_you_mean(name, same) or
-                           (f"{want} blocks in scope: " + ", ".join(sorted(same)[:12]) if same
+                           help=self._hint(name, same) or
+                           (f"{want} blocks in scope: " + ", ".join(same[:12]) if same
                             else f"define a {want} block")))
             raise _Bad
         return b
@@ -1022,7 +1177,7 @@ class _Checker:
             else:
                 rng = (f"less than {f.format_value(hi)}" if f.max_open else f"at most {f.format_value(hi)}")
             got = f.format_value(v)
-            help_text = f"like `{f.name} = {f.example}`"
+            help_text = f"a plausible `{f.name}` is {f.range_text()}, like `{f.name} = {f.example}`"
             if t.kind == "fraction":
                 plain = isinstance(e, T.Number) and not e.unit
                 if out_high and plain and v > 1:

@@ -114,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug in ccost: one clear line, the traceback only on request
         if os.environ.get("CCOST_DEBUG"):
             raise
-        print(f"ccost: internal error: {type(exc).__name__}: {exc}\n"
+        from ccost.diagnostics import escape_controls
+
+        print(f"ccost: internal error: {type(exc).__name__}: {escape_controls(str(exc))}\n"
               "This is a bug in ccost, not in your spec. Run again with CCOST_DEBUG=1 for the traceback "
               "and report it.", file=sys.stderr)
         return EXIT_INTERNAL

@@ -39,7 +39,7 @@ from ccost.units import DIMENSIONLESS, Dim
 
 __all__ = [
     "Value", "Cond", "Step", "DimensionError", "leaf", "named", "constant", "steps", "to_text",
-    "log2", "maximum", "minimum", "where", "ceil", "floor", "sqrt", "choose", "ops",
+    "log2", "maximum", "minimum", "where", "ceil", "floor", "sqrt", "choose", "ops", "zero",
     "is_value", "is_array", "value_of", "fmt",
 ]
 
@@ -256,6 +256,16 @@ def constant(value: float, symbol: str, *like):
     if any(isinstance(x, Value) for x in like):
         return Value(float(value), DIMENSIONLESS, "leaf", (), name=symbol, extra="constant")
     return value
+
+
+def zero(dim: Dim, *like):
+    """Zero of dimension ``dim``: a plain ``0.0`` unless one of ``like`` is a Value, then a constant Value
+    (printed ``0``) of that dimension. The sum of no terms (a plan with no collective: one GPU) must still
+    be a time in derive mode, where ``T_compute + 0.0`` would mix a time and a plain number; float and
+    array modes get the very ``0.0`` they always had."""
+    if any(isinstance(x, Value) for x in like):
+        return Value(0.0, dim, "const", (), extra=0)
+    return 0.0
 
 
 def is_value(x) -> bool:

@@ -17,6 +17,7 @@ Rendering follows ruff / rustc::
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
@@ -69,6 +70,7 @@ CODES: dict[str, str] = {
     "E110": "a keyword used as a name",
     "E111": "unknown function or wrong arguments",
     "E112": "reference cycle between fields (`a.x` needs `b.y` needs `a.x`)",
+    "E113": "import refused: outside the project or std/, absolute, or nested too deeply",
     "E201": "wrong dimension for a field",
     "E202": "unknown unit",
     "E203": "value out of range",
@@ -82,7 +84,7 @@ CODES: dict[str, str] = {
     "E501": "calibration log cannot be read or fitted",
     "E502": "git revision or file cannot be read",
     "E503": "formatting would change the meaning of the spec",
-    "E504": "design review cannot be rendered or written",
+    "E504": "an output (review, results YAML, reformatted spec) cannot be rendered or written",
     "W501": "calibration log: rows not fitted, or counts that disagree",
     "E510": "a Hugging Face config.json cannot be read or does not describe a model",
     "W510": "config.json's parameter count disagrees with the checkpoint's size",
@@ -130,9 +132,15 @@ class Diagnostics:
     """A bag that a stage fills; ``raise_if_errors`` ends the stage once, with all of them."""
 
     items: list[Diagnostic] = field(default_factory=list)
+    _seen: set[Diagnostic] = field(default_factory=set, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._seen = set(self.items)
 
     def add(self, d: Diagnostic) -> None:
-        if d not in self.items:
+        # A set, not `d in self.items`: 20,000 errors must not cost 20,000² comparisons.
+        if d not in self._seen:
+            self._seen.add(d)
             self.items.append(d)
 
     def extend(self, ds: Iterable[Diagnostic]) -> None:
@@ -184,6 +192,28 @@ _COLOURS = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "note": "\x1b[1;36m"
             "bold": "\x1b[1m", "blue": "\x1b[1;34m", "reset": "\x1b[0m"}
 
 
+# Control characters (C0 but tab and newline, DEL, C1) and the bidirectional overrides a title or a file
+# may carry: written raw, `\x1b[2J` clears the terminal, `\x1b]0;...\x07` retitles it, U+202E reverses
+# what follows. Every text ccost prints for people goes through ``escape_controls``.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character written as an escape (``\\x1b``, ``\\u202e``): safe on a
+    terminal, and still says what the character was. Tabs and newlines are kept."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                        else f"\\u{ord(m.group()):04x}", text)
+
+
+def _visible_line(line: str) -> str:
+    """A source line for the caret display: each control character becomes one visible character (the
+    Unicode control pictures ␛ ␇ ..., or �), so the carets below stay under the right column."""
+    def picture(m: re.Match) -> str:
+        o = ord(m.group())
+        return chr(0x2400 + o) if o < 0x20 else "\u2421" if o == 0x7F else "\ufffd"
+    return _CONTROL.sub(picture, line)
+
+
 def use_colour(stream=None) -> bool:
     """Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org)."""
     stream = stream or sys.stderr
@@ -200,13 +230,13 @@ def render(d: Diagnostic, sources: dict[str, str] | None = None, colour: bool = 
         return f"{_COLOURS[name]}{text}{_COLOURS['reset']}" if colour else text
 
     sev = d.severity.value
-    where = f"{d.span}: " if d.span else ""
-    out = [f"{c('bold', where) if where else ''}{c(sev, f'{sev}[{d.code}]')}: {d.message}"]
+    where = escape_controls(f"{d.span}: ") if d.span else ""
+    out = [f"{c('bold', where) if where else ''}{c(sev, f'{sev}[{d.code}]')}: {escape_controls(d.message)}"]
     text = (sources or {}).get(d.span.file) if d.span else None
     if d.span and text is not None:
-        lines = text.splitlines()
+        lines = text.split("\n")  # lines as the lexer counts them (splitlines would also split at \x1c, \u2028 ...)
         if 1 <= d.span.line <= len(lines):
-            line_text = lines[d.span.line - 1].replace("\t", " ")
+            line_text = _visible_line(lines[d.span.line - 1].rstrip("\r").replace("\t", " "))
             if len(line_text) > 200:  # a 10 MB one-line file should not flood the terminal
                 line_text = line_text[:200] + " ..."
             gutter = str(d.span.line)
@@ -223,9 +253,9 @@ def render(d: Diagnostic, sources: dict[str, str] | None = None, colour: bool = 
             out.append(f"{pad} {c('blue', '|')} {c(sev, carets)}")
     pad = " " * (len(str(d.span.line)) if d.span and text is not None else 0)
     for note in d.notes:
-        out.append(f"{pad} {c('blue', '=')} note: {note}")
+        out.append(f"{pad} {c('blue', '=')} note: {escape_controls(note)}")
     if d.help:
-        out.append(f"{pad} {c('blue', '=')} help: {d.help}")
+        out.append(f"{pad} {c('blue', '=')} help: {escape_controls(d.help)}")
     return "\n".join(out)
 
 

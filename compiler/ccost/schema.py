@@ -127,6 +127,25 @@ COMPARE_BY = ("latency", "throughput", "overhead", "efficiency")
 # Sizes are bounded so that a typo (tp = 1e30) is a clear error, not a numpy overflow later (DESIGN §8).
 MAX_DEGREE = 1 << 20
 
+# Physically plausible ranges of the numeric fields (issue 11), in SI units, in one place. Every finite
+# value inside them gives finite results in every command (the property test in tests/test_finite.py draws
+# plans from these ranges); a value outside is an E203 that names the field and shows its range. They are
+# wide: from the slowest network or the smallest toy model anyone would price to well past any machine
+# that exists, so a real spec never meets them, while 1e-320 GB/s or a 1e308 us latency is refused.
+R_LATENCY = {"minimum": 0.0, "maximum": 1.0}  # per hop: 0 to 1 s (WAN round trips are ~100 ms)
+R_LINK_BANDWIDTH = {"minimum": 1e6, "maximum": 1e15}  # 1 MB/s (10 Mbit Ethernet) to 1 PB/s
+R_LINK_EFFICIENCY = {"minimum": 0.01, "maximum": 1.0}  # 1 % to 100 % of the link's bandwidth
+R_GPU_MEMORY = {"minimum": 1e6, "maximum": 1e14}  # 1 MB to 100 TB
+R_HBM_BANDWIDTH = {"minimum": 1e9, "maximum": 1e15}  # 1 GB/s to 1 PB/s
+R_FLOP_RATE = {"minimum": 1e9, "maximum": 1e18}  # 1 GFLOP/s to 1 EFLOP/s
+R_PARAMS = {"minimum": 1.0, "maximum": 1e15}  # 1 to a quadrillion parameters
+R_WEIGHT_BYTES = {"minimum": 1.0, "maximum": 1e16}  # 1 B to 10 PB
+R_TOKENS = {"minimum": 1, "maximum": 1e9}  # batch, seq
+R_MICROBATCHES = {"minimum": 1, "maximum": 1e6}
+R_STEP_TIME = {"minimum": 1e-9, "maximum": 3600.0}  # a measured step: 1 ns to one hour
+R_OVERHEAD = {"minimum": 0.0, "maximum": 1000.0}  # a threshold on T_comm/T_compute: 0 to 100,000 %
+R_GPUS = {"minimum": 1, "maximum": 1e12}
+
 
 # --------------------------------------------------------------------------------------------------
 # Fields and kinds
@@ -280,13 +299,12 @@ def _count(name: str, doc: str, example: str, **kw) -> Field:
 register(BlockKind(
     "link", "One kind of connection between GPUs: α (latency per hop) and bandwidth (per GPU, per direction).",
     (
-        Field("alpha", TIME, "latency per hop (per message step)", "2 us", required=True, minimum=0),
-        Field("bandwidth", BANDWIDTH, "per GPU, per direction", "450 GB/s", required=True, minimum=0,
-              min_open=True),
+        Field("alpha", TIME, "latency per hop (per message step)", "2 us", required=True, **R_LATENCY),
+        Field("bandwidth", BANDWIDTH, "per GPU, per direction", "450 GB/s", required=True, **R_LINK_BANDWIDTH),
         Field("one_shot_latency", TIME, "cost of one one-shot AllReduce (direct peer writes)", "8 us",
-              default=Same("alpha"), minimum=0),
-        Field("efficiency", FRACTION, "achieved share of `bandwidth`", "80 %", default=1.0, minimum=0,
-              min_open=True, maximum=1),
+              default=Same("alpha"), **R_LATENCY),
+        Field("efficiency", FRACTION, "achieved share of `bandwidth`", "80 %", default=1.0,
+              **R_LINK_EFFICIENCY),
         Field("source", STRING, "where α and β came from; `ccost calibrate` writes `\"measured: ...\"`",
               '"spec sheet"'),
     ),
@@ -298,14 +316,14 @@ register(BlockKind(
 register(BlockKind(
     "gpu", "One GPU model: memory, memory bandwidth and compute rate.",
     (
-        Field("memory", INFORMATION, "HBM capacity", "80 GB", required=True, minimum=0, min_open=True),
+        Field("memory", INFORMATION, "HBM capacity", "80 GB", required=True, **R_GPU_MEMORY),
         Field("hbm_bandwidth", BANDWIDTH, "memory bandwidth; decode time is bound by it", "3.35 TB/s",
-              required=True, minimum=0, min_open=True),
+              required=True, **R_HBM_BANDWIDTH),
         Field("flops", FLOP_RATE, "dense peak for the compute dtype", "989 TFLOP/s", required=True,
-              minimum=0, min_open=True),
+              **R_FLOP_RATE),
         Field("achieved_flops", FLOP_RATE,
               "what kernels reach; prefill and training use it; if absent, `flops` is used and the "
-              "checklist warns", "600 TFLOP/s", minimum=0, min_open=True),
+              "checklist warns", "600 TFLOP/s", **R_FLOP_RATE),
         Field("source", STRING, "where the numbers came from", '"NVIDIA H100 datasheet"'),
     ),
     "gpus", _entity(S.Gpu),
@@ -342,17 +360,17 @@ register(BlockKind(
         _count("kv_heads", "key/value heads; TP should divide them (checklist item 7)", "8"),
         _count("ffn", "feed-forward inner size", "28672"),
         _count("vocab", "vocabulary size", "128256"),
-        Field("params", COUNT, "total parameters", "70.6e9", minimum=0, min_open=True,
+        Field("params", COUNT, "total parameters", "70.6e9", **R_PARAMS,
               required_if=lambda v: "weight_bytes" not in v,
               required_doc="required unless `weight_bytes` is given"),
-        Field("weight_bytes", INFORMATION, "overrides params × weight dtype size", "141 GB", minimum=0,
-              min_open=True),
+        Field("weight_bytes", INFORMATION, "overrides params × weight dtype size", "141 GB",
+              **R_WEIGHT_BYTES),
         _count("experts", "MoE: experts per MoE layer", "8"),
         _count("top_k", "MoE: experts each token is routed to", "2"),
         # Same("layers") serves `NAME.moe_layers`; the entity keeps None ("layers when experts is set").
         _count("moe_layers", "MoE: layers with experts; defaults to `layers` when `experts` is set", "58",
                default=Same("layers"), default_doc="`layers` (when `experts` is set)"),
-        Field("active_params", COUNT, "MoE: parameters active per token", "37e9", minimum=0, min_open=True),
+        Field("active_params", COUNT, "MoE: parameters active per token", "37e9", **R_PARAMS),
         Field("weights", DTYPE, "dtype of the weights", "fp8", default="bf16"),
         Field("activations", DTYPE, "dtype of activations (and so of TP/PP/EP messages)", "bf16",
               default="bf16"),
@@ -396,10 +414,9 @@ register(BlockKind(
         Field("cluster", ref("cluster"), "the cluster", "hgx", required=True),
         Field("phase", enum(*S.PHASES), "the workload: one decode step, a prefill of `seq` tokens, or a "
               "training step", "decode", required=True),
-        Field("batch", INT, "sequences in flight, per replica (per dp·ep rank)", "32", default=1, minimum=1,
-              maximum=1e9),
+        Field("batch", INT, "sequences in flight, per replica (per dp·ep rank)", "32", default=1, **R_TOKENS),
         Field("seq", INT, "prompt tokens (prefill), context length (decode: KV-cache reads and memory), "
-              "sequence length (train)", "2048", minimum=1, maximum=1e9,
+              "sequence length (train)", "2048", **R_TOKENS,
               required_if=lambda v: v.get("phase") in ("prefill", "train"),
               required_doc="required for `prefill` and `train`"),
         _count("tp", "tensor-parallel degree", "8", default=1),
@@ -408,7 +425,7 @@ register(BlockKind(
         _count("dp", "data-parallel degree (replicas)", "4", default=1),
         Field("fsdp", BOOL, "train: shard parameters, AllGather per layer, ReduceScatter gradients",
               "true", default=False),
-        Field("microbatches", INT, "pipeline micro-batches M", "32", default=1, minimum=1, maximum=1e6),
+        Field("microbatches", INT, "pipeline micro-batches M", "32", default=1, **R_MICROBATCHES),
         Field("allreduce", enum(*S.ALLREDUCE_ALGORITHMS),
               "AllReduce algorithm; `auto` takes the cheapest per message and says so", "tree",
               default="auto"),
@@ -424,7 +441,7 @@ register(BlockKind(
         Field("overlap", FRACTION, "share of communication hidden behind compute", "40 %", default=0.0,
               minimum=0, maximum=1),
         Field("compute_time", TIME, "overrides the derived compute time (a measured step, say)", "12 ms",
-              minimum=0, min_open=True),
+              **R_STEP_TIME),
     ),
     "plans", _entity(S.Plan),
     'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'
@@ -488,7 +505,7 @@ register(BlockKind(
         Field("limit", INT, "the most points the search may have (about a second per million points)",
               "50_000_000", default=10_000_000, default_doc="`10_000_000`", minimum=1, maximum=1_000_000_000),
         Field("max_gpus", INT, "keep layouts with tp·pp·ep·dp at most this", "64",
-              default_doc="the cluster's GPUs", minimum=1),
+              default_doc="the cluster's GPUs", **R_GPUS),
         Field("fits_memory", BOOL, "keep layouts whose memory per GPU fits the policy's `max_memory` share of "
               "HBM", "false", default=True),
         Field("tp_in_domain", BOOL, "keep layouts whose TP group stays inside one NVLink domain", "true",
@@ -498,7 +515,7 @@ register(BlockKind(
         Field("pp_divides_layers", BOOL, "keep layouts whose pp divides the model's `layers`", "true",
               default=False),
         Field("max_overhead", FRACTION, "keep layouts whose overhead T_comm / T_compute is at most this",
-              "30 %", default_doc="the file's policy (see `use_policy`), else off", minimum=0),
+              "30 %", default_doc="the file's policy (see `use_policy`), else off", **R_OVERHEAD),
         Field("min_efficiency", FRACTION, "keep layouts whose efficiency (speedup / GPUs) is at least this",
               "70 %", default_doc="the file's policy (see `use_policy`), else off", minimum=0, maximum=1),
         Field("use_policy", BOOL, "take `max_overhead` and `min_efficiency` from the file's `policy` block when "
@@ -525,7 +542,7 @@ register(BlockKind(
     "policy does not apply to the importing file.",
     (
         Field("max_overhead", FRACTION, "communication / compute above this fails the checklist", "30 %",
-              default=0.30, minimum=0),
+              default=0.30, **R_OVERHEAD),
         Field("min_efficiency", FRACTION, "scaling efficiency below this fails the checklist", "70 %",
               default=0.70, minimum=0, maximum=1),
         Field("max_memory", FRACTION, "share of GPU memory a plan may use", "90 %", default=0.90, minimum=0,
@@ -643,6 +660,10 @@ def markdown() -> str:
     for sig, doc in FUNCTIONS.values():
         w(f"| `{sig}` | {doc} |")
     w("")
+    from ccost.check import MAX_IMPORT_DEPTH as depth
+    from ccost.syntax.parse import MAX_FILE_BYTES
+    from ccost.userfiles import size_text
+
     w("## Imports")
     w("")
     w("`import \"PATH\"` brings in every block of another file. A relative path is relative to the importing "
@@ -650,6 +671,17 @@ def markdown() -> str:
       "`std/gpus.ccost` and `std/links.ccost`). A file sees the names of the files it imports (and theirs). Import cycles and "
       "missing files are errors that show the chain of imports. An imported file's `policy` does not apply "
       "to the importing file.")
+    w("")
+    w("**Imports stay inside the project.** The project of a spec is the git work tree that holds it (the "
+      "nearest folder upwards with a `.git` entry), or the spec's own folder when it is not in git; "
+      "`ccost fmt -` and other text without a file use the current folder. A spec may import any file "
+      "inside its project, and a file of the bundled library may import only its siblings in `std/`. "
+      "Refused with E113, before anything is read: an absolute path, a path whose `..` climbs out of the "
+      f"project (or out of `std/`), a symbolic link that leads outside it, imports nested more than {depth} "
+      "files deep. A file that is not a regular file (a folder, a FIFO, a device such as `/dev/zero`) or "
+      f"larger than {size_text(MAX_FILE_BYTES)} is refused with E002. None of these messages shows a byte of the refused file. "
+      "Files are identified with symbolic links resolved, so a link back to the importing file is an "
+      "import cycle.")
     w("")
     w("## Diagnostics")
     w("")

@@ -241,15 +241,26 @@ def parse_quantity(text: str) -> tuple[float, Dim]:
 # Formatting: SI floats back to what a reader expects (`512 KiB`, `4.48 ms`, `450 GB/s`).
 
 _TIME_STEPS = [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")]
-_DEC = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+_DEC = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
 _BIN = [(2.0**50, "Pi"), (2.0**40, "Ti"), (2.0**30, "Gi"), (2.0**20, "Mi"), (2.0**10, "Ki"), (1.0, "")]
 
 
+#: Beyond these magnitudes a number is written with an exponent (``1.667e298``), so that no value,
+#: however large or small, prints as hundreds of digits.
+_PLAIN_MAG = (-9, 15)
+
+
 def _sig(x: float, digits: int) -> str:
-    """Round to ``digits`` significant figures, without exponent for the magnitudes we print."""
+    """Round to ``digits`` significant figures: plain digits for the magnitudes we print (1e-9 to 1e15),
+    an exponent beyond them (``1.234e-12``, ``1e300``), so the width stays sane whatever the value."""
     if x == 0 or not math.isfinite(x):
         return "0" if x == 0 else str(x)
     mag = math.floor(math.log10(abs(x)))
+    if not _PLAIN_MAG[0] <= mag < _PLAIN_MAG[1]:
+        mant, exp = f"{x:.{max(digits - 1, 0)}e}".split("e")
+        if "." in mant:
+            mant = mant.rstrip("0").rstrip(".")
+        return f"{mant}e{int(exp)}"
     decimals = max(digits - 1 - mag, 0)
     text = f"{x:.{decimals}f}"
     if "." in text:

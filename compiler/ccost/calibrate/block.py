@@ -31,13 +31,31 @@ def _sig(x: float, digits: int = 4) -> str:
     return text
 
 
+# Characters that end a line for some reader (the lexer ends a comment at \r and \n only, but editors
+# and Python's splitlines also break at these) and the other control characters.
+_BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
 def ccost_string(text: str) -> str:
-    """A .ccost string literal: double quotes, with `\\"` and `\\\\` escapes (LANGUAGE.md §2)."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+    """A .ccost string literal: double quotes, with the escapes the language has (``\\"``, ``\\\\``,
+    ``\\n``, ``\\t``; LANGUAGE.md §2); any other control character (read from a log, say) becomes �,
+    since a string has no escape for it and must not carry it raw."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return '"' + _BREAKS.sub("\ufffd", text) + '"'
+
+
+def comment_safe(line: str) -> str:
+    """A comment line that stays one comment line: every control or line-breaking character in it (a
+    title, a log's file name or test name) is written as an escape, so no text after it can become code."""
+    return _BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                       else f"\\u{ord(m.group()):04x}", line)
 
 
 def valid_name(name: str) -> bool:
-    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None
+    """A block name the language accepts: an identifier that is not a keyword (``plan``, ``link``, ...)."""
+    from ccost.schema import keywords
+
+    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None and name not in keywords()
 
 
 def source_string(fit: Fit, log_name: str) -> str:
@@ -132,7 +150,7 @@ def quality_lines(fit: Fit) -> list[str]:
         out.append(f"# Not fitted: line {line}: {why}")
     for note in fit.notes:
         out.append(f"# Note: {note}")
-    return [wrapped for line in out for wrapped in _wrap(line)]
+    return [comment_safe(wrapped) for line in out for wrapped in _wrap(line)]
 
 
 def summary_lines(fit: Fit) -> list[str]:
@@ -187,7 +205,7 @@ def link_block(fit: Fit, name: str, log_name: str, title: str | None = None,
     if title is None:
         gpus = "/".join(fit.gpu_names)
         title = f"measured {fit.test} on {fit.ranks} ranks" + (f" ({gpus})" if gpus else "")
-    lines = [wrapped for line in lines for wrapped in _wrap(line)]
+    lines = [comment_safe(wrapped) for line in lines for wrapped in _wrap(line)]
     lines.append(f"link {name} {ccost_string(title)} {{")
     lines.append(f"  alpha     = {_sig(fit.alpha * 1e6)} us")
     lines.append(f"  bandwidth = {_sig(fit.bandwidth / 1e9)} GB/s")

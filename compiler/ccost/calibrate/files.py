@@ -7,7 +7,6 @@ it. Outputs are written by the CLI through ``ccost.report.atomic``.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from ccost.calibrate.logs import MAX_LOG_BYTES, NcclLog, parse_log
 from ccost.diagnostics import CcostError, Span, error
@@ -17,23 +16,15 @@ _RUN_HELP = "pass the text that nccl-tests printed, e.g. `all_reduce_perf -b 8 -
 
 def read_log(path: str | os.PathLike, ranks: int | None = None, display: str | None = None) -> NcclLog:
     """Read and parse one nccl-tests log. ``display`` is the name diagnostics and the source string use."""
+    from ccost.userfiles import read_user_bytes
+
     name = display or str(path)
-    p = Path(path)
     try:
-        if p.is_dir():
-            raise CcostError(error("E501", f"{name} is a folder, not a log file", Span.point(name, 1, 1),
-                                   _RUN_HELP))
-        size = p.stat().st_size
-        if size > MAX_LOG_BYTES:
-            raise CcostError(error("E501", f"{name} is {size // (1 << 20)} MiB; an nccl-tests log is a few "
-                                   "kilobytes, so this is not one", Span.point(name, 1, 1), _RUN_HELP))
-        data = p.read_bytes()
+        data = read_user_bytes(path, limit=MAX_LOG_BYTES, code="E501", what="nccl-tests log",
+                               display=name, help=_RUN_HELP)
     except FileNotFoundError:
         raise CcostError(error("E501", f"log file {name} not found", None,
                                "check the path (it is relative to the current folder)")) from None
-    except OSError as exc:
-        raise CcostError(error("E501", f"cannot read {name}: {exc.strerror or exc}", None,
-                               "check the path and its permissions")) from None
     return parse_bytes(data, name, ranks)
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ccost.calibrate.logs import NcclLog, Test
+from ccost.calibrate.logs import MAX_SIZE, NcclLog, Test
 from ccost.diagnostics import CcostError, Span, error
 
 MIN_POINTS = 4  # sizes per piece: two parameters and enough left over to see a bad fit
@@ -160,7 +160,12 @@ def fit_line(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float]:
     su = float(np.sqrt(np.dot(u, u))) or 1.0
     sv = float(np.sqrt(np.dot(v, v))) or 1.0
     A = np.column_stack([u / su, v / sv])
-    coef, *_ = np.linalg.lstsq(A, np.ones_like(u), rcond=None)
+    if not (np.all(np.isfinite(A)) and math.isfinite(su) and math.isfinite(sv)):
+        raise _unfittable("the sizes and times overflow a float")
+    try:
+        coef, *_ = np.linalg.lstsq(A, np.ones_like(u), rcond=None)
+    except np.linalg.LinAlgError as exc:  # cannot happen with finite input; never a traceback if it does
+        raise _unfittable(str(exc)) from None
     a, b = coef[0] / su, coef[1] / sv
     if a >= 0 and b >= 0:
         return float(a), float(b)
@@ -171,6 +176,11 @@ def fit_line(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float]:
     if np.dot(v, v) > 0:
         cands.append((0.0, float(np.sum(v) / np.dot(v, v))))
     return min(cands, key=lambda ab: _sse(ab[0], ab[1], sizes, times))
+
+
+def _unfittable(why: str) -> CcostError:
+    return CcostError(error("E501", f"the timings cannot be fitted: {why}",
+                            help="the log's numbers are not plausible measurements; rerun the test"))
 
 
 def _sse(a: float, b: float, sizes: np.ndarray, times: np.ndarray) -> float:
@@ -359,6 +369,19 @@ def _link_numbers(pieces: tuple[Piece, ...], hops: float, ratio: float, t: Test
         notes.append("the small-message piece has no intercept (α = 0): measure smaller messages "
                      "(`-b 8`) to see the latency")
     bandwidth = ratio / last.b
+    # The block must check: a fit outside what a link can be (the schema's plausible ranges, one place)
+    # comes from a log whose times are not measurements of a link, and is said so, not written.
+    from ccost.schema import R_LATENCY, R_LINK_BANDWIDTH
+    from ccost.units import BANDWIDTH, TIME, format_quantity
+
+    for what, v, rng, dim in (("alpha", alpha, R_LATENCY, TIME), ("bandwidth", bandwidth, R_LINK_BANDWIDTH,
+                                                                   BANDWIDTH)):
+        if not rng["minimum"] <= v <= rng["maximum"]:
+            raise CcostError(error(
+                "E501", f"the fit of {t.name} gives {what} = {format_quantity(v, dim)}, outside what a link can "
+                f"be ({format_quantity(rng['minimum'], dim)} to {format_quantity(rng['maximum'], dim)})",
+                Span.point(t.file, t.line, 1), "the log's times do not grow with size as a link's do; check "
+                "the log, or fit a range of sizes with --sizes"))
     return alpha, bandwidth, notes
 
 
@@ -437,6 +460,8 @@ def parse_size_range(text: str) -> tuple[int | None, int | None]:
             raise ValueError(f"{part!r} is not a size ({exc})") from None
         if dim not in (INFORMATION, DIMENSIONLESS) or value < 0:
             raise ValueError(f"{part!r} is not a size in bytes, like 64KiB")
+        if not value <= MAX_SIZE:  # also NaN and infinity (1e400)
+            raise ValueError(f"{part[:24]!r} is larger than any message (at most 1 EiB)")
         out.append(int(round(value)))
     lo, hi = out
     if lo is not None and hi is not None and lo > hi:

@@ -60,6 +60,13 @@ def busbw_factor(kind: str, ranks: int) -> float:
 
 MAX_LOG_BYTES = 64 * 1024 * 1024  # a nccl-tests log is kilobytes; a bigger file is not one
 
+# Plausible values of a row (issue 11): beyond them a number is damage, not a measurement, and it would
+# overflow a float or make the fit's linear algebra fail. Each is an E501 naming the line.
+MAX_SIZE = 1 << 60  # bytes: 1 EiB (nccl-tests runs to a few GiB)
+MAX_RANKS = 1 << 20  # the largest parallel degree a plan may have
+TIME_US = (1e-3, 1e12)  # a collective takes at least a nanosecond and less than ~11 days
+MAX_GBPS = 1e9  # algbw and busbw: at most 1 EB/s
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -142,8 +149,8 @@ _HEADER = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s
                      r"(?:\s+step:\s*(\d+)\((factor|bytes)\))?")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
-_VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)(?:.*nccl-library=(\d+))?")
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)"
+_VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)(?:.*nccl-library=(\d{1,9})\b)?")
+_RANK = re.compile(r"^#\s*Rank\s+(\d{1,9})\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d{1,9})"
                    r"\s+\[[^\]]*\]\s*(.*)$")
 _FOOTER_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:")
 _NCCL_DEBUG = re.compile(r"\bNCCL (INFO|WARN|TRACE|ABORT)\b")
@@ -161,6 +168,11 @@ OLD_ERROR_TOLERANCE = 1e-3
 # The modern column layout (nccl-tests >= 2.0), used when a table has no column-name line.
 _DEFAULT_COLUMNS = ("size", "count", "type", "redop", "root",
                     "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong")
+
+
+def _short(tok: str, n: int = 24) -> str:
+    """A token as a message shows it: a 400-digit number is cut, not printed whole."""
+    return tok if len(tok) <= n else tok[:n] + f"... ({len(tok)} characters)"
 
 
 def _bytes(n: int) -> str:
@@ -243,6 +255,14 @@ class _TestBuilder:
 
     def set_header(self, line: int, m: re.Match | None) -> None:
         """The `# nThread .. nGpus .. minBytes .. maxBytes .. step:` line (defaults when absent)."""
+        if m:
+            for i, what, most in ((1, "nThread", MAX_RANKS), (2, "nGpus", MAX_RANKS), (3, "minBytes", MAX_SIZE),
+                                  (4, "maxBytes", MAX_SIZE), (5, "step", MAX_SIZE)):
+                least = 1 if i in (1, 2) else 0  # nThread 0 or nGpus 0 would mean no rank at all
+                if m.group(i) and (len(m.group(i)) > 20 or not least <= int(m.group(i)) <= most):
+                    raise CcostError(_diag(self.file, line, f"{what} {_short(m.group(i))} in the header is not "
+                                           f"plausible ({least} to {most:,})", "the header is damaged; rerun the "
+                                           "test and keep its whole output"))
         self.line = line
         self.n_threads = int(m.group(1)) if m else 1
         self.n_gpus = int(m.group(2)) if m else 1
@@ -416,15 +436,28 @@ def _parse_row(file: str, no: int, line: str, fields: list[str], b: _TestBuilder
         tok = fields[i]
         if tok.upper() in ("N/A", "NA", "NAN", "-"):
             return None
+        col = line.find(tok) + 1
         try:
-            v = int(tok) if integer else float(tok)
+            v = int(tok) if integer and len(tok) <= 20 else float(tok)
         except ValueError:
-            col = line.find(tok) + 1
-            raise CcostError(_diag(file, no, f"{what} {tok!r} is not a number", "the row is damaged or "
+            raise CcostError(_diag(file, no, f"{what} {_short(tok)!r} is not a number", "the row is damaged or "
                                    "interleaved with other output; delete it or rerun", col,
                                    col + len(tok))) from None
-        if not integer and not math.isfinite(v):
+        if integer:
+            if not (isinstance(v, int) and abs(v) <= MAX_SIZE):
+                raise CcostError(_diag(file, no, f"{what} {_short(tok)} is not plausible (at most "
+                                       f"{MAX_SIZE:,}{' B' if what == 'size' else ''})",
+                                       "the row is damaged; delete it or rerun", col, col + len(tok)))
+            return v
+        if not math.isfinite(v):
             return None
+        lo, hi = TIME_US if what == "time" else (0.0, MAX_GBPS) if what in ("algbw", "busbw") else (-math.inf,
+                                                                                                   math.inf)
+        if v > hi or (0 < v < lo):
+            unit = "us" if what == "time" else "GB/s"
+            raise CcostError(_diag(file, no, f"{what} {_short(tok)} {unit} is not plausible (a measurement "
+                                   f"is between {lo:g} and {hi:g} {unit})",
+                                   "the row is damaged; delete it or rerun", col, col + len(tok)))
         return v
 
     idx: dict[str, list[int]] = {}

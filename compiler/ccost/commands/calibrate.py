@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -24,8 +25,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = ("example: ccost calibrate all_reduce.txt --name nvlink_measured --holdout "
                 "--plot fit.svg -o specs/measured/nvlink.ccost")
     p.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests output (all_reduce_perf, ...)")
-    p.add_argument("--name", default="measured", help="name of the link block (default: measured)")
-    p.add_argument("--title", default=None, help="title of the link block (default: test, ranks, GPUs)")
+    p.add_argument("--name", default="measured",
+                   help="name of the link block: letters, digits and _, not a keyword (default: measured)")
+    p.add_argument("--title", default=None,
+                   help="title of the link block, one line without control characters (default: test, "
+                        "ranks, GPUs)")
     p.add_argument("--algorithm", default="ring", choices=("ring", "tree", "one_shot", "two_shot"),
                    help="AllReduce algorithm whose hop and volume formulas convert the fit (default ring, "
                    "what NCCL uses for large messages on one node)")
@@ -64,8 +68,12 @@ def _line_rate(text: str | None) -> float | None:
         value, dim = units.parse_quantity(text)
     except (ValueError, units.UnitError) as exc:
         raise _usage(f"--line-rate {text!r} is not a bandwidth ({exc})", "write it like '300 GB/s'") from None
-    if dim != units.BANDWIDTH or value <= 0:
-        raise _usage(f"--line-rate needs a positive bandwidth like '300 GB/s'; got {text!r}")
+    from ccost.schema import R_LINK_BANDWIDTH
+
+    lo, hi = R_LINK_BANDWIDTH["minimum"], R_LINK_BANDWIDTH["maximum"]
+    if dim != units.BANDWIDTH or not lo <= value <= hi:  # also NaN and 1e400 (infinity)
+        raise _usage(f"--line-rate needs a bandwidth between {units.format_quantity(lo, units.BANDWIDTH)} and "
+                     f"{units.format_quantity(hi, units.BANDWIDTH)}, like '300 GB/s'; got {text[:40]!r}")
     return value
 
 
@@ -97,34 +105,57 @@ def _command(args: argparse.Namespace) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _self_check(text: str, path: str) -> None:
+    """The block must check clean as it is written: whatever a log or the options carried, it is a
+    comment or an escaped string, never code. A failure here is a bug in ccost, said as one."""
+    from ccost.check import check_text
+
+    result = check_text(text, path)
+    if not result.ok:
+        first = result.errors[0] if result.errors else None
+        raise _usage("the generated link block does not check" + (f": {first.code} {first.message}" if first
+                                                                    else ""),
+                     "this is a bug in ccost; nothing was written. Please report it with the log attached")
+
+
 def _write_all(outputs: list[tuple[str, str]]) -> None:
     """Block and plot land together or not at all (INTERFACE.md: never a half-written output)."""
-    from ccost.report.atomic import AtomicFiles
+    from ccost.report.atomic import AtomicFiles, check_targets
 
-    files = AtomicFiles()
     try:
-        for path, text in outputs:
-            if Path(path).is_dir():
-                raise IsADirectoryError(21, "it is a folder", path)
-            files.write(Path(path), text.encode("utf-8"))
-        files.commit()
+        check_targets(Path(path) for path, _ in outputs)  # before anything is written
+        with AtomicFiles() as files:  # an error or SIGTERM/SIGHUP: no temporary file left behind
+            for path, text in outputs:
+                files.write(Path(path), text.encode("utf-8"))
     except OSError as exc:
-        files.discard()  # no temporary file left behind
         raise _usage(f"cannot write {exc.filename or 'the output'}: {exc.strerror or exc}",
-                     "check that the path is a file in a folder you can write") from None
+                     "nothing was replaced; check that the path is a file in a folder you can write") from None
 
 
 def run(args: argparse.Namespace) -> int:
     from ccost.calibrate import fit_test, link_block, quality_lines, read_log
-    from ccost.calibrate.block import valid_name
+    from ccost.calibrate.block import comment_safe, valid_name
     from ccost.calibrate.fit import select_test
+    from ccost.calibrate.logs import MAX_RANKS
     from ccost.diagnostics import CcostError, render_all, use_colour
 
     if not valid_name(args.name):
-        raise _usage(f"--name {args.name!r} is not a valid block name",
-                     "use letters, digits and _, not starting with a digit, e.g. --name nvlink_measured")
-    if args.ranks is not None and args.ranks < 2:
-        raise _usage(f"--ranks {args.ranks}: a collective needs at least 2 ranks")
+        from ccost.schema import keywords
+
+        why = "is a keyword of the language" if args.name in keywords() else "is not a valid block name"
+        raise _usage(f"--name {args.name[:40]!r} {why}",
+                     "use letters, digits and _, not starting with a digit, and not a keyword such as `plan` "
+                     "or `link`, e.g. --name nvlink_measured")
+    if args.title is not None and _CONTROL.search(args.title):
+        bad = _CONTROL.search(args.title).group()
+        raise _usage(f"--title contains a control character (U+{ord(bad):04X}); the block's title is one "
+                     "line of text", "write the title without newlines, tabs or escape sequences")
+    if args.ranks is not None and not 2 <= args.ranks <= MAX_RANKS:
+        raise _usage(f"--ranks {args.ranks}: a collective needs at least 2 ranks" if args.ranks < 2 else
+                     f"--ranks {str(args.ranks)[:24]}: at most {MAX_RANKS:,} ranks")
     rate = _line_rate(args.line_rate)
     sizes = None
     if args.sizes is not None:
@@ -179,7 +210,8 @@ def run(args: argparse.Namespace) -> int:
                          f"({f.algorithm})")
             cross += ["#   " + line[2:] for line in quality_lines(f)]
     if cross:
-        text = "\n".join(cross) + "\n" + text
+        text = "\n".join(comment_safe(line) for line in cross) + "\n" + text
+    _self_check(text, args.output or "<calibrate>")
 
     if warnings:
         print(render_all(warnings, None, use_colour(sys.stderr)), file=sys.stderr)

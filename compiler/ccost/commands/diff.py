@@ -17,7 +17,7 @@ import argparse
 import os
 import sys
 
-from ccost.diagnostics import CcostError, render_all, use_colour
+from ccost.diagnostics import CcostError, escape_controls, render_all, use_colour
 
 HELP = "what a change to a spec did to its inputs and results"
 
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
         sys.stdout.write(to_json(to_document(d)))
     elif args.format == "markdown":
-        sys.stdout.write(to_markdown(d))
+        sys.stdout.write(escape_controls(to_markdown(d)))
     else:
-        sys.stdout.write(to_text(d))
+        sys.stdout.write(escape_controls(to_text(d)))  # titles and sources may carry ESC, BEL, ...
     return 0

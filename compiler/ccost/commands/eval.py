@@ -118,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "yaml":
         text = "---\n".join(output.to_yaml(d) for d in docs)
     else:
-        text = "\n".join(output.to_text(d) for d in docs)
+        from ccost.diagnostics import escape_controls
+
+        # titles may carry ESC, BEL, ... (JSON/YAML escape them by their own rules)
+        text = escape_controls("\n".join(output.to_text(d) for d in docs))
     sys.stdout.write(text)
     return status

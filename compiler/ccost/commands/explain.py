@@ -66,9 +66,11 @@ def run(args: argparse.Namespace) -> int:
     from ccost.diagnostics import CcostError
 
     spec, sources = load(args.spec)
+    from ccost.diagnostics import escape_controls
+
     try:
         text = render(spec, args.plan)
     except CcostError as exc:
         raise with_sources(exc, sources)
-    sys.stdout.write(text)
+    sys.stdout.write(escape_controls(text))  # titles and sources may carry ESC, BEL, ...
     return 0

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from ccost.diagnostics import CcostError, Diagnostic, error, render_all, use_colour
+from ccost.diagnostics import CcostError, Diagnostic, error, escape_controls, render_all, use_colour
 
 HELP = "rewrite specs in canonical form, comments kept"
 
@@ -83,6 +83,30 @@ def expand(paths: list[str]) -> list[str]:
     return [a.path for a in expand_args(paths)]
 
 
+def _read_stdin() -> str:
+    """Standard input, bounded like a file (``ccost fmt - < /dev/zero`` is refused, not read forever)."""
+    from ccost.syntax.parse import MAX_FILE_BYTES
+    from ccost.userfiles import read_stream
+
+    data = read_stream(limit=MAX_FILE_BYTES, what="spec")
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise CcostError(error("E002", f"standard input is not UTF-8 text (byte offset {exc.start})",
+                               help="save the file as UTF-8")) from None
+
+
+def _read_bytes(name: str) -> bytes:
+    """The file as it is on disk, through the same bounded reader as the text (ccost.userfiles)."""
+    from ccost.syntax.parse import MAX_FILE_BYTES
+    from ccost.userfiles import read_user_bytes
+
+    try:
+        return read_user_bytes(name, limit=MAX_FILE_BYTES, what="spec")
+    except FileNotFoundError:
+        raise CcostError(error("E002", f"cannot read {name}: no such file")) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from ccost.fmt import normalize_newlines
     from ccost.syntax.parse import read_source
@@ -93,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         path = Path(name)
         try:
             if name == "-":
-                text = sys.stdin.read()
+                text = _read_stdin()
                 out = format_checked(text, "<stdin>")
             else:
                 text = read_source(name)
@@ -105,7 +129,11 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(out)  # an editor replaces its buffer with this
             continue
         # Compare bytes, not decoded text: a CRLF file or one with a BOM is not canonical.
-        current = text.encode("utf-8") if name == "-" else path.read_bytes()
+        try:
+            current = text.encode("utf-8") if name == "-" else _read_bytes(name)
+        except CcostError as exc:
+            failed.append((exc.diagnostics, {}))
+            continue
         if current == out.encode("utf-8"):
             unchanged += 1
             continue
@@ -115,13 +143,19 @@ def run(args: argparse.Namespace) -> int:
             diff = difflib.unified_diff(normalize_newlines(text).splitlines(keepends=True),
                                         out.splitlines(keepends=True), f"{shown} (current)",
                                         f"{shown} (formatted)")
-            sys.stdout.writelines(diff)
+            sys.stdout.writelines(escape_controls(line) for line in diff)
             if "\r" in text:
                 print(f"{shown}: line endings would change from CRLF to LF")
             if current.startswith(b"\xef\xbb\xbf"):
                 print(f"{shown}: the UTF-8 byte-order mark would be removed")
         else:
-            _write(path, out)
+            try:
+                _write(path, out)
+            except OSError as exc:  # a read-only folder, a full disk: the file is left as it was
+                failed.append(([error("E504", f"cannot write {exc.filename or name}: {exc.strerror or exc}",
+                                      help="the file was left unchanged; check that its folder is writable")],
+                               {}))
+                continue
             print(f"reformatted {name}", file=sys.stderr)
     colour = use_colour(sys.stderr)
     for diags, sources in failed:

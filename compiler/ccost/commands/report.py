@@ -77,13 +77,16 @@ def _one(spec: str, args: argparse.Namespace) -> None:
     from ccost.diagnostics import CcostError, error
     from ccost.report import output_paths, write_report
 
-    paths = output_paths(spec, args.output, args.format)
     try:
+        _check_output_arg(args.output)
+        paths = output_paths(spec, args.output, args.format)
         written = write_report(spec, paths, include_git=not args.no_git,
                                git_note="not recorded (--no-git)")
-    except OSError as exc:
-        raise CcostError(error("E504", f"cannot write the review: {exc}",
-                               help="check that the output folder is writable")) from None
+    except OSError as exc:  # check_targets' refusals, and anything the file system says while writing
+        where = exc.filename or "the review"
+        raise CcostError(error("E504", f"cannot write {where}: {exc.strerror or exc}",
+                               help="nothing was replaced; choose another -o, or fix the folder "
+                                    "(it must exist or be creatable, and be writable)")) from None
     except _fetch_error() as exc:
         raise CcostError(error("E504", f"the review was not written: {exc}")) from None
     cwd = os.getcwd()
@@ -92,6 +95,24 @@ def _one(spec: str, args: argparse.Namespace) -> None:
             print(os.path.relpath(p, cwd) if str(p).startswith(cwd) else p)
         except ValueError:
             print(p)
+
+
+def _check_output_arg(out: str | None) -> None:
+    """``-o`` itself may name a folder or a file (existing or not), never a device, FIFO or socket:
+    ``-o /dev/null`` would otherwise write /dev/null.html beside the device."""
+    import errno
+    import stat
+
+    from ccost.report.atomic import OutputError
+
+    if out is None:
+        return
+    try:
+        mode = os.stat(out).st_mode
+    except OSError:  # absent (it will be created), or a name too long: check_targets says which
+        return
+    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        raise OutputError(errno.EINVAL, "-o names a device, FIFO or socket, not a folder or a file", out)
 
 
 def _fetch_error():

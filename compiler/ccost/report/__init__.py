@@ -52,7 +52,7 @@ def output_paths(spec_path: str | Path, out: str | Path | None, fmt: str = "both
         text = str(out)
         p = Path(out)
         p = p if p.is_absolute() else cwd / p
-        if text.endswith(("/", os.sep)) or p.is_dir():
+        if text.endswith(("/", os.sep)) or _is_dir(p):
             base = p / stem
         elif p.suffix.lower() in (".html", ".htm", ".pdf", ".yaml", ".yml"):
             base = p.with_suffix("")
@@ -62,6 +62,13 @@ def output_paths(spec_path: str | Path, out: str | Path | None, fmt: str = "both
     paths = {k: base.with_name(base.name + "." + k) for k in kinds}
     paths["yaml"] = base.with_name(base.name + ".yaml")
     return paths
+
+
+def _is_dir(p: Path) -> bool:
+    try:
+        return p.is_dir()
+    except OSError:  # a name too long for the file system: not a folder (writing it is refused later)
+        return False
 
 
 @contextmanager
@@ -159,12 +166,20 @@ def review_from(spec, document: dict, steps: Mapping[str, Sequence], *, spec_pat
         if std is not None and p.resolve().is_relative_to(std):
             continue  # the bundled library is named and hashed on the cover, not reprinted
         sources.append(render.highlight_source(provenance.display_path(p, cwd),
-                                               p.read_text(encoding="utf-8")))
+                                               _text(p)))
     calibrations = calibrations_for(spec, list(document.get("plans", {})), Path(spec_path).resolve().parent)
-    about = build.opening_comment(Path(spec_path).read_text(encoding="utf-8"))
+    about = build.opening_comment(_text(spec_path))
     view = build.build(spec, document, steps, stamp, [_warning_text(w) for w in warnings], sources,
                        calibrations=calibrations, charts=charts, about=about)
     return Review(view, document)
+
+
+def _text(path) -> str:
+    """A spec file's text as the review shows it: bounded like every user file (ccost.userfiles),
+    newlines made universal."""
+    from ccost.syntax.parse import read_source
+
+    return read_source(path).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def write_review(rev: Review, paths: Mapping[str, Path]) -> list[Path]:
@@ -175,10 +190,10 @@ def write_review(rev: Review, paths: Mapping[str, Path]) -> list[Path]:
     """
     from ccost.output import to_yaml
     from ccost.report import render
-    from ccost.report.atomic import AtomicFiles
+    from ccost.report.atomic import AtomicFiles, check_targets
 
-    out = AtomicFiles()
-    try:
+    check_targets(paths.values())  # a folder named a1.yaml must not cost a1.html its previous review
+    with AtomicFiles() as out:  # any error or SIGTERM/SIGHUP before the end: the previous review stays
         if "html" in paths:
             out.write(paths["html"], render.render_html(rev.view, "screen").encode("utf-8"))
         if "pdf" in paths:
@@ -186,16 +201,16 @@ def write_review(rev: Review, paths: Mapping[str, Path]) -> list[Path]:
                 out.write(paths["pdf"], render.render_pdf(render.render_html(rev.view, "print")))
         if "yaml" in paths:
             out.write(paths["yaml"], to_yaml(rev.document).encode("utf-8"))
-    except BaseException:
-        out.discard()  # the previous review stays in place
-        raise
-    return out.commit()
+    return [Path(paths[k]) for k in ("html", "pdf", "yaml") if k in paths]
 
 
 def write_report(spec_path: str | Path, paths: Mapping[str, Path], *, include_git: bool = True,
                  environ: Mapping[str, str] | None = None, cwd: Path | None = None,
                  git_note: str = "not recorded") -> list[Path]:
     """``ccost report``: check, evaluate, render and write the review of ``spec_path``."""
+    from ccost.report.atomic import check_targets
+
+    check_targets(paths.values())  # before the work: a bad -o fails at once, and before anything is written
     env = dict(os.environ if environ is None else environ)
     rev = review(spec_path, include_git=include_git, environ=env, cwd=cwd, git_note=git_note)
     return write_review(rev, paths)

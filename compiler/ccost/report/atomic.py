@@ -1,16 +1,94 @@
 """Write output files so that a failed run never leaves a half-written file in place of a good one.
 
-INTERFACE.md: "A failed run never leaves a half-written output in place of a good one." Every output is
-first written completely to a temporary file in the target's own folder (so the rename stays on one file
-system and is atomic), and only when *all* outputs of a run exist are they moved into place with
-``os.replace``. A render that raises before ``commit`` leaves every previous file untouched.
+INTERFACE.md: "A failed run never leaves a half-written output in place of a good one." The outputs of one
+run land together or not at all:
+
+1. **Validate first.** ``check_targets`` looks at every target before anything is rendered or written: a
+   folder where a file should go, a special file (``-o /dev/null`` must not replace the device), a parent
+   that is a file, a folder that cannot be written, a name longer than the file system allows. Each is an
+   ``OutputError`` naming the path, which the commands turn into E504.
+2. **Write aside.** Every output is written completely to a temporary file in the target's own folder (so
+   the rename stays on one file system and is atomic).
+3. **Commit together.** Only when *all* outputs of a run exist are they moved into place with
+   ``os.replace``; if one rename fails, the targets already replaced get their previous files back.
+4. **Clean up on signals.** While an ``AtomicFiles`` is open, SIGTERM and SIGHUP (like Ctrl-C) end the run
+   through the ordinary error path: the temporary files are removed and the previous outputs stay. The
+   commit itself runs with those signals held back, so it is never cut in half.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
+import stat
+import sys
 import tempfile
+import threading
 from pathlib import Path
+
+_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+_HELD = _SIGNALS + ((signal.SIGINT,) if hasattr(signal, "SIGINT") else ())
+_TMP_SUFFIX = ".tmp"
+
+
+class OutputError(OSError):
+    """A target that cannot be written; ``filename`` is the path, ``strerror`` says why."""
+
+
+class Terminated(SystemExit):
+    """SIGTERM or SIGHUP arrived while outputs were being written; the exit status is 128 + the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
+def check_targets(paths) -> None:
+    """Raise ``OutputError`` for the first target that cannot be written; write nothing, create nothing."""
+    for p in paths:
+        path = Path(p)
+        existing = path.parent
+        while not existing.exists() and existing != existing.parent:  # the nearest folder that exists
+            existing = existing.parent
+        limit = _name_max(existing if existing.is_dir() else existing.parent)
+        for part in path.parts:
+            if len(os.fsencode(part)) > limit:
+                raise OutputError(errno.ENAMETOOLONG, f"the name `{part[:40]}...` is {len(os.fsencode(part))} "
+                                  f"bytes, longer than the {limit} the file system allows", str(path))
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            st = None
+        except NotADirectoryError:
+            st = None  # a parent is a file: reported below
+        if st is not None:
+            if stat.S_ISDIR(st.st_mode):
+                raise OutputError(errno.EISDIR, "it is a folder, where the output file should go", str(path))
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+                raise OutputError(errno.EINVAL, "it is not a regular file (a device, FIFO or socket), so it "
+                                  "is not replaced", str(path))
+        if existing.exists() and not existing.is_dir():
+            raise OutputError(errno.ENOTDIR, f"{existing} is a file, so it cannot hold the folder of the "
+                              "output", str(path))
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise OutputError(errno.EACCES, f"the folder {existing} cannot be written", str(path))
+
+
+def _temp_prefix(path: Path) -> str:
+    """``.<name>.``, shortened for a name so long that the temporary name would not fit."""
+    name = path.name
+    room = _name_max(path.parent) - 8 - len(_TMP_SUFFIX) - 2  # mkstemp adds 8 random characters
+    if len(os.fsencode(name)) > room:
+        name = os.fsdecode(os.fsencode(name)[:max(room, 1)]).rstrip("\ufffd") or "out"
+    return f".{name}."
 
 
 class AtomicFiles:
@@ -23,11 +101,14 @@ class AtomicFiles:
 
     def __init__(self) -> None:
         self._pending: list[tuple[Path, Path]] = []  # (temporary, final)
+        self._old_handlers: dict[int, object] = {}
 
     def write(self, path: Path, data: bytes) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=_TMP_SUFFIX, dir=path.parent)
+        # Registered before writing: a signal during the write still finds it to remove.
+        self._pending.append((Path(tmp), path))
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
@@ -35,18 +116,38 @@ class AtomicFiles:
                 os.fsync(fh.fileno())
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
+            self._pending.pop()
             raise
-        self._pending.append((Path(tmp), path))
 
     def commit(self) -> list[Path]:
-        """Rename every temporary file onto its target; returns the targets in the order written."""
-        done = []
-        for tmp, final in self._pending:
-            # mkstemp creates 0600 files; a report is an ordinary file others read (and git commits).
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, final)
-            done.append(final)
-        self._pending.clear()
+        """Rename every temporary file onto its target; returns the targets in the order written. If a
+        rename fails, the targets already replaced get their previous contents back and the error is
+        raised (every temporary file is removed)."""
+        done: list[Path] = []
+        backups: list[tuple[Path, Path | None]] = []  # (final, backup of what it held)
+        with _held(_HELD):
+            try:
+                for tmp, final in self._pending:
+                    # mkstemp creates 0600 files; a report is an ordinary file others read (and git commits).
+                    os.chmod(tmp, 0o644)
+                    backups.append((final, _backup(final)))
+                    os.replace(tmp, final)
+                    done.append(final)
+            except BaseException:
+                for final, backup in reversed(backups[:len(done)]):
+                    try:
+                        if backup is not None:
+                            os.replace(backup, final)
+                        else:
+                            final.unlink(missing_ok=True)
+                    except OSError:
+                        pass
+                raise
+            finally:
+                for _, backup in backups:
+                    if backup is not None:
+                        backup.unlink(missing_ok=True)
+                self.discard()
         return done
 
     def discard(self) -> None:
@@ -54,18 +155,71 @@ class AtomicFiles:
             tmp.unlink(missing_ok=True)
         self._pending.clear()
 
+    # -- signals -------------------------------------------------------------------------------------
+    def _on_signal(self, signum, frame) -> None:
+        name = signal.Signals(signum).name
+        print(f"ccost: {name}: stopped; no output was replaced", file=sys.stderr)
+        raise Terminated(signum)
+
     def __enter__(self) -> AtomicFiles:
+        if threading.current_thread() is threading.main_thread():
+            for s in _SIGNALS:
+                try:
+                    self._old_handlers[s] = signal.signal(s, self._on_signal)
+                except (OSError, ValueError):
+                    pass
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.discard()
+        # Held until the handlers are back: a SIGTERM that comes during the commit is delivered after it,
+        # to the handler the program had before (the outputs are then complete).
+        with _held(_HELD):
+            try:
+                if exc_type is None:
+                    self.commit()
+                else:
+                    self.discard()
+            finally:
+                for s, old in self._old_handlers.items():
+                    signal.signal(s, old)
+                self._old_handlers.clear()
+
+
+class _held:
+    """Hold back ``signals`` (they are delivered when the block ends) where the platform allows it."""
+
+    def __init__(self, signals):
+        self.signals = set(signals)
+        self.old = None
+
+    def __enter__(self):
+        if hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread():
+            self.old = signal.pthread_sigmask(signal.SIG_BLOCK, self.signals)
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
+
+
+def _backup(final: Path) -> Path | None:
+    """A hard link to the file ``final`` holds now (None if there is none, or links are not possible),
+    so a commit that fails half way can put it back."""
+    if not final.is_file():
+        return None
+    fd, name = tempfile.mkstemp(prefix=_temp_prefix(final), suffix=".bak" + _TMP_SUFFIX, dir=final.parent)
+    os.close(fd)
+    os.unlink(name)
+    try:
+        os.link(final, name)
+    except OSError:
+        return None
+    return Path(name)
 
 
 def write_atomic(path: Path, data: bytes) -> Path:
     """Write one file atomically (temporary file in the same folder, then ``os.replace``)."""
+    check_targets([path])
     with AtomicFiles() as out:
         out.write(path, data)
     return Path(path)

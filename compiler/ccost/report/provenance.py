@@ -90,7 +90,10 @@ def iso_date(epoch: int) -> str:
 
 
 def sha256_file(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    from ccost.syntax.parse import MAX_FILE_BYTES
+    from ccost.userfiles import read_user_bytes
+
+    return hashlib.sha256(read_user_bytes(path, limit=MAX_FILE_BYTES, what="spec")).hexdigest()
 
 
 def git_state(files: list[Path]) -> str:

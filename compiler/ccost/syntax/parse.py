@@ -28,7 +28,6 @@ import difflib
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterator
 
 from lark import Lark, Token, Transformer_NonRecursive, v_args
@@ -59,31 +58,18 @@ def read_source(path: str | os.PathLike) -> str:
 
     Accepts a UTF-8 BOM (dropped) and CRLF line endings (kept; the lexer treats ``\\r`` as blank).
     """
-    p = Path(path)
+    from ccost.userfiles import read_user_bytes
+
     name = str(path)
+    try:
+        data = read_user_bytes(path, limit=MAX_FILE_BYTES, code="E002", what="spec")
+    except FileNotFoundError:
+        raise CcostError(error("E002", f"cannot read {name}: no such file", None,
+                               "check the path (relative paths start at the current directory)")) from None
 
     def fail(message: str, help: str | None = None, span: Span | None = None) -> CcostError:
         return CcostError(error("E002", message, span, help))
 
-    try:
-        st = p.stat()
-    except FileNotFoundError:
-        raise fail(f"cannot read {name}: no such file", "check the path (relative paths start at the "
-                   "current directory)") from None
-    except OSError as exc:
-        raise fail(f"cannot read {name}: {exc.strerror or exc}") from None
-    if p.is_dir():
-        raise fail(f"cannot read {name}: it is a directory, not a .ccost file",
-                   f"name a file inside it, like {name.rstrip('/')}/main.ccost")
-    if st.st_size > MAX_FILE_BYTES:  # checked before reading: a 10 GB file must not be loaded
-        raise fail(f"cannot read {name}: the file is {_size(st.st_size)}, over the limit of "
-                   f"{_size(MAX_FILE_BYTES)} for a spec", "a spec is a few kilobytes; is this the right file?")
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise fail(f"cannot read {name}: {exc.strerror or exc}") from None
-    if len(data) > MAX_FILE_BYTES:  # grew between stat and read (or a special file)
-        raise fail(f"cannot read {name}: the file is over the limit of {_size(MAX_FILE_BYTES)} for a spec")
     bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
     try:
         return data[bom:].decode("utf-8")
@@ -95,14 +81,6 @@ def read_source(path: str | os.PathLike) -> str:
                    f"(line {line}, column {col}) cannot be decoded",
                    "save the file as UTF-8 (for example `iconv -f latin1 -t utf-8`)",
                    Span.point(name, line, col)) from None
-
-
-def _size(n: int) -> str:
-    if n >= 1024 * 1024:
-        return f"{n / (1024 * 1024):.1f} MiB"
-    if n >= 1024:
-        return f"{n / 1024:.1f} KiB"
-    return f"{n} bytes"
 
 
 # ---------------------------------------------------------------------------------------------------

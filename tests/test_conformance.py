@@ -229,7 +229,7 @@ def test_a5_checklist_has_the_ten_items_numbered_as_the_notes():
 
 
 # ---------------------------------------------------------------------------------------------------
-# B. Seed 000
+# B. "Communication Cost Analysis"
 
 def test_b_crossover():
     spec, _ = check.load_spec(str(SPECS / "b-collectives.ccost"))

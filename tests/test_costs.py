@@ -23,7 +23,7 @@ IB = LinkParams(3e-6, 50e9, None, "IB")
 
 
 # ---------------------------------------------------------------------------------------------------
-# Seed 000 ("Communication Cost Analysis")
+# "Communication Cost Analysis"
 
 def test_analysis_note_ddp_gradient_allreduce():
     c = costs.ring_allreduce(8, 14e9, 5e-6, 450e9)
@@ -101,7 +101,7 @@ def test_broadcast_is_a_binomial_tree():
 
 
 # ---------------------------------------------------------------------------------------------------
-# Seed 001, A1: TP decode, Llama-3-70B, TP = 8, batch 32
+# "Communication Cost Math — Distributed Inference", A1: TP decode, Llama-3-70B, TP = 8, batch 32
 
 A1_M = 32 * 1 * 8192 * 2  # B·S·d·bytes = 524,288 B (512 KiB)
 

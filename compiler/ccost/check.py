@@ -1319,9 +1319,11 @@ class _Checker:
                     return None
                 return b.where
             where.written = frozenset(own_members)  # type: ignore[attr-defined]
-            # the names this block can see, for help that must not lead into a name clash
-            where.visible = {n: self.names[n].node.kind for n in  # type: ignore[attr-defined]
-                             self.visible.get(b.file.key, frozenset()) if n in self.names}
+            # the names this block can see, for help that must not lead into a name clash: computed only
+            # when such help is written (building it for every block made checking quadratic)
+            visible_keys = self.visible.get(b.file.key, frozenset())
+            where.visible = lambda: {n: self.names[n].node.kind  # type: ignore[attr-defined]
+                                     for n in visible_keys if n in self.names}
             for d in validate(ent, where):
                 self.add(d)
         return ent
@@ -1527,7 +1529,7 @@ def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
     need_nodes = -(-p.gpus // c.gpus_per_node)
     if c.inter_node is None:
         fixes.append(f"give cluster `{c.name}` `nodes = {need_nodes}` and an `inter_node` link between the "
-                     f"nodes ({_inter_node_example(c, getattr(where, 'visible', {}))})")
+                     f"nodes ({_inter_node_example(c, getattr(where, 'visible', dict)())})")
     else:
         fixes.append(f"give cluster `{c.name}` `nodes = {need_nodes}`")
     return error(

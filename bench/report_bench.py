@@ -153,14 +153,13 @@ def run(args, py: str, base: Path, tmp: Path) -> int:
             if cache == "cold":
                 forget_charts()
             times[label].append(timed(report + extra, tree, env_for(tree)))  # (a cold run fills it again)
-    phases = {}
-    for name, tree in (("base", base), ("new", REPO)):
-        runs = []
-        for _ in range(args.runs):
+    runs: dict[str, list[dict]] = {"base": [], "new": []}
+    for _ in range(args.runs):  # interleaved too
+        for name, tree in (("base", base), ("new", REPO)):
             res = subprocess.run([py, "-c", PHASES, spec], cwd=tree, env=env_for(tree), check=True,
                                  capture_output=True, text=True)
-            runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
-        phases[name] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            runs[name].append(json.loads(res.stdout.strip().splitlines()[-1]))
+    phases = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in runs.items()}
 
     head = git("rev-parse", "--short", "HEAD").strip()
     print(f"spec: {spec}   base: {args.base}   this tree: {head} (+ uncommitted changes, if any)")

@@ -262,3 +262,51 @@ def _dejavu() -> Path:
     if not path.is_file():
         pytest.skip("DejaVu Sans not found by fontconfig")
     return path
+
+
+# --- WeasyPrint's library lookups, remembered ------------------------------------------------------
+
+_IMPORT = """
+import ctypes.util, sys
+real = ctypes.util.find_library
+if sys.argv[1] == "no-lookups":
+    def refuse(name):
+        raise AssertionError(f"find_library({name!r}) was called")
+    ctypes.util.find_library = real = refuse
+from ccost.report.weasy import import_weasyprint
+w = import_weasyprint()
+assert w.HTML and ctypes.util.find_library is real, "find_library is restored"
+"""
+
+
+def test_weasyprint_library_lookups_are_remembered(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from ccost.report import weasy
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the table is kept on Linux only")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    env.pop("CCOST_NO_CACHE", None)
+    table = tmp_path / "ccost" / "libraries.json"
+
+    def run(mode):
+        return subprocess.run([sys.executable, "-c", _IMPORT, mode], env=env, capture_output=True, text=True)
+
+    first = run("look-up")
+    assert first.returncode == 0, first.stderr
+    saved = json.loads(table.read_text())
+    assert saved["stamp"] == weasy._stamp()
+    # what WeasyPrint asked for: pango (found under one of its names) among them
+    assert any(v and "pango-1.0" in v for v in saved["found"].values())
+    # a second run asks the system nothing
+    second = run("no-lookups")
+    assert second.returncode == 0, second.stderr
+    # a table of another state of the system is not used: it is rebuilt
+    table.write_text(json.dumps({"stamp": "linux|another ld.so.cache|", "found": {"pango-1.0": "bogus"}}))
+    assert run("no-lookups").returncode != 0
+    assert run("look-up").returncode == 0
+    assert json.loads(table.read_text()) == saved

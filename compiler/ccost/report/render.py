@@ -102,7 +102,9 @@ def render_pdf(print_html: str, fetcher=None) -> bytes:
     the page's ``dcterms.created`` (the provenance date). The font subsets carry a timestamp that
     fontTools takes from ``SOURCE_DATE_EPOCH`` (else the clock): ``write_review`` sets it.
     """
-    import weasyprint
+    from ccost.report.weasy import import_weasyprint
+
+    weasyprint = import_weasyprint()  # its shared libraries looked up once per system, not per run
 
     from ccost.report.fetcher import DataOnlyFetcher
     from ccost.report.fonts import harfbuzz_subsetting

@@ -6,6 +6,8 @@ file below it that has something to review; a library of blocks such as ``specs/
 for ``check``, ``eval`` and ``fmt``; with several specs ``-o`` must name a folder. All outputs of a spec
 are written to temporary files first and renamed together, so a failed render leaves the previous review
 in place. Set ``SOURCE_DATE_EPOCH`` for a byte-identical rebuild (the cover's date comes from it too).
+``--summary`` writes the short review instead (``<stem>-summary.html/.pdf``: the cover, the summary chapter
+and the charts, 2-4 pages); ``--format html`` skips the PDF, the slow part, for a quick look.
 Exit 0, or 2 when a spec has errors or cannot be written (the other specs are still reviewed).
 """
 
@@ -27,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("pdf", "html", "both"), default="both",
                         help="which review to render (the YAML of the results is always written); "
                              "default both")
+    parser.add_argument("--summary", action="store_true",
+                        help="write the short review (<stem>-summary.html/.pdf: recommendation, key numbers, "
+                             "checklist verdicts, charts; 2-4 pages) instead of the full one")
     parser.add_argument("--no-git", action="store_true",
                         help="do not record the git revision in the provenance stamp (committed reviews "
                              "use this, so they do not change with every commit)")
@@ -74,14 +79,19 @@ def run(args: argparse.Namespace) -> int:
 
 def _one(spec: str, args: argparse.Namespace) -> None:
     """Review one spec and print the paths written."""
+    import sys
+
     from ccost.diagnostics import CcostError, error
+    from ccost.progress import Bar
     from ccost.report import output_paths, write_report
 
     try:
         _check_output_arg(args.output)
-        paths = output_paths(spec, args.output, args.format)
-        written = write_report(spec, paths, include_git=not args.no_git,
-                               git_note="not recorded (--no-git)")
+        summary = getattr(args, "summary", False)
+        paths = output_paths(spec, args.output, args.format, summary=summary)
+        with Bar(sys.stderr) as bar:  # a long search's bar, on a terminal only (as for ccost eval)
+            written = write_report(spec, paths, include_git=not args.no_git,
+                                   git_note="not recorded (--no-git)", summary=summary, progress=bar)
     except OSError as exc:  # check_targets' refusals, and anything the file system says while writing
         where = exc.filename or "the review"
         raise CcostError(error("E504", f"cannot write {where}: {exc.strerror or exc}",

@@ -37,15 +37,18 @@ class Review:
 
 
 def output_paths(spec_path: str | Path, out: str | Path | None, fmt: str = "both",
-                 cwd: Path | None = None) -> dict[str, Path]:
+                 cwd: Path | None = None, summary: bool = False) -> dict[str, Path]:
     """Where ``ccost report`` writes: ``reports/<stem>.{html,pdf,yaml}`` under ``cwd`` by default.
 
     ``-o`` names either a folder (existing, or written with a trailing slash) that receives
     ``<stem>.*``, or a file whose suffix is dropped: ``-o out/review.pdf`` writes ``out/review.pdf``,
     ``out/review.html`` and ``out/review.yaml``. The YAML of the results is always written beside them.
+    ``summary`` (``--summary``): the review is ``<stem>-summary.{html,pdf}`` beside the full one's
+    ``<stem>.*`` (a file named by ``-o`` is taken as it is); the YAML is the same ``<stem>.yaml``.
     """
     cwd = cwd or Path.cwd()
     stem = Path(spec_path).stem
+    review_suffix = "-summary" if summary else ""
     if out is None:
         base = cwd / "reports" / stem
     else:
@@ -55,11 +58,11 @@ def output_paths(spec_path: str | Path, out: str | Path | None, fmt: str = "both
         if text.endswith(("/", os.sep)) or _is_dir(p):
             base = p / stem
         elif p.suffix.lower() in (".html", ".htm", ".pdf", ".yaml", ".yml"):
-            base = p.with_suffix("")
+            base, review_suffix = p.with_suffix(""), ""
         else:
-            base = p
+            base, review_suffix = p, ""
     kinds = {"both": ("html", "pdf"), "html": ("html",), "pdf": ("pdf",)}[fmt]
-    paths = {k: base.with_name(base.name + "." + k) for k in kinds}
+    paths = {k: base.with_name(base.name + review_suffix + "." + k) for k in kinds}
     paths["yaml"] = base.with_name(base.name + ".yaml")
     return paths
 
@@ -102,6 +105,7 @@ def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[st
         return {}
     from ccost.diagnostics import CcostError
     from ccost.report.build import Calibration
+    from ccost.report.chart_cache import cached
     from ccost.report.charts import inline_svg
 
     def calibration(link) -> Calibration:
@@ -115,7 +119,7 @@ def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[st
         # The plot and the fit's quality (pieces, R², median and worst error, hold-out, busbw plateau)
         # in calibrate's own sentences: the same numbers `ccost calibrate` prints in the link block.
         quality = " ".join(summary_lines(fit))
-        return Calibration(link.name, inline_svg(plot_svg(fit), f"calibration-{link.name}"),
+        return Calibration(link.name, inline_svg(cached(plot_svg)(fit), f"calibration-{link.name}"),
                            f"{link.source or 'measured'}. {quality}")
 
     out: dict[str, list] = {}
@@ -131,8 +135,10 @@ def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[st
 
 
 def review(spec_path: str | Path, *, include_git: bool = True, environ: Mapping[str, str] | None = None,
-           cwd: Path | None = None, git_note: str = "not recorded", charts: bool = True) -> Review:
-    """Check, evaluate and explain ``spec_path``; build the view model.
+           cwd: Path | None = None, git_note: str = "not recorded", charts: bool = True,
+           progress=None) -> Review:
+    """Check, evaluate and explain ``spec_path``; build the view model. ``progress(name, done, total)``
+    hears how each search is going (the CLI's bar, ``ccost.progress``).
 
     Raises ``CcostError`` on a bad spec (the CLI renders it with the source lines).
     """
@@ -140,7 +146,7 @@ def review(spec_path: str | Path, *, include_git: bool = True, environ: Mapping[
     from ccost.check import load_spec
 
     spec, warnings = load_spec(str(spec_path))
-    document = E.results_document(E.evaluate(spec))
+    document = E.results_document(E.evaluate(spec, progress=progress) if progress else E.evaluate(spec))
     # The grouped derivation (inputs, each collective, compute, memory, totals) reads better than the flat
     # list; both are ``explain``'s steps, so the review and `ccost explain` print the same values.
     explain = getattr(E, "explain_sections", None) or E.explain
@@ -182,8 +188,9 @@ def _text(path) -> str:
     return read_source(path).replace("\r\n", "\n").replace("\r", "\n")
 
 
-def write_review(rev: Review, paths: Mapping[str, Path]) -> list[Path]:
+def write_review(rev: Review, paths: Mapping[str, Path], summary: bool = False) -> list[Path]:
     """Render and write ``paths`` (keys from ``FORMATS``) all-or-nothing; returns the paths written.
+    ``summary``: the summary review (``render.render_summary_html``) instead of the full one.
 
     The output depends on nothing but ``rev``: every date in it (the cover's, the PDF's creation date,
     the font timestamps) is the provenance stamp's, from ``SOURCE_DATE_EPOCH`` when set, else today.
@@ -194,11 +201,12 @@ def write_review(rev: Review, paths: Mapping[str, Path]) -> list[Path]:
 
     check_targets(paths.values())  # a folder named a1.yaml must not cost a1.html its previous review
     with AtomicFiles() as out:  # any error or SIGTERM/SIGHUP before the end: the previous review stays
+        html = render.render_summary_html if summary else render.render_html
         if "html" in paths:
-            out.write(paths["html"], render.render_html(rev.view, "screen").encode("utf-8"))
+            out.write(paths["html"], html(rev.view, "screen").encode("utf-8"))
         if "pdf" in paths:
             with source_date_epoch(rev.view.provenance.epoch):
-                out.write(paths["pdf"], render.render_pdf(render.render_html(rev.view, "print")))
+                out.write(paths["pdf"], render.render_pdf(html(rev.view, "print")))
         if "yaml" in paths:
             out.write(paths["yaml"], to_yaml(rev.document).encode("utf-8"))
     return [Path(paths[k]) for k in ("html", "pdf", "yaml") if k in paths]
@@ -206,11 +214,12 @@ def write_review(rev: Review, paths: Mapping[str, Path]) -> list[Path]:
 
 def write_report(spec_path: str | Path, paths: Mapping[str, Path], *, include_git: bool = True,
                  environ: Mapping[str, str] | None = None, cwd: Path | None = None,
-                 git_note: str = "not recorded") -> list[Path]:
-    """``ccost report``: check, evaluate, render and write the review of ``spec_path``."""
+                 git_note: str = "not recorded", summary: bool = False, progress=None) -> list[Path]:
+    """``ccost report``: check, evaluate, render and write the review of ``spec_path`` (``summary``: the
+    short review of ``--summary``)."""
     from ccost.report.atomic import check_targets
 
     check_targets(paths.values())  # before the work: a bad -o fails at once, and before anything is written
     env = dict(os.environ if environ is None else environ)
-    rev = review(spec_path, include_git=include_git, environ=env, cwd=cwd, git_note=git_note)
-    return write_review(rev, paths)
+    rev = review(spec_path, include_git=include_git, environ=env, cwd=cwd, git_note=git_note, progress=progress)
+    return write_review(rev, paths, summary=summary)

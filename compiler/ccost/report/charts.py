@@ -3,7 +3,8 @@
 Every value plotted is handed in by the view-model builder from the results document; nothing here
 computes a result. Determinism (DESIGN principle 5): a fixed ``svg.hashsalt`` (clip-path and glyph ids),
 no creation date in the metadata, text kept as text (``svg.fonttype = none``, drawn in DejaVu Sans, which
-WeasyPrint also has). matplotlib is imported lazily so ``ccost check`` and ``eval`` never pay for it.
+WeasyPrint also has). matplotlib is imported lazily so ``ccost check`` and ``eval`` never pay for it, and
+each chart is kept by content (``ccost.report.chart_cache``), so an unchanged chart is never drawn twice.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import io
 import math
 import re
 from collections.abc import Sequence
+
+from ccost.report.chart_cache import cached
 
 # Print size: the text column of A4 with 18 mm margins is ~174 mm (6.85 in).
 WIDTH_IN = 6.6
@@ -88,6 +91,7 @@ def _x_axis(ax, xs: Sequence[float], label: str) -> None:
         ax.minorticks_off()
 
 
+@cached
 def sweep_time_chart(xs: Sequence[float], x_label: str, compute: Sequence[float],
                      comm_terms: Sequence[tuple[str, Sequence[float]]],
                      step: Sequence[float] | None, title: str) -> str:
@@ -113,6 +117,7 @@ def sweep_time_chart(xs: Sequence[float], x_label: str, compute: Sequence[float]
         return _to_svg(fig, title)
 
 
+@cached
 def sweep_efficiency_chart(xs: Sequence[float], x_label: str, efficiency: Sequence[float],
                            thresholds: Sequence[tuple[str, float]], n_star: float | None,
                            title: str) -> str:
@@ -140,6 +145,7 @@ def sweep_efficiency_chart(xs: Sequence[float], x_label: str, efficiency: Sequen
         return _to_svg(fig, title)
 
 
+@cached
 def compare_chart(names: Sequence[str], compute: Sequence[float], latency: Sequence[float],
                   bandwidth: Sequence[float], step: Sequence[float], title: str) -> str:
     """Horizontal stacked bars, one per plan: compute, latency and bandwidth terms; step time marked."""
@@ -168,6 +174,7 @@ def compare_chart(names: Sequence[str], compute: Sequence[float], latency: Seque
         return _to_svg(fig, title)
 
 
+@cached
 def pareto_chart(front: Sequence[tuple[float, float]], top: Sequence[tuple[float, float]], title: str) -> str:
     """A search's Pareto front: (latency s, tokens/s per GPU) points joined as a staircase (no layout lies
     above and to the left of it), the top layouts by the search's objective ringed. Log-scaled latency

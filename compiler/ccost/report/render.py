@@ -63,7 +63,10 @@ def environment() -> jinja2.Environment:
 
 
 def _environment() -> jinja2.Environment:
+    from ccost.report.chart_cache import template_cache
+
     return jinja2.Environment(
+        bytecode_cache=template_cache(),
         loader=jinja2.FileSystemLoader(str(resource_dir("templates"))),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
@@ -82,6 +85,16 @@ def render_html(view: ReportView, variant: str = "screen") -> str:
     return environment().get_template(f"report/{variant}.html").render(r=view)
 
 
+def render_summary_html(view: ReportView, variant: str = "screen") -> str:
+    """The summary review (``ccost report --summary``): the full review's cover and summary chapter, then
+    its charts, rendered by the full review's own template blocks from the same view model, so the parts
+    they share are the same HTML (``report/summary.html`` fills the blocks the full review's chapters
+    are in)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown report variant {variant!r}; expected one of {VARIANTS}")
+    return environment().get_template("report/summary.html").render(r=view, variant=f"report/{variant}.html")
+
+
 def render_pdf(print_html: str, fetcher=None) -> bytes:
     """Render the print variant to PDF bytes; nothing is fetched but ``data:`` URIs.
 
@@ -89,14 +102,18 @@ def render_pdf(print_html: str, fetcher=None) -> bytes:
     the page's ``dcterms.created`` (the provenance date). The font subsets carry a timestamp that
     fontTools takes from ``SOURCE_DATE_EPOCH`` (else the clock): ``write_review`` sets it.
     """
-    import weasyprint
+    from ccost.report.weasy import import_weasyprint
+
+    weasyprint = import_weasyprint()  # its shared libraries looked up once per system, not per run
 
     from ccost.report.fetcher import DataOnlyFetcher
+    from ccost.report.fonts import harfbuzz_subsetting
 
     fetcher = fetcher or DataOnlyFetcher()
     # base_url None: a relative URL cannot resolve to the working folder either.
     document = weasyprint.HTML(string=print_html, base_url=None, url_fetcher=fetcher)
-    return document.write_pdf()
+    with harfbuzz_subsetting():  # fonts subset by HarfBuzz in milliseconds, not by fontTools (ccost.report.fonts)
+        return document.write_pdf()
 
 
 def highlight_source(path: str, text: str) -> SourceFile:

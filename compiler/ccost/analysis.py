@@ -155,6 +155,7 @@ TITLES = {
     9: "efficiency = speedup / N above the policy",
     10: "pipeline bubble (P−1)/(M+P−1)",
     11: "memory per GPU fits (weights, KV cache, gradients, optimizer)",
+    12: "cost per million tokens (policy max_cost_per_mtok)",
 }
 
 

@@ -81,6 +81,7 @@ CODES: dict[str, str] = {
     "E302": "inter_node link missing on a multi-node cluster",
     "E401": "plan cannot be evaluated",
     "E402": "search too large",
+    "E403": "a cost asked of a plan that is not priced (no price per GPU-hour or node-hour)",
     "E501": "calibration log cannot be read or fitted",
     "E502": "git revision or file cannot be read",
     "E503": "formatting would change the meaning of the spec",

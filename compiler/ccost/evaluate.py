@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccost import __version__, analysis, costs, derive, lower
+from ccost import __version__, analysis, costs, derive, economics, lower
 from ccost import spec as S
 from ccost.derive import Step
 from ccost.diagnostics import CcostError, Diagnostics, error
@@ -55,8 +55,84 @@ def evaluate_plan(plan: S.Plan, policy: S.Policy) -> PlanResult:
     evaluated: a diagnostic, never a traceback or a NaN."""
     program = lower.lower_plan(plan, policy)
     metrics = analysis.analyse(program)
+    econ = plan_economics(plan, policy, metrics)
     items = analysis.checklist(plan, policy, program, metrics)
-    return PlanResult(plan, program, metrics, items, plan_document(plan, program, metrics, items))
+    items.append(cost_item(plan, policy, econ))
+    doc = plan_document(plan, program, metrics, items)
+    doc["cost"] = cost_document(plan, econ)
+    return PlanResult(plan, program, metrics, items, doc)
+
+
+def plan_economics(plan: S.Plan, policy: S.Policy, m: analysis.Metrics,
+                   derivation: bool = False) -> economics.Economics:
+    """The plan's money and power (``ccost.economics``) from its metrics, in their mode. A policy with
+    ``max_cost_per_mtok`` on a plan that is not priced is E403: the threshold cannot be judged."""
+    assert plan.cluster is not None
+    pr = economics.pricing(plan.cluster)
+    if policy.max_cost_per_mtok is not None and not pr.priced:
+        raise CcostError(error(
+            "E403", f"plan `{plan.name}` is not priced, so the policy's max_cost_per_mtok cannot judge it",
+            policy.spans.get("max_cost_per_mtok", policy.span), economics.not_priced_help(plan.cluster)))
+    return economics.economics(plan, pr, m.gpus, m.throughput, derivation)
+
+
+COST_ITEM = 12
+
+
+def cost_item(plan: S.Plan, policy: S.Policy, e: economics.Economics) -> dict:
+    """Checklist item 12: the cost per million tokens at the plan's load, against the policy's
+    ``max_cost_per_mtok`` when it has one."""
+    title = analysis.TITLES[COST_ITEM]
+    if not e.priced:
+        assert plan.cluster is not None
+        return {"id": COST_ITEM, "title": title, "status": "n/a", "value": None, "threshold": None,
+                "note": "Not priced: " + economics.not_priced_help(plan.cluster) + "."}
+    c = _f(e.cost_mtok)
+    limit = policy.max_cost_per_mtok
+    from ccost import units as U
+    text = (f"{U.format_quantity(c, U.MONEY)} per million {e.token_kind} tokens at "
+            f"{U.format_percent(plan.load)} load ({U.format_quantity(_f(e.cost_hour), U.MONEY)} per hour)")
+    if limit is None:
+        return {"id": COST_ITEM, "title": title, "status": "pass", "value": c, "threshold": None,
+                "note": text + "; the policy sets no max_cost_per_mtok."}
+    ok = c is not None and c <= limit
+    return {"id": COST_ITEM, "title": title, "status": "pass" if ok else "fail", "value": c, "threshold": limit,
+            "note": text + (f" is within the policy's {U.format_quantity(limit, U.MONEY)}." if ok else
+                            f" exceeds the policy's {U.format_quantity(limit, U.MONEY)}: raise the load, the "
+                            "batch or the throughput per GPU, or a cheaper GPU.")}
+
+
+def cost_document(plan: S.Plan, e: economics.Economics) -> dict:
+    """The plan's ``cost`` section: money in USD, power in W, energy in J (null where not priced or no
+    power is known). Every number is a value ``explain`` derives (same functions, derivation mode)."""
+    def _f(x):  # None where not priced / no power is known
+        return None if x is None else analysis.finite(x)
+
+    price = _f(e.price_gpu)
+    doc: dict[str, Any] = {
+        "priced": e.priced,
+        "tokens": e.token_kind,
+        "load": plan.load,
+        "price_per_gpu_hour_usd": None if price is None else price * economics.HOUR_S,
+        "cost_per_hour_usd": _f(e.cost_hour),
+        "cost_per_month_usd": _f(e.cost_month),
+        "cost_per_mtok_usd": _f(e.cost_mtok),
+    }
+    if e.token_kind == "output":
+        doc["cost_per_mtok_output_usd"] = _f(e.cost_mtok)
+    elif e.token_kind == "input":
+        doc["cost_per_mtok_input_usd"] = _f(e.cost_mtok)
+    doc.update({
+        "tokens_per_month": _f(e.tokens_month),
+        "power_per_gpu_w": _f(e.power_gpu),
+        "power_w": _f(e.power),
+        "energy_per_token_j": _f(e.energy_token),
+        "tokens_per_joule": _f(e.tokens_per_joule),
+    })
+    if not e.priced:
+        assert plan.cluster is not None
+        doc["note"] = "not priced: " + economics.not_priced_help(plan.cluster)
+    return doc
 
 
 def _f(x) -> float | None:
@@ -374,6 +450,7 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
     groups.append(("totals", [m.volume, m.hops, m.T_lat, m.T_bw, m.T_comm, m.exposed, m.latency, m.overhead,
                               m.bubble, m.in_flight, m.step, m.gpus, m.speedup, m.efficiency, c.tokens_step,
                               m.throughput, m.throughput_gpu, m.eta]))
+    groups.append(("cost and power", plan_economics(plan, spec.policy, m, derivation=True).values))
     sections: list[tuple[str, list[Step]]] = []
     cumulative: list = []
     done = 0

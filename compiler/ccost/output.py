@@ -139,6 +139,21 @@ def table(headers: list[str], rows: list[list[str]], align: str | None = None) -
 _STATUS = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "n/a": "n/a"}
 
 
+def cost_lines(c: dict) -> list[tuple[str, str]]:
+    """The plan's money and power (its ``cost`` section) as text lines; none when neither is known."""
+    out = []
+    money = units.MONEY
+    if c.get("priced"):
+        out.append(("cost", f"{units.format_quantity(c['cost_per_mtok_usd'], money)} per million {c['tokens']} "
+                            f"tokens at {fmt_pct(c['load'])} load; "
+                            f"{units.format_quantity(c['cost_per_hour_usd'], money)}/h, "
+                            f"{units.format_quantity(c['cost_per_month_usd'], money)} per month (730 h)"))
+    if c.get("power_w") is not None:
+        out.append(("power", f"{units.format_quantity(c['power_w'], units.POWER)} "
+                             f"({fmt_num(c['tokens_per_joule'], 4)} tokens/J)"))
+    return out
+
+
 def plan_text(name: str, p: dict) -> str:
     """One plan of the document as text: headline numbers, collectives, checklist."""
     out = [f"plan {name}" + (f" — {p['title']}" if p.get("title") and p["title"] != name else "")]
@@ -163,6 +178,7 @@ def plan_text(name: str, p: dict) -> str:
     if "throughput_tokens_s" in p:
         kv.append(("throughput", f"{fmt_num(p['throughput_tokens_s'], 4)} tokens/s "
                                  f"({fmt_num(p.get('throughput_per_gpu'), 4)} per GPU)"))
+    kv += cost_lines(p.get("cost") or {})
     width = max(len(k) for k, _ in kv)
     out += [f"  {k.ljust(width)}  {v}" for k, v in kv]
     if p.get("collectives"):

@@ -193,16 +193,45 @@ def _keys() -> list[Key]:
           optional=True),
         K(f"{coll}.note", "string", "text", "a convention that needs saying", optional=True),
         K(f"{plan}.checklist", "array", "", "the estimation checklist: items 1–10 of the notes' section 7, "
-          "item 11 memory", normative=True),
+          "item 11 memory, item 12 cost", normative=True),
         K(f"{plan}.checklist[]", "object", "", "one item", normative=True),
-        K(f"{plan}.checklist[].id", "integer", "count", "item number, 1–11", normative=True),
+        K(f"{plan}.checklist[].id", "integer", "count", "item number, 1–12", normative=True),
         K(f"{plan}.checklist[].title", "string", "text", "what the item checks", normative=True),
         K(f"{plan}.checklist[].status", "string", "text", "pass, warn, fail or n/a", normative=True),
         K(f"{plan}.checklist[].value", "number|string|null", "item's", "what was judged, in machine units "
-          "(bytes for 1 and 2, seconds for 4, a fraction for 5, 6, 9, 10, 11)", normative=True),
+          "(bytes for 1 and 2, seconds for 4, a fraction for 5, 6, 9, 10, 11, USD for 12)", normative=True),
         K(f"{plan}.checklist[].threshold", "number|string|null", "item's", "the limit it was judged against",
           normative=True),
         K(f"{plan}.checklist[].note", "string", "text", "the verdict in a sentence", normative=True),
+        # money and power (issue 17; ccost.economics): null where the plan is not priced or no power is known
+        K(f"{plan}.cost", "object", "", "the plan's money and power (`ccost.economics`)", "cost"),
+        K(f"{plan}.cost.priced", "boolean", "", "a price per GPU-hour or node-hour is known", "priced"),
+        K(f"{plan}.cost.tokens", "string", "text", "which tokens the cost counts: `output` (decode), `input` "
+          "(prefill) or `training`", "tokens"),
+        K(f"{plan}.cost.load", "number", "fraction", "the plan's `load`: share of the month it runs at its "
+          "throughput", "load"),
+        K(f"{plan}.cost.price_per_gpu_hour_usd", NUM, "USD/h", "price of one GPU-hour", "price per GPU-hour"),
+        K(f"{plan}.cost.cost_per_hour_usd", NUM, "USD/h", "cost of one hour of the plan: N·p_GPU (+ facility "
+          "power × electricity_price)", "cost per hour"),
+        K(f"{plan}.cost.cost_per_month_usd", NUM, "USD", "cost of a month of 730 h, paid whatever the load",
+          "cost per month"),
+        K(f"{plan}.cost.cost_per_mtok_usd", NUM, "USD", "cost per million tokens (of kind `tokens`) at the "
+          "load: cost per hour·10⁶ / (throughput·load·1 h)", "cost per million tokens"),
+        K(f"{plan}.cost.cost_per_mtok_output_usd", NUM, "USD", "decode: cost per million output tokens (the "
+          "same number as cost_per_mtok_usd)", "cost per million output tokens", optional=True),
+        K(f"{plan}.cost.cost_per_mtok_input_usd", NUM, "USD", "prefill: cost per million input (prompt) "
+          "tokens (the same number as cost_per_mtok_usd)", "cost per million input tokens", optional=True),
+        K(f"{plan}.cost.tokens_per_month", NUM, "count", "tokens served in a month at the load",
+          "tokens per month"),
+        K(f"{plan}.cost.power_per_gpu_w", NUM, "W", "power per GPU under load (TDP), host share included, "
+          "before PUE", "power per GPU"),
+        K(f"{plan}.cost.power_w", NUM, "W", "facility power of the plan's GPUs: N·P_GPU·PUE", "power"),
+        K(f"{plan}.cost.energy_per_token_j", NUM, "J", "facility energy per token at full load: power / "
+          "throughput", "energy per token"),
+        K(f"{plan}.cost.tokens_per_joule", NUM, "tokens/J", "tokens per joule of facility energy: throughput / "
+          "power", "tokens per joule"),
+        K(f"{plan}.cost.note", "string", "text", "why the plan is not priced, and how to price it",
+          optional=True),
         # sweeps
         K("sweeps", "object", "", "one entry per `sweep` block", optional=True, normative=True),
         K("sweeps.<sweep>", "object", "", "one sweep", optional=True, normative=True),
@@ -291,6 +320,8 @@ def _keys() -> list[Key]:
               "picked); null for a one-GPU group", optional=True),
             K(f"{rec}.dp_algorithm", "string|null", "text", "training: the algorithm of the DP gradient "
               "AllReduce", optional=True),
+            K(f"{rec}.cost_per_mtok_usd", "number", "USD", "cost per million tokens at the base plan's load "
+              "(the plan's `cost.cost_per_mtok_usd`); only when the cluster is priced", optional=True),
         ]
     return keys
 

@@ -120,6 +120,10 @@ TIME = quantity(U.TIME)
 INFORMATION = quantity(U.INFORMATION)
 BANDWIDTH = quantity(U.BANDWIDTH)
 FLOP_RATE = quantity(U.FLOP_RATE)
+POWER = quantity(U.POWER)
+MONEY = quantity(U.MONEY)
+MONEY_RATE = quantity(U.MONEY_RATE)
+ENERGY_PRICE = quantity(U.ENERGY_PRICE)
 
 DTYPE = enum(*S.DTYPE_BYTES.keys())
 COMPARE_BY = ("latency", "throughput", "overhead", "efficiency")
@@ -145,6 +149,12 @@ R_MICROBATCHES = {"minimum": 1, "maximum": 1e6}
 R_STEP_TIME = {"minimum": 1e-9, "maximum": 3600.0}  # a measured step: 1 ns to one hour
 R_OVERHEAD = {"minimum": 0.0, "maximum": 1000.0}  # a threshold on T_comm/T_compute: 0 to 100,000 %
 R_GPUS = {"minimum": 1, "maximum": 1e12}
+# Money and power (issue 17). Prices in USD/s inside: 1e-6 USD/h to 1e6 USD/h per GPU or node.
+R_PRICE = {"minimum": 1e-6 / 3600, "maximum": 1e6 / 3600}
+R_POWER = {"minimum": 0.0, "maximum": 1e7}  # 0 W to 10 MW (a GPU, a node, or a node's host share)
+R_PUE = {"minimum": 1.0, "maximum": 10.0}  # power usage effectiveness: facility power / IT power
+R_ENERGY_PRICE = {"minimum": 0.0, "maximum": 100 / 3.6e6}  # 0 to 100 USD/kWh, in USD/J
+R_COST = {"minimum": 0.0, "maximum": 1e12}  # USD
 
 
 # --------------------------------------------------------------------------------------------------
@@ -325,6 +335,11 @@ register(BlockKind(
               "what kernels reach; prefill and training use it; if absent, `flops` is used and the "
               "checklist warns", "600 TFLOP/s", **R_FLOP_RATE),
         Field("source", STRING, "where the numbers came from", '"NVIDIA H100 datasheet"'),
+        Field("price_per_hour", MONEY_RATE, "price of one GPU-hour (a cloud list price, or your amortized "
+              "cost); a cluster's `price_per_gpu_hour` or `price_per_node_hour` overrides it; without a price "
+              "the plan's cost is \"not priced\"", "3.78 USD/h", **R_PRICE),
+        Field("power", POWER, "power one GPU draws under load (its TDP); a cluster's `node_power` overrides "
+              "it", "700 W", **R_POWER),
     ),
     "gpus", _entity(S.Gpu),
     'gpu h100 "H100 SXM 80GB" {\n  memory = 80 GB\n  hbm_bandwidth = 3.35 TB/s\n'
@@ -345,6 +360,20 @@ register(BlockKind(
               missing_code="E302"),
         _count("nvlink_domain", "GPUs that share the fast link (72 for an NVL72 rack)", "72",
                default=Same("gpus_per_node")),
+        Field("price_per_gpu_hour", MONEY_RATE, "price of one GPU-hour in this cluster; overrides the GPU's "
+              "`price_per_hour`", "2.99 USD/h", **R_PRICE),
+        Field("price_per_node_hour", MONEY_RATE, "price of one node-hour; a GPU-hour costs it / "
+              "`gpus_per_node`; overrides the GPU's `price_per_hour` (give this or `price_per_gpu_hour`, not "
+              "both)", "23.92 USD/h", **R_PRICE),
+        Field("host_power", POWER, "power of one node besides its GPUs (CPUs, NICs, fans, storage); each GPU "
+              "carries 1/`gpus_per_node` of it", "2 kW", default=0.0, **R_POWER),
+        Field("node_power", POWER, "power of one whole node under load; overrides `gpus_per_node` × the GPU's "
+              "`power` + `host_power`", "10.2 kW", **R_POWER),
+        Field("pue", COUNT, "power usage effectiveness of the facility: facility power / IT power", "1.3",
+              default=1.0, **R_PUE),
+        Field("electricity_price", ENERGY_PRICE, "price of energy, for hardware you own (a cloud price "
+              "includes power): adds facility power × this to the cost per hour", "0.12 USD/kWh",
+              default=0.0, **R_ENERGY_PRICE),
     ),
     "clusters", _entity(S.Cluster),
     "cluster hgx { gpu = h100; nodes = 1; gpus_per_node = 8; intra_node = nvlink4 }",
@@ -442,6 +471,9 @@ register(BlockKind(
               minimum=0, maximum=1),
         Field("compute_time", TIME, "overrides the derived compute time (a measured step, say)", "12 ms",
               **R_STEP_TIME),
+        Field("load", FRACTION, "share of the month the plan runs at its throughput; the GPUs are paid and "
+              "powered all month, so cost per token at this load is the full-load cost / `load`", "60 %",
+              default=1.0, minimum=0, min_open=True, maximum=1),
     ),
     "plans", _entity(S.Plan),
     'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'
@@ -498,9 +530,10 @@ register(BlockKind(
     "constraint removed. A search larger than `limit` points is refused (E402).",
     (
         Field("base", ref("plan"), "the plan every point starts from", "tp8", required=True),
-        Field("objective", enum("latency", "throughput_per_gpu", "gpus"),
-              "what ranks the layouts: the lowest step latency, the highest tokens/s per GPU, or the fewest "
-              "GPUs (ties: the faster)", "throughput_per_gpu", default="latency"),
+        Field("objective", enum("latency", "throughput_per_gpu", "gpus", "cost_per_token"),
+              "what ranks the layouts: the lowest step latency, the highest tokens/s per GPU, the fewest "
+              "GPUs (ties: the faster), or the lowest cost per million tokens (the cluster must be priced)",
+              "throughput_per_gpu", default="latency"),
         Field("top", INT, "how many of the best layouts to list", "20", default=10, minimum=1, maximum=1000),
         Field("limit", INT, "the most points the search may have (about a second per million points)",
               "50_000_000", default=10_000_000, default_doc="`10_000_000`", minimum=1, maximum=1_000_000_000),
@@ -547,6 +580,8 @@ register(BlockKind(
               default=0.70, minimum=0, maximum=1),
         Field("max_memory", FRACTION, "share of GPU memory a plan may use", "90 %", default=0.90, minimum=0,
               min_open=True, maximum=1),
+        Field("max_cost_per_mtok", MONEY, "cost per million tokens (at the plan's `load`) above this fails "
+              "the checklist; every plan must then be priced", "2 USD", **R_COST),
     ),
     "policy", _build_policy,
     "policy { max_overhead = 30 %; min_efficiency = 70 % }",

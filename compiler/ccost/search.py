@@ -242,6 +242,8 @@ def _objective_order(cols: dict, objective: str):
         keys = (idx, gpus, -thr, lat)
     elif objective == "throughput_per_gpu":
         keys = (idx, gpus, lat, -thr)
+    elif objective == "cost_per_token":  # the cheapest per million tokens; ties: the fewer GPUs, the faster
+        keys = (idx, lat, gpus, cols["cost_per_mtok_usd"])
     else:
         keys = (idx, -thr, lat, gpus)
     return np.lexsort(keys)
@@ -253,6 +255,8 @@ def _primary(cols: dict, objective: str):
         return cols["latency_s"]
     if objective == "throughput_per_gpu":
         return -cols["throughput_per_gpu"]
+    if objective == "cost_per_token":
+        return cols["cost_per_mtok_usd"]
     return cols["gpus"]
 
 
@@ -312,6 +316,13 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
         raise CcostError(error("E205", f"search `{search.name}` cannot vary `{bad[0]}`", search.span))
     st = settings(search, policy)
     model, cluster = base.model, base.cluster
+    from ccost import economics
+
+    pr = economics.pricing(cluster)
+    if search.objective == "cost_per_token" and not pr.priced:
+        raise CcostError(error("E403", f"search `{search.name}` ranks by cost_per_token, but its base plan "
+                               f"`{base.name}` is not priced", search.spans.get("objective", search.span),
+                               economics.not_priced_help(cluster)))
     axes = dict(search.axes)
     static_names = [f for f, _ in search.axes if f in STATIC_AXES]
     array_names = [f for f, _ in search.axes if f in ARRAY_AXES]
@@ -378,7 +389,7 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
                 priced += keep.size
                 _price_chunk(lower, analysis, static, x0, plan, {f: v[keep] for f, v in vals.items()},
                              (p_i * per_pass + flat)[keep], st, count, names[6:], top, front, top_select,
-                             best_removed, mem_limit)
+                             best_removed, mem_limit, pr)
             if progress is not None:
                 progress(done, total)
 
@@ -389,7 +400,7 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
 
 
 def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, checks, top, front, top_select,
-                 best_removed, mem_limit):
+                 best_removed, mem_limit, pr=None):
     """Price the points of one chunk that passed the layout constraints (``vals``: field → array), apply
     the priced constraints (keeping, per constraint, the best point it removed, so the output can say what
     it cost) and fold the survivors into the running top and Pareto front."""
@@ -430,6 +441,14 @@ def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, chec
         "compute_time_s": full(m.T_compute), "comm_time_s": full(m.T_comm),
         "bubble": full(m.bubble), "memory_bytes_per_gpu": mem, "fits_memory": fits,
     }
+    # cost per million tokens at the plan's load (ccost.economics, the formulas of a single plan); NaN
+    # when the cluster is not priced (then no record carries it and the objective refuses to run)
+    if pr is not None and pr.priced:
+        from ccost import economics
+
+        cols["cost_per_mtok_usd"] = full(economics.economics(plan, pr, full(m.gpus), full(m.throughput)).cost_mtok)
+    else:
+        cols["cost_per_mtok_usd"] = np.full(n, np.nan)
     # The AllReduce algorithm each point's TP (and, training, DP) group used: `auto` picks per point.
     for key in ("TP", "DP"):
         code = np.full(n, -1)
@@ -492,6 +511,8 @@ def _records(search, cols, order, decode) -> list[dict]:
         for k in ("tp_algorithm", "dp_algorithm") if train else ("tp_algorithm",):
             code = int(cols[k][i])
             rec[k] = ALGORITHMS[code] if code >= 0 else None
+        if "cost_per_mtok_usd" in cols and math.isfinite(float(cols["cost_per_mtok_usd"][i])):
+            rec["cost_per_mtok_usd"] = float(cols["cost_per_mtok_usd"][i])  # priced clusters only
         out.append(rec)
     return out
 
@@ -616,14 +637,18 @@ def search_text(name: str, s: dict) -> str:
             return f"auto: {p['tp_algorithm']}"  # what auto picked for the TP AllReduce
         return O.fmt_field(f, p[f])  # overlap in %
 
+    priced = any("cost_per_mtok_usd" in p for p in [*s["top"], *s["pareto"]])
+
     def rows_of(points):
         return [[*(cell(p, f) for f in axes),
                  f"{p['gpus']:,}", O.fmt_time(p["latency_s"]), O.fmt_num(p["throughput_per_gpu"], 4),
-                 O.fmt_pct(p["efficiency"]), O.fmt_pct(p["overhead"]), getattr(O, "fmt_gb", O.fmt_bytes)(p["memory_bytes_per_gpu"])]
+                 O.fmt_pct(p["efficiency"]), O.fmt_pct(p["overhead"]), getattr(O, "fmt_gb", O.fmt_bytes)(p["memory_bytes_per_gpu"]),
+                 *((O.fmt_num(p.get("cost_per_mtok_usd"), 4),) if priced else ())]
                 for p in points]
 
-    headers = [*axes, "GPUs", "latency", "tokens/s/GPU", "efficiency", "overhead", "memory/GPU"]
-    align = "r" * len(axes) + "rrrrrr"
+    headers = [*axes, "GPUs", "latency", "tokens/s/GPU", "efficiency", "overhead", "memory/GPU",
+               *(("USD/Mtok",) if priced else ())]
+    align = "r" * len(axes) + "rrrrrr" + ("r" if priced else "")
     if s["top"]:
         out += ["", f"  top {len(s['top'])} by {s['objective']}:",
                 O._indent(O.table(headers, rows_of(s["top"]), align))]

@@ -73,6 +73,8 @@ class Gpu(Entity):
     flops: float = 0.0  # FLOP/s, dense peak
     achieved_flops: float | None = None  # FLOP/s; None: use flops (and the checklist warns)
     source: str | None = None
+    price_per_hour: float | None = None  # USD/s per GPU (issue 17); None: not priced
+    power: float | None = None  # W under load (TDP)
 
     @property
     def compute_rate(self) -> float:
@@ -87,6 +89,12 @@ class Cluster(Entity):
     intra_node: Link | None = None
     inter_node: Link | None = None
     nvlink_domain: int | None = None  # None means gpus_per_node
+    price_per_gpu_hour: float | None = None  # USD/s per GPU; overrides gpu.price_per_hour
+    price_per_node_hour: float | None = None  # USD/s per node
+    host_power: float = 0.0  # W per node besides the GPUs
+    node_power: float | None = None  # W per node, whole; overrides GPUs + host
+    pue: float = 1.0  # facility power / IT power
+    electricity_price: float = 0.0  # USD/J
 
     @property
     def gpus(self) -> int:
@@ -160,6 +168,7 @@ class Plan(Entity):
     one_shot_volume: str = "egress"  # egress (P−1)·m | ring 2(P−1)/P·m (the notes' convention)
     overlap: float = 0.0
     compute_time: float | None = None
+    load: float = 1.0  # share of the month the plan runs at its throughput (issue 17)
 
     @property
     def gpus(self) -> int:
@@ -185,6 +194,7 @@ class Policy(Entity):
     max_overhead: float = 0.30
     min_efficiency: float = 0.70
     max_memory: float = 0.90
+    max_cost_per_mtok: float | None = None  # USD per million tokens at the plan's load
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,12 @@ COMPUTE: Dim = (("compute", 1),)
 BANDWIDTH: Dim = (("information", 1), ("time", -1))
 FLOP_RATE: Dim = (("compute", 1), ("time", -1))
 RATE: Dim = (("time", -1),)  # a count per second (tokens/s)
+ENERGY: Dim = (("energy", 1),)
+POWER: Dim = (("energy", 1), ("time", -1))
+MONEY: Dim = (("currency", 1),)
+MONEY_RATE: Dim = (("currency", 1), ("time", -1))  # a price per hour: USD/h
+ENERGY_PRICE: Dim = (("currency", 1), ("energy", -1))  # USD/kWh
+PER_ENERGY: Dim = (("energy", -1),)  # a count per joule (tokens/J)
 
 DIM_NAMES: dict[Dim, str] = {
     DIMENSIONLESS: "a plain number",
@@ -33,6 +39,11 @@ DIM_NAMES: dict[Dim, str] = {
     COMPUTE: "an amount of compute",
     BANDWIDTH: "a bandwidth (information per time)",
     FLOP_RATE: "a compute rate (FLOP per time)",
+    ENERGY: "an amount of energy",
+    POWER: "a power (energy per time)",
+    MONEY: "an amount of money",
+    MONEY_RATE: "a price per time (money per time)",
+    ENERGY_PRICE: "a price of energy (money per energy)",
 }
 
 DIM_EXAMPLES: dict[Dim, str] = {
@@ -42,10 +53,15 @@ DIM_EXAMPLES: dict[Dim, str] = {
     COMPUTE: "287 TFLOP",
     BANDWIDTH: "450 GB/s",
     FLOP_RATE: "989 TFLOP/s",
+    ENERGY: "1 kWh",
+    POWER: "700 W",
+    MONEY: "1000 USD",
+    MONEY_RATE: "3.78 USD/h",
+    ENERGY_PRICE: "0.12 USD/kWh",
 }
 
 # What each base dimension is counted in, as an SI float.
-_BASE_UNIT = {"time": "second", "information": "byte", "compute": "FLOP"}
+_BASE_UNIT = {"time": "second", "information": "byte", "compute": "FLOP", "energy": "joule", "currency": "USD"}
 
 # Misspellings that users type, with the unit they meant.
 COMMON_MISTAKES = {
@@ -65,6 +81,7 @@ KNOWN_UNITS = [
     "FLOP", "GFLOP", "TFLOP", "PFLOP",
     "GB/s", "TB/s", "MB/s", "GiB/s", "Gbit/s", "Tbit/s", "GFLOP/s", "TFLOP/s", "PFLOP/s",
     "TFLOPS", "PFLOPS", "GFLOPS", "%",
+    "W", "kW", "MW", "J", "kJ", "MJ", "Wh", "kWh", "MWh", "USD", "USD/h", "USD/kWh", "USD/MWh",
 ]
 
 
@@ -212,7 +229,7 @@ def dim_name(d: Dim) -> str:
 
 def unit_of_dim(d: Dim) -> str:
     """The SI spelling of a dimension: ``B/s``, ``FLOP``, ``s``."""
-    short = {"time": "s", "information": "B", "compute": "FLOP"}
+    short = {"time": "s", "information": "B", "compute": "FLOP", "energy": "J", "currency": "USD"}
     num = [short[k] + (f"^{v}" if v != 1 else "") for k, v in d if v > 0]
     den = [short[k] + (f"^{-v}" if v != -1 else "") for k, v in d if v < 0]
     text = "·".join(num) or "1"
@@ -314,6 +331,8 @@ def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None
     if dim == TIME:
         if value == 0:
             return "0 s"
+        if abs(value) >= 3600 and value % 3600 == 0:  # whole hours: a month is 730 h, not 43800 min
+            return f"{int(value // 3600):,} h"
         if abs(value) >= 120:
             return f"{_sig(value / 60, digits)} min"
         v, unit = _pick(value, _TIME_STEPS)
@@ -331,6 +350,20 @@ def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None
     if dim == FLOP_RATE:
         v, prefix = _pick(value, _DEC)
         return f"{_sig(v, digits)} {prefix}FLOP/s"
+    if dim == POWER:
+        v, prefix = _pick(value, _DEC[3:])  # W, kW, MW, GW
+        return f"{_sig(v, digits)} {prefix}W"
+    if dim == ENERGY:
+        v, prefix = _pick(value, _DEC[3:])
+        return f"{_sig(v, digits)} {prefix}J"
+    if dim == MONEY:  # dollars and cents up to a million, then significant figures
+        return f"{value:,.2f} USD" if 0.01 <= abs(value) < 1e6 or value == 0 else f"{_sig(value, digits)} USD"
+    if dim == MONEY_RATE:  # a price per second reads as a price per hour
+        return f"{_sig(value * 3600, digits)} USD/h"
+    if dim == ENERGY_PRICE:  # per joule reads as per kWh
+        return f"{_sig(value * 3.6e6, digits)} USD/kWh"
+    if dim == PER_ENERGY:  # tokens/J: the count is in the step's name
+        return f"{_sig(value, digits)}/J"
     if dim == RATE:  # tokens/s, steps/s: the count is in the step's name, the unit is "per second"
         return f"{_sig(value, digits)}/s"
     return f"{_sig(value, digits)} {unit_of_dim(dim)}"
@@ -362,6 +395,9 @@ def table_units() -> list[str]:
     names += amounts
     names += [a + "/s" for a in amounts]
     names += [p + "FLOPS" for p in _SI_PREFIXES]
+    for p in ("", "k", "M", "G"):  # power and energy
+        names += [p + "W", p + "J", p + "Wh"]
+    names += ["USD", "USD/h", "USD/hr", "USD/kWh", "USD/MWh"]
     names += [u for u in KNOWN_UNITS if u not in names and u != "%"]
     # drop spellings that parse_unit rejects as a common mistake before it looks at the table
     return [n for n in dict.fromkeys(names) if n not in COMMON_MISTAKES or n == "Gb/s"]

@@ -66,6 +66,39 @@ def link_provenance(link: S.Link) -> str:
     return f"spec sheet ({link.source})"
 
 
+def _money_inputs(clusters) -> V.Table | None:
+    """Per cluster: the price of a GPU-hour and the power per GPU the cost model uses, with where each
+    comes from (``ccost.economics.pricing``); None when no cluster is priced or powered."""
+    from ccost import economics
+
+    rows = []
+    for c in clusters.values():
+        pr = economics.pricing(c)
+        if not (pr.priced or pr.powered):
+            continue
+        if pr.price_gpu is not None:
+            price = f"{_q(pr.price_gpu, units.MONEY_RATE)} ({pr.price_source})"
+        elif pr.price_node is not None:
+            price = (f"{_q(pr.price_node / pr.gpus_per_node, units.MONEY_RATE)} = "
+                     f"{_q(pr.price_node, units.MONEY_RATE)} per node / {pr.gpus_per_node}")
+        else:
+            price = "not priced"
+        if pr.node_power is not None:
+            power = f"{_q(pr.node_power, units.POWER)} per node ({pr.power_source})"
+        elif pr.gpu_power is not None:
+            power = f"{_q(pr.gpu_power, units.POWER)} ({pr.power_source})"
+            if pr.host_power:
+                power += f" + {_q(pr.host_power, units.POWER)} host per node"
+        else:
+            power = "—"
+        rows.append((c.name, price, power, units.format_quantity(pr.pue, units.DIMENSIONLESS),
+                     _q(pr.electricity_price, units.ENERGY_PRICE) if pr.electricity_price else "— (in the price)"))
+    if not rows:
+        return None
+    return V.Table(("cluster", "price of a GPU-hour", "power", "PUE", "electricity"), tuple(rows),
+                   (False, False, False, True, True))
+
+
 def build_inputs(spec: S.Spec, plan_names: Sequence[str]) -> V.InputsSection:
     plans, clusters, models, gpus, links = _used_entities(spec, plan_names)
     T, INF, BW, FR = units.TIME, units.INFORMATION, units.BANDWIDTH, units.FLOP_RATE
@@ -92,6 +125,9 @@ def build_inputs(spec: S.Spec, plan_names: Sequence[str]) -> V.InputsSection:
                c.intra_node.name if c.intra_node else "—", c.inter_node.name if c.inter_node else "—")
               for c in clusters.values()),
         (False, False, True, True, False, False))))
+    money = _money_inputs(clusters)
+    if money is not None:
+        tables.append(("Prices and power", money))
     tables.append(("Models", V.Table(
         ("name", "layers L", "hidden d", "heads / KV heads", "params", "weights", "dtypes w / act / kv",
          "MoE"),
@@ -542,7 +578,43 @@ def summary(doc: Mapping[str, Any], checklists: Sequence[V.PlanChecklist],
                                            *((True,) if has_tp else ())), wide=has_tp)
     verdicts = V.Table(("plan", "pass", "warn", "fail", "n/a", "items to look at"),
                        tuple(_verdict_row(c) for c in checklists), (False, True, True, True, True, False))
-    return V.Summary(recs, table, verdicts, tuple(warnings))
+    cost, note = cost_summary(plans)
+    return V.Summary(recs, table, verdicts, tuple(warnings), cost, note)
+
+
+def _money(x) -> str:
+    return "—" if x is None else units.format_quantity(x, units.MONEY)
+
+
+def cost_summary(plans: Mapping[str, Any]) -> tuple[V.Table | None, str]:
+    """The summary's lead: each plan's cost per million tokens, per hour and per month, power and tokens
+    per joule, from the plan's ``cost`` section (``ccost.economics``; ``explain`` derives each number)."""
+    costs = {n: p.get("cost") or {} for n, p in plans.items()}
+    if not any(c.get("priced") or c.get("power_w") is not None for c in costs.values()):
+        notes = [c.get("note") for c in costs.values() if c.get("note")]
+        return None, ("Not priced: " + notes[0].removeprefix("not priced: ") + "." if notes else "")
+    rows = []
+    for n, c in costs.items():
+        per_mtok = _money(c.get("cost_per_mtok_usd"))
+        if c.get("cost_per_mtok_usd") is not None:
+            per_mtok += f" per M {c.get('tokens')} tokens"
+        rows.append((n, per_mtok, units.format_percent(c.get("load")) if c.get("load") is not None else "—",
+                     "—" if c.get("cost_per_hour_usd") is None else _money(c["cost_per_hour_usd"]) + "/h",
+                     _money(c.get("cost_per_month_usd")),
+                     "—" if c.get("power_w") is None else units.format_quantity(c["power_w"], units.POWER),
+                     "—" if c.get("tokens_per_joule") is None else
+                     units.format_quantity(c["tokens_per_joule"], units.DIMENSIONLESS, digits=4) + " tokens/J"))
+    table = V.Table(("plan", "cost per million tokens", "load", "cost per hour", "cost per month (730 h)",
+                     "power (with PUE)", "tokens per joule"), tuple(rows),
+                    (False, True, True, True, True, True, True), wide=True)
+    note = ("Cost per million tokens at the plan's load: the GPUs are paid for every hour, so the cost per "
+            "hour × 10⁶ / (throughput × load). Power is the GPUs at TDP (plus the hosts' share and PUE where "
+            "given); tokens per joule at full load. Each number is derived in the plan's “cost and power” "
+            "steps.")
+    unpriced = [n for n, c in costs.items() if not c.get("priced")]
+    if unpriced:
+        note += " Not priced: " + ", ".join(unpriced) + "."
+    return table, note
 
 
 def _verdict_row(c: V.PlanChecklist) -> tuple[str, ...]:

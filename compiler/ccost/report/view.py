@@ -208,6 +208,8 @@ class Summary:
     plans: Table
     verdicts: Table
     warnings: tuple[str, ...]
+    cost: Table | None = None  # money and power per plan (issue 17); None when no plan is priced or powered
+    cost_note: str = ""  # what the cost table assumes, or why there is none
 
 
 @dataclass(frozen=True)

@@ -449,7 +449,7 @@ def _collective(static: Static, key: str, kind: str, purpose: str, count: Num, p
 
 def _p2p(static: Static, key: str, purpose: str, count: Num, m: Num, link: costs.LinkParams,
          link_name: str | None, note: str | None = None) -> Collective:
-    c = costs.collective_cost("p2p", None, 2, m, link.alpha, link.bandwidth, tag=key)
+    c = link.cost("p2p", None, 2, m, key)
     total = named(f"T_{key},step", count * c.time, f"{purpose}: sends per step × time")
     return Collective(key, "p2p", purpose, "direct", count, 2, 2, m, c, total, link_name, None, None, (), {}, note)
 

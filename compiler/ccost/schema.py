@@ -122,6 +122,8 @@ BANDWIDTH = quantity(U.BANDWIDTH)
 FLOP_RATE = quantity(U.FLOP_RATE)
 
 DTYPE = enum(*S.DTYPE_BYTES.keys())
+#: The collectives a measured curve can come from (``ccost.costs.KINDS``; kept here so the schema stays numpy-free).
+CURVE_COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "p2p")
 COMPARE_BY = ("latency", "throughput", "overhead", "efficiency")
 
 # Sizes are bounded so that a typo (tp = 1e30) is a clear error, not a numpy overflow later (DESIGN §8).
@@ -307,6 +309,25 @@ register(BlockKind(
               **R_LINK_EFFICIENCY),
         Field("source", STRING, "where α and β came from; `ccost calibrate` writes `\"measured: ...\"`",
               '"spec sheet"'),
+        # A measured curve (issue 15): what `ccost calibrate` fits, piece by piece, priced as it was fitted.
+        Field("curve_from", list_of(INFORMATION),
+              "a measured curve: the message size where each piece starts (ascending, the first `0 B`); a "
+              "message of m bytes is priced on the last piece that starts at or below m, with that piece's "
+              "α and bandwidth instead of `alpha` and `bandwidth`", "[0 B, 3 MiB]",
+              minimum=0.0, maximum=float(1 << 60)),
+        Field("curve_alpha", list_of(TIME), "the curve's latency per hop, one per piece (absent: `alpha` for "
+              "every piece)", "[2.3 us, 8 us]", **R_LATENCY),
+        Field("curve_bandwidth", list_of(BANDWIDTH),
+              "the curve's bandwidth per GPU per direction, one per piece (× `efficiency`)",
+              "[42 GB/s, 231 GB/s]", **R_LINK_BANDWIDTH),
+        Field("curve_collective", enum(*CURVE_COLLECTIVES),
+              "the collective the curve was measured on: with `curve_ranks`, no algorithm of this collective "
+              "on that many ranks is priced below the curve", "allreduce"),
+        Field("curve_ranks", INT, "the rank count the curve was measured on (with `curve_collective`)", "8",
+              minimum=2, maximum=MAX_DEGREE),
+        Field("floor_latency", TIME,
+              "no collective of two or more ranks on this link is priced below it (`ccost calibrate` writes "
+              "the smallest time the log measured)", "22 us", default=0.0, **R_LATENCY),
     ),
     "links", _entity(S.Link),
     'link nvlink4 "NVLink 4 through NVSwitch" {\n  alpha = 2 us\n  bandwidth = 450 GB/s\n}',

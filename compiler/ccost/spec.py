@@ -52,6 +52,27 @@ class Link(Entity):
     one_shot_latency: float | None = None  # s; None means alpha
     efficiency: float = 1.0  # achieved share of bandwidth
     source: str | None = None  # "spec sheet", "measured: ...", ...
+    # A measured curve (issue 15): piece i prices messages m >= curve_from[i] with its own α and bandwidth.
+    curve_from: tuple[float, ...] | None = None  # bytes, ascending, the first 0
+    curve_alpha: tuple[float, ...] | None = None  # s per hop, one per piece
+    curve_bandwidth: tuple[float, ...] | None = None  # B/s per GPU per direction, one per piece
+    curve_collective: str | None = None  # the collective the curve was measured on (allreduce, ...)
+    curve_ranks: int | None = None  # on how many ranks
+    floor_latency: float = 0.0  # s: no collective on this link is priced below it
+
+    @property
+    def has_curve(self) -> bool:
+        return bool(self.curve_from)
+
+    @property
+    def curve_pieces(self) -> tuple[tuple[float, float, float], ...]:
+        """(start, α, bandwidth before efficiency) per piece; a list not given is `alpha` / `bandwidth`."""
+        if not self.curve_from:
+            return ()
+        n = len(self.curve_from)
+        alphas = self.curve_alpha or (self.alpha,) * n
+        bws = self.curve_bandwidth or (self.bandwidth,) * n
+        return tuple(zip(self.curve_from, alphas, bws))
 
     @property
     def effective_bandwidth(self) -> float:

@@ -30,6 +30,10 @@ from ccost.calibrate.logs import MAX_SIZE, NcclLog, Test
 from ccost.diagnostics import CcostError, Span, error
 
 MIN_POINTS = 4  # sizes per piece: two parameters and enough left over to see a bad fit
+LARGE = 64 * 2**20  # the issue's "large messages": the error at >= 64 MiB is reported on its own
+# α is measured when some fitted size is latency-bound: the intercept is at least this share of its time.
+# Below it the intercept is an extrapolation from bandwidth-bound sizes, not a measured latency.
+LATENCY_BOUND_SHARE = 0.5
 MAX_PIECES = 3
 CLEAR_GAIN = 2.0 / 3.0  # an extra piece must cut the RMS relative error to at most 2/3 of what it was
 
@@ -68,7 +72,7 @@ class Holdout:
     median_error: float  # piecewise model, held-out sizes
     worst_error: float
     worst_size: int
-    priced_median_error: float  # the α-β line the link block prices with, held-out sizes
+    priced_median_error: float  # the link block (curve and floor) as the cost core prices it, held-out sizes
     priced_worst_error: float
 
 
@@ -107,6 +111,16 @@ class Fit:
     line_rate_from: str | None = None
     size_range: tuple[int | None, int | None] | None = None  # --sizes, bytes
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The measured curve the link block carries (issue 15): piece i prices m >= curve[i][0] bytes with
+    # α = curve[i][1] s per hop and bandwidth curve[i][2] B/s, the numbers exactly as the block writes them.
+    curve: tuple[tuple[float, float, float], ...] = ()
+    floor: float | None = None  # s, the smallest time measured at latency-bound sizes; None: not measured
+    alpha_measurable: bool = True  # False when no fitted size is latency-bound: α is then extrapolated
+    # The curve as ccost prices it (the cost core, with the floors), against every fitted size.
+    curve_median_error: float = math.nan
+    curve_worst_error: float = math.nan
+    curve_worst_size: int = 0
+    curve_large_worst_error: float | None = None  # at sizes >= LARGE (None: the log has none)
 
     @property
     def alpha_piece(self) -> Piece:
@@ -121,8 +135,13 @@ class Fit:
         return _piece_for(self.pieces, size).time(size)
 
     def priced(self, size: float) -> float:
-        """What ccost charges with the calibrated link: hops·α + volume/B."""
+        """One α-β line, the spec-sheet form: hops·α + volume/B."""
         return self.hops * self.alpha + self.volume_ratio * size / self.bandwidth
+
+    def curve_priced(self, sizes):
+        """What ccost charges on the calibrated link (its curve and floors) for this log's collective and
+        rank count: the cost core itself, vectorised over ``sizes``."""
+        return curve_time(self.kind, self.algorithm, self.ranks, self.curve, self.floor, sizes)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -326,6 +345,11 @@ def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: 
     if unvalidated:
         notes.append(f"{unvalidated} rows were not validated by nccl-tests (#wrong = N/A, run with -c 0)")
 
+    curve, floor, measurable, more = _curve(pieces, hops, ratio, sizes, times, t)
+    notes += more
+    cpred = curve_time(t.kind, algorithm, t.ranks, curve, floor, sizes)
+    crel = np.abs(cpred - times) / times
+    large = crel[sizes >= LARGE]
     pred = np.array([_piece_for(pieces, s).time(s) for s in sizes])
     rel = np.abs(pred - times) / times
     lt, lp = np.log(times), np.log(np.maximum(pred, 1e-300))
@@ -337,7 +361,7 @@ def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: 
            and r.out_of_place.usable]
     plateau, plateau_size = max(bus) if bus else (0.0, 0)
     rate, rate_from = (line_rate, "--line-rate") if line_rate else spec_sheet_rate(t.gpu_names)
-    ho = _holdout(sizes, times, hops, ratio) if holdout else None
+    ho = _holdout(sizes, times, hops, ratio, t, algorithm) if holdout else None
     return Fit(
         file=t.file, test=t.name, kind=t.kind, algorithm=algorithm, ranks=t.ranks, ranks_from=t.ranks_from,
         placement=placement, points=tuple(points), excluded=tuple(excluded), pieces=pieces, alpha=alpha,
@@ -348,7 +372,67 @@ def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: 
         busbw_plateau_size=plateau_size, tests_version=log.tests_version if log else None,
         nccl_version=log.nccl_version if log else None, gpu_names=t.gpu_names, holdout=ho,
         line_rate=rate, line_rate_from=rate_from, size_range=tuple(size_range) if size_range else None,
-        notes=tuple(notes))
+        notes=tuple(notes), curve=curve, floor=floor, alpha_measurable=measurable,
+        curve_median_error=float(np.median(crel)), curve_worst_error=float(crel.max()),
+        curve_worst_size=int(sizes[int(crel.argmax())]),
+        curve_large_worst_error=float(large.max()) if large.size else None)
+
+
+def _round(x: float, dim) -> float:
+    """``x`` as the link block writes it (4 significant digits), so the fit reports what the block prices."""
+    from ccost.units import format_quantity, parse_quantity
+
+    return parse_quantity(format_quantity(x, dim, digits=4).replace("µs", "us"))[0]
+
+
+def _curve(pieces: tuple[Piece, ...], hops: float, ratio: float, sizes: np.ndarray, times: np.ndarray,
+           t: Test) -> tuple[tuple[tuple[float, float, float], ...], float | None, bool, list[str]]:
+    """The link block's curve (start, α per hop, bandwidth per piece), its floor and whether α is measured.
+
+    Piece k starts at the geometric midpoint between the last size of piece k−1 and the first of piece k
+    (where ``Fit.predict`` switches too); the first at 0 B. α = a/hops and B = (volume/m)/b, through the
+    collective's own formulas, so that ccost pricing this collective on these ranks gives a + b·m back.
+    A piece whose time does not grow with size (b = 0) gets the largest bandwidth a link may have.
+    The floor is the smallest time measured at latency-bound sizes (where the first piece's intercept is at
+    least ``LATENCY_BOUND_SHARE`` of the time); with none, α and the floor are not measurable.
+    """
+    from ccost.schema import R_LATENCY, R_LINK_BANDWIDTH
+    from ccost.units import BANDWIDTH, INFORMATION, TIME
+
+    notes: list[str] = []
+    out = []
+    for k, p in enumerate(pieces):
+        start = 0.0 if k == 0 else _round(math.sqrt(pieces[k - 1].hi * p.lo), INFORMATION)
+        alpha = min(p.a / hops, R_LATENCY["maximum"])
+        bw = ratio / p.b if p.b > 0 else math.inf
+        if bw > R_LINK_BANDWIDTH["maximum"]:
+            notes.append(f"piece {k + 1}'s time does not grow with size: it gets the largest bandwidth a link "
+                         "may have")
+            bw = R_LINK_BANDWIDTH["maximum"]
+        bw = max(bw, R_LINK_BANDWIDTH["minimum"])
+        out.append((start, _round(alpha, TIME) if alpha > 0 else 0.0, _round(bw, BANDWIDTH)))
+    first = pieces[0]
+    bound = first.a >= LATENCY_BOUND_SHARE * times
+    measurable = bool(first.a > 0 and bound.any())
+    floor = None
+    if measurable:
+        floor = _round(float(times[bound].min()), TIME)
+    else:
+        notes.append(f"alpha is not measurable from this log: at its smallest size, {int(sizes[0])} B, the "
+                     f"latency is {100 * first.a / times[0]:.0f} % of the time; the intercept only prices the "
+                     "measured sizes, and no floor is written (measure small sizes, `-b 8`, to see the latency)")
+    return tuple(out), floor, measurable, notes
+
+
+def curve_time(kind: str, algorithm: str, ranks: int, curve, floor: float | None, sizes):
+    """The cost core's time for ``kind`` on ``ranks`` ranks of a link with this curve and floor."""
+    from ccost import costs
+
+    c = costs.Curve(tuple(x[0] for x in curve), tuple(x[1] for x in curve), tuple(x[2] for x in curve),
+                    kind, float(ranks))
+    alg = algorithm if kind == "allreduce" else None
+    link = costs.LinkParams(curve[0][1], curve[-1][2], floor, None, c, floor)
+    return link.cost(kind, alg, float(ranks), np.asarray(sizes, dtype=float)).time
 
 
 def _link_numbers(pieces: tuple[Piece, ...], hops: float, ratio: float, t: Test
@@ -385,17 +469,18 @@ def _link_numbers(pieces: tuple[Piece, ...], hops: float, ratio: float, t: Test
     return alpha, bandwidth, notes
 
 
-def _holdout(sizes: np.ndarray, times: np.ndarray, hops: float, ratio: float) -> Holdout:
+def _holdout(sizes: np.ndarray, times: np.ndarray, hops: float, ratio: float, t: Test,
+             algorithm: str) -> Holdout:
     """Every other size trains, the rest test. Why not random: sizes are a geometric grid, and
-    alternating keeps both halves spread over the whole range, deterministically."""
+    alternating keeps both halves spread over the whole range, deterministically. "As priced" is the link
+    block the training half gives (its curve and floor) priced by the cost core on the tested half."""
     train = np.arange(len(sizes)) % 2 == 0
     pieces = fit_pieces(sizes[train], times[train])  # as many pieces as the half allows, by the same rule
     ts, tt = sizes[~train], times[~train]
     pred = np.array([_piece_for(pieces, s).time(s) for s in ts])
     rel = np.abs(pred - tt) / tt
-    alpha = pieces[0].a / hops
-    bw = ratio / pieces[-1].b if pieces[-1].b > 0 else math.inf
-    prel = np.abs(hops * alpha + ratio * ts / bw - tt) / tt
+    curve, floor, _, _ = _curve(pieces, hops, ratio, sizes[train], times[train], t)
+    prel = np.abs(curve_time(t.kind, algorithm, t.ranks, curve, floor, ts) - tt) / tt
     return Holdout(int(train.sum()), int((~train).sum()), float(np.median(rel)), float(rel.max()),
                    int(ts[int(rel.argmax())]), float(np.median(prel)), float(prel.max()))
 

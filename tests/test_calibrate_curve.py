@@ -158,3 +158,138 @@ def test_the_fit_reports_the_block_as_priced():
     assert fit.curve[0][0] == 0 and len(fit.curve) == len(fit.pieces)
     assert fit.curve_median_error < 0.05 and fit.curve_large_worst_error < 0.10
     assert fit.alpha_measurable and fit.floor == pytest.approx(22.72e-6)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Logs as they come (item 4). Synthetic tables in nccl-tests' layout with times from a known α-β model,
+# so that the α and bandwidth to recover are known by construction.
+
+def _table(name: str, p: int, hops: float, vol: float, alpha: float, bw: float, *, redop: str = "none",
+           n_gpus: int | None = None, devices: list[str] = (), min_bytes: int = 8, max_bytes: int = 1 << 30,
+           round_to_ranks: bool = False, factor: float = 1.0, seed: int = 1) -> str:
+    """T(m) = hops·α + vol·m/B µs with 0.5 % noise; ``round_to_ranks``: nccl-tests' all_gather sizes, the
+    count per rank rounded down (m // 4 // P elements), so that sizes below 4·P bytes print as 0 B."""
+    rng = np.random.default_rng(seed)
+    lines = [f"# Collective test starting: {name}",
+             f"# nThread 1 nGpus {n_gpus or p} minBytes {min_bytes} maxBytes {max_bytes} step: 2(factor) "
+             "warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "# Using devices", *devices,
+             "#                                                              out-of-place                "
+             "       in-place          ",
+             "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+             "time   algbw   busbw #wrong",
+             "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
+             "(us)  (GB/s)  (GB/s)       "]
+    m = min_bytes
+    while m <= max_bytes:
+        count = m // 4 // p if round_to_ranks else m // 4
+        size = count * 4 * p if round_to_ranks else m
+        t = (hops * alpha + vol * size / bw) * 1e6 if size else 0.25
+        cells = []
+        for _ in range(2):
+            ti = t * (1 + 0.005 * rng.standard_normal())
+            alg = size / ti / 1e3
+            cells.append(f"  {ti:7.2f}  {alg:6.2f}  {alg * factor:6.2f}       0")
+        lines.append(f"{size:12d}  {count:12d}     float  {redop:>6}      -1" + "".join(cells))
+        m *= 2
+    lines += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 1.0 ", "#",
+              f"# Collective test concluded: {name}"]
+    return "\n".join(lines) + "\n"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _block_link(path: Path, *args: str):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["calibrate", str(path), "--name", "measured", *args]) == 0
+    text = out.getvalue()
+    r = check_text(text, "c.ccost")
+    assert r.errors == [], [(d.code, d.message) for d in r.errors]
+    links = r.spec.links
+    return (links[0] if isinstance(links, (list, tuple)) else next(iter(links.values()))), text
+
+
+def test_all_gather_with_repeated_zero_rows_is_fitted(tmp_path):
+    """all_gather_perf -b 8 on 8 GPUs prints 0 B twice (8 and 16 B hold fewer elements than ranks): the rows
+    are read, left out of the fit as empty messages, and the rest fits. 8 ranks: 7 hops, 7/8·m per GPU."""
+    text = _table("all_gather_perf", 8, 7, 7 / 8, 1.5e-6, 300e9, round_to_ranks=True, factor=7 / 8)
+    assert text.count("\n           0             0") == 2
+    path = _write(tmp_path, "ag.txt", text)
+    fit = fit_log(read_log(path))
+    assert fit.kind == "allgather" and fit.ranks == 8
+    assert [why for _, why in fit.excluded] == ["0 B: an empty message says nothing about α or bandwidth"] * 2
+    assert fit.alpha == pytest.approx(1.5e-6, rel=0.03) and fit.bandwidth == pytest.approx(300e9, rel=0.03)
+
+
+def test_a_size_that_goes_down_is_still_two_runs_interleaved(tmp_path):
+    text = _table("all_gather_perf", 8, 7, 7 / 8, 1.5e-6, 300e9, round_to_ranks=True)
+    lines = text.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.strip().startswith("64 "))
+    lines[i], lines[i + 1] = lines[i + 1], lines[i]
+    from ccost.diagnostics import CcostError
+
+    with pytest.raises(CcostError) as info:
+        read_log(_write(tmp_path, "ag.txt", "\n".join(lines) + "\n"))
+    assert "interleaved" in str(info.value.diagnostics[0].message)
+
+
+# (test, redop, hops on 8 ranks, volume/m on 8 ranks), written by hand from the module table of ccost.costs
+KINDS_ON_8 = [
+    ("all_gather_perf", "none", 7, 7 / 8),
+    ("reduce_scatter_perf", "sum", 7, 7 / 8),
+    ("alltoall_perf", "none", 7, 7 / 8),
+    ("sendrecv_perf", "sum", 1, 1.0),
+    ("broadcast_perf", "none", 3, 3.0),
+]
+
+
+@pytest.mark.parametrize("test,redop,hops,vol", KINDS_ON_8)
+def test_each_collective_is_converted_through_its_own_hops_and_volume(tmp_path, test, redop, hops, vol):
+    """A log of each collective gives back the α and bandwidth it was made with, and the printed block,
+    priced by the cost core for that collective on 8 ranks, gives back the log's times."""
+    alpha, bw = 2e-6, 200e9
+    path = _write(tmp_path, test.replace("_perf", ".txt"), _table(test, 8, hops, vol, alpha, bw, redop=redop))
+    link, text = _block_link(path)
+    kind = {"all_gather_perf": "allgather", "reduce_scatter_perf": "reducescatter",
+            "alltoall_perf": "alltoall", "sendrecv_perf": "p2p", "broadcast_perf": "broadcast"}[test]
+    assert link.curve_collective == kind and link.curve_ranks == 8
+    assert link.alpha == pytest.approx(alpha, rel=0.05) and link.bandwidth == pytest.approx(bw, rel=0.05)
+    fit = fit_log(read_log(path))
+    sizes = np.array([p.size for p in fit.points], dtype=float)
+    times = np.array([p.time for p in fit.points])
+    t = costs.LinkParams.from_link(link).cost(kind, None, 8.0, sizes).time
+    assert np.median(np.abs(t - times) / times) < 0.02
+    if kind == "broadcast":
+        assert "binomial tree" in text
+
+
+def test_several_gpus_per_process(tmp_path):
+    """`-g 2` on two hosts: nGpus 2 in the header, four Rank lines from two processes: 4 ranks."""
+    devices = [f"#  Rank  {r} Group  0 Pid {1000 + r // 2} on node{r // 2} device  {r % 2} [0x{r:02x}] "
+               "Tesla V100-SXM2-16GB" for r in range(4)]
+    path = _write(tmp_path, "ar.txt", _table("all_reduce_perf", 4, 6, 1.5, 5e-6, 20e9, redop="sum",
+                                             n_gpus=2, devices=devices, factor=1.5))
+    fit = fit_log(read_log(path))
+    assert fit.ranks == 4 and fit.hops == 6
+    assert fit.bandwidth == pytest.approx(20e9, rel=0.05)
+
+
+def test_a_log_of_large_sizes_only_says_alpha_is_not_measurable(tmp_path):
+    """The real H100 log from 64 MiB up (its rows, unchanged): every size is bandwidth-bound, so α is
+    reported as not measurable and no floor is written; the block still prices those sizes right."""
+    lines = H100.read_text().splitlines()
+    keep = [ln for ln in lines if not ln.strip() or ln.startswith("#") or int(ln.split()[0]) >= 64 * 2**20]
+    keep = [ln.replace("minBytes 8 ", "minBytes 67108864 ") for ln in keep]
+    path = _write(tmp_path, "all_reduce_large.txt", "\n".join(keep) + "\n")
+    fit = fit_log(read_log(path))
+    assert not fit.alpha_measurable and fit.floor is None
+    link, text = _block_link(path)
+    assert link.floor_latency == 0 and "NOT MEASURABLE" in text and "alpha is not measurable" in text
+    assert "alpha not measurable" in link.source
+    sizes, times = _measured(path)
+    t = costs.group_cost("allreduce", "auto", 4.0, sizes, 4.0, costs.LinkParams.from_link(link), None).chosen.time
+    assert np.max(np.abs(t - times) / times) < 0.10

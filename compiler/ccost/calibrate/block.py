@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ccost.calibrate.fit import Fit, Piece, size_range_text
+from ccost.calibrate.fit import LARGE, Fit, Piece, size_range_text
 from ccost.units import BANDWIDTH, INFORMATION, TIME, format_quantity
 
 
@@ -69,6 +69,8 @@ def source_string(fit: Fit, log_name: str) -> str:
         parts.append(fit.placement)
     if fit.size_range:
         parts.append(f"sizes {size_range_text(fit.size_range)}")
+    if not fit.alpha_measurable:
+        parts.append("alpha not measurable")
     if fit.tests_version:
         parts.append(f"nccl-tests {fit.tests_version}")
     if fit.nccl_version:
@@ -129,8 +131,8 @@ def quality_lines(fit: Fit) -> list[str]:
     out.append(f"#   piecewise: R^2 of log T {fit.r2_log:.4f}, median error {_pct(fit.median_error)}, worst "
                f"{_pct(fit.worst_error)} (at {_size(fit.worst_size)})")
     if fit.curve:
-        large = (f", at >= 64 MiB worst {_pct(fit.curve_large_worst_error)}"
-                 if fit.curve_large_worst_error is not None else ", no size >= 64 MiB measured")
+        large = (f", at >= {_size(LARGE)} worst {_pct(fit.curve_large_worst_error)}"
+                 if fit.curve_large_worst_error is not None else f", no size >= {_size(LARGE)} measured")
         out.append(f"# As priced by ccost with this block (the curve, piece by piece, and the floor; "
                    f"{fit.algorithm} {fit.kind}, {fit.ranks} ranks): median error {_pct(fit.curve_median_error)}, "
                    f"worst {_pct(fit.curve_worst_error)} (at {_size(fit.curve_worst_size)}){large}")
@@ -183,7 +185,7 @@ def summary_lines(fit: Fit) -> list[str]:
         out.insert(4, f"As priced by ccost on the link's measured curve ({len(fit.curve)} piece"
                    f"{'s' if len(fit.curve) > 1 else ''}) and floor: median error {_pct(fit.curve_median_error)}, "
                    f"worst {_pct(fit.curve_worst_error)} at {_size(fit.curve_worst_size)}"
-                   + (f"; at ≥ 64 MiB worst {_pct(fit.curve_large_worst_error)}"
+                   + (f"; at ≥ {_size(LARGE)} worst {_pct(fit.curve_large_worst_error)}"
                       if fit.curve_large_worst_error is not None else "") + ".")
     if not fit.alpha_measurable:
         out.insert(1, "α is not measurable from this log (no latency-bound size): the intercept only prices "

@@ -342,6 +342,11 @@ def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: 
     if outside:
         notes.append(f"{outside} sizes outside --sizes {size_range_text(size_range)} were left out of "
                      "the fit")
+    if t.kind == "broadcast":
+        notes.append("ccost prices a broadcast as a binomial tree (log2 P hops, log2 P x m per GPU) while NCCL "
+                     "pipelines a ring (m per GPU): the bandwidth from this log prices broadcasts on this many "
+                     "ranks right, but other collectives log2 P times too fast; calibrate those from their own "
+                     "logs")
     if unvalidated:
         notes.append(f"{unvalidated} rows were not validated by nccl-tests (#wrong = N/A, run with -c 0)")
 

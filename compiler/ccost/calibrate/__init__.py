@@ -63,6 +63,8 @@ def fit_for_link(link, spec_dir: Path | str) -> Fit | None:
     if not source.lower().startswith("measured: nccl-tests"):
         return None
     parts = [p.strip() for p in source.split(",")]
+    if "hierarchical" in parts:  # an inter-node link fitted under the hierarchical model (calibrate --intra):
+        return None  # redoing a flat fit of its log would show a fit that is not this link's
     head = parts[0].split()
     test = head[-1] if head and head[-1].endswith("_perf") else None
     ranks = algorithm = None

@@ -34,7 +34,7 @@ LARGE = 64 * 2**20  # the issue's "large messages": the error at >= 64 MiB is re
 # α is measured when some fitted size is latency-bound: the intercept is at least this share of its time.
 # Below it the intercept is an extrapolation from bandwidth-bound sizes, not a measured latency.
 LATENCY_BOUND_SHARE = 0.5
-MAX_PIECES = 3
+MAX_PIECES = 4
 CLEAR_GAIN = 2.0 / 3.0  # an extra piece must cut the RMS relative error to at most 2/3 of what it was
 
 ALGORITHMS = ("ring", "tree", "one_shot", "two_shot")
@@ -171,10 +171,15 @@ def _formulas(kind: str, algorithm: str, ranks: int, file: str, line: int) -> tu
 # ---------------------------------------------------------------------------------------------------
 # Weighted least squares
 
-def fit_line(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float]:
-    """Minimise Σ((a + b·s − T)/T)² with a ≥ 0, b ≥ 0. Returns (a, b)."""
+def fit_line(sizes: np.ndarray, times: np.ndarray, offset: np.ndarray | None = None) -> tuple[float, float]:
+    """Minimise Σ((offset + a + b·s − T)/T)² with a ≥ 0, b ≥ 0. Returns (a, b).
+
+    ``offset`` (s, per size; default 0) is time already accounted for: the intra-node stages when a
+    multi-node log is fitted under the hierarchical model, the rest being the inter-node link's a + b·s."""
+    off = np.zeros_like(times) if offset is None else offset
     u = 1.0 / times  # coefficient of a in the relative residual
     v = sizes / times  # coefficient of b
+    y = 1.0 - off / times  # what a·u + b·v must match
     # Scale the columns so the 2×2 system is well conditioned (sizes run to 1e10).
     su = float(np.sqrt(np.dot(u, u))) or 1.0
     sv = float(np.sqrt(np.dot(v, v))) or 1.0
@@ -182,19 +187,19 @@ def fit_line(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float]:
     if not (np.all(np.isfinite(A)) and math.isfinite(su) and math.isfinite(sv)):
         raise _unfittable("the sizes and times overflow a float")
     try:
-        coef, *_ = np.linalg.lstsq(A, np.ones_like(u), rcond=None)
+        coef, *_ = np.linalg.lstsq(A, y, rcond=None)
     except np.linalg.LinAlgError as exc:  # cannot happen with finite input; never a traceback if it does
         raise _unfittable(str(exc)) from None
     a, b = coef[0] / su, coef[1] / sv
     if a >= 0 and b >= 0:
         return float(a), float(b)
     # The unconstrained optimum is unphysical: the best feasible point lies on an edge.
-    cands = []
-    a_only = float(np.sum(u) / np.dot(u, u))
-    cands.append((a_only, 0.0))
+    cands = [(0.0, 0.0)]
+    a_only = float(np.dot(u, y) / np.dot(u, u))
+    cands.append((max(a_only, 0.0), 0.0))
     if np.dot(v, v) > 0:
-        cands.append((0.0, float(np.sum(v) / np.dot(v, v))))
-    return min(cands, key=lambda ab: _sse(ab[0], ab[1], sizes, times))
+        cands.append((0.0, max(float(np.dot(v, y) / np.dot(v, v)), 0.0)))
+    return min(cands, key=lambda ab: _sse(ab[0], ab[1], sizes, times, off))
 
 
 def _unfittable(why: str) -> CcostError:
@@ -202,13 +207,13 @@ def _unfittable(why: str) -> CcostError:
                             help="the log's numbers are not plausible measurements; rerun the test"))
 
 
-def _sse(a: float, b: float, sizes: np.ndarray, times: np.ndarray) -> float:
-    r = (a + b * sizes - times) / times
+def _sse(a: float, b: float, sizes: np.ndarray, times: np.ndarray, offset=0.0) -> float:
+    r = (offset + a + b * sizes - times) / times
     return float(np.dot(r, r))
 
 
-def _rel(a: float, b: float, sizes: np.ndarray, times: np.ndarray) -> np.ndarray:
-    return np.abs((a + b * sizes - times) / times)
+def _rel(a: float, b: float, sizes: np.ndarray, times: np.ndarray, offset=0.0) -> np.ndarray:
+    return np.abs((offset + a + b * sizes - times) / times)
 
 
 def _piece_for(pieces: tuple[Piece, ...] | list[Piece], size: float) -> Piece:
@@ -218,32 +223,41 @@ def _piece_for(pieces: tuple[Piece, ...] | list[Piece], size: float) -> Piece:
     return pieces[-1]
 
 
-def fit_pieces(sizes: np.ndarray, times: np.ndarray, max_pieces: int = MAX_PIECES) -> tuple[Piece, ...]:
-    """Best 1..max_pieces contiguous pieces (sizes sorted ascending), by the rule in the module doc."""
+def fit_pieces(sizes: np.ndarray, times: np.ndarray, max_pieces: int = MAX_PIECES,
+               offset: np.ndarray | None = None) -> tuple[Piece, ...]:
+    """Best 1..max_pieces contiguous pieces (sizes sorted ascending), by the rule in the module doc.
+    With ``offset`` each piece is the part of the time above it (``fit_line``); its errors are those of
+    offset + a + b·s against the time."""
     n = len(sizes)
+    off = np.zeros_like(times) if offset is None else offset
     # cost[i][j]: SSE of one line through points i..j-1
     best_line: dict[tuple[int, int], tuple[float, float, float]] = {}
 
     def seg(i: int, j: int) -> tuple[float, float, float]:
         key = (i, j)
         if key not in best_line:
-            a, b = fit_line(sizes[i:j], times[i:j])
-            best_line[key] = (a, b, _sse(a, b, sizes[i:j], times[i:j]))
+            a, b = fit_line(sizes[i:j], times[i:j], off[i:j])
+            best_line[key] = (a, b, _sse(a, b, sizes[i:j], times[i:j], off[i:j]))
         return best_line[key]
 
-    # Exhaustive search over split points: n is ~30, so at most a few hundred 2×2 solves.
+    # Dynamic programming over split points: best[k] = (SSE, bounds) of the best k contiguous pieces of
+    # at least MIN_POINTS sizes each; n is ~30, so a few hundred cached 2×2 solves.
     best: dict[int, tuple[float, tuple[int, ...]]] = {1: (seg(0, n)[2], (0, n))}
-    if max_pieces >= 2:
-        for i in range(MIN_POINTS, n - MIN_POINTS + 1):
-            c = seg(0, i)[2] + seg(i, n)[2]
-            if 2 not in best or c < best[2][0]:
-                best[2] = (c, (0, i, n))
-    if max_pieces >= 3:
-        for i in range(MIN_POINTS, n - 2 * MIN_POINTS + 1):
-            for j in range(i + MIN_POINTS, n - MIN_POINTS + 1):
-                c = seg(0, i)[2] + seg(i, j)[2] + seg(j, n)[2]
-                if 3 not in best or c < best[3][0]:
-                    best[3] = (c, (0, i, j, n))
+    # prefix[k][j]: best (SSE, bounds) of k pieces covering points 0..j-1
+    prefix: dict[int, dict[int, tuple[float, tuple[int, ...]]]] = {
+        1: {j: (seg(0, j)[2], (0, j)) for j in range(MIN_POINTS, n + 1)}}
+    for k in range(2, max_pieces + 1):
+        cur: dict[int, tuple[float, tuple[int, ...]]] = {}
+        for j in range(k * MIN_POINTS, n + 1):
+            for i in range(j - MIN_POINTS, (k - 1) * MIN_POINTS - 1, -1):
+                if i not in prefix[k - 1]:
+                    continue
+                c = prefix[k - 1][i][0] + seg(i, j)[2]
+                if j not in cur or c < cur[j][0]:
+                    cur[j] = (c, prefix[k - 1][i][1] + (j,))
+        prefix[k] = cur
+        if n in cur:
+            best[k] = cur[n]
 
     def bic(k: int) -> float:
         sse = max(best[k][0], 1e-300)
@@ -252,7 +266,7 @@ def fit_pieces(sizes: np.ndarray, times: np.ndarray, max_pieces: int = MAX_PIECE
     # Compare each larger count with the best so far (not only with k-1): a 3-piece fit can be a clear
     # gain over one line even when two pieces are not (one protocol switch at each end of the range).
     chosen = 1
-    for k in (2, 3):
+    for k in range(2, max_pieces + 1):
         if k not in best:
             continue
         rms_prev = math.sqrt(best[chosen][0] / n)
@@ -263,7 +277,7 @@ def fit_pieces(sizes: np.ndarray, times: np.ndarray, max_pieces: int = MAX_PIECE
     pieces = []
     for i, j in zip(bounds, bounds[1:]):
         a, b, _ = seg(i, j)
-        r = _rel(a, b, sizes[i:j], times[i:j])
+        r = _rel(a, b, sizes[i:j], times[i:j], off[i:j])
         pieces.append(Piece(a, b, int(sizes[i]), int(sizes[j - 1]), j - i, float(np.median(r)),
                             float(r.max())))
     return tuple(pieces)

@@ -411,3 +411,79 @@ def test_a_log_without_hosts_needs_per_node(tmp_path, capsys):
     log = _write(tmp_path, "ar.txt", _table("all_reduce_perf", 8, 14, 1.75, 5e-6, 20e9, redop="sum"))
     assert main(["calibrate", str(log), "--intra", f"{spec}:nv"]) != 0
     assert "pass --per-node G" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------
+# The review (item 6)
+
+def _review_spec(tmp_path: Path, inter_block: str, inter_name: str) -> Path:
+    (tmp_path / "inter.ccost").write_text(inter_block)
+    spec = tmp_path / "two.ccost"
+    spec.write_text(f'''import "std/gpus.ccost"
+import "std/links.ccost"
+import "std/models.ccost"
+import "inter.ccost"
+
+cluster two "two nodes" {{
+  gpu = h100
+  nodes = 2
+  gpus_per_node = 4
+  intra_node = nvlink4
+  inter_node = {inter_name}
+}}
+
+plan dp2 {{
+  model = llama3_8b
+  cluster = two
+  phase = decode
+  batch = 8
+  tp = 4
+  pp = 2
+}}
+''')
+    return spec
+
+
+def test_the_review_shows_the_hierarchical_fit_of_an_inter_node_link(tmp_path):
+    from ccost.check import check_file
+    from ccost.report import calibrations_for
+
+    log = tmp_path / "alps.txt"
+    log.write_text((REPO / "specs" / "measured" / "alps_gh200_2x4_all_reduce.txt").read_text())
+    assert main(["calibrate", str(log), "--name", "alps_inter", "--intra",
+                 str(REPO / "specs" / "std" / "links.ccost") + ":nvlink4", "-o", str(tmp_path / "inter.ccost")]) == 0
+    spec = _review_spec(tmp_path, (tmp_path / "inter.ccost").read_text(), "alps_inter")
+    res = check_file(str(spec))
+    assert res.ok, [(d.code, d.message) for d in res.errors]
+    cals = calibrations_for(res.spec, ["dp2"], tmp_path)["dp2"]
+    (cal,) = cals  # nvlink4 is the spec sheet's: only the inter-node link is measured
+    assert cal.svg and "Hierarchical prediction of the whole log" in cal.note and "median error" in cal.note
+
+
+def test_checklist_item_3_warns_when_alpha_was_not_measured(tmp_path, capsys):
+    spec = tmp_path / "s.ccost"
+    base = '''import "std/gpus.ccost"
+import "std/models.ccost"
+link nv "x" {
+  alpha = 7 us
+  bandwidth = 350 GB/s
+  source = "%s"
+}
+cluster one { gpu = h100
+  gpus_per_node = 4
+  intra_node = nv }
+plan p { model = llama3_8b
+  cluster = one
+  phase = decode
+  batch = 8
+  tp = 4 }
+'''
+    for source, want in (("measured: nccl-tests all_reduce_perf, x.txt, 4 ranks, ring, alpha not measurable",
+                          "WARN    α and β measured, not spec-sheet"),
+                         ("measured: nccl-tests all_reduce_perf, x.txt, 4 ranks, ring",
+                          "pass    α and β measured, not spec-sheet")):
+        spec.write_text(base % source)
+        assert main(["eval", str(spec)]) in (0, 1)
+        out = capsys.readouterr().out
+        assert want in out, out
+    assert "Measured, but α is not" not in out

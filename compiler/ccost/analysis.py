@@ -213,7 +213,13 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
     else:
         not_measured = [ln for ln in used if not ln.measured]
         srcs = "; ".join(f"{ln.name}: {ln.source or 'no source given'}" for ln in used)
-        if not_measured:
+        no_alpha = [ln for ln in used if ln.measured and "alpha not measurable" in (ln.source or "")]
+        if no_alpha and not not_measured:
+            items.append(_item(3, "warn", "bandwidth only", "measured",
+                               f"Measured, but α is not ({srcs}): the log of "
+                               f"{', '.join(ln.name for ln in no_alpha)} has no latency-bound size; measure small "
+                               "messages too (`-b 8`) and calibrate again."))
+        elif not_measured:
             items.append(_item(3, "warn", "spec sheet", "measured",
                                f"Spec-sheet α/β ({srcs}): measure them with nccl-tests and `ccost calibrate`; "
                                "spec sheets are optimistic."))

@@ -127,6 +127,28 @@ def fit_hierarchical(flat: Fit, test, intra, intra_label: str, per_node: int | N
         notes=tuple(notes))
 
 
+def hier_summary(h: HierFit) -> list[str]:
+    """The hierarchical fit in plain sentences, for the review next to its plot."""
+    return [line.lstrip("# ").strip() for line in hier_lines(h)]
+
+
+def hier_plot(h: HierFit) -> str:
+    """The log, the flat piecewise fit and the hierarchical price of the inter-node link (the review)."""
+    from ccost import costs
+    from ccost.calibrate.plot import plot_svg
+
+    link = costs.LinkParams(h.alpha, h.bandwidth, None, "inter",
+                            costs.Curve(tuple(c[0] for c in h.curve), tuple(c[1] for c in h.curve),
+                                        tuple(c[2] for c in h.curve), "allreduce", float(h.nodes), "inter"), None)
+    p, g = float(h.flat.ranks), float(h.per_node)
+
+    def priced(xs):
+        return costs.group_cost("allreduce", h.flat.algorithm, p, np.asarray(xs, dtype=float), g, h.intra, link,
+                                "hierarchical").chosen.time
+
+    return plot_svg(h.flat, priced, f"as priced: hierarchical, {h.nodes} nodes × {h.per_node}")
+
+
 def link_params_of_fit(fit: Fit, label: str = "intra"):
     """The ``LinkParams`` a block printed from ``fit`` gives (its curve and floor), for the intra level."""
     from ccost import costs
@@ -193,4 +215,5 @@ def hier_block(h: HierFit, name: str, log_name: str, title: str | None, command:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["HierFit", "fit_hierarchical", "hier_block", "hier_lines", "link_params_of_fit", "per_node_of"]
+__all__ = ["HierFit", "fit_hierarchical", "hier_block", "hier_lines", "hier_plot", "hier_summary",
+           "link_params_of_fit", "per_node_of"]

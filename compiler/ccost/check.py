@@ -1590,7 +1590,34 @@ def _check_search(s, where: Callable[..., Span | None]) -> list[Diagnostic]:
     return validate(s, where)
 
 
+def _check_link(link, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """A measured curve is one piece per entry of each list, starting at 0 B and going up (E203)."""
+    out: list[Diagnostic] = []
+    starts = link.curve_from
+    if not starts:
+        return out
+    reads = ("curve_from", "curve_alpha", "curve_bandwidth")
+    n = len(starts)
+    for name in ("curve_alpha", "curve_bandwidth"):
+        vals = getattr(link, name)
+        if vals and len(vals) != n and (span := where(name, reads)) is not None:
+            out.append(error("E203", f"`{name}` of link `{link.name}` has {len(vals)} value"
+                             f"{'s' if len(vals) != 1 else ''} but `curve_from` starts {n} piece"
+                             f"{'s' if n != 1 else ''}", span,
+                             help="give one value per piece, in the order of `curve_from`"))
+    if (span := where("curve_from", reads)) is not None:
+        if starts[0] != 0:
+            out.append(error("E203", f"the first piece of link `{link.name}`'s curve starts at "
+                             f"{U.format_quantity(starts[0], U.INFORMATION)}, so smaller messages have no piece",
+                             span, help="start the first piece at `0 B`"))
+        elif any(b <= a for a, b in zip(starts, starts[1:])):
+            out.append(error("E203", f"`curve_from` of link `{link.name}` must go up: each piece starts "
+                             "above the one before", span, help="list the pieces from the smallest messages"))
+    return out
+
+
 _VALIDATORS: dict[str, Callable[[Any, Callable[[str], Span]], list[Diagnostic]]] = {
+    "link": _check_link,
     "plan": _check_plan,
     "search": _check_search,
 }

@@ -171,12 +171,18 @@ class Cost:
 
 def collective_cost(kind: str, algorithm: str | None, p: Num, m: Num, alpha: Num, bandwidth: Num,
                     one_shot_latency: Num | None = None, tag: str | None = None,
-                    one_shot_volume: str = "egress") -> Cost:
+                    one_shot_volume: str = "egress", curve: "Curve | None" = None,
+                    floor: Num | None = None) -> Cost:
     """Price one collective: ``T = α·hops + volume/B``.
 
     ``one_shot_latency`` is the latency of the one-shot kernel's single hop (None: ``alpha``). ``tag``
     suffixes the derivation's step names (``hops_TP``, ``T_TP``) so that several collectives of a plan
     can be explained side by side; it changes nothing in float and array modes.
+
+    On a measured link (issue 15) ``curve`` replaces ``alpha`` and ``bandwidth`` by those of the piece the
+    message falls in (``Curve.at``), and the time is raised to the link's floors (``Curve.floor_time``,
+    ``floor``): no collective is priced below what the log measured. The raise goes to the latency term,
+    so ``time = latency + bandwidth_time`` still holds.
 
     >>> round(collective_cost("allreduce", "ring", 8, 14e9, 5e-6, 450e9).time * 1e3, 2)
     54.51
@@ -185,6 +191,8 @@ def collective_cost(kind: str, algorithm: str | None, p: Num, m: Num, alpha: Num
     # Step names and descriptions only matter to derivations; float mode skips building them (it is
     # the hot path of evaluation), the arithmetic is the same either way.
     V = derive.Value
+    if curve is not None:
+        alpha, bandwidth = curve.at(m, tag)
     deriving = (isinstance(p, V) or isinstance(m, V) or isinstance(alpha, V) or isinstance(bandwidth, V)
                 or isinstance(one_shot_latency, V))
     h = hops(kind, alg, p)
@@ -199,9 +207,54 @@ def collective_cost(kind: str, algorithm: str | None, p: Num, m: Num, alpha: Num
     lat = hop_latency * h
     bw_time = v / bandwidth
     t = lat + bw_time
+    if curve is not None or floor is not None:
+        t, lat = _floored(kind, p, m, t, lat, bw_time, curve, floor, tag)
     if deriving:
         t = named(_tag("T", tag), t, f"time of one {kind} ({alg})")
     return Cost(kind, alg, h, v, lat, bw_time, t)
+
+
+def _floored(kind: str, p: Num, m: Num, t: Num, lat: Num, bw_time: Num, curve: "Curve | None",
+             floor: Num | None, tag: str | None) -> tuple[Num, Num]:
+    """``t`` raised to the measured floors, and the latency term that makes ``lat + bw_time`` that time.
+
+    The floors: the link's ``floor_latency`` for any group of two or more ranks (0 for one rank, which
+    costs nothing in every mode), and on the collective and rank count the curve was measured on, the
+    curve's own time at this size (what nccl-tests measured, whichever algorithm NCCL ran)."""
+    lo = None
+    if floor is not None:
+        lo = floor * _one_if_many(p)
+        if derive.is_value(lo):
+            lo = named(_tag("T_floor", tag), lo, "the link's floor: the smallest time the log measured")
+    if curve is not None and curve.kind == kind and curve.ranks is not None:
+        meas = curve.floor_time(m, tag)
+        same = derive.value_of(p) == curve.ranks
+        if isinstance(same, np.ndarray) or isinstance(meas, np.ndarray):
+            meas = np.where(same, meas, 0.0)
+            lo = meas if lo is None else maximum(lo, meas)
+        elif bool(same):
+            lo = meas if lo is None else maximum(lo, meas)
+    if lo is None:
+        return t, lat
+    raised = maximum(t, lo)
+    if isinstance(raised, np.ndarray) or isinstance(t, np.ndarray):
+        return raised, np.where(np.asarray(raised) > np.asarray(t), raised - bw_time, lat)
+    if derive.value_of(raised) > derive.value_of(t):
+        return raised, raised - bw_time
+    return raised, lat
+
+
+def floored(cost: Cost, floor: Num, p: Num, tag: str | None = None) -> Cost:
+    """``cost`` held to a software stack's small-message floor: a collective on two or more ranks takes at
+    least ``floor`` (kernel launch and synchronisation: NCCL measures 15–30 µs for tiny AllReduces). The
+    latency term absorbs the difference, so latency + bandwidth time is still the time; a group of one
+    rank still costs 0. The cheapest algorithm is unchanged by a floor (max(·, f) keeps the order)."""
+    f = floor * _one_if_many(p)
+    lat = maximum(cost.latency, f - cost.bandwidth_time)
+    t = lat + cost.bandwidth_time
+    if any(isinstance(v, derive.Value) for v in (cost.time, floor, p)):
+        t = named(_tag("T_floored", tag), t, f"time of one {cost.kind}, at least the stack's floor T_floor")
+    return Cost(cost.kind, cost.algorithm, cost.hops, cost.volume, lat, cost.bandwidth_time, t, cost.stages)
 
 
 def _pname(p: Num) -> str:
@@ -361,14 +414,85 @@ def _fmt_hops(h: Num) -> str:
 # Topology: groups inside one NVLink domain, or spanning nodes
 
 @dataclass(frozen=True)
+class Curve:
+    """A measured link's curve (issue 15): piece i prices messages m ≥ ``starts[i]`` with its own α per
+    hop and bandwidth (already × efficiency), as ``ccost calibrate`` fitted them. ``kind`` and ``ranks``
+    say what the curve was measured on; on that collective and rank count, no algorithm is priced below
+    the curve itself (``floor_time``). ``alphas``/``bandwidths`` hold floats, or derivation leaves."""
+
+    starts: tuple[float, ...]
+    alphas: tuple
+    bandwidths: tuple
+    kind: str | None = None
+    ranks: float | None = None
+    label: str | None = None
+
+    def index(self, m: Num):
+        """The piece of each message: an int (float and derive modes) or an int array (array mode)."""
+        mv = derive.value_of(m)
+        if isinstance(mv, np.ndarray):
+            return np.searchsorted(np.asarray(self.starts, dtype=float), mv, side="right") - 1
+        i = 0
+        for k, start in enumerate(self.starts):
+            if float(mv) >= start:
+                i = k
+        return i
+
+    def at(self, m: Num, tag: str | None = None) -> tuple[Num, Num]:
+        """(α, bandwidth) of the piece that prices an ``m``-byte message. In derive mode they are named
+        steps that say which piece it was."""
+        i = self.index(m)
+        if isinstance(i, np.ndarray):
+            a = np.asarray([derive.value_of(x) for x in self.alphas], dtype=float)[i]
+            b = np.asarray([derive.value_of(x) for x in self.bandwidths], dtype=float)[i]
+            return a, b
+        a, b = self.alphas[i], self.bandwidths[i]
+        if derive.is_value(m) or derive.is_value(a):
+            label = self.label or "link"
+            where = self.piece_text(i)
+            a = named(_tag(f"α_{label}", tag), a, f"latency per hop of {where}, which holds m = "
+                      f"{units.format_quantity(float(derive.value_of(m)), units.INFORMATION)}")
+            b = named(_tag(f"B_{label}", tag), b, f"bandwidth of {where}")
+        return a, b
+
+    def piece_text(self, i: int) -> str:
+        """``piece 2 of 3 (3 MiB to 512 MiB)`` — which piece, in words, for derivations and tables."""
+        lo = units.format_quantity(self.starts[i], units.INFORMATION)
+        hi = (f"to {units.format_quantity(self.starts[i + 1], units.INFORMATION)}" if i + 1 < len(self.starts)
+              else "and up")
+        return f"piece {i + 1} of {len(self.starts)} of the measured curve ({lo} {hi})"
+
+    def floor_time(self, m: Num, tag: str | None = None) -> Num:
+        """The curve's own time at ``m`` on the collective and ranks it was measured on: a + b·m of the
+        piece, i.e. what nccl-tests measured (the fit of it)."""
+        kind = self.kind or "allreduce"
+        alg = DEFAULT_ALGORITHM[kind]
+        a, b = self.at(m, tag)
+        t = a * hops(kind, alg, self.ranks) + volume(kind, alg, self.ranks, m) / b
+        if derive.is_value(t):
+            t = named(_tag("T_measured", tag), t, f"the measured curve's {kind} on {self.ranks:g} ranks at "
+                      "this size")
+        return t
+
+
+@dataclass(frozen=True)
 class LinkParams:
     """The α-β parameters of one link, as the core uses them: ``bandwidth`` already × efficiency.
-    Fields are floats, arrays or Values (leaves named after the link, for derivations)."""
+    Fields are floats, arrays or Values (leaves named after the link, for derivations). A measured link
+    may carry a ``curve`` (its pieces replace ``alpha`` and ``bandwidth``) and a ``floor`` (s)."""
 
     alpha: Num
     bandwidth: Num
     one_shot_latency: Num | None = None
     label: str | None = None
+    curve: Curve | None = None
+    floor: Num | None = None
+
+    def cost(self, kind: str, algorithm: str | None, p: Num, m: Num, tag: str | None = None,
+             one_shot_volume: str = "egress") -> Cost:
+        """``collective_cost`` on this link (its curve and floor included)."""
+        return collective_cost(kind, algorithm, p, m, self.alpha, self.bandwidth, self.one_shot_latency, tag,
+                               one_shot_volume, self.curve, self.floor)
 
     @classmethod
     def from_link(cls, link, derivation: bool = False, label: str | None = None) -> "LinkParams":
@@ -377,7 +501,8 @@ class LinkParams:
         ``α1_<label>`` for the one-shot latency, carrying the link's ``source``."""
         label = label or link.name
         if not derivation:
-            return cls(link.alpha, link.effective_bandwidth, link.one_shot_latency, label)
+            return cls(link.alpha, link.effective_bandwidth, link.one_shot_latency, label,
+                       _curve(link, False, label), link.floor_latency or None)
         src = link.source or "spec sheet"
         alpha = derive.leaf(f"α_{label}", link.alpha, units.TIME, f"{link.label}: latency per hop", src)
         if link.efficiency == 1.0:
@@ -393,7 +518,32 @@ class LinkParams:
         if link.one_shot_latency is not None:
             one = derive.leaf(f"α1_{label}", link.one_shot_latency, units.TIME,
                               f"{link.label}: one-shot AllReduce latency", src)
-        return cls(alpha, bw, one, label)
+        floor = None
+        if link.floor_latency:
+            floor = derive.leaf(f"T_floor,{label}", link.floor_latency, units.TIME,
+                                f"{link.label}: no collective is priced below it", src)
+        return cls(alpha, bw, one, label, _curve(link, True, label), floor)
+
+
+def _curve(link, derivation: bool, label: str) -> Curve | None:
+    """The ``Curve`` of a checked link with ``curve_*`` fields (None without), bandwidths × efficiency."""
+    if not getattr(link, "has_curve", False):
+        return None
+    eff = link.efficiency
+    pieces = link.curve_pieces
+    starts = tuple(float(x[0]) for x in pieces)
+    alphas, bws = tuple(x[1] for x in pieces), tuple(x[2] * eff for x in pieces)
+    if derivation:
+        src = link.source or "spec sheet"
+        alphas = tuple(derive.leaf(f"α_{label},{i + 1}", a, units.TIME,
+                                   f"{link.label}: latency per hop, curve piece {i + 1}", src)
+                       for i, a in enumerate(alphas))
+        bws = tuple(derive.leaf(f"B_{label},{i + 1}", b, units.BANDWIDTH,
+                                f"{link.label}: bandwidth, curve piece {i + 1}"
+                                + (f" (× efficiency {units.format_percent(eff)})" if eff != 1 else ""), src)
+                    for i, b in enumerate(bws))
+    return Curve(starts, alphas, bws, link.curve_collective,
+                 float(link.curve_ranks) if link.curve_ranks else None, label)
 
 
 @dataclass(frozen=True)
@@ -471,8 +621,7 @@ def _group(kind: str, alg: str, p: Num, m: Num, per_node: Num, intra: LinkParams
     algorithm (nodes spanned, the intra-node stages), so that ``auto``'s candidates share them."""
     vector = _is_arrayish(p, m, per_node, intra.alpha, intra.bandwidth, intra.one_shot_latency,
                           *((inter.alpha, inter.bandwidth, inter.one_shot_latency) if inter else ()))
-    inside = collective_cost(kind, alg, p, m, intra.alpha, intra.bandwidth, intra.one_shot_latency,
-                             tag=_tag_join(tag, intra.label), one_shot_volume=osv)
+    inside = intra.cost(kind, alg, p, m, _tag_join(tag, intra.label), osv)
     if vector:
         return _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, base_tag, inside,
                                  osv)
@@ -503,15 +652,13 @@ def _tag_join(*parts: str | None) -> str | None:
 def _spanning(kind: str, alg: str, p: Num, m: Num, g: Num, intra: LinkParams, inter: LinkParams,
               tag: str | None, base_tag: str | None, osv: str = "egress") -> tuple[Cost, Cost, Cost]:
     """flat, hierarchical and split costs of a group spanning n = p/g nodes (same code in every mode)."""
-    flat = collective_cost(kind, alg, p, m, inter.alpha, inter.bandwidth, inter.one_shot_latency,
-                           tag=_tag_join(tag, "flat"), one_shot_volume=osv)
+    flat = inter.cost(kind, alg, p, m, _tag_join(tag, "flat"), osv)
     n = named(_tag("n", base_tag), p / g, "nodes the group spans, p/g")
 
     def on(k: str, a: str | None, ranks: Num, size: Num, link: LinkParams, label: str) -> tuple[str, Cost]:
         # Only an AllReduce stage uses the algorithm; the others are named without it.
         t = _tag_join(tag if k == "allreduce" else base_tag, label.replace(" ", "-"))
-        return label, collective_cost(k, a, ranks, size, link.alpha, link.bandwidth, link.one_shot_latency,
-                                      tag=t, one_shot_volume=osv)
+        return label, link.cost(k, a, ranks, size, t, osv)
 
     if kind == "allreduce":
         stages = [on("reducescatter", None, g, m, intra, "RS intra"),

@@ -126,6 +126,8 @@ MONEY_RATE = quantity(U.MONEY_RATE)
 ENERGY_PRICE = quantity(U.ENERGY_PRICE)
 
 DTYPE = enum(*S.DTYPE_BYTES.keys())
+#: The collectives a measured curve can come from (``ccost.costs.KINDS``; kept here so the schema stays numpy-free).
+CURVE_COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "p2p")
 COMPARE_BY = ("latency", "throughput", "overhead", "efficiency")
 
 # Sizes are bounded so that a typo (tp = 1e30) is a clear error, not a numpy overflow later (DESIGN §8).
@@ -317,6 +319,25 @@ register(BlockKind(
               **R_LINK_EFFICIENCY),
         Field("source", STRING, "where α and β came from; `ccost calibrate` writes `\"measured: ...\"`",
               '"spec sheet"'),
+        # A measured curve (issue 15): what `ccost calibrate` fits, piece by piece, priced as it was fitted.
+        Field("curve_from", list_of(INFORMATION),
+              "a measured curve: the message size where each piece starts (ascending, the first `0 B`); a "
+              "message of m bytes is priced on the last piece that starts at or below m, with that piece's "
+              "α and bandwidth instead of `alpha` and `bandwidth`", "[0 B, 3 MiB]",
+              minimum=0.0, maximum=float(1 << 60)),
+        Field("curve_alpha", list_of(TIME), "the curve's latency per hop, one per piece (absent: `alpha` for "
+              "every piece)", "[2.3 us, 8 us]", **R_LATENCY),
+        Field("curve_bandwidth", list_of(BANDWIDTH),
+              "the curve's bandwidth per GPU per direction, one per piece (× `efficiency`)",
+              "[42 GB/s, 231 GB/s]", **R_LINK_BANDWIDTH),
+        Field("curve_collective", enum(*CURVE_COLLECTIVES),
+              "the collective the curve was measured on: with `curve_ranks`, no algorithm of this collective "
+              "on that many ranks is priced below the curve", "allreduce"),
+        Field("curve_ranks", INT, "the rank count the curve was measured on (with `curve_collective`)", "8",
+              minimum=2, maximum=MAX_DEGREE),
+        Field("floor_latency", TIME,
+              "no collective of two or more ranks on this link is priced below it (`ccost calibrate` writes "
+              "the smallest time the log measured)", "22 us", default=0.0, **R_LATENCY),
     ),
     "links", _entity(S.Link),
     'link nvlink4 "NVLink 4 through NVSwitch" {\n  alpha = 2 us\n  bandwidth = 450 GB/s\n}',
@@ -435,6 +456,41 @@ register(BlockKind(
     '  params = 70.6e9\n}',
 ))
 
+# --- stack --------------------------------------------------------------------------------------------
+R_STACK_OVERHEAD = {"minimum": 0.0, "maximum": 10.0}  # per step or per layer: 0 to 10 s
+R_STACK_EFFICIENCY = {"minimum": 0.01, "maximum": 1.0}  # 1 % to 100 % of a peak rate
+R_COLLECTIVE_FLOOR = {"minimum": 0.0, "maximum": 1.0}
+
+register(BlockKind(
+    "stack", "A software-stack profile: what a serving or training stack (vLLM, TensorRT-LLM, Megatron, ...) "
+    "achieves on the hardware: fixed time per step and per layer, achieved shares of HBM bandwidth and peak "
+    "FLOP/s, and the small-message floor of its collectives. A plan names one with `stack = NAME`; a plan "
+    "that names none gets the bundled default for its phase from `std/stacks.ccost` (`serving_default` for "
+    "decode and prefill, `training_default` for train). `std/stacks.ccost` also ships `ideal` (peak rates, "
+    "no overhead, no floor), under which the reference notes' worked examples reproduce exactly.",
+    (
+        Field("step_overhead", TIME, "fixed time per step: scheduling, sampling, host work", "5 ms",
+              default=0.0, **R_STACK_OVERHEAD),
+        Field("layer_overhead", TIME, "time per layer per step: kernel launches (smaller with CUDA graphs)",
+              "20 us", default=0.0, **R_STACK_OVERHEAD),
+        Field("hbm_efficiency", FRACTION, "achieved share of the GPU's `hbm_bandwidth`", "85 %", default=1.0,
+              **R_STACK_EFFICIENCY),
+        Field("gemm_efficiency", FRACTION, "achieved share of the GPU's peak dense `flops` in weight GEMMs "
+              "(a GPU's `achieved_flops`, when given, is a measurement and is used instead)", "70 %",
+              default=1.0, **R_STACK_EFFICIENCY),
+        Field("attention_efficiency", FRACTION, "achieved share of peak FLOP/s in attention", "50 %",
+              default=1.0, **R_STACK_EFFICIENCY),
+        Field("collective_floor", TIME, "no collective of this stack takes less (kernel launch and "
+              "synchronisation of a small message)", "15 us", default=0.0, **R_COLLECTIVE_FLOOR),
+        Field("source", STRING, "where the numbers came from (a fit script and its rows, a measurement)",
+              '"fit: bench/fit_stack.py"'),
+    ),
+    "stacks", _entity(S.Stack),
+    'stack vllm_h100 "vLLM 0.6 on H100, CUDA graphs" {\n  step_overhead = 5 ms\n  layer_overhead = 20 us\n'
+    '  hbm_efficiency = 0.85\n  gemm_efficiency = 0.70\n  attention_efficiency = 0.50\n'
+    '  collective_floor = 15 us\n  source = "fit: bench/fit_stack.py"\n}',
+))
+
 # --- plan ---------------------------------------------------------------------------------------------
 register(BlockKind(
     "plan", "One layout of one model on one cluster for one workload: the unit of evaluation.",
@@ -474,6 +530,9 @@ register(BlockKind(
         Field("load", FRACTION, "share of the month the plan runs at its throughput; the GPUs are paid and "
               "powered all month, so cost per token at this load is the full-load cost / `load`", "60 %",
               default=1.0, minimum=0, min_open=True, maximum=1),
+        Field("stack", ref("stack"), "the software-stack profile that prices the plan", "vllm_h100",
+              default_doc="`serving_default` (decode, prefill) or `training_default` (train) from "
+              "`std/stacks.ccost`"),
     ),
     "plans", _entity(S.Plan),
     'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'

@@ -52,6 +52,27 @@ class Link(Entity):
     one_shot_latency: float | None = None  # s; None means alpha
     efficiency: float = 1.0  # achieved share of bandwidth
     source: str | None = None  # "spec sheet", "measured: ...", ...
+    # A measured curve (issue 15): piece i prices messages m >= curve_from[i] with its own α and bandwidth.
+    curve_from: tuple[float, ...] | None = None  # bytes, ascending, the first 0
+    curve_alpha: tuple[float, ...] | None = None  # s per hop, one per piece
+    curve_bandwidth: tuple[float, ...] | None = None  # B/s per GPU per direction, one per piece
+    curve_collective: str | None = None  # the collective the curve was measured on (allreduce, ...)
+    curve_ranks: int | None = None  # on how many ranks
+    floor_latency: float = 0.0  # s: no collective on this link is priced below it
+
+    @property
+    def has_curve(self) -> bool:
+        return bool(self.curve_from)
+
+    @property
+    def curve_pieces(self) -> tuple[tuple[float, float, float], ...]:
+        """(start, α, bandwidth before efficiency) per piece; a list not given is `alpha` / `bandwidth`."""
+        if not self.curve_from:
+            return ()
+        n = len(self.curve_from)
+        alphas = self.curve_alpha or (self.alpha,) * n
+        bws = self.curve_bandwidth or (self.bandwidth,) * n
+        return tuple(zip(self.curve_from, alphas, bws))
 
     @property
     def effective_bandwidth(self) -> float:
@@ -151,6 +172,33 @@ class Model(Entity):
 
 
 @dataclass(frozen=True)
+class Stack(Entity):
+    """A software-stack profile: what a serving or training stack achieves on the hardware.
+
+    Fixed time per step and per layer per step (scheduling, sampling, kernel launches), the achieved share
+    of HBM bandwidth and of peak FLOP/s, and the small-message floor of its collectives. ``ideal`` (peak
+    rates, no overhead, no floor) reproduces the reference notes' worked examples exactly."""
+
+    step_overhead: float = 0.0  # s per step
+    layer_overhead: float = 0.0  # s per layer per step
+    hbm_efficiency: float = 1.0
+    gemm_efficiency: float = 1.0  # of the GPU's peak `flops` (its `achieved_flops`, when given, wins)
+    attention_efficiency: float = 1.0
+    collective_floor: float = 0.0  # s: no collective of this stack takes less
+    source: str | None = None
+
+    @property
+    def is_ideal(self) -> bool:
+        return (self.step_overhead == 0 and self.layer_overhead == 0 and self.hbm_efficiency == 1
+                and self.gemm_efficiency == 1 and self.attention_efficiency == 1 and self.collective_floor == 0)
+
+
+#: The bundled default profiles (specs/std/stacks.ccost) a plan gets when it names no ``stack``.
+DEFAULT_STACKS: Mapping[str, str] = MappingProxyType(
+    {"decode": "serving_default", "prefill": "serving_default", "train": "training_default"})
+
+
+@dataclass(frozen=True)
 class Plan(Entity):
     model: Model | None = None
     cluster: Cluster | None = None
@@ -169,6 +217,7 @@ class Plan(Entity):
     overlap: float = 0.0
     compute_time: float | None = None
     load: float = 1.0  # share of the month the plan runs at its throughput (issue 17)
+    stack: Stack | None = None  # None: the bundled default for the phase (DEFAULT_STACKS)
 
     @property
     def gpus(self) -> int:
@@ -211,5 +260,6 @@ class Spec:
     compares: Mapping[str, Compare]
     policy: Policy
     searches: Mapping[str, object] = field(default_factory=dict)
+    stacks: Mapping[str, Stack] = field(default_factory=dict)
     files: tuple[str, ...] = ()  # the spec and every file it imports, for provenance hashes
     local_plans: tuple[str, ...] = ()  # plans written in this file (not imported), in order

@@ -49,8 +49,9 @@ def fit_log(log: NcclLog, algorithm: str = "ring", test: str | None = None, in_p
 _RANKS = re.compile(r"^(\d+) ranks?$")
 
 
-def fit_for_link(link, spec_dir: Path | str) -> Fit | None:
-    """Redo the fit behind a measured link, for the review.
+def fit_for_link(link, spec_dir: Path | str, intra=None):
+    """Redo the fit behind a measured link, for the review (a ``HierFit`` for an inter-node link fitted
+    under the hierarchical model, given the cluster's ``intra`` link; without it, None).
 
     ``link.source`` is what ``ccost calibrate`` wrote: ``"measured: nccl-tests all_reduce_perf, LOG,
     8 ranks, ring, ..."``. LOG is looked up relative to the file the link was written in (its span), then
@@ -63,6 +64,10 @@ def fit_for_link(link, spec_dir: Path | str) -> Fit | None:
     if not source.lower().startswith("measured: nccl-tests"):
         return None
     parts = [p.strip() for p in source.split(",")]
+    hierarchical = "hierarchical" in parts  # an inter-node link fitted by `calibrate --intra`
+    if hierarchical and intra is None:
+        return None  # redoing a flat fit of its log would show a fit that is not this link's
+    per_node = None
     head = parts[0].split()
     test = head[-1] if head and head[-1].endswith("_perf") else None
     ranks = algorithm = None
@@ -76,6 +81,8 @@ def fit_for_link(link, spec_dir: Path | str) -> Fit | None:
             algorithm = p
         elif p == "in-place":
             in_place = True
+        elif m := re.match(r"^(\d+) per node$", p):
+            per_node = int(m.group(1))
         elif p.startswith("sizes "):
             try:
                 sizes = parse_size_range(p[len("sizes "):])
@@ -103,5 +110,12 @@ def fit_for_link(link, spec_dir: Path | str) -> Fit | None:
         if candidate.is_file():
             log = read_log(candidate, ranks, display=str(candidate))
             alg = algorithm if algorithm in ("ring", "tree", "one_shot", "two_shot") else "ring"
+            if hierarchical:
+                from ccost import costs
+                from ccost.calibrate.hier import fit_hierarchical
+
+                flat = fit_log(log, alg, test, in_place, sizes=sizes)
+                return fit_hierarchical(flat, select_test(log, test), costs.LinkParams.from_link(intra, label="intra"),
+                                        f"link {intra.name}", per_node)
             return fit_log(log, alg, test, in_place, holdout=True, sizes=sizes)
     return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ccost.calibrate.fit import Fit, Piece, size_range_text
+from ccost.calibrate.fit import LARGE, Fit, Piece, size_range_text
 from ccost.units import BANDWIDTH, INFORMATION, TIME, format_quantity
 
 
@@ -69,6 +69,8 @@ def source_string(fit: Fit, log_name: str) -> str:
         parts.append(fit.placement)
     if fit.size_range:
         parts.append(f"sizes {size_range_text(fit.size_range)}")
+    if not fit.alpha_measurable:
+        parts.append("alpha not measurable")
     if fit.tests_version:
         parts.append(f"nccl-tests {fit.tests_version}")
     if fit.nccl_version:
@@ -128,8 +130,14 @@ def quality_lines(fit: Fit) -> list[str]:
         out.append(_piece_line(i, p, f"   <- gives {' and '.join(roles)}" if roles else ""))
     out.append(f"#   piecewise: R^2 of log T {fit.r2_log:.4f}, median error {_pct(fit.median_error)}, worst "
                f"{_pct(fit.worst_error)} (at {_size(fit.worst_size)})")
-    out.append(f"# As priced by ccost, one alpha-beta line T = {fit.hops:g}*alpha + {fit.volume_ratio:.4g}*m/"
-               f"bandwidth ({fit.algorithm} {fit.kind}, {fit.ranks} ranks): median error "
+    if fit.curve:
+        large = (f", at >= {_size(LARGE)} worst {_pct(fit.curve_large_worst_error)}"
+                 if fit.curve_large_worst_error is not None else f", no size >= {_size(LARGE)} measured")
+        out.append(f"# As priced by ccost with this block (the curve, piece by piece, and the floor; "
+                   f"{fit.algorithm} {fit.kind}, {fit.ranks} ranks): median error {_pct(fit.curve_median_error)}, "
+                   f"worst {_pct(fit.curve_worst_error)} (at {_size(fit.curve_worst_size)}){large}")
+    out.append(f"# One alpha-beta line instead (the spec-sheet form, alpha and bandwidth alone) T = "
+               f"{fit.hops:g}*alpha + {fit.volume_ratio:.4g}*m/bandwidth: median error "
                f"{_pct(fit.priced_median_error)}, worst {_pct(fit.priced_worst_error)} (at "
                f"{_size(fit.priced_worst_size)})")
     if fit.holdout:
@@ -169,10 +177,19 @@ def summary_lines(fit: Fit) -> list[str]:
         f"{_size(last.lo)} to {_size(last.hi)}).",
         f"Piecewise fit: R² of log T {fit.r2_log:.4f}, median error {_pct(fit.median_error)}, worst "
         f"{_pct(fit.worst_error)} at {_size(fit.worst_size)}.",
-        f"As priced (one α-β line, {fit.hops:g}·α + {fit.volume_ratio:.4g}·m/B): median error "
+        f"One α-β line ({fit.hops:g}·α + {fit.volume_ratio:.4g}·m/B): median error "
         f"{_pct(fit.priced_median_error)}, worst {_pct(fit.priced_worst_error)} at "
         f"{_size(fit.priced_worst_size)}.",
     ]
+    if fit.curve:
+        out.insert(4, f"As priced by ccost on the link's measured curve ({len(fit.curve)} piece"
+                   f"{'s' if len(fit.curve) > 1 else ''}) and floor: median error {_pct(fit.curve_median_error)}, "
+                   f"worst {_pct(fit.curve_worst_error)} at {_size(fit.curve_worst_size)}"
+                   + (f"; at ≥ {_size(LARGE)} worst {_pct(fit.curve_large_worst_error)}"
+                      if fit.curve_large_worst_error is not None else "") + ".")
+    if not fit.alpha_measurable:
+        out.insert(1, "α is not measurable from this log (no latency-bound size): the intercept only prices "
+                   "the measured sizes.")
     if fit.holdout:
         h = fit.holdout
         out.append(f"Hold-out (fit on every other size, tested on the other {h.tested_on}): median "
@@ -197,11 +214,25 @@ def link_block(fit: Fit, name: str, log_name: str, title: str | None = None,
     if command:
         lines.append(f"# Regenerate: {command}")
     lines += quality_lines(fit)
-    lines.append(f"# alpha = a of piece 1 / hops = {_time(first.a)} / {fit.hops:g} (the small-message "
-                 "piece: the latency decode-sized messages pay)")
+    if fit.alpha_measurable:
+        lines.append(f"# alpha = a of piece 1 / hops = {_time(first.a)} / {fit.hops:g} (the small-message "
+                     "piece: the latency decode-sized messages pay)")
+    else:
+        lines.append(f"# alpha: NOT MEASURABLE from this log (no latency-bound size); {_time(first.a)} / "
+                     f"{fit.hops:g} is the intercept of bandwidth-bound sizes, written only so that the "
+                     "measured sizes are priced right: do not read it as the link's latency")
     lines.append(f"# bandwidth = (volume/m) / b of piece {len(fit.pieces)} = {fit.volume_ratio:.4g} x "
-                 f"{_bw(1 / last.b)} (the large-message piece: the streaming rate); efficiency is left at "
-                 "100 %: this bandwidth is already the achieved rate")
+                 f"{_bw(1 / last.b) if last.b > 0 else 'inf B/s'} (the large-message piece: the streaming "
+                 "rate); efficiency is left at 100 %: this bandwidth is already the achieved rate")
+    if fit.curve:
+        lines.append(f"# curve_*: each piece's alpha = a/{fit.hops:g} and bandwidth = {fit.volume_ratio:.4g}/b, "
+                     "from the size where it starts (the geometric midpoint between two pieces' sizes): ccost "
+                     f"prices every message on its piece, so {fit.kind} on {fit.ranks} ranks costs what the log "
+                     "measured; no algorithm is priced below it there (curve_collective, curve_ranks)")
+    if fit.floor is not None:
+        lines.append(f"# floor_latency = one_shot_latency = {_time(fit.floor)}, the smallest time measured at a "
+                     f"latency-bound size: no collective on this link is priced below it (a lighter collective, "
+                     "a sendrecv, may really take less: calibrate from its own log then)")
     if title is None:
         gpus = "/".join(fit.gpu_names)
         title = f"measured {fit.test} on {fit.ranks} ranks" + (f" ({gpus})" if gpus else "")
@@ -209,6 +240,15 @@ def link_block(fit: Fit, name: str, log_name: str, title: str | None = None,
     lines.append(f"link {name} {ccost_string(title)} {{")
     lines.append(f"  alpha     = {_sig(fit.alpha * 1e6)} us")
     lines.append(f"  bandwidth = {_sig(fit.bandwidth / 1e9)} GB/s")
+    if fit.floor is not None:
+        lines.append(f"  one_shot_latency = {_time(fit.floor)}")
+        lines.append(f"  floor_latency    = {_time(fit.floor)}")
+    if fit.curve:
+        lines.append(f"  curve_from       = [{', '.join(_size(c[0]).replace(' ', ' ') for c in fit.curve)}]")
+        lines.append(f"  curve_alpha      = [{', '.join(_time(c[1]) for c in fit.curve)}]")
+        lines.append(f"  curve_bandwidth  = [{', '.join(_bw(c[2]) for c in fit.curve)}]")
+        lines.append(f"  curve_collective = {fit.kind}")
+        lines.append(f"  curve_ranks      = {fit.ranks}")
     lines.append(f"  source    = {ccost_string(source_string(fit, log_name))}")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -30,7 +30,11 @@ from ccost.calibrate.logs import MAX_SIZE, NcclLog, Test
 from ccost.diagnostics import CcostError, Span, error
 
 MIN_POINTS = 4  # sizes per piece: two parameters and enough left over to see a bad fit
-MAX_PIECES = 3
+LARGE = 64 * 2**20  # the issue's "large messages": the error at >= 64 MiB is reported on its own
+# α is measured when some fitted size is latency-bound: the intercept is at least this share of its time.
+# Below it the intercept is an extrapolation from bandwidth-bound sizes, not a measured latency.
+LATENCY_BOUND_SHARE = 0.5
+MAX_PIECES = 4
 CLEAR_GAIN = 2.0 / 3.0  # an extra piece must cut the RMS relative error to at most 2/3 of what it was
 
 ALGORITHMS = ("ring", "tree", "one_shot", "two_shot")
@@ -68,7 +72,7 @@ class Holdout:
     median_error: float  # piecewise model, held-out sizes
     worst_error: float
     worst_size: int
-    priced_median_error: float  # the α-β line the link block prices with, held-out sizes
+    priced_median_error: float  # the link block (curve and floor) as the cost core prices it, held-out sizes
     priced_worst_error: float
 
 
@@ -107,6 +111,16 @@ class Fit:
     line_rate_from: str | None = None
     size_range: tuple[int | None, int | None] | None = None  # --sizes, bytes
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The measured curve the link block carries (issue 15): piece i prices m >= curve[i][0] bytes with
+    # α = curve[i][1] s per hop and bandwidth curve[i][2] B/s, the numbers exactly as the block writes them.
+    curve: tuple[tuple[float, float, float], ...] = ()
+    floor: float | None = None  # s, the smallest time measured at latency-bound sizes; None: not measured
+    alpha_measurable: bool = True  # False when no fitted size is latency-bound: α is then extrapolated
+    # The curve as ccost prices it (the cost core, with the floors), against every fitted size.
+    curve_median_error: float = math.nan
+    curve_worst_error: float = math.nan
+    curve_worst_size: int = 0
+    curve_large_worst_error: float | None = None  # at sizes >= LARGE (None: the log has none)
 
     @property
     def alpha_piece(self) -> Piece:
@@ -121,8 +135,13 @@ class Fit:
         return _piece_for(self.pieces, size).time(size)
 
     def priced(self, size: float) -> float:
-        """What ccost charges with the calibrated link: hops·α + volume/B."""
+        """One α-β line, the spec-sheet form: hops·α + volume/B."""
         return self.hops * self.alpha + self.volume_ratio * size / self.bandwidth
+
+    def curve_priced(self, sizes):
+        """What ccost charges on the calibrated link (its curve and floors) for this log's collective and
+        rank count: the cost core itself, vectorised over ``sizes``."""
+        return curve_time(self.kind, self.algorithm, self.ranks, self.curve, self.floor, sizes)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -152,10 +171,15 @@ def _formulas(kind: str, algorithm: str, ranks: int, file: str, line: int) -> tu
 # ---------------------------------------------------------------------------------------------------
 # Weighted least squares
 
-def fit_line(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float]:
-    """Minimise Σ((a + b·s − T)/T)² with a ≥ 0, b ≥ 0. Returns (a, b)."""
+def fit_line(sizes: np.ndarray, times: np.ndarray, offset: np.ndarray | None = None) -> tuple[float, float]:
+    """Minimise Σ((offset + a + b·s − T)/T)² with a ≥ 0, b ≥ 0. Returns (a, b).
+
+    ``offset`` (s, per size; default 0) is time already accounted for: the intra-node stages when a
+    multi-node log is fitted under the hierarchical model, the rest being the inter-node link's a + b·s."""
+    off = np.zeros_like(times) if offset is None else offset
     u = 1.0 / times  # coefficient of a in the relative residual
     v = sizes / times  # coefficient of b
+    y = 1.0 - off / times  # what a·u + b·v must match
     # Scale the columns so the 2×2 system is well conditioned (sizes run to 1e10).
     su = float(np.sqrt(np.dot(u, u))) or 1.0
     sv = float(np.sqrt(np.dot(v, v))) or 1.0
@@ -163,19 +187,19 @@ def fit_line(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float]:
     if not (np.all(np.isfinite(A)) and math.isfinite(su) and math.isfinite(sv)):
         raise _unfittable("the sizes and times overflow a float")
     try:
-        coef, *_ = np.linalg.lstsq(A, np.ones_like(u), rcond=None)
+        coef, *_ = np.linalg.lstsq(A, y, rcond=None)
     except np.linalg.LinAlgError as exc:  # cannot happen with finite input; never a traceback if it does
         raise _unfittable(str(exc)) from None
     a, b = coef[0] / su, coef[1] / sv
     if a >= 0 and b >= 0:
         return float(a), float(b)
     # The unconstrained optimum is unphysical: the best feasible point lies on an edge.
-    cands = []
-    a_only = float(np.sum(u) / np.dot(u, u))
-    cands.append((a_only, 0.0))
+    cands = [(0.0, 0.0)]
+    a_only = float(np.dot(u, y) / np.dot(u, u))
+    cands.append((max(a_only, 0.0), 0.0))
     if np.dot(v, v) > 0:
-        cands.append((0.0, float(np.sum(v) / np.dot(v, v))))
-    return min(cands, key=lambda ab: _sse(ab[0], ab[1], sizes, times))
+        cands.append((0.0, max(float(np.dot(v, y) / np.dot(v, v)), 0.0)))
+    return min(cands, key=lambda ab: _sse(ab[0], ab[1], sizes, times, off))
 
 
 def _unfittable(why: str) -> CcostError:
@@ -183,13 +207,13 @@ def _unfittable(why: str) -> CcostError:
                             help="the log's numbers are not plausible measurements; rerun the test"))
 
 
-def _sse(a: float, b: float, sizes: np.ndarray, times: np.ndarray) -> float:
-    r = (a + b * sizes - times) / times
+def _sse(a: float, b: float, sizes: np.ndarray, times: np.ndarray, offset=0.0) -> float:
+    r = (offset + a + b * sizes - times) / times
     return float(np.dot(r, r))
 
 
-def _rel(a: float, b: float, sizes: np.ndarray, times: np.ndarray) -> np.ndarray:
-    return np.abs((a + b * sizes - times) / times)
+def _rel(a: float, b: float, sizes: np.ndarray, times: np.ndarray, offset=0.0) -> np.ndarray:
+    return np.abs((offset + a + b * sizes - times) / times)
 
 
 def _piece_for(pieces: tuple[Piece, ...] | list[Piece], size: float) -> Piece:
@@ -199,32 +223,41 @@ def _piece_for(pieces: tuple[Piece, ...] | list[Piece], size: float) -> Piece:
     return pieces[-1]
 
 
-def fit_pieces(sizes: np.ndarray, times: np.ndarray, max_pieces: int = MAX_PIECES) -> tuple[Piece, ...]:
-    """Best 1..max_pieces contiguous pieces (sizes sorted ascending), by the rule in the module doc."""
+def fit_pieces(sizes: np.ndarray, times: np.ndarray, max_pieces: int = MAX_PIECES,
+               offset: np.ndarray | None = None) -> tuple[Piece, ...]:
+    """Best 1..max_pieces contiguous pieces (sizes sorted ascending), by the rule in the module doc.
+    With ``offset`` each piece is the part of the time above it (``fit_line``); its errors are those of
+    offset + a + b·s against the time."""
     n = len(sizes)
+    off = np.zeros_like(times) if offset is None else offset
     # cost[i][j]: SSE of one line through points i..j-1
     best_line: dict[tuple[int, int], tuple[float, float, float]] = {}
 
     def seg(i: int, j: int) -> tuple[float, float, float]:
         key = (i, j)
         if key not in best_line:
-            a, b = fit_line(sizes[i:j], times[i:j])
-            best_line[key] = (a, b, _sse(a, b, sizes[i:j], times[i:j]))
+            a, b = fit_line(sizes[i:j], times[i:j], off[i:j])
+            best_line[key] = (a, b, _sse(a, b, sizes[i:j], times[i:j], off[i:j]))
         return best_line[key]
 
-    # Exhaustive search over split points: n is ~30, so at most a few hundred 2×2 solves.
+    # Dynamic programming over split points: best[k] = (SSE, bounds) of the best k contiguous pieces of
+    # at least MIN_POINTS sizes each; n is ~30, so a few hundred cached 2×2 solves.
     best: dict[int, tuple[float, tuple[int, ...]]] = {1: (seg(0, n)[2], (0, n))}
-    if max_pieces >= 2:
-        for i in range(MIN_POINTS, n - MIN_POINTS + 1):
-            c = seg(0, i)[2] + seg(i, n)[2]
-            if 2 not in best or c < best[2][0]:
-                best[2] = (c, (0, i, n))
-    if max_pieces >= 3:
-        for i in range(MIN_POINTS, n - 2 * MIN_POINTS + 1):
-            for j in range(i + MIN_POINTS, n - MIN_POINTS + 1):
-                c = seg(0, i)[2] + seg(i, j)[2] + seg(j, n)[2]
-                if 3 not in best or c < best[3][0]:
-                    best[3] = (c, (0, i, j, n))
+    # prefix[k][j]: best (SSE, bounds) of k pieces covering points 0..j-1
+    prefix: dict[int, dict[int, tuple[float, tuple[int, ...]]]] = {
+        1: {j: (seg(0, j)[2], (0, j)) for j in range(MIN_POINTS, n + 1)}}
+    for k in range(2, max_pieces + 1):
+        cur: dict[int, tuple[float, tuple[int, ...]]] = {}
+        for j in range(k * MIN_POINTS, n + 1):
+            for i in range(j - MIN_POINTS, (k - 1) * MIN_POINTS - 1, -1):
+                if i not in prefix[k - 1]:
+                    continue
+                c = prefix[k - 1][i][0] + seg(i, j)[2]
+                if j not in cur or c < cur[j][0]:
+                    cur[j] = (c, prefix[k - 1][i][1] + (j,))
+        prefix[k] = cur
+        if n in cur:
+            best[k] = cur[n]
 
     def bic(k: int) -> float:
         sse = max(best[k][0], 1e-300)
@@ -233,7 +266,7 @@ def fit_pieces(sizes: np.ndarray, times: np.ndarray, max_pieces: int = MAX_PIECE
     # Compare each larger count with the best so far (not only with k-1): a 3-piece fit can be a clear
     # gain over one line even when two pieces are not (one protocol switch at each end of the range).
     chosen = 1
-    for k in (2, 3):
+    for k in range(2, max_pieces + 1):
         if k not in best:
             continue
         rms_prev = math.sqrt(best[chosen][0] / n)
@@ -244,7 +277,7 @@ def fit_pieces(sizes: np.ndarray, times: np.ndarray, max_pieces: int = MAX_PIECE
     pieces = []
     for i, j in zip(bounds, bounds[1:]):
         a, b, _ = seg(i, j)
-        r = _rel(a, b, sizes[i:j], times[i:j])
+        r = _rel(a, b, sizes[i:j], times[i:j], off[i:j])
         pieces.append(Piece(a, b, int(sizes[i]), int(sizes[j - 1]), j - i, float(np.median(r)),
                             float(r.max())))
     return tuple(pieces)
@@ -323,9 +356,19 @@ def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: 
     if outside:
         notes.append(f"{outside} sizes outside --sizes {size_range_text(size_range)} were left out of "
                      "the fit")
+    if t.kind == "broadcast":
+        notes.append("ccost prices a broadcast as a binomial tree (log2 P hops, log2 P x m per GPU) while NCCL "
+                     "pipelines a ring (m per GPU): the bandwidth from this log prices broadcasts on this many "
+                     "ranks right, but other collectives log2 P times too fast; calibrate those from their own "
+                     "logs")
     if unvalidated:
         notes.append(f"{unvalidated} rows were not validated by nccl-tests (#wrong = N/A, run with -c 0)")
 
+    curve, floor, measurable, more = _curve(pieces, hops, ratio, sizes, times, t)
+    notes += more
+    cpred = curve_time(t.kind, algorithm, t.ranks, curve, floor, sizes)
+    crel = np.abs(cpred - times) / times
+    large = crel[sizes >= LARGE]
     pred = np.array([_piece_for(pieces, s).time(s) for s in sizes])
     rel = np.abs(pred - times) / times
     lt, lp = np.log(times), np.log(np.maximum(pred, 1e-300))
@@ -337,7 +380,7 @@ def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: 
            and r.out_of_place.usable]
     plateau, plateau_size = max(bus) if bus else (0.0, 0)
     rate, rate_from = (line_rate, "--line-rate") if line_rate else spec_sheet_rate(t.gpu_names)
-    ho = _holdout(sizes, times, hops, ratio) if holdout else None
+    ho = _holdout(sizes, times, hops, ratio, t, algorithm) if holdout else None
     return Fit(
         file=t.file, test=t.name, kind=t.kind, algorithm=algorithm, ranks=t.ranks, ranks_from=t.ranks_from,
         placement=placement, points=tuple(points), excluded=tuple(excluded), pieces=pieces, alpha=alpha,
@@ -348,7 +391,67 @@ def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: 
         busbw_plateau_size=plateau_size, tests_version=log.tests_version if log else None,
         nccl_version=log.nccl_version if log else None, gpu_names=t.gpu_names, holdout=ho,
         line_rate=rate, line_rate_from=rate_from, size_range=tuple(size_range) if size_range else None,
-        notes=tuple(notes))
+        notes=tuple(notes), curve=curve, floor=floor, alpha_measurable=measurable,
+        curve_median_error=float(np.median(crel)), curve_worst_error=float(crel.max()),
+        curve_worst_size=int(sizes[int(crel.argmax())]),
+        curve_large_worst_error=float(large.max()) if large.size else None)
+
+
+def _round(x: float, dim) -> float:
+    """``x`` as the link block writes it (4 significant digits), so the fit reports what the block prices."""
+    from ccost.units import format_quantity, parse_quantity
+
+    return parse_quantity(format_quantity(x, dim, digits=4).replace("µs", "us"))[0]
+
+
+def _curve(pieces: tuple[Piece, ...], hops: float, ratio: float, sizes: np.ndarray, times: np.ndarray,
+           t: Test) -> tuple[tuple[tuple[float, float, float], ...], float | None, bool, list[str]]:
+    """The link block's curve (start, α per hop, bandwidth per piece), its floor and whether α is measured.
+
+    Piece k starts at the geometric midpoint between the last size of piece k−1 and the first of piece k
+    (where ``Fit.predict`` switches too); the first at 0 B. α = a/hops and B = (volume/m)/b, through the
+    collective's own formulas, so that ccost pricing this collective on these ranks gives a + b·m back.
+    A piece whose time does not grow with size (b = 0) gets the largest bandwidth a link may have.
+    The floor is the smallest time measured at latency-bound sizes (where the first piece's intercept is at
+    least ``LATENCY_BOUND_SHARE`` of the time); with none, α and the floor are not measurable.
+    """
+    from ccost.schema import R_LATENCY, R_LINK_BANDWIDTH
+    from ccost.units import BANDWIDTH, INFORMATION, TIME
+
+    notes: list[str] = []
+    out = []
+    for k, p in enumerate(pieces):
+        start = 0.0 if k == 0 else _round(math.sqrt(pieces[k - 1].hi * p.lo), INFORMATION)
+        alpha = min(p.a / hops, R_LATENCY["maximum"])
+        bw = ratio / p.b if p.b > 0 else math.inf
+        if bw > R_LINK_BANDWIDTH["maximum"]:
+            notes.append(f"piece {k + 1}'s time does not grow with size: it gets the largest bandwidth a link "
+                         "may have")
+            bw = R_LINK_BANDWIDTH["maximum"]
+        bw = max(bw, R_LINK_BANDWIDTH["minimum"])
+        out.append((start, _round(alpha, TIME) if alpha > 0 else 0.0, _round(bw, BANDWIDTH)))
+    first = pieces[0]
+    bound = first.a >= LATENCY_BOUND_SHARE * times
+    measurable = bool(first.a > 0 and bound.any())
+    floor = None
+    if measurable:
+        floor = _round(float(times[bound].min()), TIME)
+    else:
+        notes.append(f"alpha is not measurable from this log: at its smallest size, {int(sizes[0])} B, the "
+                     f"latency is {100 * first.a / times[0]:.0f} % of the time; the intercept only prices the "
+                     "measured sizes, and no floor is written (measure small sizes, `-b 8`, to see the latency)")
+    return tuple(out), floor, measurable, notes
+
+
+def curve_time(kind: str, algorithm: str, ranks: int, curve, floor: float | None, sizes):
+    """The cost core's time for ``kind`` on ``ranks`` ranks of a link with this curve and floor."""
+    from ccost import costs
+
+    c = costs.Curve(tuple(x[0] for x in curve), tuple(x[1] for x in curve), tuple(x[2] for x in curve),
+                    kind, float(ranks))
+    alg = algorithm if kind == "allreduce" else None
+    link = costs.LinkParams(curve[0][1], curve[-1][2], floor, None, c, floor)
+    return link.cost(kind, alg, float(ranks), np.asarray(sizes, dtype=float)).time
 
 
 def _link_numbers(pieces: tuple[Piece, ...], hops: float, ratio: float, t: Test
@@ -385,17 +488,18 @@ def _link_numbers(pieces: tuple[Piece, ...], hops: float, ratio: float, t: Test
     return alpha, bandwidth, notes
 
 
-def _holdout(sizes: np.ndarray, times: np.ndarray, hops: float, ratio: float) -> Holdout:
+def _holdout(sizes: np.ndarray, times: np.ndarray, hops: float, ratio: float, t: Test,
+             algorithm: str) -> Holdout:
     """Every other size trains, the rest test. Why not random: sizes are a geometric grid, and
-    alternating keeps both halves spread over the whole range, deterministically."""
+    alternating keeps both halves spread over the whole range, deterministically. "As priced" is the link
+    block the training half gives (its curve and floor) priced by the cost core on the tested half."""
     train = np.arange(len(sizes)) % 2 == 0
     pieces = fit_pieces(sizes[train], times[train])  # as many pieces as the half allows, by the same rule
     ts, tt = sizes[~train], times[~train]
     pred = np.array([_piece_for(pieces, s).time(s) for s in ts])
     rel = np.abs(pred - tt) / tt
-    alpha = pieces[0].a / hops
-    bw = ratio / pieces[-1].b if pieces[-1].b > 0 else math.inf
-    prel = np.abs(hops * alpha + ratio * ts / bw - tt) / tt
+    curve, floor, _, _ = _curve(pieces, hops, ratio, sizes[train], times[train], t)
+    prel = np.abs(curve_time(t.kind, algorithm, t.ranks, curve, floor, ts) - tt) / tt
     return Holdout(int(train.sum()), int((~train).sum()), float(np.median(rel)), float(rel.max()),
                    int(ts[int(rel.argmax())]), float(np.median(prel)), float(prel.max()))
 

@@ -488,7 +488,10 @@ def _parse_row(file: str, no: int, line: str, fields: list[str], b: _TestBuilder
     oop = timing(0)
     if oop is None:
         raise CcostError(_diag(file, no, "the table has no time column", "pass nccl-tests output"))
-    if b.rows and size <= b.rows[-1].size:
+    # all_gather / reduce_scatter / alltoall round the count down to a multiple of the rank count, so the
+    # smallest sizes of `-b 8` print as 0 B several times (counts below the rank count): a size may repeat
+    # when the count does too; only a size that goes down means two runs are interleaved.
+    if b.rows and (size < b.rows[-1].size or (size == b.rows[-1].size and count != b.rows[-1].count)):
         col = line.find(fields[idx["size"][0]]) + 1
         raise CcostError(_diag(file, no, f"size {_bytes(size)} follows {_bytes(b.rows[-1].size)} (line "
                                f"{b.rows[-1].line}): sizes must grow down a table, so two runs are "

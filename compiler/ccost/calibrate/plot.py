@@ -14,8 +14,11 @@ import numpy as np
 from ccost.calibrate.fit import Fit
 
 
-def plot_svg(fit: Fit) -> str:
-    """Measured points, the piecewise fit and the α-β line ccost prices with, as SVG text."""
+def plot_svg(fit: Fit, priced=None, priced_label: str | None = None) -> str:
+    """Measured points, the piecewise fit and what ccost prices with, as SVG text.
+
+    ``priced`` (sizes → seconds) is the price to draw; by default the link block's: its curve and floor
+    through the cost core (``Fit.curve_priced``), with the one α-β line dotted for comparison."""
     import matplotlib
     from matplotlib.figure import Figure  # no pyplot: no global figure state, no GUI backend
 
@@ -39,9 +42,17 @@ def plot_svg(fit: Fit) -> str:
             ax.loglog(xs, (piece.a + piece.b * xs) * 1e6, "-", color=("#c55a11", "#548235", "#7030a0")[
                 (i - 1) % 3], linewidth=1.6, label=label, zorder=2)
         xs = np.geomspace(sizes.min(), sizes.max(), 128)
-        priced = (fit.hops * fit.alpha + fit.volume_ratio * xs / fit.bandwidth) * 1e6
-        ax.loglog(xs, priced, "--", color="#404040", linewidth=1.0,
-                  label=f"as priced: {fit.hops:g}·α + {fit.volume_ratio:.3g}·m/B", zorder=1)
+        line = (fit.hops * fit.alpha + fit.volume_ratio * xs / fit.bandwidth) * 1e6
+        if priced is None and fit.curve:
+            priced, priced_label = fit.curve_priced, "as priced: the link's curve and floor"
+        if priced is not None:
+            ax.loglog(xs, np.asarray(priced(xs)) * 1e6, "--", color="#404040", linewidth=1.2,
+                      label=priced_label or "as priced", zorder=1)
+            ax.loglog(xs, line, ":", color="#909090", linewidth=1.0,
+                      label=f"one α-β line: {fit.hops:g}·α + {fit.volume_ratio:.3g}·m/B", zorder=1)
+        else:
+            ax.loglog(xs, line, "--", color="#404040", linewidth=1.0,
+                      label=f"as priced: {fit.hops:g}·α + {fit.volume_ratio:.3g}·m/B", zorder=1)
         for p, nxt in zip(fit.pieces, fit.pieces[1:]):
             ax.axvline(np.sqrt(p.hi * nxt.lo), color="#a0a0a0", linewidth=0.7, linestyle=":")
         # Decimal sizes, like every byte count ccost prints (1 kB, 1 MB, 1 GB); minor ticks at the powers of

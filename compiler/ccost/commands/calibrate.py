@@ -47,6 +47,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--line-rate", default=None, metavar="BW",
                    help="spec-sheet bandwidth per GPU per direction to compare the busbw plateau with, "
                    "e.g. '300 GB/s' (default: from the GPU names in the log, when it lists them)")
+    p.add_argument("--intra", default=None, metavar="LOG|SPEC[:LINK]",
+                   help="the intra-node link of a multi-node all_reduce log: a one-node nccl-tests log of the "
+                   "same machine, or a spec and the name of its link (specs/x.ccost:nvlink4). The log's "
+                   "inter-node link is then fitted under the hierarchical model and printed")
+    p.add_argument("--per-node", type=int, default=None, metavar="G",
+                   help="ranks per node of the multi-node log (default: from its Rank lines' hosts)")
     p.add_argument("--plot", default=None, metavar="FILE.svg", help="write an SVG of the fit (log-log)")
     p.add_argument("-o", "--output", default=None, metavar="FILE",
                    help="write the block to FILE (atomically) instead of standard output; the block's "
@@ -98,6 +104,10 @@ def _command(args: argparse.Namespace) -> str:
         parts.append("--holdout")
     if args.line_rate:
         parts += ["--line-rate", args.line_rate]
+    if getattr(args, "intra", None):
+        parts += ["--intra", args.intra]
+    if getattr(args, "per_node", None) is not None:
+        parts += ["--per-node", str(args.per_node)]
     if args.plot:
         parts += ["--plot", args.plot]
     if args.output:
@@ -133,6 +143,39 @@ def _write_all(outputs: list[tuple[str, str]]) -> None:
     except OSError as exc:
         raise _usage(f"cannot write {exc.filename or 'the output'}: {exc.strerror or exc}",
                      "nothing was replaced; check that the path is a file in a folder you can write") from None
+
+
+def _intra_link(spec: str, algorithm: str, in_place: bool):
+    """``--intra``: (LinkParams, label) from a one-node log, or from ``SPEC.ccost[:LINK]``."""
+    from ccost import costs
+
+    path, _, name = spec.partition(":") if ".ccost:" in spec or spec.endswith(".ccost") else (spec, "", "")
+    if path.endswith(".ccost"):
+        from ccost.check import check_file
+
+        if not Path(path).is_file():
+            raise _usage(f"--intra {spec[:80]!r}: spec {path} not found", "check the path")
+        result = check_file(path)
+        if not result.ok:
+            first = result.errors[0]
+            raise _usage(f"--intra {path}: the spec does not check ({first.code} {first.message})",
+                         f"fix it first: ccost check {path}")
+        links = result.spec.links
+        found = {k.name: k for k in (links.values() if hasattr(links, "values") else links)}
+        if not name:
+            if len(found) != 1:
+                raise _usage(f"--intra {path}: the spec has {len(found)} links; say which",
+                             f"write --intra {path}:LINK with one of {', '.join(sorted(found)) or '(none)'}")
+            name = next(iter(found))
+        if name not in found:
+            raise _usage(f"--intra {spec[:80]!r}: no link `{name[:40]}` in {path}",
+                         f"links there: {', '.join(sorted(found)) or '(none)'}")
+        return costs.LinkParams.from_link(found[name], label="intra"), f"link {name} of {path}"
+    from ccost.calibrate import fit_log, read_log
+    from ccost.calibrate.hier import link_params_of_fit
+
+    one = fit_log(read_log(path), algorithm, in_place=in_place)
+    return link_params_of_fit(one), f"the fit of {path} ({one.ranks} ranks)"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -193,6 +236,30 @@ def run(args: argparse.Namespace) -> int:
 
     out_dir = Path(args.output).parent if args.output else None
     log_name = os.path.relpath(log.file, out_dir).replace(os.sep, "/") if out_dir is not None else log.file
+    if args.intra:
+        from ccost.calibrate.hier import fit_hierarchical, hier_block
+
+        intra, label = _intra_link(args.intra, args.algorithm, args.in_place)
+        hfit = fit_hierarchical(fit, test, intra, label, args.per_node)
+        text = hier_block(hfit, args.name, log_name, args.title, _command(args))
+        _self_check(text, args.output or "<calibrate>")
+        if warnings:
+            print(render_all(warnings, None, use_colour(sys.stderr)), file=sys.stderr)
+        outputs = [(args.output, text)] if args.output else []
+        if args.plot:
+            from ccost.calibrate import plot_svg
+
+            outputs.append((args.plot, plot_svg(fit)))
+        if outputs:
+            _write_all(outputs)
+        if args.output:
+            print(f"wrote {args.output}: inter-node link {args.name}, hierarchical median error "
+                  f"{100 * hfit.median_error:.1f} %", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+        return 0
+    elif args.per_node is not None:
+        raise _usage("--per-node is for the hierarchical fit", "pass --intra with the intra-node link too")
     text = link_block(fit, args.name, log_name, args.title, _command(args))
 
     cross = []

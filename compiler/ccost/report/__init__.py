@@ -108,14 +108,19 @@ def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[st
     from ccost.report.chart_cache import cached
     from ccost.report.charts import inline_svg
 
-    def calibration(link) -> Calibration:
+    def calibration(link, intra=None) -> Calibration:
         try:
-            fit = fit_for_link(link, spec_dir)
+            fit = fit_for_link(link, spec_dir, intra)
         except CcostError as exc:  # the log is there but broken: say so rather than plot another fit
             return Calibration(link.name, None, f"the calibration log could not be read: {exc}")
         if fit is None:
             return Calibration(link.name, None, "measured, but its nccl-tests log was not found next to the "
                                                 "spec; no fit plot")
+        from ccost.calibrate.hier import HierFit, hier_plot, hier_summary
+
+        if isinstance(fit, HierFit):  # an inter-node link fitted under the hierarchical model
+            return Calibration(link.name, inline_svg(hier_plot(fit), f"calibration-{link.name}"),
+                               f"{link.source or 'measured'}. {' '.join(hier_summary(fit))}")
         # The plot and the fit's quality (pieces, R², median and worst error, hold-out, busbw plateau)
         # in calibrate's own sentences: the same numbers `ccost calibrate` prints in the link block.
         quality = " ".join(summary_lines(fit))
@@ -126,11 +131,13 @@ def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[st
     cache: dict[str, Calibration] = {}
     for name in plan_names:
         cluster = getattr(spec.plans.get(name), "cluster", None)
-        for link in (getattr(cluster, "intra_node", None), getattr(cluster, "inter_node", None)):
+        intra_link = getattr(cluster, "intra_node", None)
+        for link in (intra_link, getattr(cluster, "inter_node", None)):
             if link is not None and link.measured:
-                if link.name not in cache:
-                    cache[link.name] = calibration(link)
-                out.setdefault(name, []).append(cache[link.name])
+                key = f"{link.name}/{intra_link.name if intra_link is not None else ''}"
+                if key not in cache:
+                    cache[key] = calibration(link, intra_link if link is not intra_link else None)
+                out.setdefault(name, []).append(cache[key])
     return out
 
 

@@ -25,6 +25,10 @@ ALLREDUCE_ALGORITHMS = ("ring", "tree", "one_shot", "two_shot", "auto")
 # How a collective group that spans nodes is priced: a flat ring waiting on its slowest link, hierarchical
 # (intra-node reduce-scatter, inter-node allreduce on 1/g of the data, intra-node all-gather), or the cheaper.
 CROSS_NODE = ("auto", "flat", "hierarchical")
+#: Training: pipeline schedules, activation recomputation, optimizer-state sharding (ccost.training).
+SCHEDULES = ("gpipe", "one_f_one_b", "interleaved")
+RECOMPUTE = ("none", "selective", "full")
+OPTIMIZER_SHARDING = ("none", "zero1", "zero2")
 ONE_SHOT_VOLUMES = ("egress", "ring")
 
 _EMPTY: Mapping[str, Span] = MappingProxyType({})
@@ -130,6 +134,7 @@ class Model(Entity):
     qk_rope_head_dim: int | None = None
     v_head_dim: int | None = None
     mtp_layers: int | None = None
+    route_nodes: int | None = None  # MoE: node-limited routing (DeepSeek-V3: a token's experts on ≤ 4 nodes)
 
     @property
     def is_moe(self) -> bool:
@@ -160,6 +165,13 @@ class Plan(Entity):
     one_shot_volume: str = "egress"  # egress (P−1)·m | ring 2(P−1)/P·m (the notes' convention)
     overlap: float = 0.0
     compute_time: float | None = None
+    # training (ccost.training)
+    schedule: str = "one_f_one_b"  # gpipe | one_f_one_b | interleaved
+    virtual_stages: int = 1  # interleaved: model chunks per GPU, v
+    recompute: str = "selective"  # none | selective | full
+    sequence_parallel: bool = False
+    optimizer_sharding: str = "none"  # none | zero1 (Megatron's distributed optimizer) | zero2
+    master_weights: str = "fp32"
 
     @property
     def gpus(self) -> int:

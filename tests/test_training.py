@@ -126,3 +126,20 @@ def test_torchtitan_8b_fsdp_memory_within_25_percent():
     assert d["memory"]["activation_bytes"] == pytest.approx(131072 * 16384 * 32 + 16384 * 128256 * 6, rel=1e-9)
     assert d["memory_bytes_per_gpu"] / GIB == pytest.approx(91.2, rel=2e-3)
     assert 82.4 / 1.25 <= d["memory_bytes_per_gpu"] / GIB <= 82.4 * 1.25
+
+
+def test_deepseek_v3_all_to_all_is_node_limited_in_explain():
+    # EP 64 across 8 nodes: node-limited routing (route_nodes = 4) sends a token to at most 4 nodes, so a
+    # micro-batch of 2 × 4096 tokens dispatches 8192 × 4 × 7168 × 2 B = 469.8 MB per rank, not the
+    # 939.5 MB of top_k = 8; EP 8 inside one node keeps all 8 copies
+    from ccost import derive
+
+    spec, _ = check.load_spec(str(REPO / "specs/deepseek-v3-train.ccost"))
+    text = "\n".join(derive.to_text(steps) for _, steps in evaluate.explain_sections(spec, "ep64_pp8"))
+    assert "k_eff = k − spans_EP·(k − k_node) = 8 − 1 × (8 − 4) = 4" in text
+    assert "m_EP = b_mb·k_eff·d·b_act = 8,192 × 4 × 7,168 × 2 B = 469.8 MB" in text
+    res = evaluate.evaluate(spec)
+    (a2a,) = [c for c in res.plans["ep64_pp8"].doc["collectives"] if c["kind"] == "alltoall"]
+    assert a2a["message_bytes"] == 8192 * 4 * 7168 * 2
+    (inside,) = [c for c in res.plans["ep8_pp8_dp8"].doc["collectives"] if c["kind"] == "alltoall"]
+    assert inside["message_bytes"] == 8192 * 8 * 7168 * 2

@@ -18,10 +18,17 @@ L layers of hidden size d and FFN size f on P pipeline stages (L_s = L/P per sta
   adds FLOPs the hardware runs but the model does not count: ``selective`` re-runs the attention core
   (the FlashAttention backward does), ``full`` the layer's whole forward (Korthikanti et al. 2022).
 
-**Compute time of one micro-batch on one GPU**: GEMM FLOPs / (R·e_gemm) + attention FLOPs / (R·e_attn)
-+ elementwise bytes / (HBM bandwidth·e_elem). Elementwise bytes: the activations a layer stores (below)
-are written once in the forward pass and read once, with their gradient written, in the backward pass:
-3 × the stored bytes per token and layer (selective layout), forward 1, backward 2.
+**Compute time of one micro-batch on one GPU**, with the plan's software-stack profile (``stack``):
+GEMM FLOPs / (peak·gemm_efficiency, or the GPU's achieved_flops) + attention FLOPs /
+(peak·attention_efficiency) + memory-bound bytes / (HBM bandwidth·elementwise_efficiency), plus the stack's
+layer_overhead per layer (forward once, backward twice) and its step_overhead once per step. Memory-bound
+bytes: the activations a layer stores (below) are written once in the forward pass and read once, with
+their gradient written, in the backward pass (forward 1×, backward 2× the stored bytes per token and layer,
+selective layout), the logits likewise; and each GEMM reads its input rows and writes its output rows,
+(4·d + (4·d + 2·f)/tp)·b_act per token and layer (QKV, projection, FC1, FC2) and (d + V/tp)·b_act for the LM
+head, again 1× forward and 2× backward. The operand traffic is why a small model's GEMMs run at a lower
+share of peak than a large one's (the Megatron-LM README's weak-scaling note: larger GEMMs have higher
+arithmetic intensity).
 
 **Activations per token per layer** (Korthikanti et al., “Reducing Activation Recomputation in Large
 Transformer Models”, 2022, eq. 1–6, generalised from f = 4d to any f; bytes for 16-bit activations, scaled
@@ -49,7 +56,9 @@ for the loss) are added.
 **What is hidden** (the ``overlap`` field, when written, overrides all of this: every collective is then
 exposed by the share 1 − overlap, as the reference notes assume):
 
-* TP, EP and PP sit between dependent kernels: exposed.
+* TP, EP and PP sit between dependent kernels: exposed; with a stack that has ``tp_comm_overlap`` (Megatron's
+  --tp-comm-overlap), TP collectives are pipelined with the adjacent GEMMs and only max(T_TP − t_GEMM, 0)
+  per micro-batch is exposed.
 * The DP reduction starts bucket by bucket while the last micro-batch's backward runs: exposed =
   max(T_DP − t_bwd·(L_s−1)/L_s, T_DP/L_s) — what the remaining backward cannot cover, and at least the
   last layer's bucket, which has nothing left to hide behind. The ZeRO parameter AllGather is hidden the
@@ -104,7 +113,6 @@ def lower_train(static, x):
     P, M, t = x.pp, x.M, x.tp
     Ls = named("L_s", x.L / P, "layers per stage")
     tok_mb = named("b_mb", x.B * x.S / M, "tokens per micro-batch: B·S/M")
-    sp_div = t if static.sp else 1.0
 
     # --- parameters on this GPU (dense part replicated over ep, experts sharded), as ccost.lower ----------
     b_w = named("b_w", x.W / x.params, "weight bytes per parameter")
@@ -143,7 +151,7 @@ def lower_train(static, x):
         a_store = named("A_layer", a_sel + scores / t, "stored per token and layer, no recomputation: "
                         "A_sel + A_scores/tp")
     elif static.recompute == "full":
-        a_store = named("A_layer", 2 * x.d * half / sp_div, "stored per token and layer, full recomputation: "
+        a_store = named("A_layer", 2 * x.d * half / t if static.sp else 2 * x.d * half, "stored per token and layer, full recomputation: "
                         "the layer's input")
     else:
         a_store = a_sel
@@ -157,7 +165,15 @@ def lower_train(static, x):
     per_gpu = t * P
     g_fwd = named("F_gemm,mb", f_gemm * tok_mb / per_gpu, "GEMM FLOPs of one micro-batch forward on one GPU")
     a_fwd = named("F_attn,mb", f_attn * tok_mb / per_gpu, "attention FLOPs of one micro-batch forward on one GPU")
-    e_fwd = named("E_mb", a_sel * tok_mb * Ls, "elementwise bytes of one micro-batch forward: A_sel·b_mb·L_s")
+    logits = named("A_logits", 3 * x.V / t * x.b_act, "logits stored per token: V/tp in BF16 plus an FP32 copy for "
+                   "the loss, 3·V·b_act/tp")
+    gemm_io = named("G_io", (4 * x.d + (4 * x.d + 2 * x.f) / t) * x.b_act,
+                    "GEMM operand bytes per token and layer: each of QKV, projection, FC1, FC2 reads its input "
+                    "row and writes its output row, (4·d + (4·d + 2·f)/tp)·b_act")
+    gemm_io_logits = named("G_io,logits", (x.d + x.V / t) * x.b_act, "the LM head's: (d + V/tp)·b_act")
+    e_fwd = named("E_mb", (a_sel + gemm_io) * tok_mb * Ls + (logits + gemm_io_logits) * tok_mb / P,
+                  "memory-bound bytes of one micro-batch forward: (A_sel + G_io)·b_mb·L_s + the loss's and LM "
+                  "head's (A_logits + G_io,logits)·b_mb/P")
     if static.recompute == "full":
         rc_g = named("F_gemm,rc", (f_gemm - x.c_fwd * x.V * x.d) * tok_mb / per_gpu,
                      "recomputed GEMM FLOPs (the layers' forward, not the logits)")
@@ -166,7 +182,7 @@ def lower_train(static, x):
         rc_g, rc_a, rc_e = 0.0, a_fwd, 0.0
     else:
         rc_g, rc_a, rc_e = 0.0, 0.0, 0.0
-    R_g, R_a, BW_e = x.R, x.R, x.BW_hbm
+    R_g, R_a, BW_e = x.R, x.R_attn, x.BW_elem
     flops_mb = named("F_mb", 3 * (g_fwd + a_fwd) + rc_g + rc_a,
                      "FLOPs of one micro-batch on one GPU, recomputation included")
     if static.compute_given:
@@ -182,6 +198,9 @@ def lower_train(static, x):
         t_bwd = named("t_bwd", costs.flop_time(2 * g_fwd + rc_g, R_g) + costs.flop_time(2 * a_fwd + rc_a, R_a)
                       + costs.memory_time(2 * e_fwd + rc_e, BW_e),
                       "backward of one micro-batch: 2× the forward, plus what is recomputed")
+        if static.overheads:  # the stack's kernel launches: per layer, forward once, backward twice
+            t_fwd = named("t_fwd+", t_fwd + x.t_layer * Ls, "forward + the stack's t_layer·L_s")
+            t_bwd = named("t_bwd+", t_bwd + 2 * x.t_layer * Ls, "backward + the stack's 2·t_layer·L_s")
         t_mb = named("t_mb", t_fwd + t_bwd, "one micro-batch on one GPU, forward + backward")
         T_flop_mb = named("T_flop,mb", costs.flop_time(flops_mb, R_g), "micro-batch: FLOPs / achieved FLOP/s")
         T_mem_mb = named("T_mem,mb", costs.memory_time(3 * e_fwd + rc_e, BW_e),
@@ -210,7 +229,7 @@ def lower_train(static, x):
                       "1 when the EP group spans NVLink domains, else 0")
         k_eff = named("k_eff", x.k - spans * (x.k - x.k_node),
                       "copies of a token sent: min(top_k, route_nodes) across domains, top_k inside one")
-        m_ep = named("m_EP", tok_mb * k_eff * x.d * x.b_act / sp_div,
+        m_ep = named("m_EP", tok_mb * k_eff * x.d * x.b_act / t if static.sp else tok_mb * k_eff * x.d * x.b_act,
                      "tokens routed per rank and micro-batch: b_mb·k_eff·d·bytes" + ("/tp (SP)" if static.sp else ""))
         n_ep = named("count_EP", 4 * x.L_moe / P * M, "dispatch + combine per MoE layer, forward and backward, "
                      "× MoE layers per stage × M")
@@ -220,7 +239,7 @@ def lower_train(static, x):
     coll += ep_list
 
     # --- pipeline ---------------------------------------------------------------------------------------------
-    m_pp = named("m_PP", tok_mb * x.d * x.b_act / sp_div, "one micro-batch's activations at a stage boundary"
+    m_pp = named("m_PP", tok_mb * x.d * x.b_act / t if static.sp else tok_mb * x.d * x.b_act, "one micro-batch's activations at a stage boundary"
                  + (" (÷tp under SP)" if static.sp else ""))
     sends = named("count_PP", 2 * x.v * M * minimum(P - 1, 1), "sends per step: activations forward and "
                   "gradients back, per micro-batch and model chunk")
@@ -230,11 +249,11 @@ def lower_train(static, x):
         share = named("x_PP", minimum(P - 1, floor((P - 1) * stride / x.D)) / maximum(P - 1, 1),
                       "share of the stage boundaries that cross NVLink domains")
         pp_list.append(LW._p2p(static, "PP", "pipeline sends inside a domain", sends * (1 - share), m_pp,
-                               static.intra, static.intra_name))
+                               static.intra, static.intra_name, x))
         pp_list.append(LW._p2p(static, "PPx", "pipeline sends across domains", sends * share, m_pp,
-                               static.inter, static.inter_name))
+                               static.inter, static.inter_name, x))
     else:
-        pp_list.append(LW._p2p(static, "PP", "pipeline sends", sends, m_pp, static.intra, static.intra_name))
+        pp_list.append(LW._p2p(static, "PP", "pipeline sends", sends, m_pp, static.intra, static.intra_name, x))
     coll += pp_list
 
     # --- data parallelism / FSDP -------------------------------------------------------------------------
@@ -272,8 +291,18 @@ def lower_train(static, x):
     tz = _zero(units.TIME, t_mb)
     per_mb = [k for k in tp_list + ep_list + pp_list]
     c_raw = tz
-    for k in per_mb:
+    for k in ep_list + pp_list:
         c_raw = c_raw + k.total / M
+    T_tp = tz
+    for k in tp_list:
+        T_tp = T_tp + k.total / M
+    if tp_list and static.tp_overlap and not static.overlap_given:
+        # the stack pipelines each TP collective with the GEMM next to it (Megatron's tp-comm-overlap):
+        # only what the micro-batch's GEMMs cannot cover is exposed
+        t_gemm = named("t_GEMM,mb", costs.flop_time(3 * g_fwd + rc_g, R_g), "GEMM time of one micro-batch")
+        T_tp = named("T_TP,exposed", maximum(T_tp - t_gemm, tz), "TP communication the GEMMs cannot cover: "
+                     "max(T_TP/M − t_GEMM, 0)")
+    c_raw = c_raw + T_tp
     if static.overlap_given:
         keep = 1 - x.overlap
         c_mb = named("c_mb", c_raw * keep, "exposed communication per micro-batch: (TP + EP + PP)/M·(1 − overlap)")
@@ -302,6 +331,10 @@ def lower_train(static, x):
             c_mb = named("c_mb,FSDP", c_mb, "exposed per micro-batch, with FSDP gathers not hidden behind the "
                          "previous layer")
 
+    if static.overheads:
+        once = named("T_once+", once + x.t_step, "exposed once per step + the stack's fixed time per step "
+                     "(optimizer step, host work)")
+
     # --- schedule ------------------------------------------------------------------------------------------
     slots = named("slots", M + (P - 1) / x.v, "micro-batch slots of the step: M + (P−1)/v")
     bubble = named("bubble", (P - 1) / x.v / slots, "pipeline bubble ((P−1)/v)/(M + (P−1)/v)", style="percent")
@@ -317,7 +350,7 @@ def lower_train(static, x):
                          "micro-batches held (interleaved: min(M, P)·(1 + (P−1)/(P·v)))")
     else:
         inflight = named("n_flight", minimum(M, P), "micro-batches held (1F1B: min(M, P))")
-    mem_act = a_store * tok_mb * Ls * inflight + 3 * tok_mb * x.V / t * x.b_act
+    mem_act = a_store * tok_mb * Ls * inflight + logits * tok_mb
     if static.recompute == "full":
         mem_act = mem_act + a_sel * tok_mb
     mem_act = named("mem_activations", mem_act, "activations held: A_layer·b_mb·L_s·n_flight + logits "

@@ -269,22 +269,33 @@ def test_single_stage_microbatches_reread_the_weights():
     assert p4["step_time_s"] == pytest.approx(4 * A3_T_MB + p4["exposed_comm_s"], rel=1e-12)
 
 
-def test_flop_bound_pipeline_keeps_megatrons_formula():
+def test_training_pipeline_schedule_and_flops():
     spec = _load("a3-multi-node.ccost")
-    # training, 64 sequences of 4096 tokens: 6 × 405e9 × 64 × 4096 / 16 GPUs = 3.98e16 FLOP per GPU,
-    # 20.1 s at 1978.9 TFLOP/s, against 25 GB / 3.35 TB/s = 7.6 ms of reads: FLOP-bound, and per
-    # micro-batch (1/16 of it: 1.26 s) still far above the 7.6 ms of weight reads
+    # training, 64 sequences of 4096 tokens in 16 micro-batches on TP8 x PP2. The a3 model gives no vocab,
+    # so the GEMM FLOPs are 2 × 405e9 per token forward; causal attention 2·L·S·d = 2 × 126 × 4096 × 16384
+    # = 1.6911e10 forward. Hardware FLOPs per GPU: 64 × 4096 / 16 × (3 × (8.1e11 + 1.6911e10) + 1.6911e10)
+    # (selective recomputation re-runs the attention core) = 16384 × 2.4977e12 = 4.0922e16
     plan = replace(spec.plans["tp8_pp2"], phase="train", batch=64, seq=4096, microbatches=16)
     prog = lower.lower_plan(plan, spec.policy)
-    c = prog.compute
-    flops = 6 * 405e9 * 64 * 4096 / 16
-    assert c.flops_gpu == pytest.approx(flops, rel=1e-12)
-    assert c.T_stage == pytest.approx(flops / 1978.9e12, rel=1e-12)
-    assert c.t_mb == pytest.approx(flops / 16 / 1978.9e12, rel=1e-12)
+    c, tt = prog.compute, prog.train
+    attn = 2 * 126 * 4096 * 16384
+    assert c.flops_gpu == pytest.approx(64 * 4096 / 16 * (3 * (8.1e11 + attn) + attn), rel=1e-12)
+    assert tt.flops_model_token == pytest.approx(3 * (8.1e11 + attn), rel=1e-12)
     m = analysis.analyse(prog)
-    # the old formula, latency/(P·(1 − bubble)) = (2·T_stage + exposed)·(16 + 1)/(2·16), still holds
-    assert m.step == pytest.approx((2 * c.T_stage + m.exposed) * 17 / 32, rel=1e-12)
-    assert m.step == pytest.approx(m.latency / m.in_flight, rel=1e-12)
+    # 1F1B, P = 2, M = 16: 16 + 1 slots; bubble 1/17; step = 17·(t_mb + c_mb) + T_once
+    assert m.bubble == pytest.approx(1 / 17, rel=1e-12)
+    assert m.step == pytest.approx(17 * (c.t_mb + tt.c_mb) + tt.once, rel=1e-12)
+    assert tt.in_flight_mb == 2  # 1F1B keeps min(M, P) micro-batches on the first stage
+    # interleaved with v = 2: (P−1)/v = 0.5 bubble slots: 0.5/16.5; first stage holds 2·(1 + 1/4) = 2.5
+    inter = lower.lower_plan(replace(plan, schedule="interleaved", virtual_stages=2), spec.policy)
+    mi = analysis.analyse(inter)
+    assert mi.bubble == pytest.approx(0.5 / 16.5, rel=1e-12)
+    assert inter.train.in_flight_mb == pytest.approx(2.5, rel=1e-12)
+    # GPipe: same bubble as 1F1B, all 16 micro-batches' activations held (8× the 1F1B layers' share)
+    gp = lower.lower_plan(replace(plan, schedule="gpipe"), spec.policy)
+    assert analysis.analyse(gp).bubble == pytest.approx(1 / 17, rel=1e-12)
+    assert gp.train.in_flight_mb == 16
+    assert gp.compute.mem_activations > 7 * c.mem_activations
 
 
 def test_given_compute_time_is_split_over_the_microbatches():

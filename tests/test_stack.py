@@ -99,6 +99,11 @@ def test_stack_ranges_are_checked():
 
 def test_bundled_ideal_profile_is_ideal():
     spec, _ = check.load_spec(str(check._std_dir()) + "/stacks.ccost")
-    assert spec.stacks["ideal"].is_ideal and spec.stacks["training_default"].is_ideal
+    assert spec.stacks["ideal"].is_ideal
     assert not spec.stacks["serving_default"].is_ideal
+    # issue 14: the training default carries megatron_core's fitted rates, without its TP comm overlap
+    td, mc = spec.stacks["training_default"], spec.stacks["megatron_core"]
+    assert not td.is_ideal and not td.tp_comm_overlap and mc.tp_comm_overlap
+    assert (td.gemm_efficiency, td.attention_efficiency, td.elementwise_efficiency) == \
+        (mc.gemm_efficiency, mc.attention_efficiency, mc.elementwise_efficiency)
     assert isinstance(spec.stacks["ideal"], S.Stack)

@@ -90,6 +90,9 @@ def costs_nothing(k: lower.Collective) -> bool:
 
 def analyse(program: lower.Program) -> Metrics:
     """Totals, step time, overhead, bubble, speedup, efficiency and throughput of a lowered plan."""
+    if program.train is not None:  # training: the schedule's own step (ccost.training)
+        from ccost import training
+        return training.analyse_train(program)
     x, c = program.inputs, program.compute
     coll = [k for k in program.collectives if not costs_nothing(k)]
     # A plan without a collective (one GPU) sums no terms: a zero of the right dimension in derive mode.
@@ -299,10 +302,14 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
         items.append(_item(10, "n/a", 0.0, BUBBLE_WARN, "No pipeline parallelism."))
     else:
         st = "warn" if bub > BUBBLE_WARN else "pass"
+        v = plan.virtual_stages if (static.train and plan.schedule == "interleaved") else 1
+        formula = (f"Bubble (({plan.pp}−1)/{v})/({plan.microbatches}+({plan.pp}−1)/{v})" if v > 1
+                   else f"Bubble ({plan.pp}−1)/({plan.microbatches}+{plan.pp}−1)")
         items.append(_item(10, st, bub, BUBBLE_WARN,
-                           f"Bubble ({plan.pp}−1)/({plan.microbatches}+{plan.pp}−1) = {_p(bub)}"
-                           + (f": more micro-batches (M ≥ {9 * (plan.pp - 1)}) bring it under {_p(BUBBLE_WARN)}."
-                              if st == "warn" else ".")))
+                           f"{formula} = {_p(bub)}"
+                           + (f": more micro-batches (M ≥ {math.ceil(9 * (plan.pp - 1) / v)})"
+                              + (" or an interleaved schedule" if static.train and v == 1 else "")
+                              + f" bring it under {_p(BUBBLE_WARN)}." if st == "warn" else ".")))
 
     # 11. memory
     mem, limit = f(c.mem_total), f(c.mem_limit)
@@ -314,6 +321,8 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
         parts.append(f"gradients {_gb(f(c.mem_grads))}")
     if f(c.mem_optimizer):
         parts.append(f"optimizer {_gb(f(c.mem_optimizer))}")
+    if f(c.mem_activations):
+        parts.append(f"activations {_gb(f(c.mem_activations))}")
     detail = " + ".join(parts)
     if fits:
         items.append(_item(11, "pass", mem, limit, f"{_gb(mem)} per GPU ({detail}) fits within {_gb(limit)} "
@@ -321,7 +330,9 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
     else:
         items.append(_item(11, "fail", mem, limit,
                            f"{_gb(mem)} per GPU ({detail}) exceeds {_gb(limit)} ({_p(policy.max_memory)} of "
-                           f"{_gb(cluster.gpu.memory)}): shard more (tp, pp, FSDP) or lower the batch."))
+                           f"{_gb(cluster.gpu.memory)}): shard more (tp, pp, FSDP"
+                           + (", optimizer_sharding, sequence_parallel, recompute = full" if static.train else "")
+                           + ") or lower the batch."))
     return items
 
 

@@ -246,6 +246,7 @@ def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, ite
             "kv_cache_bytes": _f(c.mem_kv),
             "gradient_bytes": _f(c.mem_grads),
             "optimizer_bytes": _f(c.mem_optimizer),
+            "activation_bytes": _f(c.mem_activations),
             "limit_bytes": limit,
         },
         "volume_bytes_per_step": _f(m.volume),
@@ -253,7 +254,33 @@ def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, ite
         "collectives": [collective_record(k) for k in program.collectives if not analysis.costs_nothing(k)],
         "checklist": items,
     }
+    if program.train is not None:
+        doc["training"] = training_record(plan, program, m)
     return doc
+
+
+def training_record(plan: S.Plan, program: lower.Program, m: analysis.Metrics) -> dict:
+    """The training section of a plan's document (ccost.training)."""
+    from ccost import training
+
+    tt = program.train
+    rate, mfu = training.model_rates(program, m)
+    return {
+        "schedule": plan.schedule,
+        "virtual_stages": int(_f(program.inputs.v) or 1),
+        "recompute": plan.recompute,
+        "sequence_parallel": program.static.sp,
+        "optimizer_sharding": "fsdp" if program.static.fsdp else plan.optimizer_sharding,
+        "model_flops_per_token": _f(tt.flops_model_token),
+        "model_flops_per_gpu_s": _f(rate),
+        "mfu": _f(mfu),
+        "forward_time_s": _f(tt.t_fwd),
+        "backward_time_s": _f(tt.t_bwd),
+        "exposed_per_microbatch_s": _f(tt.c_mb),
+        "exposed_once_s": _f(tt.once),
+        "microbatches_in_flight": _f(tt.in_flight_mb),
+        "activation_bytes_per_token_layer": _f(tt.act_token_layer),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -445,11 +472,19 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
     groups.append(("compute", [c.weights_gpu, c.kv_gpu, c.bytes_gpu, c.flops_gpu, c.T_mem, c.T_flop,
                                c.T_stage, c.T_compute, c.T_one, c.bytes_mb, c.flops_mb, c.T_mem_mb,
                                c.T_flop_mb, c.t_mb]))
-    groups.append(("memory", [c.mem_weights, c.mem_kv, c.mem_grads, c.mem_optimizer, c.mem_total,
-                              c.mem_limit]))
+    if program.train is not None:
+        from ccost import training
+        rate, mfu = training.model_rates(program, m)
+        groups.append(("training: FLOPs, activations, overlap", list(program.train.groups)))
+        groups.append(("memory", [c.mem_weights, c.mem_grads, c.mem_optimizer, c.mem_activations, c.mem_total,
+                                  c.mem_limit]))
+    else:
+        rate = mfu = None
+        groups.append(("memory", [c.mem_weights, c.mem_kv, c.mem_grads, c.mem_optimizer, c.mem_total,
+                                  c.mem_limit]))
     groups.append(("totals", [m.volume, m.hops, m.T_lat, m.T_bw, m.T_comm, m.exposed, m.latency, m.overhead,
                               m.bubble, m.in_flight, m.step, m.gpus, m.speedup, m.efficiency, c.tokens_step,
-                              m.throughput, m.throughput_gpu, m.eta]))
+                              m.throughput, m.throughput_gpu, m.eta] + ([rate, mfu] if rate is not None else [])))
     groups.append(("cost and power", plan_economics(plan, spec.policy, m, derivation=True).values))
     sections: list[tuple[str, list[Step]]] = []
     cumulative: list = []

@@ -102,6 +102,14 @@ class Static:
     intra_name: str
     inter_name: str | None
     one_shot_volume: str = "egress"  # egress | ring: what a one-shot AllReduce is charged (costs.volume)
+    # training (ccost.training): schedule, recomputation, sequence parallelism, optimizer sharding, and
+    # whether the plan writes `overlap` (then it overrides the derived overlap)
+    schedule: str = "one_f_one_b"
+    recompute: str = "selective"
+    sp: bool = False
+    zero: str = "none"
+    overlap_given: bool = False
+    tp_overlap: bool = False  # the stack overlaps TP collectives with the GEMMs (Megatron's tp-comm-overlap)
     stack: str = "ideal"  # the software-stack profile that prices the plan
     stack_source: str | None = None
     stack_default: bool = False  # the plan named no stack: the bundled default for its phase
@@ -147,6 +155,17 @@ class Inputs:
     T_given: Num  # plan.compute_time (0 when absent; unused then)
     c_F: Num  # FLOPs per parameter per token: 2 forward, 6 forward + backward
     b_opt: Num  # optimizer bytes per parameter (Adam: 12)
+    # training (ccost.training); defaults keep hand-built Inputs valid
+    v: Num = 1.0  # interleaved schedule: model chunks per GPU
+    V: Num = 0.0  # vocabulary (0 when unknown)
+    f: Num = 0.0  # FFN inner size (0 when unknown: 4·d)
+    untied: Num = 0.0  # 1 when the input embedding is a separate matrix from the LM head (counted in params)
+    k_node: Num = 1.0  # MoE: copies of a token the All-to-All sends: min(top_k, route_nodes)
+    R_peak: Num = 1.0  # peak dense FLOP/s (MFU's denominator)
+    c_fwd: Num = 2.0  # FLOPs per multiply-add
+    b_master: Num = 4.0  # master-weight bytes per parameter
+    R_attn: Num = 1.0  # attention FLOP/s: peak × the stack's attention_efficiency
+    BW_elem: Num = 1.0  # elementwise kernels' bandwidth: HBM × the stack's elementwise_efficiency
     t_step: Num = 0.0  # stack: fixed time per step
     t_layer: Num = 0.0  # stack: time per layer per step
     T_floor: Num = 0.0  # stack: the least time of one collective
@@ -255,6 +274,9 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         intra_name=cluster.intra_node.name,
         inter_name=cluster.inter_node.name if cluster.inter_node is not None else None,
         one_shot_volume=getattr(plan, "one_shot_volume", "egress") or "egress",
+        schedule=plan.schedule, recompute=plan.recompute, sp=bool(plan.sequence_parallel) and plan.tp > 1,
+        zero=plan.optimizer_sharding, overlap_given="overlap" in plan.spans,
+        tp_overlap=bool(stack.tp_comm_overlap),
         stack=stack.name, stack_source=stack.source, stack_default=plan.stack is None,
         overheads=bool(stack.step_overhead or stack.layer_overhead), floor=bool(stack.collective_floor),
     )
@@ -270,7 +292,14 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         b_grad=S.DTYPE_BYTES[model.grads], D=cluster.domain, BW_hbm=gpu.hbm_bandwidth * stack.hbm_efficiency,
         R=gpu.achieved_flops if gpu.achieved_flops is not None else gpu.flops * stack.gemm_efficiency,
         mem=gpu.memory, max_mem=policy.max_memory, T_given=plan.compute_time or 0.0,
-        c_F=6.0 if plan.phase == "train" else 2.0, b_opt=OPTIMIZER_BYTES_PER_PARAM,
+        c_F=6.0 if plan.phase == "train" else 2.0,
+        b_opt=S.DTYPE_BYTES[plan.master_weights] + OPTIMIZER_BYTES_PER_PARAM - 4.0,
+        v=plan.virtual_stages if plan.schedule == "interleaved" else 1, V=model.vocab or 0,
+        f=model.ffn or 4 * model.hidden,
+        untied=1.0 if (model.vocab and not model.tied_embeddings) else 0.0,
+        k_node=min(model.top_k or 1, model.route_nodes or (model.top_k or 1)), R_peak=gpu.flops,
+        c_fwd=2.0, b_master=S.DTYPE_BYTES[plan.master_weights],
+        R_attn=gpu.flops * stack.attention_efficiency, BW_elem=gpu.hbm_bandwidth * stack.elementwise_efficiency,
         t_step=stack.step_overhead, t_layer=stack.layer_overhead, T_floor=stack.collective_floor,
     )
     if not derivation:
@@ -334,6 +363,17 @@ _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
     "T_given": ("T_compute,given", units.TIME, "compute time given in the plan"),
     "c_F": ("c_F", units.COMPUTE, "FLOPs per parameter per token"),
     "b_opt": ("b_opt", units.INFORMATION, "optimizer bytes per parameter"),
+    "v": ("v", units.DIMENSIONLESS, "virtual pipeline stages (model chunks per GPU)"),
+    "V": ("V", units.DIMENSIONLESS, "vocabulary"),
+    "f": ("f", units.DIMENSIONLESS, "FFN inner size"),
+    "untied": ("untied", units.DIMENSIONLESS, "1 when the input embedding is not the LM head (not a GEMM)"),
+    "k_node": ("k_node", units.DIMENSIONLESS, "copies of a token the expert All-to-All sends: "
+               "min(top_k, route_nodes)"),
+    "R_peak": ("R_peak", units.FLOP_RATE, "peak dense FLOP/s per GPU"),
+    "c_fwd": ("c_fwd", units.COMPUTE, "FLOPs per multiply-add"),
+    "b_master": ("b_master", units.INFORMATION, "master-weight bytes per parameter"),
+    "R_attn": ("R_attn", units.FLOP_RATE, "attention FLOP/s per GPU"),
+    "BW_elem": ("BW_elem", units.BANDWIDTH, "HBM bandwidth the elementwise kernels achieve"),
     "t_step": ("t_step", units.TIME, "stack: fixed time per step"),
     "t_layer": ("t_layer", units.TIME, "stack: time per layer per step"),
     "T_floor": ("T_floor", units.TIME, "stack: the least time of one collective"),
@@ -382,7 +422,23 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
         source = ("training: 2 forward + 4 backward" if plan.phase == "train"
                   else "one forward pass: a multiply and an add per parameter")
     elif key == "b_opt":
-        source = "Adam with an FP32 master copy: master, m, v at 4 B each"
+        source = f"Adam: master weights ({plan.master_weights}) + m, v at 4 B each"
+    elif key in ("v",):
+        source = f"plan {plan.name}: schedule {plan.schedule}"
+    elif key in ("V", "f", "untied", "k_node"):
+        source = f"model {model.name}"
+    elif key == "R_peak":
+        source = f"gpu {gpu.name}: flops"
+    elif key == "c_fwd":
+        source = "a multiply and an add"
+    elif key == "R_attn":
+        source = (f"gpu {gpu.name}: flops {units.format_quantity(gpu.flops, units.FLOP_RATE)} × stack {stack.name} "
+                  f"attention_efficiency {units.format_percent(stack.attention_efficiency)}")
+    elif key == "BW_elem":
+        source = (f"gpu {gpu.name}: hbm_bandwidth {units.format_quantity(gpu.hbm_bandwidth, units.BANDWIDTH)} × "
+                  f"stack {stack.name} elementwise_efficiency {units.format_percent(stack.elementwise_efficiency)}")
+    elif key == "b_master":
+        source = f"plan {plan.name}: master_weights {plan.master_weights}"
     # shares print as percentages everywhere (overlap = 50 %, as the spec writes it), never as 0.5
     return derive.leaf(sym, value, dim, desc, source, style="percent" if key in ("overlap", "max_mem") else None)
 
@@ -448,6 +504,7 @@ class Compute:
     T_mem_mb: Num = 0.0
     T_flop_mb: Num = 0.0
     t_mb: Num = 0.0  # roofline of one micro-batch on one stage (T_stage/M when compute_time is given)
+    mem_activations: Num = 0.0  # training: activations held (ccost.training)
 
 
 @dataclass(frozen=True)
@@ -456,6 +513,7 @@ class Program:
     inputs: Inputs
     collectives: tuple[Collective, ...]
     compute: Compute
+    train: Any = None  # training: the schedule's terms (ccost.training.TrainTerms)
 
 
 def _group_per_domain(p: Num, stride: Num, D: Num) -> Num:
@@ -521,6 +579,9 @@ def lower(static: Static, x: Inputs) -> Program:
     results broadcast.
     """
     train = static.train
+    if train:  # training has its own model: per micro-batch, schedules, activations (ccost.training)
+        from ccost import training
+        return training.lower_train(static, x)
     coll: list[Collective] = []
 
     # --- sizes ---------------------------------------------------------------------------------------

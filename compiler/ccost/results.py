@@ -145,7 +145,29 @@ def _keys() -> list[Key]:
             ("kv_cache_bytes", "KV cache on one GPU", "KV cache"),
             ("gradient_bytes", "gradients on one GPU (training)", "gradients"),
             ("optimizer_bytes", "optimizer state on one GPU (training)", "optimizer state"),
+            ("activation_bytes", "activations one GPU holds (training: the micro-batches in flight and the "
+             "logits)", "activations"),
             ("limit_bytes", "the policy's usable memory: max_memory × the GPU's memory", "memory limit"))],
+        K(f"{plan}.training", "object", "", "training plans: schedule, FLOPs and what is hidden "
+          "(ccost.training)", "training", optional=True),
+        *[K(f"{plan}.training.{f}", t, u, mn, f.replace("_", " "), optional=True) for f, t, u, mn in (
+            ("schedule", "string", "text", "`gpipe`, `one_f_one_b` or `interleaved`"),
+            ("virtual_stages", "integer", "count", "model chunks per GPU, v (1 unless interleaved)"),
+            ("recompute", "string", "text", "`none`, `selective` or `full`"),
+            ("sequence_parallel", "boolean", "", "sequence parallelism on (and tp > 1)"),
+            ("optimizer_sharding", "string", "text", "`none`, `zero1`, `zero2` or `fsdp`"),
+            ("model_flops_per_token", NUM, "FLOP", "model FLOPs per token, forward + backward: 3·(2·N_GEMM + "
+             "2·L·S·d causal attention), logits included, recomputation not"),
+            ("model_flops_per_gpu_s", NUM, "FLOP/s", "model FLOPs per step per GPU / step time"),
+            ("mfu", NUM, "fraction", "model FLOP/s per GPU / the GPU's peak FLOP/s"),
+            ("forward_time_s", NUM, "s", "one micro-batch's forward pass on one GPU"),
+            ("backward_time_s", NUM, "s", "one micro-batch's backward pass on one GPU, recomputation included"),
+            ("exposed_per_microbatch_s", NUM, "s", "communication a micro-batch waits for (TP, EP, PP, "
+             "FSDP gathers not hidden)"),
+            ("exposed_once_s", NUM, "s", "communication the step waits for once (DP gradients not hidden "
+             "behind the last backward)"),
+            ("microbatches_in_flight", NUM, "count", "micro-batches whose activations the first stage holds"),
+            ("activation_bytes_per_token_layer", NUM, "B", "activation bytes stored per token and layer"))],
         K(f"{plan}.volume_bytes_per_step", NUM, "B", "bytes one GPU sends per step", "volume per step"),
         K(f"{plan}.hops_per_step", NUM, "count", "latency steps per step: Σ count·hops", "hops per step"),
         K(f"{plan}.collectives", "array", "", "the collectives of one step, each priced", normative=True),

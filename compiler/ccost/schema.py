@@ -450,6 +450,8 @@ register(BlockKind(
         _count("v_head_dim", "MLA: per-head value size", "128"),
         Field("mtp_layers", INT, "multi-token-prediction modules in the checkpoint, not counted in `params` "
               "(DeepSeek-V3's `num_nextn_predict_layers`)", "1", minimum=0, maximum=MAX_DEGREE),
+        _count("route_nodes", "MoE: nodes one token's routed experts may span (node-limited routing; "
+               "DeepSeek-V3: 4); the expert All-to-All sends a token to a node once", "4"),
     ),
     "models", _entity(S.Model),
     'model llama3_70b "Llama-3-70B" {\n  layers = 80; hidden = 8192; heads = 64; kv_heads = 8\n'
@@ -480,6 +482,12 @@ register(BlockKind(
               default=1.0, **R_STACK_EFFICIENCY),
         Field("attention_efficiency", FRACTION, "achieved share of peak FLOP/s in attention", "50 %",
               default=1.0, **R_STACK_EFFICIENCY),
+        Field("elementwise_efficiency", FRACTION, "train: achieved share of the GPU's `hbm_bandwidth` in the "
+              "elementwise kernels (norms, activation functions, dropout, residuals), which read and write the "
+              "stored activations", "83 %", default=1.0, **R_STACK_EFFICIENCY),
+        Field("tp_comm_overlap", BOOL, "train: the stack pipelines each tensor-parallel collective with the GEMM "
+              "next to it (Megatron-Core's `--tp-comm-overlap`): only TP time beyond the GEMMs' is exposed",
+              "true", default=False),
         Field("collective_floor", TIME, "no collective of this stack takes less (kernel launch and "
               "synchronisation of a small message)", "15 us", default=0.0, **R_COLLECTIVE_FLOOR),
         Field("source", STRING, "where the numbers came from (a fit script and its rows, a measurement)",
@@ -533,6 +541,22 @@ register(BlockKind(
         Field("stack", ref("stack"), "the software-stack profile that prices the plan", "vllm_h100",
               default_doc="`serving_default` (decode, prefill) or `training_default` (train) from "
               "`std/stacks.ccost`"),
+        Field("schedule", enum(*S.SCHEDULES), "train: pipeline schedule; `gpipe` keeps all M micro-batches' "
+              "activations, `one_f_one_b` at most P, `interleaved` runs `virtual_stages` model chunks per GPU "
+              "(bubble (P−1)/(v·M) of the ideal time)", "interleaved", default="one_f_one_b"),
+        Field("virtual_stages", INT, "train, `schedule = interleaved`: model chunks per GPU, v", "4", default=1,
+              minimum=1, maximum=MAX_DEGREE),
+        Field("recompute", enum(*S.RECOMPUTE), "train: activation recomputation; `selective` re-runs the "
+              "attention core in the backward pass (as FlashAttention does), `full` the whole layer",
+              "full", default="selective"),
+        Field("sequence_parallel", BOOL, "train: sequence parallelism; TP's AllReduce becomes ReduceScatter + "
+              "AllGather and the activations outside the GEMMs are split over the tp ranks", "true",
+              default=False),
+        Field("optimizer_sharding", enum(*S.OPTIMIZER_SHARDING), "train: optimizer state sharded over the "
+              "data-parallel ranks: `zero1` (Megatron's distributed optimizer), `zero2` (gradients too); "
+              "`fsdp = true` shards the parameters as well", "zero1", default="none"),
+        Field("master_weights", DTYPE, "train: dtype of the optimizer's master copy of the weights", "fp32",
+              default="fp32"),
     ),
     "plans", _entity(S.Plan),
     'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'

@@ -25,6 +25,10 @@ ALLREDUCE_ALGORITHMS = ("ring", "tree", "one_shot", "two_shot", "auto")
 # How a collective group that spans nodes is priced: a flat ring waiting on its slowest link, hierarchical
 # (intra-node reduce-scatter, inter-node allreduce on 1/g of the data, intra-node all-gather), or the cheaper.
 CROSS_NODE = ("auto", "flat", "hierarchical")
+#: Training: pipeline schedules, activation recomputation, optimizer-state sharding (ccost.training).
+SCHEDULES = ("gpipe", "one_f_one_b", "interleaved")
+RECOMPUTE = ("none", "selective", "full")
+OPTIMIZER_SHARDING = ("none", "zero1", "zero2")
 ONE_SHOT_VOLUMES = ("egress", "ring")
 
 _EMPTY: Mapping[str, Span] = MappingProxyType({})
@@ -159,6 +163,7 @@ class Model(Entity):
     qk_rope_head_dim: int | None = None
     v_head_dim: int | None = None
     mtp_layers: int | None = None
+    route_nodes: int | None = None  # MoE: node-limited routing (DeepSeek-V3: a token's experts on ≤ 4 nodes)
 
     @property
     def is_moe(self) -> bool:
@@ -185,12 +190,15 @@ class Stack(Entity):
     gemm_efficiency: float = 1.0  # of the GPU's peak `flops` (its `achieved_flops`, when given, wins)
     attention_efficiency: float = 1.0
     collective_floor: float = 0.0  # s: no collective of this stack takes less
+    elementwise_efficiency: float = 1.0  # train: achieved share of HBM bandwidth in elementwise kernels
+    tp_comm_overlap: bool = False  # train: TP collectives pipelined with the adjacent GEMMs
     source: str | None = None
 
     @property
     def is_ideal(self) -> bool:
         return (self.step_overhead == 0 and self.layer_overhead == 0 and self.hbm_efficiency == 1
-                and self.gemm_efficiency == 1 and self.attention_efficiency == 1 and self.collective_floor == 0)
+                and self.gemm_efficiency == 1 and self.attention_efficiency == 1 and self.collective_floor == 0
+                and self.elementwise_efficiency == 1 and not self.tp_comm_overlap)
 
 
 #: The bundled default profiles (specs/std/stacks.ccost) a plan gets when it names no ``stack``.
@@ -218,6 +226,13 @@ class Plan(Entity):
     compute_time: float | None = None
     load: float = 1.0  # share of the month the plan runs at its throughput (issue 17)
     stack: Stack | None = None  # None: the bundled default for the phase (DEFAULT_STACKS)
+    # training (ccost.training)
+    schedule: str = "one_f_one_b"  # gpipe | one_f_one_b | interleaved
+    virtual_stages: int = 1  # interleaved: model chunks per GPU, v
+    recompute: str = "selective"  # none | selective | full
+    sequence_parallel: bool = False
+    optimizer_sharding: str = "none"  # none | zero1 (Megatron's distributed optimizer) | zero2
+    master_weights: str = "fp32"
 
     @property
     def gpus(self) -> int:

@@ -163,6 +163,11 @@ def key_numbers_table(doc_plan: Mapping[str, Any]) -> V.Table:
             rows.append((V.label(key), V.fmt_value(key, doc_plan[key])))
     if "throughput_tokens_s" in doc_plan:
         rows.append(("throughput", throughput(doc_plan)))
+    tr = doc_plan.get("training")
+    if tr:
+        rows.append(("model FLOP/s per GPU", units.format_quantity(tr["model_flops_per_gpu_s"] or 0.0,
+                                                                   units.FLOP_RATE)))
+        rows.append(("MFU", V.fmt_value("efficiency", tr["mfu"])))
     # Two quantity/value pairs a row: the block stays short enough to share the page with the derivation.
     half = (len(rows) + 1) // 2
     left, right = rows[:half], rows[half:] + [("", "")] * (2 * half - len(rows))
@@ -280,7 +285,34 @@ def plan_section(name: str, doc_plan: Mapping[str, Any], steps: Sequence[Any],
     notes += [f"Calibration of link {cal.link}: {cal.note}" for cal in calibrations if not cal.svg]
     inputs, groups = derivation(steps)
     return V.PlanSection(name, doc_plan.get("title") or name, key_numbers_table(doc_plan),
-                         collectives_table(doc_plan), inputs, groups, figures, tuple(notes))
+                         collectives_table(doc_plan), inputs, groups, figures, tuple(notes),
+                         memory_table(doc_plan))
+
+
+MEMORY_PARTS = (("weights_bytes", "weights"), ("kv_cache_bytes", "KV cache"), ("gradient_bytes", "gradients"),
+                ("optimizer_bytes", "optimizer state"), ("activation_bytes", "activations"))
+
+
+def memory_table(doc_plan: Mapping[str, Any]) -> V.Table:
+    """Each part of the memory per GPU (the parts that are not zero), the total and the usable limit."""
+    mem = doc_plan.get("memory") or {}
+    rows = []
+    for key, lab in MEMORY_PARTS:
+        v = mem.get(key)
+        if v:
+            what = lab
+            if key == "activation_bytes" and doc_plan.get("training"):
+                t = doc_plan["training"]
+                what += (f" ({t['recompute']} recomputation, {V.fmt_value('', t['microbatches_in_flight'])} "
+                         f"micro-batches in flight, {t['schedule']})")
+            elif key in ("optimizer_bytes", "gradient_bytes") and doc_plan.get("training"):
+                what += f" (sharding: {doc_plan['training']['optimizer_sharding']})"
+            rows.append((what, V.fmt_value("memory_bytes", v)))
+    if not rows:
+        return V.Table(("part", "bytes per GPU"), (), (False, True))
+    rows.append(("total", V.fmt_value("memory_bytes_per_gpu", doc_plan.get("memory_bytes_per_gpu"))))
+    rows.append(("usable (policy)", V.fmt_value("memory_bytes", mem.get("limit_bytes"))))
+    return V.Table(("part", "bytes per GPU"), tuple(rows), (False, True))
 
 
 def checklist(name: str, doc_plan: Mapping[str, Any]) -> V.PlanChecklist:

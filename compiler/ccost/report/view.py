@@ -165,6 +165,7 @@ class PlanSection:
     groups: tuple[StepGroup, ...]  # the derivation's steps, grouped (each collective, compute, ...)
     figures: tuple[Figure, ...] = ()
     notes: tuple[str, ...] = ()
+    memory: Table | None = None  # what the memory per GPU is made of (training: activations too)
 
 
 @dataclass(frozen=True)

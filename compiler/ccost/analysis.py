@@ -193,7 +193,8 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
             f"{_gb(f(c.weights_gpu))} used per step" if program.static.fsdp
             else f"{_gb(f(c.weights_gpu))} of weights per GPU")
     note = (f"{held}; compute {_t(f(c.T_compute))} per step ({bound}"
-            + (f", {plan.pp} stages in turn" if plan.pp > 1 else "") + ").")
+            + (f", {plan.microbatches} micro-batch{'es' if plan.microbatches > 1 else ''} on one GPU"
+               if static.train else f", {plan.pp} stages in turn" if plan.pp > 1 else "") + ").")
     if bound == "FLOP-bound" and cluster.gpu.achieved_flops is None:
         status = "warn"
         note += f" gpu `{cluster.gpu.name}` has no achieved_flops: peak FLOP/s used, compute is optimistic."

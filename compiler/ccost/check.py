@@ -1579,6 +1579,55 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
             out.append(warning("W304", f"ep = {p.ep} does not divide experts = {m.experts} of model "
                                f"`{m.name}`: some GPUs hold more experts than others", where("ep", ("ep", "model")),
                                help=f"ep values that divide {m.experts}: {_divisors(m.experts, 1 << 20)}"))
+    out += _check_training(p, where)
+    return out
+
+
+TRAINING_FIELDS = ("schedule", "virtual_stages", "recompute", "sequence_parallel", "optimizer_sharding",
+                   "master_weights")
+
+
+def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """Training choices that change nothing as written (W305): they are legal, but the author meant
+    something else."""
+    out: list[Diagnostic] = []
+    if p.phase != "train":
+        written = [f for f in TRAINING_FIELDS if f in p.spans]
+        if written and where(written[0], (*written, "phase")) is not None:
+            out.append(warning("W305", f"plan `{p.name}` is a {p.phase} plan: "
+                               + ", ".join(f"`{f}`" for f in written)
+                               + (" applies" if len(written) == 1 else " apply") + " only to training",
+                               where(written[0], (*written, "phase")),
+                               help="remove them, or set `phase = train`"))
+        return out
+    reads = ("schedule", "virtual_stages", "pp", "microbatches")
+    if p.schedule == "interleaved" and where("schedule", reads) is not None:
+        if p.pp == 1:
+            out.append(warning("W305", f"plan `{p.name}` has `schedule = interleaved` but pp = 1: there is no "
+                               "pipeline to interleave", where("schedule", reads), help="set pp > 1"))
+        elif p.virtual_stages < 2:
+            out.append(warning("W305", f"plan `{p.name}` has `schedule = interleaved` with virtual_stages = 1: "
+                               "that is plain 1F1B, bubble (P−1)/(M+P−1)", where("schedule", reads),
+                               help="give `virtual_stages = 2` or more (model chunks per GPU)"))
+        elif p.microbatches % p.pp:
+            out.append(warning("W305", f"plan `{p.name}`: the interleaved schedule runs micro-batches in groups "
+                               f"of pp = {p.pp}, but microbatches = {p.microbatches} is not a multiple of it "
+                               "(Megatron-LM refuses this layout)", where("microbatches", reads),
+                               help=f"use microbatches = {(p.microbatches // p.pp + 1) * p.pp}"))
+    elif p.virtual_stages > 1 and where("virtual_stages", reads) is not None:
+        out.append(warning("W305", f"plan `{p.name}`: virtual_stages = {p.virtual_stages} only applies to "
+                           f"`schedule = interleaved` (this plan runs {p.schedule})",
+                           where("virtual_stages", reads), help="add `schedule = interleaved`"))
+    if p.sequence_parallel and p.tp == 1 and where("sequence_parallel", ("sequence_parallel", "tp")) is not None:
+        out.append(warning("W305", f"plan `{p.name}`: sequence_parallel splits over the tp ranks, but tp = 1",
+                           where("sequence_parallel", ("sequence_parallel", "tp")),
+                           help="remove it, or use tp > 1"))
+    if p.optimizer_sharding != "none" and p.fsdp and where("optimizer_sharding", ("optimizer_sharding", "fsdp")) \
+            is not None:
+        out.append(warning("W305", f"plan `{p.name}`: fsdp = true already shards the optimizer state, "
+                           f"gradients and parameters; optimizer_sharding = {p.optimizer_sharding} adds nothing",
+                           where("optimizer_sharding", ("optimizer_sharding", "fsdp")),
+                           help="remove `optimizer_sharding`"))
     return out
 
 

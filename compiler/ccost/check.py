@@ -1505,7 +1505,7 @@ def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
     link: `nodes = 2` alone would only lead to the next error)."""
     c = p.cluster
     own = getattr(where, "written", frozenset())  # the fields this block writes itself
-    written = sorted((where(d, (d,)).line, where(d, (d,)).column, d) for d in ("tp", "pp", "ep", "dp")
+    written = sorted((where(d, (d,)).line, where(d, (d,)).column, d) for d in ("tp", "pp", "ep", "dp", "cp")
                      if getattr(p, d) > 1 and d in own)
     degree = written[-1][2] if written else None
     if degree:
@@ -1513,7 +1513,7 @@ def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
     elif "cluster" in own:
         span = where("cluster", ("cluster",))
     else:
-        span = where("__plan__", ("cluster", "tp", "pp", "ep", "dp"))
+        span = where("__plan__", ("cluster", "tp", "pp", "ep", "dp", "cp"))
     node_word = "node" if c.nodes == 1 else "nodes"
     lower = []
     for d in [w[2] for w in reversed(written)]:  # the degree under the caret first
@@ -1531,7 +1531,8 @@ def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
     else:
         fixes.append(f"give cluster `{c.name}` `nodes = {need_nodes}`")
     return error(
-        "E301", f"plan `{p.name}` needs tp·pp·ep·dp = {p.tp}·{p.pp}·{p.ep}·{p.dp} = {p.gpus} GPUs, but "
+        "E301", f"plan `{p.name}` needs tp·pp·ep·dp{'·cp' if p.cp > 1 else ''} = {p.tp}·{p.pp}·{p.ep}·{p.dp}"
+        f"{f'·{p.cp}' if p.cp > 1 else ''} = {p.gpus} GPUs, but "
         f"cluster `{c.name}` has {c.nodes} {node_word} × {c.gpus_per_node} = {c.gpus}",
         span, help="; or ".join(fixes))
 
@@ -1545,7 +1546,7 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     c, m = p.cluster, p.model
     too_big = p.gpus > c.gpus
-    if too_big and where("__plan__", ("cluster", "tp", "pp", "ep", "dp")) is not None:
+    if too_big and where("__plan__", ("cluster", "tp", "pp", "ep", "dp", "cp")) is not None:
         out.append(_too_many_gpus(p, where))
     if p.tp > c.domain and not too_big and c.inter_node is not None \
             and where("tp", ("tp", "cluster")) is not None:
@@ -1584,7 +1585,7 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
 
 
 TRAINING_FIELDS = ("schedule", "virtual_stages", "recompute", "sequence_parallel", "optimizer_sharding",
-                   "master_weights")
+                   "master_weights", "cp")
 
 
 def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:

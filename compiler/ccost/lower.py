@@ -110,6 +110,7 @@ class Static:
     zero: str = "none"
     overlap_given: bool = False
     tp_overlap: bool = False  # the stack overlaps TP collectives with the GEMMs (Megatron's tp-comm-overlap)
+    cp: bool = False  # training with context parallelism (cp > 1)
     stack: str = "ideal"  # the software-stack profile that prices the plan
     stack_source: str | None = None
     stack_default: bool = False  # the plan named no stack: the bundled default for its phase
@@ -166,6 +167,7 @@ class Inputs:
     b_master: Num = 4.0  # master-weight bytes per parameter
     R_attn: Num = 1.0  # attention FLOP/s: peak × the stack's attention_efficiency
     BW_elem: Num = 1.0  # elementwise kernels' bandwidth: HBM × the stack's elementwise_efficiency
+    cp: Num = 1.0  # training: context-parallel degree
     t_step: Num = 0.0  # stack: fixed time per step
     t_layer: Num = 0.0  # stack: time per layer per step
     T_floor: Num = 0.0  # stack: the least time of one collective
@@ -189,7 +191,7 @@ def _plan_fields_ok(plan: S.Plan, diags: Diagnostics) -> None:
                         "give the plan `model = ...` and `cluster = ...`"))
         return
     gpu = cluster.gpu
-    for name in ("tp", "pp", "ep", "dp", "batch", "microbatches"):
+    for name in ("tp", "pp", "ep", "dp", "batch", "microbatches", "cp"):
         v = getattr(plan, name)
         if not (isinstance(v, (int, float)) and v >= 1):
             diags.add(error("E203", f"plan `{plan.name}`: {name} must be at least 1, got {v}", at(name)))
@@ -276,7 +278,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         one_shot_volume=getattr(plan, "one_shot_volume", "egress") or "egress",
         schedule=plan.schedule, recompute=plan.recompute, sp=bool(plan.sequence_parallel) and plan.tp > 1,
         zero=plan.optimizer_sharding, overlap_given="overlap" in plan.spans,
-        tp_overlap=bool(stack.tp_comm_overlap),
+        tp_overlap=bool(stack.tp_comm_overlap), cp=plan.phase == "train" and plan.cp > 1,
         stack=stack.name, stack_source=stack.source, stack_default=plan.stack is None,
         overheads=bool(stack.step_overhead or stack.layer_overhead), floor=bool(stack.collective_floor),
     )
@@ -300,6 +302,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         k_node=min(model.top_k or 1, model.route_nodes or (model.top_k or 1)), R_peak=gpu.flops,
         c_fwd=2.0, b_master=S.DTYPE_BYTES[plan.master_weights],
         R_attn=gpu.flops * stack.attention_efficiency, BW_elem=gpu.hbm_bandwidth * stack.elementwise_efficiency,
+        cp=plan.cp if plan.phase == "train" else 1,
         t_step=stack.step_overhead, t_layer=stack.layer_overhead, T_floor=stack.collective_floor,
     )
     if not derivation:
@@ -373,6 +376,7 @@ _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
     "c_fwd": ("c_fwd", units.COMPUTE, "FLOPs per multiply-add"),
     "b_master": ("b_master", units.INFORMATION, "master-weight bytes per parameter"),
     "R_attn": ("R_attn", units.FLOP_RATE, "attention FLOP/s per GPU"),
+    "cp": ("cp", units.DIMENSIONLESS, "context-parallel degree"),
     "BW_elem": ("BW_elem", units.BANDWIDTH, "HBM bandwidth the elementwise kernels achieve"),
     "t_step": ("t_step", units.TIME, "stack: fixed time per step"),
     "t_layer": ("t_layer", units.TIME, "stack: time per layer per step"),
@@ -385,7 +389,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
     sym, dim, desc = _LEAVES[key]
     gpu = cluster.gpu
     source = None
-    if key in ("tp", "pp", "ep", "dp", "B", "ctx", "M", "overlap", "T_given"):
+    if key in ("tp", "pp", "ep", "dp", "B", "ctx", "M", "overlap", "T_given", "cp"):
         source = f"plan {plan.name}"
     elif key == "S":
         source = "decode: one new token per sequence" if plan.phase == "decode" else f"plan {plan.name}: seq"

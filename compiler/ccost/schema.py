@@ -504,6 +504,8 @@ register(BlockKind(
               "`fsdp = true` shards the parameters as well", "zero1", default="none"),
         Field("master_weights", DTYPE, "train: dtype of the optimizer's master copy of the weights", "fp32",
               default="fp32"),
+        _count("cp", "train: context-parallel degree; each sequence's tokens are split over cp ranks and "
+               "attention passes K and V around the ring (the plan uses tp·cp·pp·ep·dp GPUs)", "2", default=1),
     ),
     "plans", _entity(S.Plan),
     'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'

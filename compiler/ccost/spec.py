@@ -203,12 +203,13 @@ class Plan(Entity):
     sequence_parallel: bool = False
     optimizer_sharding: str = "none"  # none | zero1 (Megatron's distributed optimizer) | zero2
     master_weights: str = "fp32"
+    cp: int = 1  # train: context-parallel degree (each sequence split over cp ranks)
 
     @property
     def gpus(self) -> int:
         """tp·pp·ep·dp: EP is its own axis here (each of the ep ranks holds 1/ep of the experts and runs
         attention on its own share of the tokens); ``batch`` is per replica (per dp·ep rank group)."""
-        return self.tp * self.pp * self.ep * self.dp
+        return self.tp * self.pp * self.ep * self.dp * self.cp
 
 
 @dataclass(frozen=True)

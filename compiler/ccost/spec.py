@@ -21,6 +21,7 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
     {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 )
 PHASES = ("decode", "prefill", "train")
+ROOFLINES = ("operator", "step")
 ALLREDUCE_ALGORITHMS = ("ring", "tree", "one_shot", "two_shot", "auto")
 # How a collective group that spans nodes is priced: a flat ring waiting on its slowest link, hierarchical
 # (intra-node reduce-scatter, inter-node allreduce on 1/g of the data, intra-node all-gather), or the cheaper.
@@ -73,6 +74,7 @@ class Gpu(Entity):
     flops: float = 0.0  # FLOP/s, dense peak
     achieved_flops: float | None = None  # FLOP/s; None: use flops (and the checklist warns)
     source: str | None = None
+    fp8_flops: float | None = None  # FLOP/s, dense FP8 peak: GEMMs of FP8 weights use it (per-operator roofline)
 
     @property
     def compute_rate(self) -> float:
@@ -157,11 +159,14 @@ class Stack(Entity):
     attention_efficiency: float = 1.0
     collective_floor: float = 0.0  # s: no collective of this stack takes less
     source: str | None = None
+    roofline: str = "operator"  # operator: each operator class bounded on its own and added; step: one
+    # roofline for the whole step, max(bytes/BW, FLOPs/R), the reference notes' model
 
     @property
     def is_ideal(self) -> bool:
         return (self.step_overhead == 0 and self.layer_overhead == 0 and self.hbm_efficiency == 1
-                and self.gemm_efficiency == 1 and self.attention_efficiency == 1 and self.collective_floor == 0)
+                and self.gemm_efficiency == 1 and self.attention_efficiency == 1 and self.collective_floor == 0
+                and self.roofline == "step")
 
 
 #: The bundled default profiles (specs/std/stacks.ccost) a plan gets when it names no ``stack``.

@@ -160,3 +160,26 @@ plan p { model = nokv; cluster = node; phase = decode; batch = 1; seq = 100 }
     with pytest.raises(CcostError) as e:
         evaluate.evaluate(r.spec)
     assert "E104" in str(e.value) and "kv_heads" in str(e.value) and "kv_lora_rank" in str(e.value)
+
+
+def test_serving_pipeline_in_steady_state_has_no_flush():
+    text = """
+stack s { pipeline = steady }
+stack f { pipeline = flush }
+plan p { model = m; cluster = node; phase = decode; batch = 8; pp = 2; microbatches = 2; stack = s }
+plan q extends p { stack = f }
+"""
+    d = doc(text, "p")
+    # each stage: 50 GB / 2 TB/s = 25 ms per micro-batch (FLOPs 2·50e9·4/1e15 = 0.4 ms, less)
+    # one send per micro-batch: (8/2)·1·1024·2 B = 8,192 B: 1 µs + 8,192 / 1000 GB/s = 1.008192 µs
+    (pp,) = [c for c in d["collectives"] if c["kind"] == "p2p" and c["count"]]
+    assert pp["message_bytes"] == 8192
+    assert d["comm_time_s"] == pytest.approx(1.008192 * US, **HAND)
+    # slot 25 ms + 1.008192 µs / 2; step max(M, P) = 2 slots: 50 ms + 1.008192 µs; 8 tokens per step
+    assert d["step_time_s"] == pytest.approx(50 * MS + 1.008192 * US, **HAND)
+    assert d["latency_s"] == pytest.approx(50 * MS + 1.008192 * US, **HAND)
+    assert d["throughput_tokens_s"] == pytest.approx(8 / (50 * MS + 1.008192 * US), **HAND)
+    # the flush schedule: (M + P − 1) × 25 ms = 75 ms + the whole batch's send (16,384 B: 1.016384 µs)
+    # spread over P·M/(M + P − 1) = 4/3 busy stages
+    q = doc(text, "q")
+    assert q["step_time_s"] == pytest.approx(75 * MS + 1.016384 * US * 3 / 4, **HAND)

@@ -31,6 +31,9 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
   different domains: with stages tp·ep·dp ranks apart, ⌊(pp−1)·tp·ep·dp/D⌋ of the pp−1 boundaries do
   (at most pp−1). The whole batch goes as one message per boundary, as the notes price it (A3: 1 MiB);
   splitting it into M micro-batches would add (M−1)·α per boundary, which the model leaves out.
+  Serving under a stack with ``pipeline = steady`` (decode, prefill): every TP, EP and PP message carries one
+  micro-batch (B/M sequences) and the counts are one micro-batch's path, consistent with t_mb
+  (``ccost.analysis._steady``: no flush).
 * **EP**: 2 All-to-Alls (dispatch, combine) per MoE layer of B·S·top_k·d·activation bytes per rank on
   the ep ranks (training: ×2). Volume convention: “Communication Cost Analysis”'s (P−1)/P·m (the local share stays
   put); “Communication Cost Math — Distributed Inference” (§2) omits that factor.
@@ -116,6 +119,7 @@ class Static:
     stack_source: str | None = None
     stack_default: bool = False  # the plan named no stack: the bundled default for its phase
     overheads: bool = False  # the stack charges a fixed time per step or per layer
+    steady: bool = False  # serving pipeline in steady state: collectives per micro-batch, no flush
     roofline: str = "step"  # operator: per-operator roofline (decode, prefill); step: the notes' one roofline
     mla: bool = False  # the KV cache holds an MLA latent per token (kv_lora_rank + qk_rope_head_dim)
     head_dim_given: bool = False
@@ -282,6 +286,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         stack=stack.name, stack_source=stack.source, stack_default=plan.stack is None,
         overheads=bool(stack.step_overhead or stack.layer_overhead), floor=bool(stack.collective_floor),
         roofline="step" if plan.phase == "train" else stack.roofline, mla=bool(model.kv_lora_rank),
+        steady=plan.phase != "train" and stack.pipeline == "steady",
         head_dim_given=bool(model.head_dim),
     )
     fp8_gemm = (static.roofline == "operator" and model.weights == "fp8" and gpu.fp8_flops is not None)
@@ -568,7 +573,13 @@ def lower(static: Static, x: Inputs) -> Program:
     coll: list[Collective] = []
 
     # --- sizes ---------------------------------------------------------------------------------------
-    m_act = named("m_act", x.B * x.S * x.d * x.b_act, "activations of one layer: B·S·d·bytes")
+    if static.steady:
+        # Serving pipeline in steady state: every collective carries one micro-batch (B/M sequences) and
+        # the counts are one micro-batch's path through every stage (ccost.analysis._steady).
+        m_act = named("m_act", x.B / x.M * x.S * x.d * x.b_act,
+                      "activations of one layer for one micro-batch: (B/M)·S·d·bytes")
+    else:
+        m_act = named("m_act", x.B * x.S * x.d * x.b_act, "activations of one layer: B·S·d·bytes")
 
     # --- tensor parallelism: 2 AllReduces per layer, forward (and 2 more backward) ----------------------
     n_tp = named("count_TP", (4 if train else 2) * x.L,
@@ -581,7 +592,9 @@ def lower(static: Static, x: Inputs) -> Program:
 
     # --- expert parallelism: 2 All-to-Alls per MoE layer ---------------------------------------------------
     if static.moe:
-        m_ep = named("m_EP", x.B * x.S * x.k * x.d * x.b_act, "tokens routed per rank: B·S·k·d·bytes")
+        m_ep = named("m_EP", (x.B / x.M if static.steady else x.B) * x.S * x.k * x.d * x.b_act,
+                     "tokens routed per rank" + (" per micro-batch: (B/M)" if static.steady else ": B")
+                     + "·S·k·d·bytes")
         n_ep = named("count_EP", (4 if train else 2) * x.L_moe, "All-to-Alls per step: dispatch + combine per "
                      "MoE layer" + (", forward and backward" if train else ""))
         coll.append(_collective(

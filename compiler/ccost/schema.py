@@ -440,6 +440,11 @@ register(BlockKind(
               "step's tokens hit — and attention: KV reads against attention FLOPs at `attention_efficiency`); "
               "`step` is one roofline for the whole step, max(bytes / HBM bandwidth, FLOPs / FLOP/s), as the "
               "reference notes price it (training always uses `step`)", "step", default="operator"),
+        Field("pipeline", enum(*S.PIPELINES), "decode and prefill with pp > 1: `steady` prices the pipeline "
+              "in steady state (M micro-batches circulate with no flush: a token crosses the P stages in P "
+              "slots, every sequence gets its next token every max(M, P) slots; collectives carry one "
+              "micro-batch); `flush` is the training schedule (M + P − 1)·t_mb that the reference notes use "
+              "(training always flushes)", "flush", default="steady"),
         Field("source", STRING, "where the numbers came from (a fit script and its rows, a measurement)",
               '"fit: bench/fit_stack.py"'),
     ),

@@ -22,6 +22,7 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
 )
 PHASES = ("decode", "prefill", "train")
 ROOFLINES = ("operator", "step")
+PIPELINES = ("steady", "flush")
 ALLREDUCE_ALGORITHMS = ("ring", "tree", "one_shot", "two_shot", "auto")
 # How a collective group that spans nodes is priced: a flat ring waiting on its slowest link, hierarchical
 # (intra-node reduce-scatter, inter-node allreduce on 1/g of the data, intra-node all-gather), or the cheaper.
@@ -159,6 +160,7 @@ class Stack(Entity):
     attention_efficiency: float = 1.0
     collective_floor: float = 0.0  # s: no collective of this stack takes less
     source: str | None = None
+    pipeline: str = "steady"  # serving pipelines: steady (no flush) | flush (the notes; training always)
     roofline: str = "operator"  # operator: each operator class bounded on its own and added; step: one
     # roofline for the whole step, max(bytes/BW, FLOPs/R), the reference notes' model
 
@@ -166,7 +168,7 @@ class Stack(Entity):
     def is_ideal(self) -> bool:
         return (self.step_overhead == 0 and self.layer_overhead == 0 and self.hbm_efficiency == 1
                 and self.gemm_efficiency == 1 and self.attention_efficiency == 1 and self.collective_floor == 0
-                and self.roofline == "step")
+                and self.roofline == "step" and self.pipeline == "flush")
 
 
 #: The bundled default profiles (specs/std/stacks.ccost) a plan gets when it names no ``stack``.

@@ -325,6 +325,9 @@ register(BlockKind(
               "what kernels reach; prefill and training use it; if absent, `flops` is used and the "
               "checklist warns", "600 TFLOP/s", **R_FLOP_RATE),
         Field("source", STRING, "where the numbers came from", '"NVIDIA H100 datasheet"'),
+        Field("fp8_flops", FLOP_RATE, "dense peak for FP8 tensor math: with the per-operator roofline, the "
+              "weight GEMMs of a model with `weights = fp8` use it (attention stays at `flops`)",
+              "1979 TFLOP/s", **R_FLOP_RATE),
     ),
     "gpus", _entity(S.Gpu),
     'gpu h100 "H100 SXM 80GB" {\n  memory = 80 GB\n  hbm_bandwidth = 3.35 TB/s\n'
@@ -440,6 +443,16 @@ register(BlockKind(
               "true", default=False),
         Field("collective_floor", TIME, "no collective of this stack takes less (kernel launch and "
               "synchronisation of a small message)", "15 us", default=0.0, **R_COLLECTIVE_FLOOR),
+        Field("roofline", enum(*S.ROOFLINES), "decode and prefill: `operator` bounds each operator class on "
+              "its own and adds them (weight GEMMs at the weights' dtype rate, MoE experts — only those the "
+              "step's tokens hit — and attention: KV reads against attention FLOPs at `attention_efficiency`); "
+              "`step` is one roofline for the whole step, max(bytes / HBM bandwidth, FLOPs / FLOP/s), as the "
+              "reference notes price it (training always uses `step`)", "step", default="operator"),
+        Field("pipeline", enum(*S.PIPELINES), "decode and prefill with pp > 1: `steady` prices the pipeline "
+              "in steady state (M micro-batches circulate with no flush: a token crosses the P stages in P "
+              "slots, every sequence gets its next token every max(M, P) slots; collectives carry one "
+              "micro-batch); `flush` is the training schedule (M + P − 1)·t_mb that the reference notes use "
+              "(training always flushes)", "flush", default="steady"),
         Field("source", STRING, "where the numbers came from (a fit script and its rows, a measurement)",
               '"fit: bench/fit_stack.py"'),
     ),

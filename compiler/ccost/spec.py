@@ -21,6 +21,8 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
     {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 )
 PHASES = ("decode", "prefill", "train")
+ROOFLINES = ("operator", "step")
+PIPELINES = ("steady", "flush")
 ALLREDUCE_ALGORITHMS = ("ring", "tree", "one_shot", "two_shot", "auto")
 # How a collective group that spans nodes is priced: a flat ring waiting on its slowest link, hierarchical
 # (intra-node reduce-scatter, inter-node allreduce on 1/g of the data, intra-node all-gather), or the cheaper.
@@ -77,6 +79,7 @@ class Gpu(Entity):
     flops: float = 0.0  # FLOP/s, dense peak
     achieved_flops: float | None = None  # FLOP/s; None: use flops (and the checklist warns)
     source: str | None = None
+    fp8_flops: float | None = None  # FLOP/s, dense FP8 peak: GEMMs of FP8 weights use it (per-operator roofline)
 
     @property
     def compute_rate(self) -> float:
@@ -164,12 +167,16 @@ class Stack(Entity):
     elementwise_efficiency: float = 1.0  # train: achieved share of HBM bandwidth in elementwise kernels
     tp_comm_overlap: bool = False  # train: TP collectives pipelined with the adjacent GEMMs
     source: str | None = None
+    pipeline: str = "steady"  # serving pipelines: steady (no flush) | flush (the notes; training always)
+    roofline: str = "operator"  # operator: each operator class bounded on its own and added; step: one
+    # roofline for the whole step, max(bytes/BW, FLOPs/R), the reference notes' model
 
     @property
     def is_ideal(self) -> bool:
         return (self.step_overhead == 0 and self.layer_overhead == 0 and self.hbm_efficiency == 1
                 and self.gemm_efficiency == 1 and self.attention_efficiency == 1 and self.collective_floor == 0
-                and self.elementwise_efficiency == 1 and not self.tp_comm_overlap)
+                and self.elementwise_efficiency == 1 and not self.tp_comm_overlap
+                and self.roofline == "step" and self.pipeline == "flush")
 
 
 #: The bundled default profiles (specs/std/stacks.ccost) a plan gets when it names no ``stack``.

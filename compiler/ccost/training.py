@@ -416,7 +416,7 @@ def lower_train(static, x):
     T_mem = named("T_mem", M * T_mem_mb, "step: elementwise bytes / HBM bandwidth")
     comp = LW.Compute(weights_gpu, 0.0, weights_gpu, flops_gpu, T_mem, T_flop, T_compute, T_compute, T_one,
                       params_gpu, mem_weights, 0.0, mem_grads, mem_opt, mem_total, mem_limit, tokens,
-                      e_fwd, flops_mb, T_mem_mb, T_flop_mb, t_mb, mem_act)
+                      e_fwd, flops_mb, T_mem_mb, T_flop_mb, t_mb, mem_activations=mem_act)
     terms = TrainTerms(slots, bubble, t_fwd, t_bwd, c_mb, once, exposed, step, f_model, flops_model_gpu,
                        inflight, a_store, groups=(f_gemm, f_attn, f_model, a_sel, a_store, t_fwd, t_bwd, c_mb,
                                                   once, inflight, mem_act))

@@ -139,9 +139,14 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
 
     # Model: shape within the ranges; a transformer's shape fields kept to what a plan can split.
     mm = [f"layers = {layers}"] + _members(draw, "model", ["hidden"])
-    for opt in ("heads", "kv_heads", "ffn", "vocab"):
+    for opt in ("heads", "ffn", "vocab"):
         if draw("bool"):
             mm += _members(draw, "model", [opt])
+    # The KV cache per token needs kv_heads or an MLA latent (E104 otherwise, issue 13).
+    if draw("bool"):
+        mm += _members(draw, "model", ["kv_heads"])
+    else:
+        mm += _members(draw, "model", ["kv_lora_rank", "qk_rope_head_dim"])
     params = value(draw, _field("model", "params"))
     mm.append(f"params = {lit(_field('model', 'params'), params)}")
     if draw("bool"):
@@ -157,6 +162,11 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
     for dt in ("weights", "activations", "kv_cache", "grads"):
         mm.append(f"{dt} = {draw('choice', S.DTYPE_BYTES)}")
     out.append("model m { " + "; ".join(mm) + " }")
+    # A software-stack profile drawn from its ranges (issue 13), or the bundled default for the phase.
+    st = _members(draw, "stack", ["step_overhead", "layer_overhead", "hbm_efficiency", "gemm_efficiency",
+                                  "attention_efficiency", "collective_floor"])
+    st.append(f"roofline = {draw('choice', S.ROOFLINES)}")
+    out.append("stack st { " + "; ".join(st) + " }")
 
     phase = draw("choice", S.PHASES)
     p = [f"model = m; cluster = c; phase = {phase}; tp = {tp}; pp = {pp}; ep = {ep}; dp = {dp}"]
@@ -168,6 +178,8 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
     p.append(f"allreduce = {draw('choice', S.ALLREDUCE_ALGORITHMS)}")
     p.append(f"cross_node = {draw('choice', S.CROSS_NODE)}")
     p.append(f"one_shot_volume = {draw('choice', S.ONE_SHOT_VOLUMES)}")
+    if draw("bool"):
+        p.append("stack = st")
     if phase == "train" and draw("bool"):
         p.append("fsdp = true")
     out.append("plan p { " + "; ".join(p) + " }")

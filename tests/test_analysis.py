@@ -28,7 +28,9 @@ def _plans(spec):
 def _metric_values(program, metrics) -> dict[str, object]:
     out = {f.name: getattr(metrics, f.name) for f in fields(metrics)}
     c = program.compute
-    out.update({f"compute.{f.name}": getattr(c, f.name) for f in fields(c)})
+    out.update({f"compute.{f.name}": getattr(c, f.name) for f in fields(c) if f.name != "operators"})
+    for i, row in enumerate(c.operators):  # (name, bytes, FLOPs, time, memory time, FLOP time)
+        out.update({f"compute.operators{i}.{j}": v for j, v in enumerate(row[1:])})
     for i, k in enumerate(program.collectives):
         out[f"coll{i}.time"] = k.cost.time
         out[f"coll{i}.total"] = k.total

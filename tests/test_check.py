@@ -518,3 +518,21 @@ def test_tp_beyond_the_node_offers_the_std_link_when_it_imports_cleanly(tmp_path
     fixed = 'import "std/links.ccost"\n' + spec.replace("tp = 16", "tp = 16").replace(
         "nodes = 1;", "nodes = 2; inter_node = ib_ndr;")
     assert [d.message for d in check_text(fixed, str(tmp_path / "s.ccost")).diagnostics if d.is_error] == []
+
+
+def train_codes(fields: str) -> list[str]:
+    return codes(BASE + f"plan p {{ model = m70; cluster = two; phase = train; seq = 4096; {fields} }}")
+
+
+def test_training_choices_without_effect_warn():
+    assert train_codes("pp = 2; microbatches = 4; schedule = interleaved; virtual_stages = 2") == []
+    assert train_codes("pp = 2; microbatches = 4; schedule = interleaved") == ["W305"]  # v = 1: plain 1F1B
+    assert train_codes("schedule = interleaved; virtual_stages = 2") == ["W305"]  # no pipeline
+    assert train_codes("pp = 2; microbatches = 3; schedule = interleaved; virtual_stages = 2") == ["W305"]
+    assert train_codes("pp = 2; virtual_stages = 2") == ["W305"]  # not interleaved
+    assert train_codes("sequence_parallel = true") == ["W305"]  # tp = 1
+    assert train_codes("tp = 8; sequence_parallel = true; dp = 2; optimizer_sharding = zero1") == []
+    assert train_codes("dp = 2; fsdp = true; optimizer_sharding = zero2") == ["W305"]
+    r = check_text(BASE + "plan p { model = m70; cluster = two; phase = decode; recompute = full }", "t")
+    assert [d.code for d in r.warnings] == ["W305"] and "`recompute` applies only to training" in \
+        r.warnings[0].message

@@ -327,10 +327,18 @@ def test_auto_picks_tree_for_small_messages_and_says_why():
 
 
 def test_auto_with_all_algorithms_and_arrays():
-    # one-shot: 8 µs + 2.039 µs = 10.04 µs; two-shot: 2 × 2 µs + 2.039 µs = 6.039 µs (cheapest)
+    # one-shot (egress 7 × 512 KiB): 8 µs + 8.156 µs = 16.16 µs; two-shot, two shots of the custom kernel
+    # at the one-shot latency each: 2 × 8 µs + 2.039 µs = 18.04 µs; tree 6 × 2 µs + 2.039 µs = 14.04 µs
+    # (cheapest); ring 14 × 2 µs + 2.039 µs = 30.04 µs
     a = costs.auto_allreduce(8, A1_M, 2e-6, 450e9, 8e-6)
-    assert a.algorithm == "two_shot"
-    assert a.cost.time == pytest.approx(4e-6 + 917_504 / 450e9, rel=1e-12)
+    assert a.algorithm == "tree"
+    assert a.costs["two_shot"].time == pytest.approx(16e-6 + 917_504 / 450e9, rel=1e-12)
+    assert a.cost.time == pytest.approx(12e-6 + 917_504 / 450e9, rel=1e-12)
+    # one-shot beats two-shot for a small message (16 KiB: 8 µs + 0.255 µs against 16 µs + 0.064 µs) and
+    # two-shot beats one-shot for a large one (8 MiB: 8 µs + 130.5 µs against 16 µs + 32.6 µs)
+    small = costs.auto_allreduce(8, 16_384, 2e-6, 450e9, 8e-6, candidates=("one_shot", "two_shot"))
+    large = costs.auto_allreduce(8, 8 * 1024**2, 2e-6, 450e9, 8e-6, candidates=("one_shot", "two_shot"))
+    assert (small.algorithm, large.algorithm) == ("one_shot", "two_shot")
     arr = costs.auto_allreduce(np.array([2, 8]), np.array([A1_M, A1_M]), 2e-6, 450e9, 8e-6,
                                candidates=("ring", "tree", "one_shot"), one_shot_volume="ring")
     # P = 2: ring and tree both 2 hops (ring wins the tie); P = 8: one-shot 10.04 µs < tree 14.04 µs
@@ -575,3 +583,19 @@ def test_auto_does_not_pick_one_shot_for_a_large_message():
     tiny = costs.auto_allreduce(8, 16_384, 2e-6, 450e9, one_shot_latency=1e-6)
     # 16 KiB: one-shot 1 µs + 7 × 16,384 / 450e9 = 1.255 µs; two-shot 4 µs + 0.064 µs; tree 12 µs
     assert tiny.algorithm == "one_shot"
+
+
+def test_auto_keeps_custom_allreduce_inside_one_nvlink_domain():
+    """One-shot and two-shot write into the peers' memory: NVLink peer access, one domain only. Across
+    two nodes `auto` takes NCCL's ring or tree (flat or hierarchical), and says why."""
+    intra = costs.LinkParams(2e-6, 450e9, 8e-6, "nvl")
+    inter = costs.LinkParams(3e-6, 50e9, 3e-6, "ib")
+    # 512 KiB on 16 ranks over 2 nodes: two-shot at the IB link's α would be 2 × 3 µs + 2·15/16·512 KiB /
+    # 50 GB/s = 6 + 19.66 = 25.7 µs, the issue's "25.7 µs": no longer a candidate
+    g = costs.group_cost("allreduce", "auto", 16, 524_288, 8, intra, inter)
+    assert g.algorithm in ("ring", "tree")
+    assert "peer access" in g.reason
+    arr = costs.group_cost("allreduce", "auto", np.array([8, 16]), np.array([524_288, 524_288]), 8, intra, inter)
+    labels = [costs.ALLREDUCE_ALGORITHMS[i] for i in arr.algorithm]
+    assert labels[0] in ("one_shot", "two_shot", "tree", "ring") and labels[1] in ("ring", "tree")
+    assert arr.chosen.time[1] == g.chosen.time

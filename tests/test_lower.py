@@ -28,7 +28,7 @@ LLAMA70 = S.Model(name="llama70", title=None, span=None, layers=80, hidden=8192,
                   params=70.6e9)
 POLICY = S.Policy(name="policy", title=None, span=None)
 # The hand arithmetic below is the notes' model: peak rates, no stack overhead, no collective floor.
-IDEAL = S.Stack(name="ideal", title=None, span=None)
+IDEAL = S.Stack(name="ideal", title=None, span=None, roofline="step", pipeline="flush")
 
 
 def plan(**kw) -> S.Plan:

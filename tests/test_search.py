@@ -104,7 +104,10 @@ def test_decode_points_agree_bit_for_bit_with_plans_alone(objective):
     assert len(doc["top"]) == 1000 or len(doc["top"]) == doc["feasible"]
     sample = doc["top"][:40] + doc["top"][::17] + doc["pareto"]
     picked = {r["tp_algorithm"] for r in doc["top"] if r["allreduce"] == "auto"}
-    assert {"ring", "one_shot", "two_shot"} <= picked  # auto picks per point (checked against plans below)
+    assert {"ring", "tree", "one_shot"} <= picked  # auto picks per point (checked against plans below)
+    # one-shot and two-shot need NVLink peer access: never picked for a TP group that spans nodes
+    assert not {r["tp_algorithm"] for r in doc["top"] if r["allreduce"] == "auto" and r["tp"] > 8} \
+        & {"one_shot", "two_shot"}
     sample += [r for r in doc["top"] if r["allreduce"] == "auto"][::5]
     for rec in sample:
         _assert_same(rec, _alone(s, spec, rec))
@@ -132,7 +135,7 @@ search s {
   allreduce = [tree, auto]
   max_gpus = 96
   tp_in_domain = true; tp_divides_kv_heads = true; pp_divides_layers = true
-  max_overhead = 12 %; min_efficiency = 60 %
+  max_overhead = 15 %; min_efficiency = 60 %
   objective = latency
   top = 7
 }
@@ -163,7 +166,7 @@ def _brute(spec, s):
             doc = None
             if all(ok for _, ok in rules):
                 doc = _alone(s, spec, dict(layout))
-                rules += [("fits_memory", doc["fits_memory"]), ("max_overhead", doc["overhead"] <= 0.12),
+                rules += [("fits_memory", doc["fits_memory"]), ("max_overhead", doc["overhead"] <= 0.15),
                           ("min_efficiency", doc["efficiency"] >= 0.60)]
             failing = [k for k, ok in rules if not ok]
             out.append((layout, doc, failing))

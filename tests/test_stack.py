@@ -54,13 +54,16 @@ def test_gemm_efficiency_scales_peak_flops_but_not_a_measured_rate():
 stack s { gemm_efficiency = 50 % }
 plan p { model = m; cluster = node; phase = prefill; batch = 1; seq = 10000; stack = s }
 """
-    # FLOPs 2 × 50e9 × 10,000 = 1e15 at 1000 TFLOP/s × 50 % = 2 s (memory: 100 GB / 2 TB/s = 50 ms)
-    assert doc(pre, "p")["compute_time_s"] == pytest.approx(2.0, **HAND)
+    # GEMMs: FLOPs 2 × 50e9 × 10,000 = 1e15 at 1000 TFLOP/s × 50 % = 2 s (memory: 100 GB / 2 TB/s = 50 ms)
+    # attention (causal prefill, mean context (10,000 + 1)/2 = 5,000.5): 10,000 × 5,000.5 × 8 heads ×
+    #   2·2·128 × 10 layers = 2.0482e12 FLOPs at 1000 TFLOP/s (attention_efficiency 100 %) = 2.0482 ms
+    #   (KV written: 10,000 × 2·10·8·128·2 B = 409.6 MB / 2 TB/s = 0.2048 ms, less); the two add
+    assert doc(pre, "p")["compute_time_s"] == pytest.approx(2.0 + 2.0482e-3, **HAND)
     measured = pre.replace("stack s {", "gpu g2 extends g { achieved_flops = 800 TFLOP/s }\n"
                            "cluster node2 { gpu = g2; intra_node = nvl }\nstack s {").replace(
                                "cluster = node;", "cluster = node2;")
-    # the GPU's measured achieved_flops wins: 1e15 / 800e12 = 1.25 s
-    assert doc(measured, "p")["compute_time_s"] == pytest.approx(1.25, **HAND)
+    # the GPU's measured achieved_flops wins for the GEMMs: 1e15 / 800e12 = 1.25 s (+ attention as above)
+    assert doc(measured, "p")["compute_time_s"] == pytest.approx(1.25 + 2.0482e-3, **HAND)
 
 
 def test_ideal_and_an_empty_stack_are_the_notes_model():
@@ -107,3 +110,81 @@ def test_bundled_ideal_profile_is_ideal():
     assert (td.gemm_efficiency, td.attention_efficiency, td.elementwise_efficiency) == \
         (mc.gemm_efficiency, mc.attention_efficiency, mc.elementwise_efficiency)
     assert isinstance(spec.stacks["ideal"], S.Stack)
+
+
+def test_per_operator_roofline_adds_gemm_and_attention_in_decode():
+    d = doc("""
+stack s { attention_efficiency = 50 % }
+plan p { model = m; cluster = node; phase = decode; batch = 64; seq = 100000; stack = s }
+""", "p")
+    # GEMMs: 100 GB / 2 TB/s = 50 ms against 2 × 50e9 × 64 / 1e15 = 6.4 ms: 50 ms.
+    # attention: KV 64 × 100,000 × 2·10·8·128·2 B = 64 × 100,000 × 40,960 B = 262.144 GB / 2 TB/s = 131.072 ms
+    #   against 64 × 100,000 × 8 × 512 × 10 = 2.62144e11 FLOPs / 500 TFLOP/s = 0.524 ms: 131.072 ms.
+    # The notes' whole-step roofline would give the same here (both memory-bound): 181.072 ms.
+    assert d["compute_time_s"] == pytest.approx(181.072 * MS, **HAND)
+    step = doc("""
+stack s { roofline = step }
+plan p { model = m; cluster = node; phase = prefill; batch = 1; seq = 10000; stack = s }
+""", "p")
+    # whole step: max(100 GB / 2 TB/s, 1e15 / 1e15) = 1 s, no attention term
+    assert step["compute_time_s"] == pytest.approx(1.0, **HAND)
+
+
+MOE = """
+model moe { layers = 10; hidden = 1024; heads = 8; kv_heads = 8; params = 100e9; weight_bytes = 100 GB
+            experts = 64; top_k = 2; active_params = 10e9 }
+"""
+
+
+def test_moe_decode_reads_only_the_experts_its_tokens_hit():
+    d = doc(MOE + "plan p { model = moe; cluster = node; phase = decode; batch = 4; stack = ideal2 }\n"
+            "stack ideal2 { }", "p")
+    # one expert (all layers): (100e9 − 10e9)/(64 − 2) = 1.4516e9; dense: 10e9 − 2 × 1.4516e9 = 7.0968e9;
+    # experts 92.903e9. 4 tokens, top-2 of 64: hit share 1 − (62/64)^4 = 1 − 0.880738 = 0.119262.
+    # bytes: dense 7.0968 GB + experts 92.903 GB × 0.119262 = 11.0798 GB → 18.1766 GB
+    # / 2 TB/s = 9.0883 ms (FLOPs 2·10e9·4/1e15 = 0.08 ms: memory-bound). Reading every expert: 50 ms.
+    assert d["compute_time_s"] == pytest.approx(9.0883 * MS, rel=1e-4)
+
+
+def test_mla_latent_sizes_the_kv_cache():
+    d = doc("""
+model mla { layers = 61; hidden = 7168; heads = 128; kv_lora_rank = 512; qk_rope_head_dim = 64; params = 1e9 }
+plan p { model = mla; cluster = node; phase = decode; batch = 1; seq = 1000; tp = 2 }
+""", "p")
+    # (512 + 64) × 61 layers × 2 B = 70,272 B per token, replicated on both TP ranks: 1,000 tokens = 70.272 MB
+    assert d["memory"]["kv_cache_bytes"] == pytest.approx(70.272e6, **HAND)
+
+
+def test_a_kv_cache_without_kv_heads_or_latent_is_an_error():
+    from ccost.diagnostics import CcostError
+
+    r = check.check_text(HW + """
+model nokv { layers = 10; hidden = 1024; heads = 8; params = 1e9 }
+plan p { model = nokv; cluster = node; phase = decode; batch = 1; seq = 100 }
+""", "t.ccost")
+    with pytest.raises(CcostError) as e:
+        evaluate.evaluate(r.spec)
+    assert "E104" in str(e.value) and "kv_heads" in str(e.value) and "kv_lora_rank" in str(e.value)
+
+
+def test_serving_pipeline_in_steady_state_has_no_flush():
+    text = """
+stack s { pipeline = steady }
+stack f { pipeline = flush }
+plan p { model = m; cluster = node; phase = decode; batch = 8; pp = 2; microbatches = 2; stack = s }
+plan q extends p { stack = f }
+"""
+    d = doc(text, "p")
+    # each stage: 50 GB / 2 TB/s = 25 ms per micro-batch (FLOPs 2·50e9·4/1e15 = 0.4 ms, less)
+    # one send per micro-batch: (8/2)·1·1024·2 B = 8,192 B: 1 µs + 8,192 / 1000 GB/s = 1.008192 µs
+    (pp,) = [c for c in d["collectives"] if c["kind"] == "p2p" and c["count"]]
+    assert pp["message_bytes"] == 8192
+    assert d["comm_time_s"] == pytest.approx(1.008192 * US, **HAND)
+    # slot 25 ms + 1.008192 µs / 2; step max(M, P) = 2 slots: 50 ms + 1.008192 µs; 8 tokens per step
+    assert d["step_time_s"] == pytest.approx(50 * MS + 1.008192 * US, **HAND)
+    assert d["latency_s"] == pytest.approx(50 * MS + 1.008192 * US, **HAND)
+    assert d["throughput_tokens_s"] == pytest.approx(8 / (50 * MS + 1.008192 * US), **HAND)
+    # the flush schedule: (M + P − 1) × 25 ms = 75 ms + the whole batch's send (16,384 B: 1.016384 µs)
+    # spread over P·M/(M + P − 1) = 4/3 busy stages
+    q = doc(text, "q")
+    assert q["step_time_s"] == pytest.approx(75 * MS + 1.016384 * US * 3 / 4, **HAND)

@@ -143,3 +143,39 @@ def test_deepseek_v3_all_to_all_is_node_limited_in_explain():
     assert a2a["message_bytes"] == 8192 * 4 * 7168 * 2
     (inside,) = [c for c in res.plans["ep8_pp8_dp8"].doc["collectives"] if c["kind"] == "alltoall"]
     assert inside["message_bytes"] == 8192 * 8 * 7168 * 2
+
+
+def test_context_parallelism_splits_the_sequence_and_passes_kv():
+    # Llama-3-8B-like shapes on 64 nodes: tp 8, cp 2, dp 4, one 32,768-token sequence per micro-batch
+    llama = S.Model(name="l8", title=None, span=None, layers=32, hidden=4096, heads=32, kv_heads=8,
+                    ffn=14336, params=8e9)
+    one = doc(model=llama, tp=8, dp=4, seq=32768, recompute="selective")
+    two = doc(model=llama, tp=8, dp=4, cp=2, seq=32768)
+    assert two["gpus"] == 8 * 4 * 2 and one["gpus"] == 32
+    assert two["tokens_per_step"] == one["tokens_per_step"] == 4 * 32768  # cp splits sequences, adds none
+    # every per-GPU FLOP halves: 16,384 of the sequence's tokens on each GPU (attention: its queries
+    # against the whole causal context)
+    assert two["compute"]["flops_per_gpu"] == pytest.approx(one["compute"]["flops_per_gpu"] / 2, rel=1e-12)
+    # the ring: K and V of the whole sequence on one TP rank, 32768 × 2 × 4096 × (8/32) × 2 B / 8 = 16.78 MB,
+    # gathered forward and backward (2 per layer), their gradients reduce-scattered (1 per layer)
+    (ag,) = [c for c in two["collectives"] if c["purpose"].startswith("context-parallel K")]
+    (rs,) = [c for c in two["collectives"] if c["purpose"].startswith("context-parallel gradients")]
+    assert ag["message_bytes"] == 32768 * 2 * 4096 * 8 / 32 * 2 / 8 and ag["count"] == 64 and ag["group_size"] == 2
+    assert rs["count"] == 32
+    # the gradients are reduced over dp·cp = 8 ranks
+    (dp,) = [c for c in two["collectives"] if c["purpose"].startswith("data-parallel")]
+    assert dp["group_size"] == 8
+    # the ring hides behind attention here: ~0.03 ms per transfer against ~1.8 ms of attention per layer
+    assert two["training"]["exposed_per_microbatch_s"] < one["training"]["exposed_per_microbatch_s"]
+
+
+def test_context_parallel_degree_counts_in_the_cluster_fit():
+    from ccost.check import check_text
+
+    base = ('link nv { alpha = 2 us; bandwidth = 450 GB/s }\n'
+            'gpu g { memory = 80 GB; hbm_bandwidth = 3 TB/s; flops = 1 PFLOP/s }\n'
+            'cluster c { gpu = g; nodes = 1; gpus_per_node = 8; intra_node = nv }\n'
+            'model m { layers = 8; hidden = 1024; params = 1e8 }\n')
+    r = check_text(base + "plan p { model = m; cluster = c; phase = train; seq = 4096; tp = 8; cp = 2 }", "t")
+    assert [d.code for d in r.errors] == ["E301"]
+    assert "tp·pp·ep·dp·cp = 8·1·1·1·2 = 16 GPUs" in r.errors[0].message

@@ -105,9 +105,11 @@ def analyse(program: lower.Program) -> Metrics:
     hops = named("hops_step", _sum((k.count * k.cost.hops for k in coll), n0), "latency steps per step")
     exposed = named("T_exposed", costs.exposed_comm(T_comm, x.overlap), "communication not hidden: "
                     "T_comm·(1 − overlap)")
+    ovh = named("overhead", costs.overhead(T_comm, c.T_compute), "T_comm / T_compute", style="percent")
+    if program.static.steady:
+        return _steady(program, T_comm, T_lat, T_bw, volume, hops, exposed, ovh)
     latency = named("T_latency", c.T_compute + exposed, "one step through every stage in turn: "
                     "T_compute + T_exposed")
-    ovh = named("overhead", costs.overhead(T_comm, c.T_compute), "T_comm / T_compute", style="percent")
     bubble = named("bubble", costs.pipeline_bubble(x.pp, x.M), "pipeline bubble (P−1)/(M+P−1)",
                    style="percent")
     in_flight = named("in_flight", x.pp * (1 - bubble), "stages busy at once in the pipeline: P·(1 − bubble)")
@@ -121,6 +123,39 @@ def analyse(program: lower.Program) -> Metrics:
                        "compute of the pipelined step: (M + P − 1)·t_mb")
     step = named("T_step", T_pipe + exposed / in_flight,
                  "pipelined step time: T_pipe + T_exposed/(P·(1 − bubble))")
+    gpus = named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
+    speedup = named("speedup", x.dp * costs.speedup(c.T_one, step), "against one GPU: dp·T_1/T_step")
+    eff = named("efficiency", speedup / gpus, "speedup / N", style="percent")
+    thr = named("throughput", c.tokens_step / step, "tokens/s: tokens_step/T_step")
+    thr_gpu = named("throughput_GPU", thr / gpus, "tokens/s per GPU")
+    eta = named("η", costs.efficiency_eta(c.T_compute, T_comm, x.overlap),
+                "scaling efficiency T_compute/(T_compute + T_comm·(1 − overlap)), “Communication Cost Analysis” §6",
+                style="percent")
+    return Metrics(T_comm, T_lat, T_bw, exposed, c.T_compute, latency, step, ovh, bubble, in_flight, gpus,
+                   speedup, eff, thr, thr_gpu, volume, hops, eta)
+
+
+def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, ovh) -> Metrics:
+    """Serving (decode, prefill) under a stack with ``pipeline = steady``: M micro-batches circulate through
+    the P stages with no flush. The collectives were lowered per micro-batch (messages of B/M sequences,
+    one micro-batch's path through every stage), so a stage's slot is t_mb + T_exposed/P. A micro-batch's
+    token crosses the P stages in P slots (its latency); a sequence gets its next token every max(M, P)
+    slots (the step: with M < P stages idle, with M > P micro-batches wait). P = M = 1 is the
+    unpipelined step, bit for bit."""
+    x, c = program.inputs, program.compute
+    over = program.static.overheads and not program.static.compute_given
+    slot = named("t_slot", c.t_mb + exposed / x.pp, "one micro-batch on one stage: t_mb + T_exposed/P")
+    rounds = derive.maximum(x.M, x.pp)
+    lat = x.pp * slot + x.t_step if over else x.pp * slot
+    latency = named("T_latency", lat, "a micro-batch's token through the P stages: P·t_slot"
+                    + (" + the stack's fixed time per step" if over else ""))
+    T_pipe = named("T_pipe", rounds * c.t_mb + x.t_step if over else rounds * c.t_mb,
+                   "compute of the steady-state step: max(M, P)·t_mb" + (" + t_step" if over else ""))
+    step = named("T_step", T_pipe + rounds * exposed / x.pp,
+                 "steady-state step (every sequence's next token): T_pipe + max(M, P)·T_exposed/P")
+    in_flight = named("in_flight", derive.minimum(x.M, x.pp), "stages busy at once: min(M, P)")
+    bubble = named("bubble", (x.pp - in_flight) / x.pp, "idle stages in steady state: (P − min(M, P))/P",
+                   style="percent")
     gpus = named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
     speedup = named("speedup", x.dp * costs.speedup(c.T_one, step), "against one GPU: dp·T_1/T_step")
     eff = named("efficiency", speedup / gpus, "speedup / N", style="percent")
@@ -194,7 +229,8 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
             f"{_gb(f(c.weights_gpu))} used per step" if program.static.fsdp
             else f"{_gb(f(c.weights_gpu))} of weights per GPU")
     note = (f"{held}; compute {_t(f(c.T_compute))} per step ({bound}"
-            + (f", {plan.pp} stages in turn" if plan.pp > 1 else "") + ").")
+            + (f", {plan.microbatches} micro-batch{'es' if plan.microbatches > 1 else ''} on one GPU"
+               if static.train else f", {plan.pp} stages in turn" if plan.pp > 1 else "") + ").")
     if bound == "FLOP-bound" and cluster.gpu.achieved_flops is None:
         status = "warn"
         note += f" gpu `{cluster.gpu.name}` has no achieved_flops: peak FLOP/s used, compute is optimistic."

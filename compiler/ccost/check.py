@@ -1507,7 +1507,7 @@ def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
     link: `nodes = 2` alone would only lead to the next error)."""
     c = p.cluster
     own = getattr(where, "written", frozenset())  # the fields this block writes itself
-    written = sorted((where(d, (d,)).line, where(d, (d,)).column, d) for d in ("tp", "pp", "ep", "dp")
+    written = sorted((where(d, (d,)).line, where(d, (d,)).column, d) for d in ("tp", "pp", "ep", "dp", "cp")
                      if getattr(p, d) > 1 and d in own)
     degree = written[-1][2] if written else None
     if degree:
@@ -1515,7 +1515,7 @@ def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
     elif "cluster" in own:
         span = where("cluster", ("cluster",))
     else:
-        span = where("__plan__", ("cluster", "tp", "pp", "ep", "dp"))
+        span = where("__plan__", ("cluster", "tp", "pp", "ep", "dp", "cp"))
     node_word = "node" if c.nodes == 1 else "nodes"
     lower = []
     for d in [w[2] for w in reversed(written)]:  # the degree under the caret first
@@ -1533,7 +1533,8 @@ def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
     else:
         fixes.append(f"give cluster `{c.name}` `nodes = {need_nodes}`")
     return error(
-        "E301", f"plan `{p.name}` needs tp·pp·ep·dp = {p.tp}·{p.pp}·{p.ep}·{p.dp} = {p.gpus} GPUs, but "
+        "E301", f"plan `{p.name}` needs tp·pp·ep·dp{'·cp' if p.cp > 1 else ''} = {p.tp}·{p.pp}·{p.ep}·{p.dp}"
+        f"{f'·{p.cp}' if p.cp > 1 else ''} = {p.gpus} GPUs, but "
         f"cluster `{c.name}` has {c.nodes} {node_word} × {c.gpus_per_node} = {c.gpus}",
         span, help="; or ".join(fixes))
 
@@ -1547,7 +1548,7 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     c, m = p.cluster, p.model
     too_big = p.gpus > c.gpus
-    if too_big and where("__plan__", ("cluster", "tp", "pp", "ep", "dp")) is not None:
+    if too_big and where("__plan__", ("cluster", "tp", "pp", "ep", "dp", "cp")) is not None:
         out.append(_too_many_gpus(p, where))
     if p.tp > c.domain and not too_big and c.inter_node is not None \
             and where("tp", ("tp", "cluster")) is not None:
@@ -1581,6 +1582,55 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
             out.append(warning("W304", f"ep = {p.ep} does not divide experts = {m.experts} of model "
                                f"`{m.name}`: some GPUs hold more experts than others", where("ep", ("ep", "model")),
                                help=f"ep values that divide {m.experts}: {_divisors(m.experts, 1 << 20)}"))
+    out += _check_training(p, where)
+    return out
+
+
+TRAINING_FIELDS = ("schedule", "virtual_stages", "recompute", "sequence_parallel", "optimizer_sharding",
+                   "master_weights", "cp")
+
+
+def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """Training choices that change nothing as written (W305): they are legal, but the author meant
+    something else."""
+    out: list[Diagnostic] = []
+    if p.phase != "train":
+        written = [f for f in TRAINING_FIELDS if f in p.spans]
+        if written and where(written[0], (*written, "phase")) is not None:
+            out.append(warning("W305", f"plan `{p.name}` is a {p.phase} plan: "
+                               + ", ".join(f"`{f}`" for f in written)
+                               + (" applies" if len(written) == 1 else " apply") + " only to training",
+                               where(written[0], (*written, "phase")),
+                               help="remove them, or set `phase = train`"))
+        return out
+    reads = ("schedule", "virtual_stages", "pp", "microbatches")
+    if p.schedule == "interleaved" and where("schedule", reads) is not None:
+        if p.pp == 1:
+            out.append(warning("W305", f"plan `{p.name}` has `schedule = interleaved` but pp = 1: there is no "
+                               "pipeline to interleave", where("schedule", reads), help="set pp > 1"))
+        elif p.virtual_stages < 2:
+            out.append(warning("W305", f"plan `{p.name}` has `schedule = interleaved` with virtual_stages = 1: "
+                               "that is plain 1F1B, bubble (P−1)/(M+P−1)", where("schedule", reads),
+                               help="give `virtual_stages = 2` or more (model chunks per GPU)"))
+        elif p.microbatches % p.pp:
+            out.append(warning("W305", f"plan `{p.name}`: the interleaved schedule runs micro-batches in groups "
+                               f"of pp = {p.pp}, but microbatches = {p.microbatches} is not a multiple of it "
+                               "(Megatron-LM refuses this layout)", where("microbatches", reads),
+                               help=f"use microbatches = {(p.microbatches // p.pp + 1) * p.pp}"))
+    elif p.virtual_stages > 1 and where("virtual_stages", reads) is not None:
+        out.append(warning("W305", f"plan `{p.name}`: virtual_stages = {p.virtual_stages} only applies to "
+                           f"`schedule = interleaved` (this plan runs {p.schedule})",
+                           where("virtual_stages", reads), help="add `schedule = interleaved`"))
+    if p.sequence_parallel and p.tp == 1 and where("sequence_parallel", ("sequence_parallel", "tp")) is not None:
+        out.append(warning("W305", f"plan `{p.name}`: sequence_parallel splits over the tp ranks, but tp = 1",
+                           where("sequence_parallel", ("sequence_parallel", "tp")),
+                           help="remove it, or use tp > 1"))
+    if p.optimizer_sharding != "none" and p.fsdp and where("optimizer_sharding", ("optimizer_sharding", "fsdp")) \
+            is not None:
+        out.append(warning("W305", f"plan `{p.name}`: fsdp = true already shards the optimizer state, "
+                           f"gradients and parameters; optimizer_sharding = {p.optimizer_sharding} adds nothing",
+                           where("optimizer_sharding", ("optimizer_sharding", "fsdp")),
+                           help="remove `optimizer_sharding`"))
     return out
 
 

@@ -54,6 +54,8 @@ DEFAULT_ALGORITHM = {"allreduce": "ring", "allgather": "ring", "reducescatter": 
                      "alltoall": "pairwise", "broadcast": "tree", "p2p": "direct"}
 #: How a group was priced, in the order of the index arrays that ``group_cost`` returns in array mode.
 GROUP_MODES = ("intra", "flat", "hierarchical")
+#: AllReduce algorithms of custom kernels (vLLM, TensorRT-LLM) that need NVLink peer access: one domain only.
+CUSTOM_ALLREDUCE = ("one_shot", "two_shot")
 CROSS_NODE = ("auto", "flat", "hierarchical")
 
 Num = Any  # float | np.ndarray | derive.Value: every formula below accepts all three
@@ -201,7 +203,11 @@ def collective_cost(kind: str, algorithm: str | None, p: Num, m: Num, alpha: Num
         h = named(_tag("hops", tag), h, f"{kind} {alg} hops on {_pname(p)} ranks")
         v = named(_tag("volume", tag), v, f"{kind} {alg} bytes sent per GPU")
     hop_latency = alpha
-    if kind == "allreduce" and alg == "one_shot" and one_shot_latency is not None:
+    if kind == "allreduce" and alg in ("one_shot", "two_shot") and one_shot_latency is not None:
+        # A two-shot AllReduce is two phases of the same custom kernel (reduce-scatter, all-gather by
+        # direct peer writes), each ending in the cross-GPU barrier that a one-shot pays once: each shot
+        # costs the one-shot latency, not a ring hop's α (issue 13: with 2α, two-shot beat one-shot at every
+        # size, the reverse of practice for small messages).
         hop_latency = one_shot_latency
     # latency and bandwidth_time stay anonymous, so the step reads T = α·hops + volume/B.
     lat = hop_latency * h
@@ -687,7 +693,7 @@ def _spanning(kind: str, alg: str, p: Num, m: Num, g: Num, intra: LinkParams, in
     h = share * flat.hops
     v = share * flat.volume
     hop_latency = inter.alpha
-    if kind == "allreduce" and alg == "one_shot" and inter.one_shot_latency is not None:
+    if kind == "allreduce" and alg in ("one_shot", "two_shot") and inter.one_shot_latency is not None:
         hop_latency = inter.one_shot_latency
     lat = hop_latency * h
     bwt = v / inter.bandwidth
@@ -737,7 +743,27 @@ def _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates, 
         _algorithm("allreduce", c)
     alts = {c: _group("allreduce", c, p, m, per_node, intra, inter, cross_node, _tag_join(tag, c), tag, osv)
             for c in candidates}
-    choice, t = choose({c: alts[c].chosen.time for c in candidates})
+    # One-shot and two-shot write straight into the peers' buffers: they need NVLink peer access, so only a
+    # group inside one NVLink domain can run them; across nodes a real stack runs NCCL's ring or tree
+    # (flat or hierarchical). A custom algorithm is never chosen for a group that spans domains.
+    custom = [c for c in candidates if c in CUSTOM_ALLREDUCE]
+    excluded = False
+    if custom and len(custom) < len(candidates):
+        if _is_arrayish(p, per_node, m):
+            spans = np.asarray(p > per_node)
+            times = {c: (np.where(spans, np.inf, alts[c].chosen.time) if c in CUSTOM_ALLREDUCE
+                         else alts[c].chosen.time) for c in candidates}
+            choice, t = choose(times)
+            if not isinstance(choice, str):
+                choice = np.asarray(choice)
+        else:
+            if derive.value_of(p) > derive.value_of(per_node):
+                candidates = tuple(c for c in candidates if c not in CUSTOM_ALLREDUCE)
+                alts = {c: alts[c] for c in candidates}
+                excluded = True
+            choice, t = choose({c: alts[c].chosen.time for c in candidates})
+    else:
+        choice, t = choose({c: alts[c].chosen.time for c in candidates})
     fields = ("hops", "volume", "latency", "bandwidth_time", "time")
     if isinstance(choice, str) and isinstance(alts[choice].used, np.ndarray):
         choice = np.asarray(list(candidates).index(choice))  # 0-d array inputs: stay in array mode
@@ -762,6 +788,8 @@ def _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates, 
     reason = _auto_reason(choice, {k: g.chosen for k, g in alts.items()}, ranks, m, link.alpha, link.bandwidth)
     if w.used != "intra":
         reason += f" (priced {w.used} across nodes)"
+    if excluded:
+        reason += "; one-shot and two-shot need NVLink peer access, so not across nodes"
     return GroupCost(chosen, w.flat, w.hierarchical, w.split, w.used, choice, reason, alts, tuple(candidates))
 
 

@@ -355,6 +355,20 @@ def floor(x):
     return _call("floor", np.floor, x)
 
 
+def power(a, b):
+    """aᵇ of two plain numbers (numpy's power in every mode, so float and array modes agree)."""
+    if isinstance(a, Value) or isinstance(b, Value):
+        av, bv = _as_value(a), _as_value(b)
+        for v in (av, bv):
+            if v.dim != DIMENSIONLESS:
+                raise DimensionError(f"power of {units.dim_name(v.dim)}: both must be plain numbers")
+        return Value(float(np.power(np.float64(av.value), np.float64(bv.value))), DIMENSIONLESS, "call",
+                     (av, bv), extra="^")
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.power(a, b)
+    return float(np.power(np.float64(a), np.float64(b)))
+
+
 def _sqrt_dim(d: Dim) -> Dim:
     if any(e % 2 for _, e in d):
         raise DimensionError(f"√ of {units.dim_name(d)}")
@@ -516,6 +530,11 @@ def _render(v: Value, subst: bool, top: bool = False) -> tuple[str, int]:
             return "⌈" + args[0] + "⌉", _PREC_ATOM
         if fname == "floor":
             return "⌊" + args[0] + "⌋", _PREC_ATOM
+        if fname == "^":
+            base, bp = _render(v.args[0], subst)
+            exp, ep = _render(v.args[1], subst)
+            return ((base if bp == _PREC_ATOM else f"({base})") + "^"
+                    + (exp if ep == _PREC_ATOM else f"({exp})")), _PREC_ATOM
         if fname == "√":
             inner, p = _render(v.args[0], subst)
             return ("√" + inner if p == _PREC_ATOM else f"√({inner})"), _PREC_ATOM

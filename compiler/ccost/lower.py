@@ -31,6 +31,9 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
   different domains: with stages tp·ep·dp ranks apart, ⌊(pp−1)·tp·ep·dp/D⌋ of the pp−1 boundaries do
   (at most pp−1). The whole batch goes as one message per boundary, as the notes price it (A3: 1 MiB);
   splitting it into M micro-batches would add (M−1)·α per boundary, which the model leaves out.
+  Serving under a stack with ``pipeline = steady`` (decode, prefill): every TP, EP and PP message carries one
+  micro-batch (B/M sequences) and the counts are one micro-batch's path, consistent with t_mb
+  (``ccost.analysis._steady``: no flush).
 * **EP**: 2 All-to-Alls (dispatch, combine) per MoE layer of B·S·top_k·d·activation bytes per rank on
   the ep ranks (training: ×2). Volume convention: “Communication Cost Analysis”'s (P−1)/P·m (the local share stays
   put); “Communication Cost Math — Distributed Inference” (§2) omits that factor.
@@ -54,6 +57,16 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
   15.11/2/32 ms). FLOP-bound, t_mb = T_stage/M; with ``compute_time`` given, t_mb = T_stage/M.
   The single-GPU reference T₁ (for speedup) runs the same model
   instance's work (ep·B sequences) on one GPU: all weights, the instance's KV cache, no communication.
+* **The software stack** (``stack``, issue 13): HBM bandwidth × ``hbm_efficiency``; peak FLOP/s ×
+  ``gemm_efficiency`` (a GPU's measured ``achieved_flops`` wins); ``layer_overhead``·L/pp per stage (and per
+  micro-batch); ``step_overhead`` once per step; every collective at least ``collective_floor``.
+  With ``roofline = operator`` (every bundled serving profile), decode and prefill price each operator
+  class on its own and add them (``_operators``): the weight GEMMs (FP8 weights at ``fp8_flops``), the MoE
+  experts the step's tokens hit (E·(1 − (1 − k/E)^T) per layer for T tokens routed uniformly), attention
+  (KV bytes against FLOPs growing with the context, at ``attention_efficiency``). ``roofline = step``
+  (``ideal``, and training always) is the whole-step roofline above. An MLA model caches its latent,
+  L·(kv_lora_rank + qk_rope_head_dim)·bytes per token, on every TP rank; a KV cache without ``kv_heads``
+  or a latent is an error (E104).
 * **Memory** per GPU: weights (FSDP: sharded over the data-parallel ranks, plus one gathered layer), the
   KV cache (``seq`` tokens of B sequences; KV heads split over min(tp, kv_heads) ranks, replicated beyond),
   and in training the gradients and Adam's state (FP32 master, m, v: 12 B per parameter), sharded like the
@@ -110,10 +123,15 @@ class Static:
     zero: str = "none"
     overlap_given: bool = False
     tp_overlap: bool = False  # the stack overlaps TP collectives with the GEMMs (Megatron's tp-comm-overlap)
+    cp: bool = False  # training with context parallelism (cp > 1)
     stack: str = "ideal"  # the software-stack profile that prices the plan
     stack_source: str | None = None
     stack_default: bool = False  # the plan named no stack: the bundled default for its phase
     overheads: bool = False  # the stack charges a fixed time per step or per layer
+    steady: bool = False  # serving pipeline in steady state: collectives per micro-batch, no flush
+    roofline: str = "step"  # operator: per-operator roofline (decode, prefill); step: the notes' one roofline
+    mla: bool = False  # the KV cache holds an MLA latent per token (kv_lora_rank + qk_rope_head_dim)
+    head_dim_given: bool = False
     floor: bool = False  # the stack's collectives have a small-message floor
 
     @property
@@ -164,11 +182,15 @@ class Inputs:
     R_peak: Num = 1.0  # peak dense FLOP/s (MFU's denominator)
     c_fwd: Num = 2.0  # FLOPs per multiply-add
     b_master: Num = 4.0  # master-weight bytes per parameter
-    R_attn: Num = 1.0  # attention FLOP/s: peak × the stack's attention_efficiency
     BW_elem: Num = 1.0  # elementwise kernels' bandwidth: HBM × the stack's elementwise_efficiency
+    cp: Num = 1.0  # training: context-parallel degree
     t_step: Num = 0.0  # stack: fixed time per step
     t_layer: Num = 0.0  # stack: time per layer per step
     T_floor: Num = 0.0  # stack: the least time of one collective
+    hd: Num = 1.0  # attention head size (head_dim, else d/h)
+    kv_lat: Num = 0.0  # MLA: latent elements cached per token per layer (kv_lora_rank + qk_rope_head_dim)
+    d_c: Num = 0.0  # MLA: kv_lora_rank
+    R_attn: Num = 1.0  # achieved FLOP/s in attention: peak flops × attention_efficiency
 
 
 def with_arrays(x: Inputs, **arrays) -> Inputs:
@@ -189,7 +211,7 @@ def _plan_fields_ok(plan: S.Plan, diags: Diagnostics) -> None:
                         "give the plan `model = ...` and `cluster = ...`"))
         return
     gpu = cluster.gpu
-    for name in ("tp", "pp", "ep", "dp", "batch", "microbatches"):
+    for name in ("tp", "pp", "ep", "dp", "batch", "microbatches", "cp"):
         v = getattr(plan, name)
         if not (isinstance(v, (int, float)) and v >= 1):
             diags.add(error("E203", f"plan `{plan.name}`: {name} must be at least 1, got {v}", at(name)))
@@ -236,6 +258,13 @@ def _plan_fields_ok(plan: S.Plan, diags: Diagnostics) -> None:
                             f"experts = {model.experts} (every token would visit every expert)", model.span))
         if model.active_params is not None and model.params is not None and model.active_params > model.params:
             diags.add(error("E203", f"model `{model.name}`: active_params exceeds params", model.span))
+    if (plan.phase in ("decode", "prefill") and plan.seq and not model.kv_heads and not model.kv_lora_rank
+            and plan.compute_time is None):
+        diags.add(error("E104", f"model `{model.name}` gives neither `kv_heads` nor an MLA latent "
+                        f"(`kv_lora_rank`): plan `{plan.name}` holds a KV cache of {plan.seq} tokens and its size "
+                        "per token is unknown", model.span,
+                        "add `kv_heads = N` (multi-head attention: the number of heads), or for MLA "
+                        "`kv_lora_rank` and `qk_rope_head_dim`"))
     if model.heads is not None and model.heads < 1:
         diags.add(error("E203", f"model `{model.name}`: heads must be at least 1", model.span))
 
@@ -276,10 +305,14 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         one_shot_volume=getattr(plan, "one_shot_volume", "egress") or "egress",
         schedule=plan.schedule, recompute=plan.recompute, sp=bool(plan.sequence_parallel) and plan.tp > 1,
         zero=plan.optimizer_sharding, overlap_given="overlap" in plan.spans,
-        tp_overlap=bool(stack.tp_comm_overlap),
+        tp_overlap=bool(stack.tp_comm_overlap), cp=plan.phase == "train" and plan.cp > 1,
         stack=stack.name, stack_source=stack.source, stack_default=plan.stack is None,
         overheads=bool(stack.step_overhead or stack.layer_overhead), floor=bool(stack.collective_floor),
+        roofline="step" if plan.phase == "train" else stack.roofline, mla=bool(model.kv_lora_rank),
+        steady=plan.phase != "train" and stack.pipeline == "steady",
+        head_dim_given=bool(model.head_dim),
     )
+    fp8_gemm = (static.roofline == "operator" and model.weights == "fp8" and gpu.fp8_flops is not None)
     act = S.DTYPE_BYTES[model.activations]
     s_step = 1 if plan.phase == "decode" else (plan.seq or 1)
     values = dict(
@@ -290,7 +323,8 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         L_moe=(model.moe_layers or model.layers) if moe else 0,
         W=model.total_weight_bytes, b_act=act, b_kv=S.DTYPE_BYTES[model.kv_cache],
         b_grad=S.DTYPE_BYTES[model.grads], D=cluster.domain, BW_hbm=gpu.hbm_bandwidth * stack.hbm_efficiency,
-        R=gpu.achieved_flops if gpu.achieved_flops is not None else gpu.flops * stack.gemm_efficiency,
+        R=(gpu.achieved_flops if gpu.achieved_flops is not None
+           else (gpu.fp8_flops if fp8_gemm else gpu.flops) * stack.gemm_efficiency),
         mem=gpu.memory, max_mem=policy.max_memory, T_given=plan.compute_time or 0.0,
         c_F=6.0 if plan.phase == "train" else 2.0,
         b_opt=S.DTYPE_BYTES[plan.master_weights] + OPTIMIZER_BYTES_PER_PARAM - 4.0,
@@ -299,8 +333,12 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         untied=1.0 if (model.vocab and not model.tied_embeddings) else 0.0,
         k_node=min(model.top_k or 1, model.route_nodes or (model.top_k or 1)), R_peak=gpu.flops,
         c_fwd=2.0, b_master=S.DTYPE_BYTES[plan.master_weights],
-        R_attn=gpu.flops * stack.attention_efficiency, BW_elem=gpu.hbm_bandwidth * stack.elementwise_efficiency,
+        BW_elem=gpu.hbm_bandwidth * stack.elementwise_efficiency,
+        cp=plan.cp if plan.phase == "train" else 1,
         t_step=stack.step_overhead, t_layer=stack.layer_overhead, T_floor=stack.collective_floor,
+        hd=model.head_dim or (model.hidden / model.heads if model.heads else 1),
+        kv_lat=(model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0), d_c=model.kv_lora_rank or 0,
+        R_attn=gpu.flops * stack.attention_efficiency,
     )
     if not derivation:
         return static, Inputs(**{k: float(v) for k, v in values.items()})
@@ -372,11 +410,15 @@ _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
     "R_peak": ("R_peak", units.FLOP_RATE, "peak dense FLOP/s per GPU"),
     "c_fwd": ("c_fwd", units.COMPUTE, "FLOPs per multiply-add"),
     "b_master": ("b_master", units.INFORMATION, "master-weight bytes per parameter"),
-    "R_attn": ("R_attn", units.FLOP_RATE, "attention FLOP/s per GPU"),
+    "cp": ("cp", units.DIMENSIONLESS, "context-parallel degree"),
     "BW_elem": ("BW_elem", units.BANDWIDTH, "HBM bandwidth the elementwise kernels achieve"),
     "t_step": ("t_step", units.TIME, "stack: fixed time per step"),
     "t_layer": ("t_layer", units.TIME, "stack: time per layer per step"),
     "T_floor": ("T_floor", units.TIME, "stack: the least time of one collective"),
+    "hd": ("d_head", units.DIMENSIONLESS, "attention head size"),
+    "kv_lat": ("d_latent", units.DIMENSIONLESS, "MLA latent cached per token per layer: kv_lora_rank + qk_rope_head_dim"),
+    "d_c": ("d_c", units.DIMENSIONLESS, "MLA: kv_lora_rank"),
+    "R_attn": ("R_attn", units.FLOP_RATE, "achieved FLOP/s in attention"),
 }
 
 
@@ -385,11 +427,11 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
     sym, dim, desc = _LEAVES[key]
     gpu = cluster.gpu
     source = None
-    if key in ("tp", "pp", "ep", "dp", "B", "ctx", "M", "overlap", "T_given"):
+    if key in ("tp", "pp", "ep", "dp", "B", "ctx", "M", "overlap", "T_given", "cp"):
         source = f"plan {plan.name}"
     elif key == "S":
         source = "decode: one new token per sequence" if plan.phase == "decode" else f"plan {plan.name}: seq"
-    elif key in ("L", "d", "h", "h_kv", "params", "params_active", "E", "k", "L_moe", "W"):
+    elif key in ("L", "d", "h", "h_kv", "params", "params_active", "E", "k", "L_moe", "W", "hd", "kv_lat", "d_c"):
         source = f"model {model.name}"
         if key == "W" and model.weight_bytes is None:
             desc = f"weight bytes of the whole model (params × {model.weights})"
@@ -398,6 +440,9 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
         source = f"model {model.name}: {dtype}"
     elif key == "D":
         source = f"cluster {cluster.name}"
+    elif key == "R_attn":
+        source = (f"gpu {gpu.name}: flops {units.format_quantity(gpu.flops, units.FLOP_RATE)} × stack {stack.name} "
+                  f"attention_efficiency {units.format_percent(stack.attention_efficiency)}")
     elif key in ("BW_hbm", "R", "mem"):
         source = f"gpu {gpu.name}"
         if key == "BW_hbm" and stack.hbm_efficiency != 1.0:
@@ -405,8 +450,11 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
             source += (f": hbm_bandwidth {units.format_quantity(gpu.hbm_bandwidth, units.BANDWIDTH)} × stack "
                        f"{stack.name} hbm_efficiency {units.format_percent(stack.hbm_efficiency)}")
         elif key == "R" and gpu.achieved_flops is None:
-            if stack.gemm_efficiency != 1.0:
-                source += (f": flops {units.format_quantity(gpu.flops, units.FLOP_RATE)} × stack {stack.name} "
+            if value != gpu.flops:
+                peak = "fp8_flops" if (gpu.fp8_flops is not None and value == gpu.fp8_flops * stack.gemm_efficiency
+                                       and model.weights == "fp8") else "flops"
+                desc = "achieved FLOP/s per GPU in the weight GEMMs"
+                source += (f": {peak} {units.format_quantity(getattr(gpu, peak), units.FLOP_RATE)} × stack {stack.name} "
                            f"gemm_efficiency {units.format_percent(stack.gemm_efficiency)}")
             else:
                 source += " (peak flops: no achieved_flops given)"
@@ -431,9 +479,6 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
         source = f"gpu {gpu.name}: flops"
     elif key == "c_fwd":
         source = "a multiply and an add"
-    elif key == "R_attn":
-        source = (f"gpu {gpu.name}: flops {units.format_quantity(gpu.flops, units.FLOP_RATE)} × stack {stack.name} "
-                  f"attention_efficiency {units.format_percent(stack.attention_efficiency)}")
     elif key == "BW_elem":
         source = (f"gpu {gpu.name}: hbm_bandwidth {units.format_quantity(gpu.hbm_bandwidth, units.BANDWIDTH)} × "
                   f"stack {stack.name} elementwise_efficiency {units.format_percent(stack.elementwise_efficiency)}")
@@ -504,6 +549,9 @@ class Compute:
     T_mem_mb: Num = 0.0
     T_flop_mb: Num = 0.0
     t_mb: Num = 0.0  # roofline of one micro-batch on one stage (T_stage/M when compute_time is given)
+    #: The per-operator roofline of one stage: (operator, bytes, FLOPs, time, memory time, FLOP time) rows;
+    #: empty under the notes' whole-step roofline.
+    operators: tuple = ()
     mem_activations: Num = 0.0  # training: activations held (ccost.training)
 
 
@@ -585,7 +633,13 @@ def lower(static: Static, x: Inputs) -> Program:
     coll: list[Collective] = []
 
     # --- sizes ---------------------------------------------------------------------------------------
-    m_act = named("m_act", x.B * x.S * x.d * x.b_act, "activations of one layer: B·S·d·bytes")
+    if static.steady:
+        # Serving pipeline in steady state: every collective carries one micro-batch (B/M sequences) and
+        # the counts are one micro-batch's path through every stage (ccost.analysis._steady).
+        m_act = named("m_act", x.B / x.M * x.S * x.d * x.b_act,
+                      "activations of one layer for one micro-batch: (B/M)·S·d·bytes")
+    else:
+        m_act = named("m_act", x.B * x.S * x.d * x.b_act, "activations of one layer: B·S·d·bytes")
 
     # --- tensor parallelism: 2 AllReduces per layer, forward (and 2 more backward) ----------------------
     n_tp = named("count_TP", (4 if train else 2) * x.L,
@@ -598,7 +652,9 @@ def lower(static: Static, x: Inputs) -> Program:
 
     # --- expert parallelism: 2 All-to-Alls per MoE layer ---------------------------------------------------
     if static.moe:
-        m_ep = named("m_EP", x.B * x.S * x.k * x.d * x.b_act, "tokens routed per rank: B·S·k·d·bytes")
+        m_ep = named("m_EP", (x.B / x.M if static.steady else x.B) * x.S * x.k * x.d * x.b_act,
+                     "tokens routed per rank" + (" per micro-batch: (B/M)" if static.steady else ": B")
+                     + "·S·k·d·bytes")
         n_ep = named("count_EP", (4 if train else 2) * x.L_moe, "All-to-Alls per step: dispatch + combine per "
                      "MoE layer" + (", forward and backward" if train else ""))
         coll.append(_collective(
@@ -671,16 +727,26 @@ def lower(static: Static, x: Inputs) -> Program:
                          static.intra, static.intra_name, x))
 
     comp = _compute(static, x, weights_gpu, params_gpu, b_w, p_dense_gpu if static.moe else None,
-                    p_exp_gpu if static.moe else None)
+                    p_exp_gpu if static.moe else None, n_dense if static.moe else None,
+                    n_expert1 if static.moe else None)
     return Program(static, x, tuple(coll), comp)
 
 
 def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: Num | None,
-             p_dense_gpu: Num | None, p_exp_gpu: Num | None) -> Compute:
+             p_dense_gpu: Num | None, p_exp_gpu: Num | None, n_dense: Num | None = None,
+             n_expert1: Num | None = None) -> Compute:
     train = static.train
-    # KV cache: 2 (K and V) × layers × KV heads × head dim × bytes per token.
+    # KV cache: 2 (K and V) × layers × KV heads × head dim × bytes per token; MLA: the latent.
     if static.kv:
-        if static.heads_known:
+        if static.mla:
+            kv_tok = named("kv_token", x.L * x.kv_lat * x.b_kv,
+                           "KV-cache bytes per token, MLA latent: L·(kv_lora_rank + qk_rope_head_dim)·bytes")
+            kv_split = named("tp_kv", derive.constant(1.0, "1", x.tp), "the MLA latent is replicated on every TP rank")
+        elif static.head_dim_given:
+            kv_tok = named("kv_token", 2 * x.L * x.h_kv * x.hd * x.b_kv,
+                           "KV-cache bytes per token: 2·L·h_kv·d_head·bytes")
+            kv_split = named("tp_kv", minimum(x.tp, x.h_kv), "ranks the KV heads are split over, min(tp, h_kv)")
+        elif static.heads_known:
             kv_tok = named("kv_token", 2 * x.L * x.h_kv * (x.d / x.h) * x.b_kv,
                            "KV-cache bytes per token: 2·L·h_kv·(d/h)·bytes")
             kv_split = named("tp_kv", minimum(x.tp, x.h_kv), "ranks the KV heads are split over, min(tp, h_kv)")
@@ -697,6 +763,7 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
         else weights_gpu
     flops_gpu = named("F_GPU", x.c_F * x.params_active * x.B * x.S / (x.tp * x.pp),
                       "FLOPs per step per GPU: c_F·N_active·B·S/(tp·pp)")
+    operators: tuple = ()
     if static.compute_given:
         T_compute = named("T_compute", x.T_given, "compute time given in the plan")
         T_mem = T_flop = T_stage = named("T_stage", T_compute / x.pp, "compute time of one stage")
@@ -704,6 +771,35 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
         # A given time says nothing about the bound: split the stage's time evenly over the micro-batches.
         bytes_mb = flops_mb = 0.0
         T_mem_mb = T_flop_mb = t_mb = named("t_mb", T_stage / x.M, "one micro-batch on one stage: T_stage/M")
+    elif static.roofline == "operator":
+        ops = _operators(static, x, "", 1.0, weights_gpu, _times(p_dense_gpu, b_w), _times(p_exp_gpu, b_w), b_w,
+                         n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep)
+        bytes_gpu, flops_gpu = ops.bytes, ops.flops
+        T_mem = named("T_mem", costs.memory_time(bytes_gpu, x.BW_hbm),
+                      "stage: every operator's bytes / HBM bandwidth (for the bound)")
+        T_flop, T_roof = ops.T_flop, ops.T
+        T_layers = named("T_layers", x.t_layer * x.L / x.pp, "stack: per-layer time of one stage, t_layer·L/pp") \
+            if static.overheads else 0.0
+        T_stage = named("T_stage", T_roof + T_layers if static.overheads else T_roof,
+                        "one stage: Σ operators' rooflines" + (" + the stack's per-layer time" if static.overheads
+                                                               else ""))
+        T_compute = named("T_compute", x.pp * T_stage + x.t_step if static.overheads else x.pp * T_stage,
+                          "compute on the critical path: a token crosses the pp stages in turn"
+                          + (", plus the stack's fixed time per step" if static.overheads else ""))
+        one = _operators(static, x, ",1", 1.0, x.W, None if n_dense is None else n_dense * b_w,
+                         None if n_dense is None else (x.params - n_dense) * b_w, b_w, n_dense, n_expert1,
+                         kv_one, x.ep * x.B, 1.0, 1.0)
+        T_one = one.T + (x.t_layer * x.L + x.t_step if static.overheads else 0.0)
+        T_one = named("T_1", T_one, "the same work on one GPU (the instance's ep·B sequences), no communication")
+        mb = _operators(static, x, ",mb", 1 / x.M, weights_gpu, _times(p_dense_gpu, b_w), _times(p_exp_gpu, b_w),
+                        b_w, n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep)
+        bytes_mb, flops_mb = mb.bytes, mb.flops
+        T_mem_mb = named("T_mem,mb", costs.memory_time(bytes_mb, x.BW_hbm), "micro-batch: bytes / HBM bandwidth")
+        T_flop_mb = mb.T_flop
+        t_mb = named("t_mb", mb.T + T_layers if static.overheads else mb.T,
+                     "one micro-batch on one stage: Σ operators' rooflines"
+                     + (" + the stack's per-layer time" if static.overheads else ""))
+        operators = ops.rows
     else:
         T_mem = named("T_mem", costs.memory_time(bytes_gpu, x.BW_hbm), "stage: bytes read / HBM bandwidth")
         T_flop = named("T_flop", costs.flop_time(flops_gpu, x.R), "stage: FLOPs / achieved FLOP/s")
@@ -770,7 +866,87 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
     tokens = named("tokens_step", x.dp * x.ep * x.B * x.S, "tokens per step, all replicas: dp·ep·B·S")
     return Compute(weights_gpu, kv_gpu, bytes_gpu, flops_gpu, T_mem, T_flop, T_stage, T_compute, T_one,
                    params_gpu, mem_weights, kv_gpu, mem_grads, mem_opt, mem_total, mem_limit, tokens,
-                   bytes_mb, flops_mb, T_mem_mb, T_flop_mb, t_mb)
+                   bytes_mb, flops_mb, T_mem_mb, T_flop_mb, t_mb, operators)
+
+
+def _times(a: Num | None, b: Num | None) -> Num | None:
+    return None if a is None or b is None else a * b
+
+
+@dataclass(frozen=True)
+class Operators:
+    """The per-operator roofline of one stage (or one micro-batch, or one GPU alone): ``rows`` are
+    (operator, bytes, FLOPs, time, bound) per operator class; ``T`` their sum."""
+
+    bytes: Num
+    flops: Num
+    T_flop: Num
+    T: Num
+    rows: tuple
+
+
+def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_dense: Num | None,
+               w_experts: Num | None, b_w: Num | None, n_dense: Num | None, n_expert1: Num | None, kv: Num,
+               seqs: Num, tp: Num, pp: Num, route: Num = 1.0) -> Operators:
+    """Decode and prefill, per operator class, each bounded on its own and added (issue 13):
+
+    * **weight GEMMs** (every weight outside the routed experts): this GPU's weights / HBM bandwidth
+      against c_F·N·tokens / (tp·pp) at the GEMM rate (the weights' dtype: FP8 GEMMs at ``fp8_flops``);
+    * **MoE experts**: only the experts the step's tokens hit are read. With T tokens routed uniformly
+      and independently to k of E experts (the assumption), a given expert is hit with probability
+      1 − (1 − k/E)^T, so E·(1 − (1 − k/E)^T) distinct experts per layer; T = ep·B·S (the ep ranks' tokens
+      meet at the experts). Shared experts count as dense weights (always read). FLOPs c_F·k·N_expert·tokens;
+    * **attention**: this GPU's KV cache read (decode) or written (prefill) against the attention FLOPs,
+      which grow with the context: per token, layer and head 4·d_head·ctx (QKᵀ and PV), MLA
+      2·(2·kv_lora_rank + qk_rope_head_dim)·ctx; ctx = seq in decode, (S + 1)/2 in a causal prefill;
+      at ``attention_efficiency`` of the peak.
+
+    ``share`` scales the tokens (1/M for one micro-batch: the weights are read whole each time);
+    ``seqs`` and ``tp``, ``pp`` say whose work it is (B, tp, pp for a stage; ep·B, 1, 1 for one GPU)."""
+    t = tag
+    tokens = named(f"T_tok{t}", seqs * x.S * share, "tokens this GPU processes" + (" (one micro-batch)" if t == ",mb"
+                                                                                    else ""))
+    layers = x.L / pp
+    rows = []
+    if n_dense is not None:
+        w_g = named(f"W_GEMM{t}", w_dense, "dense weights read (outside the routed experts)")
+        f_g = named(f"F_GEMM{t}", x.c_F * n_dense * tokens / (tp * pp), "GEMM FLOPs: c_F·N_dense·tokens/(tp·pp)")
+    else:
+        w_g = named(f"W_GEMM{t}", weights, "weights read")
+        f_g = named(f"F_GEMM{t}", x.c_F * x.params_active * tokens / (tp * pp), "GEMM FLOPs: c_F·N·tokens/(tp·pp)")
+    tg_m, tg_f = costs.memory_time(w_g, x.BW_hbm), costs.flop_time(f_g, x.R)
+    T_g = named(f"T_GEMM{t}", maximum(tg_m, tg_f), "weight GEMMs: max(bytes/BW, FLOPs/R)")
+    rows.append(("weight GEMMs", w_g, f_g, T_g, tg_m, tg_f))
+    total_b, total_f, T_flop, T = w_g, f_g, tg_f, T_g
+    if n_dense is not None:
+        routed = named(f"T_route{t}", route * tokens, "tokens routed to the experts of this GPU's group")
+        hit = named(f"hit{t}", 1 - derive.power(1 - x.k / x.E, routed),
+                    "share of experts hit: 1 − (1 − k/E)^T (T tokens routed uniformly, k of E each)", style="percent")
+        w_e = named(f"W_experts{t}", w_experts * hit, "expert weights read: this GPU's experts × share hit")
+        f_e = named(f"F_experts{t}", x.c_F * x.k * n_expert1 * tokens / (tp * pp),
+                    "expert FLOPs: c_F·k·N_expert·tokens/(tp·pp)")
+        te_m, te_f = costs.memory_time(w_e, x.BW_hbm), costs.flop_time(f_e, x.R)
+        T_e = named(f"T_experts{t}", maximum(te_m, te_f), "MoE experts: max(bytes/BW, FLOPs/R)")
+        rows.append(("MoE experts", w_e, f_e, T_e, te_m, te_f))
+        total_b, total_f, T_flop, T = total_b + w_e, total_f + f_e, T_flop + te_f, T + T_e
+    if static.kv:
+        ctx = x.ctx if static.kv_read else (x.S + 1) / 2
+        # c_F = 2 FLOPs per multiply-add: QKᵀ and PV are d_head multiply-adds each per context token
+        # (MLA, absorbed: kv_lora_rank + qk_rope_head_dim for the scores, kv_lora_rank for the values).
+        per_head = x.c_F * (x.d_c + x.kv_lat) if static.mla else x.c_F * 2 * x.hd
+        heads = x.h / minimum(tp, x.h)
+        kv_b = named(f"KV_read{t}", kv * share, "KV cache read (decode) or written (prefill)")
+        f_a = named(f"F_attn{t}", tokens * ctx * heads * per_head * layers,
+                    "attention FLOPs: tokens·ctx·heads per GPU·" + ("c_F·(d_c + d_latent)" if static.mla
+                                                                    else "c_F·2·d_head") + "·L/pp")
+        ta_m, ta_f = costs.memory_time(kv_b, x.BW_hbm), costs.flop_time(f_a, x.R_attn)
+        T_a = named(f"T_attn{t}", maximum(ta_m, ta_f), "attention: max(KV bytes/BW, FLOPs/R_attn)")
+        rows.append(("attention", kv_b, f_a, T_a, ta_m, ta_f))
+        total_b, total_f, T_flop, T = total_b + kv_b, total_f + f_a, T_flop + ta_f, T + T_a
+    return Operators(named(f"bytes_ops{t}", total_b, "bytes of every operator"),
+                     named(f"F_ops{t}", total_f, "FLOPs of every operator"),
+                     named(f"T_flop{t}" if t else "T_flop", T_flop, "Σ operators' FLOPs at their rates"),
+                     named(f"T_ops{t}", T, "Σ operators' rooflines"), tuple(rows))
 
 
 def lower_plan(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Program:

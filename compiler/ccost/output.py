@@ -167,7 +167,9 @@ def plan_text(name: str, p: dict) -> str:
          + f"  (latency {fmt_time(p['latency_term_s'])}, bandwidth {fmt_time(p['bandwidth_term_s'])})"),
         ("exposed communication", fmt_time(p["exposed_comm_s"])),
         ("step time", fmt_time(p["step_time_s"])
-         + (f"  (pipelined; one pass through the stages: {fmt_time(p['latency_s'])})"
+         + ((f"  ({p['training']['schedule']}; without the bubble: {fmt_time(p['latency_s'])})"
+             if p.get("training") else
+             f"  (pipelined; one pass through the stages: {fmt_time(p['latency_s'])})")
             if p.get("latency_s") not in (None, p["step_time_s"]) else "")),
         ("overhead", fmt_pct(p["overhead"])),
         ("speedup", "—" if p["speedup"] is None else f"{fmt_num(p['speedup'], 3)}×"),
@@ -179,6 +181,10 @@ def plan_text(name: str, p: dict) -> str:
         kv.append(("throughput", f"{fmt_num(p['throughput_tokens_s'], 4)} tokens/s "
                                  f"({fmt_num(p.get('throughput_per_gpu'), 4)} per GPU)"))
     kv += cost_lines(p.get("cost") or {})
+    if p.get("training"):
+        t = p["training"]
+        kv.append(("model FLOP/s per GPU", units.format_quantity(t["model_flops_per_gpu_s"] or 0.0, units.FLOP_RATE)
+                   + f"  (MFU {fmt_pct(t['mfu'])})"))
     width = max(len(k) for k, _ in kv)
     out += [f"  {k.ljust(width)}  {v}" for k, v in kv]
     if p.get("collectives"):

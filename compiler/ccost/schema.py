@@ -361,6 +361,9 @@ register(BlockKind(
               "the plan's cost is \"not priced\"", "3.78 USD/h", **R_PRICE),
         Field("power", POWER, "power one GPU draws under load (its TDP); a cluster's `node_power` overrides "
               "it", "700 W", **R_POWER),
+        Field("fp8_flops", FLOP_RATE, "dense peak for FP8 tensor math: with the per-operator roofline, the "
+              "weight GEMMs of a model with `weights = fp8` use it (attention stays at `flops`)",
+              "1979 TFLOP/s", **R_FLOP_RATE),
     ),
     "gpus", _entity(S.Gpu),
     'gpu h100 "H100 SXM 80GB" {\n  memory = 80 GB\n  hbm_bandwidth = 3.35 TB/s\n'
@@ -490,6 +493,16 @@ register(BlockKind(
               "true", default=False),
         Field("collective_floor", TIME, "no collective of this stack takes less (kernel launch and "
               "synchronisation of a small message)", "15 us", default=0.0, **R_COLLECTIVE_FLOOR),
+        Field("roofline", enum(*S.ROOFLINES), "decode and prefill: `operator` bounds each operator class on "
+              "its own and adds them (weight GEMMs at the weights' dtype rate, MoE experts — only those the "
+              "step's tokens hit — and attention: KV reads against attention FLOPs at `attention_efficiency`); "
+              "`step` is one roofline for the whole step, max(bytes / HBM bandwidth, FLOPs / FLOP/s), as the "
+              "reference notes price it (training always uses `step`)", "step", default="operator"),
+        Field("pipeline", enum(*S.PIPELINES), "decode and prefill with pp > 1: `steady` prices the pipeline "
+              "in steady state (M micro-batches circulate with no flush: a token crosses the P stages in P "
+              "slots, every sequence gets its next token every max(M, P) slots; collectives carry one "
+              "micro-batch); `flush` is the training schedule (M + P − 1)·t_mb that the reference notes use "
+              "(training always flushes)", "flush", default="steady"),
         Field("source", STRING, "where the numbers came from (a fit script and its rows, a measurement)",
               '"fit: bench/fit_stack.py"'),
     ),
@@ -557,6 +570,8 @@ register(BlockKind(
               "`fsdp = true` shards the parameters as well", "zero1", default="none"),
         Field("master_weights", DTYPE, "train: dtype of the optimizer's master copy of the weights", "fp32",
               default="fp32"),
+        _count("cp", "train: context-parallel degree; each sequence's tokens are split over cp ranks and "
+               "attention passes K and V around the ring (the plan uses tp·cp·pp·ep·dp GPUs)", "2", default=1),
     ),
     "plans", _entity(S.Plan),
     'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'

@@ -369,7 +369,7 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
             # Layout constraints need no pricing: tested on every point, and only the points that pass
             # them are priced (compressed arrays, not a Python loop).
             tp, pp = axis("tp"), axis("pp")
-            gpus = np.broadcast_to(tp * pp * axis("ep") * axis("dp"), (n,))
+            gpus = np.broadcast_to(tp * pp * axis("ep") * axis("dp") * float(base.cp), (n,))
             layout_fails = {
                 "max_gpus": gpus > st.max_gpus,
                 "pp_at_most_layers": np.broadcast_to(pp > model.layers, (n,)),

@@ -21,6 +21,8 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
     {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 )
 PHASES = ("decode", "prefill", "train")
+ROOFLINES = ("operator", "step")
+PIPELINES = ("steady", "flush")
 ALLREDUCE_ALGORITHMS = ("ring", "tree", "one_shot", "two_shot", "auto")
 # How a collective group that spans nodes is priced: a flat ring waiting on its slowest link, hierarchical
 # (intra-node reduce-scatter, inter-node allreduce on 1/g of the data, intra-node all-gather), or the cheaper.
@@ -100,6 +102,7 @@ class Gpu(Entity):
     source: str | None = None
     price_per_hour: float | None = None  # USD/s per GPU (issue 17); None: not priced
     power: float | None = None  # W under load (TDP)
+    fp8_flops: float | None = None  # FLOP/s, dense FP8 peak: GEMMs of FP8 weights use it (per-operator roofline)
 
     @property
     def compute_rate(self) -> float:
@@ -193,12 +196,16 @@ class Stack(Entity):
     elementwise_efficiency: float = 1.0  # train: achieved share of HBM bandwidth in elementwise kernels
     tp_comm_overlap: bool = False  # train: TP collectives pipelined with the adjacent GEMMs
     source: str | None = None
+    pipeline: str = "steady"  # serving pipelines: steady (no flush) | flush (the notes; training always)
+    roofline: str = "operator"  # operator: each operator class bounded on its own and added; step: one
+    # roofline for the whole step, max(bytes/BW, FLOPs/R), the reference notes' model
 
     @property
     def is_ideal(self) -> bool:
         return (self.step_overhead == 0 and self.layer_overhead == 0 and self.hbm_efficiency == 1
                 and self.gemm_efficiency == 1 and self.attention_efficiency == 1 and self.collective_floor == 0
-                and self.elementwise_efficiency == 1 and not self.tp_comm_overlap)
+                and self.elementwise_efficiency == 1 and not self.tp_comm_overlap
+                and self.roofline == "step" and self.pipeline == "flush")
 
 
 #: The bundled default profiles (specs/std/stacks.ccost) a plan gets when it names no ``stack``.
@@ -233,12 +240,13 @@ class Plan(Entity):
     sequence_parallel: bool = False
     optimizer_sharding: str = "none"  # none | zero1 (Megatron's distributed optimizer) | zero2
     master_weights: str = "fp32"
+    cp: int = 1  # train: context-parallel degree (each sequence split over cp ranks)
 
     @property
     def gpus(self) -> int:
         """tp·pp·ep·dp: EP is its own axis here (each of the ep ranks holds 1/ep of the experts and runs
         attention on its own share of the tokens); ``batch`` is per replica (per dp·ep rank group)."""
-        return self.tp * self.pp * self.ep * self.dp
+        return self.tp * self.pp * self.ep * self.dp * self.cp
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,15 @@ for the loss) are added.
   ReduceScatter of the gradients plus an AllGather of the updated parameters. FSDP: per layer and
   micro-batch an AllGather forward and backward and a ReduceScatter of the gradients.
 
+* CP (context parallelism, ``cp``): each GPU holds b_mb/cp tokens; K and V of the sequence on one TP rank,
+  b_mb·2·d·(h_kv/h)·b_act/tp, are gathered around the ring forward and backward and their gradients
+  reduce-scattered, per layer and micro-batch; gradients are reduced over dp·cp ranks.
+
 **What is hidden** (the ``overlap`` field, when written, overrides all of this: every collective is then
 exposed by the share 1 − overlap, as the reference notes assume):
 
+* The CP ring runs behind the attention of the chunk already held: exposed per layer
+  max(T_CP − t_attn, 0) forward and max(T_CP + T_CPrs − 2·t_attn, 0) backward.
 * TP, EP and PP sit between dependent kernels: exposed; with a stack that has ``tp_comm_overlap`` (Megatron's
   --tp-comm-overlap), TP collectives are pipelined with the adjacent GEMMs and only max(T_TP − t_GEMM, 0)
   per micro-batch is exposed.
@@ -113,6 +119,11 @@ def lower_train(static, x):
     P, M, t = x.pp, x.M, x.tp
     Ls = named("L_s", x.L / P, "layers per stage")
     tok_mb = named("b_mb", x.B * x.S / M, "tokens per micro-batch: B·S/M")
+    if static.cp:  # context parallelism: each GPU holds 1/cp of every sequence
+        tok = named("b_mb,GPU", tok_mb / x.cp, "tokens of a micro-batch on one GPU: b_mb/cp")
+        dpc = named("dp·cp", x.dp * x.cp, "ranks holding the same weights: data × context parallel")
+    else:
+        tok, dpc = tok_mb, x.dp
 
     # --- parameters on this GPU (dense part replicated over ep, experts sharded), as ccost.lower ----------
     b_w = named("b_w", x.W / x.params, "weight bytes per parameter")
@@ -126,16 +137,16 @@ def lower_train(static, x):
         p_exp = named("N_experts,GPU", n_experts / (t * P * x.ep), "expert parameters on one GPU")
         params_gpu = named("N_GPU", p_dense + p_exp, "parameters on one GPU (before sharding)")
         weights_gpu = named("W_GPU", b_w * params_gpu, "weight bytes on one GPU")
-        n_shard = named("N_shard", p_dense / (x.dp * x.ep) + p_exp / x.dp,
+        n_shard = named("N_shard", p_dense / (dpc * x.ep) + p_exp / dpc,
                         "parameters on one GPU sharded over the data-parallel ranks")
-        dp_groups = [("", p_dense, x.dp * x.ep, t, "dense parameters"),
-                     ("e", p_exp, x.dp, t * x.ep, "expert parameters")]
+        dp_groups = [("", p_dense, dpc * x.ep, t, "dense parameters"),
+                     ("e", p_exp, dpc, t * x.ep, "expert parameters")]
     else:
         params_gpu = named("N_GPU", x.params / (t * P), "parameters on one GPU (before sharding)")
         weights_gpu = named("W_GPU", x.W / (t * P), "weight bytes on one GPU")
-        n_shard = named("N_shard", params_gpu / (x.dp * x.ep),
+        n_shard = named("N_shard", params_gpu / (dpc * x.ep),
                         "parameters on one GPU sharded over the data-parallel ranks")
-        dp_groups = [("", params_gpu, x.dp * x.ep, t, "parameters")]
+        dp_groups = [("", params_gpu, dpc * x.ep, t, "parameters")]
 
     # --- activations per token per layer (Korthikanti et al. 2022, generalised to f) -------------------
     half = x.b_act / 2
@@ -163,19 +174,19 @@ def lower_train(static, x):
                    "causal attention FLOPs per token, forward: 2·L·S·d (S/2 keys, QKᵀ and A·V)")
     f_model = named("F_model,tok", 3 * (f_gemm + f_attn), "model FLOPs per token: 3·(GEMM + attention)")
     per_gpu = t * P
-    g_fwd = named("F_gemm,mb", f_gemm * tok_mb / per_gpu, "GEMM FLOPs of one micro-batch forward on one GPU")
-    a_fwd = named("F_attn,mb", f_attn * tok_mb / per_gpu, "attention FLOPs of one micro-batch forward on one GPU")
+    g_fwd = named("F_gemm,mb", f_gemm * tok / per_gpu, "GEMM FLOPs of one micro-batch forward on one GPU")
+    a_fwd = named("F_attn,mb", f_attn * tok / per_gpu, "attention FLOPs of one micro-batch forward on one GPU")
     logits = named("A_logits", 3 * x.V / t * x.b_act, "logits stored per token: V/tp in BF16 plus an FP32 copy for "
                    "the loss, 3·V·b_act/tp")
     gemm_io = named("G_io", (4 * x.d + (4 * x.d + 2 * x.f) / t) * x.b_act,
                     "GEMM operand bytes per token and layer: each of QKV, projection, FC1, FC2 reads its input "
                     "row and writes its output row, (4·d + (4·d + 2·f)/tp)·b_act")
     gemm_io_logits = named("G_io,logits", (x.d + x.V / t) * x.b_act, "the LM head's: (d + V/tp)·b_act")
-    e_fwd = named("E_mb", (a_sel + gemm_io) * tok_mb * Ls + (logits + gemm_io_logits) * tok_mb / P,
+    e_fwd = named("E_mb", (a_sel + gemm_io) * tok * Ls + (logits + gemm_io_logits) * tok / P,
                   "memory-bound bytes of one micro-batch forward: (A_sel + G_io)·b_mb·L_s + the loss's and LM "
                   "head's (A_logits + G_io,logits)·b_mb/P")
     if static.recompute == "full":
-        rc_g = named("F_gemm,rc", (f_gemm - x.c_fwd * x.V * x.d) * tok_mb / per_gpu,
+        rc_g = named("F_gemm,rc", (f_gemm - x.c_fwd * x.V * x.d) * tok / per_gpu,
                      "recomputed GEMM FLOPs (the layers' forward, not the logits)")
         rc_a, rc_e = a_fwd, e_fwd
     elif static.recompute == "selective":
@@ -207,7 +218,7 @@ def lower_train(static, x):
                          "micro-batch: elementwise bytes / HBM bandwidth")
 
     # --- tensor parallelism ----------------------------------------------------------------------------------
-    m_act = named("m_act", tok_mb * x.d * x.b_act, "activations of one micro-batch: b_mb·d·bytes")
+    m_act = named("m_act", tok * x.d * x.b_act, "activations of one micro-batch: b_mb·d·bytes")
     per_layer = 6 if static.recompute == "full" else 4
     n_tp = named("count_TP", per_layer * Ls * M, f"per layer and micro-batch: {per_layer // 2} forward + 2 "
                  "backward" + (" (+ 2 recomputed)" if per_layer == 6 else "") + ", × L_s × M")
@@ -229,23 +240,24 @@ def lower_train(static, x):
                       "1 when the EP group spans NVLink domains, else 0")
         k_eff = named("k_eff", x.k - spans * (x.k - x.k_node),
                       "copies of a token sent: min(top_k, route_nodes) across domains, top_k inside one")
-        m_ep = named("m_EP", tok_mb * k_eff * x.d * x.b_act / t if static.sp else tok_mb * k_eff * x.d * x.b_act,
+        m_ep = named("m_EP", tok * k_eff * x.d * x.b_act / t if static.sp else tok * k_eff * x.d * x.b_act,
                      "tokens routed per rank and micro-batch: b_mb·k_eff·d·bytes" + ("/tp (SP)" if static.sp else ""))
         n_ep = named("count_EP", 4 * x.L_moe / P * M, "dispatch + combine per MoE layer, forward and backward, "
                      "× MoE layers per stage × M")
         ep_list.append(LW._collective(
-            static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, t, m_ep, x,
+            static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, t * x.cp if static.cp else t,
+            m_ep, x,
             note="volume (P−1)/P·m per rank, the convention of “Communication Cost Analysis” §2"))
     coll += ep_list
 
     # --- pipeline ---------------------------------------------------------------------------------------------
-    m_pp = named("m_PP", tok_mb * x.d * x.b_act / t if static.sp else tok_mb * x.d * x.b_act, "one micro-batch's activations at a stage boundary"
+    m_pp = named("m_PP", tok * x.d * x.b_act / t if static.sp else tok * x.d * x.b_act, "one micro-batch's activations at a stage boundary"
                  + (" (÷tp under SP)" if static.sp else ""))
     sends = named("count_PP", 2 * x.v * M * minimum(P - 1, 1), "sends per step: activations forward and "
                   "gradients back, per micro-batch and model chunk")
     pp_list = []
     if static.inter is not None:
-        stride = named("s_PP", t * x.ep * x.dp, "ranks between consecutive stages")
+        stride = named("s_PP", t * x.ep * dpc, "ranks between consecutive stages")
         share = named("x_PP", minimum(P - 1, floor((P - 1) * stride / x.D)) / maximum(P - 1, 1),
                       "share of the stage boundaries that cross NVLink domains")
         pp_list.append(LW._p2p(static, "PP", "pipeline sends inside a domain", sends * (1 - share), m_pp,
@@ -255,6 +267,19 @@ def lower_train(static, x):
     else:
         pp_list.append(LW._p2p(static, "PP", "pipeline sends", sends, m_pp, static.intra, static.intra_name, x))
     coll += pp_list
+
+    # --- context parallelism: ring attention passes K and V around the cp ranks ------------------------
+    cp_list = []
+    if static.cp:
+        m_kv = named("m_KV", tok_mb * 2 * x.d * x.h_kv / x.h * x.b_act / t,
+                     "K and V of a micro-batch's sequences on one TP rank: b_mb·2·d·(h_kv/h)·b_act/tp")
+        cp_ag = LW._collective(static, "CP", "allgather", "context-parallel K and V passed around the ring, "
+                               "forward and backward", named("count_CP", 2 * Ls * M, "per layer and micro-batch, "
+                                                             "forward and backward"), x.cp, t, m_kv, x)
+        cp_rs = LW._collective(static, "CPrs", "reducescatter", "context-parallel gradients of K and V",
+                               named("count_CPrs", Ls * M, "per layer and micro-batch"), x.cp, t, m_kv, x)
+        cp_list = [cp_ag, cp_rs]
+        coll += cp_list
 
     # --- data parallelism / FSDP -------------------------------------------------------------------------
     dp_once, fsdp_list = [], []  # (collective, hidden behind: "bwd" | "fwd")
@@ -311,6 +336,8 @@ def lower_train(static, x):
             once = once + k.total * keep
         for ag, rs in fsdp_list:
             c_mb = c_mb + (ag.total + rs.total) / M * keep
+        for k in cp_list:
+            c_mb = c_mb + k.total / M * keep
         once = named("T_once", once, "exposed once-per-step communication: T_DP·(1 − overlap)")
     else:
         c_mb = named("c_mb", c_raw, "exposed communication per micro-batch: TP + EP + PP sit between "
@@ -324,6 +351,13 @@ def lower_train(static, x):
             hid = Ls * (maximum(t_ag - t_fwd / Ls, tz) + maximum(t_ag + t_rs - t_bwd / Ls, tz))
             c_mb = c_mb + hid
             once = once + t_ag
+        if cp_list:  # each ring step's transfer runs behind the attention of the chunk already held
+            t_at_f = named("t_attn,layer", costs.flop_time(a_fwd, R_a) / Ls, "attention forward of one layer")
+            c_mb = named("c_mb,CP", c_mb + Ls * (maximum(cp_list[0].cost.time - t_at_f, tz)
+                                                 + maximum(cp_list[0].cost.time + cp_list[1].cost.time
+                                                           - 2 * t_at_f, tz)),
+                         "exposed per micro-batch, with the K/V ring not hidden behind attention: "
+                         "L_s·(max(T_CP − t_attn, 0) + max(T_CP + T_CPrs − 2·t_attn, 0))")
         if dp_once or fsdp_list:
             once = named("T_once", once, "exposed once per step: what the last micro-batch's compute cannot cover "
                          "(DP: max(T − t_bwd·(L_s−1)/L_s, T/L_s); FSDP: the first layer's gather)")
@@ -350,9 +384,9 @@ def lower_train(static, x):
                          "micro-batches held (interleaved: min(M, P)·(1 + (P−1)/(P·v)))")
     else:
         inflight = named("n_flight", minimum(M, P), "micro-batches held (1F1B: min(M, P))")
-    mem_act = a_store * tok_mb * Ls * inflight + logits * tok_mb
+    mem_act = a_store * tok * Ls * inflight + logits * tok
     if static.recompute == "full":
-        mem_act = mem_act + a_sel * tok_mb
+        mem_act = mem_act + a_sel * tok
     mem_act = named("mem_activations", mem_act, "activations held: A_layer·b_mb·L_s·n_flight + logits "
                     "b_mb·V/tp·3·b_act" + (" + one layer recomputed" if static.recompute == "full" else ""))
     if static.fsdp:
@@ -373,14 +407,16 @@ def lower_train(static, x):
     # --- step-level compute terms ------------------------------------------------------------------------------
     T_compute = named("T_compute", M * t_mb, "compute per step on one GPU: M·t_mb")
     flops_gpu = named("F_GPU", M * flops_mb, "FLOPs per step per GPU, recomputation included")
-    flops_model_gpu = named("F_model,GPU", f_model * x.B * x.S / per_gpu,
+    flops_model_gpu = named("F_model,GPU", f_model * x.B * x.S / (per_gpu * x.cp) if static.cp
+                            else f_model * x.B * x.S / per_gpu,
                             "model FLOPs per step per GPU: F_model,tok·B·S/(tp·pp)")
-    T_one = named("T_1", T_compute * t * P * x.ep, "the same work on one GPU: T_compute·tp·pp·ep")
+    T_one = named("T_1", T_compute * t * P * x.ep * x.cp if static.cp else T_compute * t * P * x.ep,
+                  "the same work on one GPU: T_compute·tp·pp·ep" + ("·cp" if static.cp else ""))
     T_flop = named("T_flop", M * T_flop_mb, "step: FLOPs / achieved FLOP/s")
     T_mem = named("T_mem", M * T_mem_mb, "step: elementwise bytes / HBM bandwidth")
     comp = LW.Compute(weights_gpu, 0.0, weights_gpu, flops_gpu, T_mem, T_flop, T_compute, T_compute, T_one,
                       params_gpu, mem_weights, 0.0, mem_grads, mem_opt, mem_total, mem_limit, tokens,
-                      e_fwd, flops_mb, T_mem_mb, T_flop_mb, t_mb, mem_act)
+                      e_fwd, flops_mb, T_mem_mb, T_flop_mb, t_mb, mem_activations=mem_act)
     terms = TrainTerms(slots, bubble, t_fwd, t_bwd, c_mb, once, exposed, step, f_model, flops_model_gpu,
                        inflight, a_store, groups=(f_gemm, f_attn, f_model, a_sel, a_store, t_fwd, t_bwd, c_mb,
                                                   once, inflight, mem_act))
@@ -404,7 +440,8 @@ def analyse_train(program):
     latency = named("T_latency", c.T_compute + tt.exposed, "compute + exposed communication, no bubble")
     ovh = named("overhead", costs.overhead(T_comm, c.T_compute), "T_comm / T_compute", style="percent")
     in_flight = named("in_flight", x.pp * (1 - tt.bubble), "stages busy at once: P·(1 − bubble)")
-    gpus = named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
+    gpus = named("N", x.tp * x.pp * x.ep * x.dp * x.cp, "GPUs: tp·pp·ep·dp·cp") if program.static.cp \
+        else named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
     speedup = named("speedup", x.dp * costs.speedup(c.T_one, tt.step), "against one GPU: dp·T_1/T_step")
     eff = named("efficiency", speedup / gpus, "speedup / N", style="percent")
     thr = named("throughput", c.tokens_step / tt.step, "tokens/s: tokens_step/T_step")

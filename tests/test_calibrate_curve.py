@@ -478,12 +478,17 @@ plan p { model = llama3_8b
   batch = 8
   tp = 4 }
 '''
-    for source, want in (("measured: nccl-tests all_reduce_perf, x.txt, 4 ranks, ring, alpha not measurable",
-                          "WARN    α and β measured, not spec-sheet"),
-                         ("measured: nccl-tests all_reduce_perf, x.txt, 4 ranks, ring",
-                          "pass    α and β measured, not spec-sheet")):
-        spec.write_text(base % source)
+    measured_stack = ('stack st { hbm_efficiency = 80 %\n  source = "measured: ccost calibrate --steps s.csv" }\n'
+                      'plan q extends p { stack = st }\n')
+    for source, extra, want in (
+            ("measured: nccl-tests all_reduce_perf, x.txt, 4 ranks, ring, alpha not measurable", "",
+             "WARN    α and β measured, not spec-sheet                               Measured, but α is not"),
+            # the plan's profile counts too: the bundled default is not measured
+            ("measured: nccl-tests all_reduce_perf, x.txt, 4 ranks, ring", "",
+             "but the stack profile `serving_default` is not measured"),
+            ("measured: nccl-tests all_reduce_perf, x.txt, 4 ranks, ring", measured_stack,
+             "pass    α and β measured, not spec-sheet                               Measured α/β (nv: measured")):
+        spec.write_text(base % source + extra)
         assert main(["eval", str(spec)]) in (0, 1)
         out = capsys.readouterr().out
         assert want in out, out
-    assert "Measured, but α is not" not in out

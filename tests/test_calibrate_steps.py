@@ -99,3 +99,29 @@ def test_bad_files_get_an_error_with_the_place(tmp_path, capsys, name, text, whe
     assert main(["calibrate", "--steps", str(path)]) != 0
     err = capsys.readouterr().err
     assert why in err and f"{path}:{where}:" in err, err
+
+
+def test_the_review_shows_a_measured_profile_with_its_hold_out(tmp_path, capsys):
+    from ccost.check import check_file
+    from ccost.report import calibrations_for
+
+    import os
+    import shutil
+
+    steps = _synthetic_csv(tmp_path)
+    shutil.copy(INFER, tmp_path / "inference.ccost")
+
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert main(["calibrate", "--steps", steps.name, "--name", "vllm_measured", "--folds", "2",
+                     "-o", "stack.ccost"]) == 0
+    finally:
+        os.chdir(cwd)
+    spec = tmp_path / "plan.ccost"
+    spec.write_text('import "stack.ccost"\nimport "inference.ccost"\nplan mine extends v9_tp4 { stack = vllm_measured }\n')
+    res = check_file(str(spec))
+    assert res.ok, [(d.code, d.message) for d in res.errors]
+    cals = calibrations_for(res.spec, ["mine"], tmp_path)["mine"]
+    prof = [c for c in cals if c.link == "stack vllm_measured"]
+    assert prof and prof[0].svg and "2-fold hold-out median" in prof[0].note

@@ -206,18 +206,26 @@ def _record_rows(path: str, records: list[tuple[int, dict]], base: Path, spec: s
 
 
 def _csv_rows(path: str, text: str, base: Path, spec: str | None, only: str | None) -> list[StepRow]:
+    if "\x00" in text:
+        raise _err(f"{path} is a binary file, not a table (it contains NUL bytes)", path, help=_STEPS_HELP)
     reader = csv.DictReader(io.StringIO(text))
-    cols = [c.strip().lower() for c in (reader.fieldnames or [])]
+    try:
+        cols = [c.strip().lower() for c in (reader.fieldnames or [])]
+    except csv.Error as exc:
+        raise _err(f"{path} is not a CSV table: {exc}", path, reader.line_num or 1, help=_STEPS_HELP) from None
     if "plan" not in cols:
         raise _err(f"{path}: the header has no `plan` column (it has {', '.join(cols[:8]) or 'none'})", path, 1,
                    help=_STEPS_HELP)
     if not any(c in cols for c in ("tpot", "ttft", "step_time", "tpot_ms", "ttft_ms", "step_time_ms", "measured")):
         raise _err(f"{path}: the header has no time column (tpot, ttft, step_time)", path, 1, help=_STEPS_HELP)
     records = []
-    for rec in reader:
-        if None in rec:
-            raise _err("this row has more cells than the header", path, reader.line_num)
-        records.append((reader.line_num, rec))
+    try:
+        for rec in reader:
+            if None in rec:
+                raise _err("this row has more cells than the header", path, reader.line_num)
+            records.append((reader.line_num, rec))
+    except csv.Error as exc:
+        raise _err(f"{path} is not a CSV table: {exc}", path, reader.line_num or 1, help=_STEPS_HELP) from None
     return _record_rows(path, records, base, spec, only)
 
 
@@ -280,6 +288,14 @@ class _Plans:
         st = first.stack if first.stack is not None else lower.default_stack(first.phase)
         self.start_stack = st.name if len(stacks) == 1 else f"{st.name} (and others)"
         self.start = {f: float(getattr(st, f)) for f in FIELDS}
+        for i, r in enumerate(rows):  # every row can be priced, or the error names it
+            try:
+                t = self.predict(self.start, [i])[0]
+            except CcostError as exc:
+                raise _err(f"plan `{r.plan}` of {r.spec} cannot be evaluated: {exc.diagnostics[0].message}",
+                           r.file, r.line, help=f"ccost eval {r.spec}") from None
+            if not (t > 0 and math.isfinite(t)):
+                raise _err(f"plan `{r.plan}` prices to {t!r}, not a time", r.file, r.line)
 
     def predict(self, theta: dict, idx=None) -> np.ndarray:
         from ccost import analysis, lower
@@ -296,14 +312,15 @@ class _Plans:
 
 
 def _bounds() -> dict:
+    """Physical ranges of the fitted fields: the schema's, with the overheads and the floor held to what a
+    step can be (1 s per step, 10 ms per layer, 10 ms per collective) so the fit cannot run off to them."""
     from ccost.schema import R_COLLECTIVE_FLOOR, R_STACK_EFFICIENCY, R_STACK_OVERHEAD
 
-    return {"step_overhead": (0.0, 1.0), "layer_overhead": (0.0, 0.01),  # tighter than the schema: a step
-            "hbm_efficiency": (R_STACK_EFFICIENCY["minimum"], 1.0),   # of a second, 10 ms per layer
-            "gemm_efficiency": (R_STACK_EFFICIENCY["minimum"], 1.0),
-            "attention_efficiency": (R_STACK_EFFICIENCY["minimum"], 1.0),
-            "collective_floor": (0.0, min(R_COLLECTIVE_FLOOR["maximum"], 0.01)),
-            "_schema": (R_STACK_OVERHEAD,)}
+    eff = (R_STACK_EFFICIENCY["minimum"], R_STACK_EFFICIENCY["maximum"])
+    return {"step_overhead": (R_STACK_OVERHEAD["minimum"], min(R_STACK_OVERHEAD["maximum"], 1.0)),
+            "layer_overhead": (R_STACK_OVERHEAD["minimum"], min(R_STACK_OVERHEAD["maximum"], 0.01)),
+            "hbm_efficiency": eff, "gemm_efficiency": eff, "attention_efficiency": eff,
+            "collective_floor": (R_COLLECTIVE_FLOOR["minimum"], min(R_COLLECTIVE_FLOOR["maximum"], 0.01))}
 
 
 def _lm(plans: _Plans, idx: list[int], start: dict) -> tuple[dict, dict]:

@@ -74,7 +74,34 @@ def main(argv: list[str]) -> int:
             return "-" if x is None else f"{100 * x:.1f} %"
         print(f"{r['log']:34} {r['test']:22} {r['ranks']:>3}  {pct(r['curve'][0]):>12} {pct(r['curve'][1]):>13}"
               f"   {pct(r['line'][0]):>15} {pct(r['line'][1]):>13}")
+    multi = []
+    for log in logs:
+        from ccost.calibrate import read_log
+
+        t = read_log(log).tests[0]
+        if len(t.hosts) >= 2:
+            multi.append(log)
+    if multi:
+        print("\nhierarchical (calibrate --intra specs/std/links.ccost:nvlink4: the spec-sheet NVLink 4 inside"
+              " the node), the inter-node link's prediction of the whole log:")
+        for log in multi:
+            h = hierarchical(log)
+            print(f"{Path(log).name:34} {h.nodes} nodes x {h.per_node}  median {100 * h.median_error:.1f} %"
+                  f", >=64MiB worst " + ("-" if h.large_worst_error is None else f"{100 * h.large_worst_error:.1f} %")
+                  + f"  (inter alpha {h.alpha * 1e6:.4g} us, bandwidth {h.bandwidth / 1e9:.4g} GB/s)")
     return 0
+
+
+def hierarchical(log: str):
+    from ccost import costs
+    from ccost.calibrate import fit_log, read_log
+    from ccost.calibrate.hier import fit_hierarchical
+    from ccost.check import check_file
+
+    links = check_file(str(ROOT / "specs" / "std" / "links.ccost")).spec.links
+    intra = costs.LinkParams.from_link(links["nvlink4"], label="intra")
+    parsed = read_log(log)
+    return fit_hierarchical(fit_log(parsed), parsed.tests[0], intra, "nvlink4")
 
 
 if __name__ == "__main__":

@@ -268,7 +268,16 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
                                f"Spec-sheet α/β ({srcs}): measure them with nccl-tests and `ccost calibrate`; "
                                "spec sheets are optimistic."))
         else:
-            items.append(_item(3, "pass", "measured", "measured", f"Measured α/β ({srcs})."))
+            # Issue 15: the profile that priced the plan counts too (its overheads, efficiencies, floor).
+            stack = plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
+            if (stack.source or "").strip().lower().startswith("measured"):
+                items.append(_item(3, "pass", "measured", "measured",
+                                   f"Measured α/β ({srcs}) and stack profile ({stack.name}: {stack.source})."))
+            else:
+                items.append(_item(3, "warn", "stack not measured", "measured",
+                                   f"Measured α/β ({srcs}), but the stack profile `{stack.name}` is not measured "
+                                   f"({stack.source or 'no source given'}): fit it to your step times with "
+                                   "`ccost calibrate --steps`."))
 
     # 4. T_comm
     T_comm, T_lat, T_bw = f(m.T_comm), f(m.T_lat), f(m.T_bw)

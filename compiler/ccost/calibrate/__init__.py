@@ -119,3 +119,32 @@ def fit_for_link(link, spec_dir: Path | str, intra=None):
                                         f"link {intra.name}", per_node)
             return fit_log(log, alg, test, in_place, holdout=True, sizes=sizes)
     return None
+
+
+_STEPS_SOURCE = re.compile(r"^measured: ccost calibrate --steps (.+?), (\d+) rows")
+
+
+def fit_for_stack(stack, spec_dir: Path | str):
+    """Redo the ``--steps`` fit behind a measured stack profile, for the review (a ``StepFit``), or None
+    when the stack was not fitted by ``ccost calibrate --steps`` or its file is not there. Only files inside
+    the folder of the file the stack was written in, or ``spec_dir``, are read (as for links)."""
+    m = _STEPS_SOURCE.match((getattr(stack, "source", None) or "").strip())
+    if not m or Path(m.group(1)).is_absolute():
+        return None
+    from ccost.calibrate.steps import fit_steps, read_steps
+
+    folds = re.search(r", (\d+)-fold hold-out", stack.source)
+    dirs = []
+    span = getattr(stack, "span", None)
+    if span is not None and getattr(span, "file", None):
+        dirs.append(Path(span.file).parent)
+    dirs.append(Path(spec_dir))
+    roots = [d.resolve() for d in dirs]
+    for base in roots:
+        for candidate in ((base / m.group(1)).resolve(), (base / Path(m.group(1)).name).resolve()):
+            if not any(candidate.is_relative_to(root) for root in roots) or not candidate.is_file():
+                continue
+            rows = read_steps(str(candidate), candidate.read_text(encoding="utf-8"))
+            return fit_steps(rows, int(folds.group(1)) if folds else 0, m.group(1))
+    return None
+

@@ -238,17 +238,16 @@ def link_block(fit: Fit, name: str, log_name: str, title: str | None = None,
         title = f"measured {fit.test} on {fit.ranks} ranks" + (f" ({gpus})" if gpus else "")
     lines = [comment_safe(wrapped) for line in lines for wrapped in _wrap(line)]
     lines.append(f"link {name} {ccost_string(title)} {{")
-    lines.append(f"  alpha     = {_sig(fit.alpha * 1e6)} us")
-    lines.append(f"  bandwidth = {_sig(fit.bandwidth / 1e9)} GB/s")
+    fields = [("alpha", f"{_sig(fit.alpha * 1e6)} us"), ("bandwidth", f"{_sig(fit.bandwidth / 1e9)} GB/s")]
     if fit.floor is not None:
-        lines.append(f"  one_shot_latency = {_time(fit.floor)}")
-        lines.append(f"  floor_latency    = {_time(fit.floor)}")
+        fields += [("one_shot_latency", _time(fit.floor)), ("floor_latency", _time(fit.floor))]
     if fit.curve:
-        lines.append(f"  curve_from       = [{', '.join(_size(c[0]).replace(' ', ' ') for c in fit.curve)}]")
-        lines.append(f"  curve_alpha      = [{', '.join(_time(c[1]) for c in fit.curve)}]")
-        lines.append(f"  curve_bandwidth  = [{', '.join(_bw(c[2]) for c in fit.curve)}]")
-        lines.append(f"  curve_collective = {fit.kind}")
-        lines.append(f"  curve_ranks      = {fit.ranks}")
-    lines.append(f"  source    = {ccost_string(source_string(fit, log_name))}")
+        fields += [("curve_from", f"[{', '.join(_size(c[0]) for c in fit.curve)}]"),
+                   ("curve_alpha", f"[{', '.join(_time(c[1]) for c in fit.curve)}]"),
+                   ("curve_bandwidth", f"[{', '.join(_bw(c[2]) for c in fit.curve)}]"),
+                   ("curve_collective", fit.kind), ("curve_ranks", str(fit.ranks))]
+    fields.append(("source", ccost_string(source_string(fit, log_name))))
+    width = max(len(k) for k, _ in fields)  # `ccost fmt`'s layout: the `=` signs in one column
+    lines += [f"  {k.ljust(width)} = {v}" for k, v in fields]
     lines.append("}")
     return "\n".join(lines) + "\n"

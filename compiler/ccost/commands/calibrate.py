@@ -24,7 +24,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "direction, and print a `link` block with the fit quality in comments.")
     p.epilog = ("example: ccost calibrate all_reduce.txt --name nvlink_measured --holdout "
                 "--plot fit.svg -o specs/measured/nvlink.ccost")
-    p.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests output (all_reduce_perf, ...)")
+    p.add_argument("logs", nargs="*", metavar="LOG", help="nccl-tests output (all_reduce_perf, ...)")
+    p.add_argument("--steps", default=None, metavar="FILE",
+                   help="fit a software-stack profile instead, to measured step times: a CSV/YAML table (plan, "
+                   "spec, tpot|ttft|step_time), vLLM benchmark_serving JSON or a Megatron log (with --spec and "
+                   "--plan); prints a `stack` block")
+    p.add_argument("--spec", default=None, metavar="SPEC", help="--steps: the spec of rows that name none")
+    p.add_argument("--plan", default=None, metavar="NAME", help="--steps: the plan a JSON result or a log measured")
+    p.add_argument("--only", default=None, metavar="STACK", help="--steps: only the rows whose `stack` column is this")
+    p.add_argument("--folds", type=int, default=5, metavar="K", help="--steps: k-fold hold-out (default 5; 0: none)")
     p.add_argument("--name", default="measured",
                    help="name of the link block: letters, digits and _, not a keyword (default: measured)")
     p.add_argument("--title", default=None,
@@ -86,6 +94,11 @@ def _line_rate(text: str | None) -> float | None:
 def _command(args: argparse.Namespace) -> str:
     """The command line that regenerates the output, for the block's comment."""
     parts = ["ccost", "calibrate", *args.logs]
+    for opt in ("steps", "spec", "plan", "only"):
+        if getattr(args, opt, None):
+            parts += [f"--{opt}", getattr(args, opt)]
+    if getattr(args, "steps", None) and args.folds != 5:
+        parts += ["--folds", str(args.folds)]
     if args.name != "measured":
         parts += ["--name", args.name]
     if args.title:
@@ -178,6 +191,47 @@ def _intra_link(spec: str, algorithm: str, in_place: bool):
     return link_params_of_fit(one), f"the fit of {path} ({one.ranks} ranks)"
 
 
+def _run_steps(args: argparse.Namespace) -> int:
+    """``--steps FILE``: fit a stack profile to measured step times and print a ``stack`` block."""
+    from ccost.calibrate.block import valid_name
+    from ccost.calibrate.steps import fit_steps, plot_steps_svg, read_steps, stack_block
+    from ccost.userfiles import read_user_bytes
+
+    if args.logs:
+        raise _usage("--steps fits a stack profile; nccl-tests logs are calibrated on their own",
+                     "run ccost calibrate LOG... and ccost calibrate --steps FILE separately")
+    name = args.name if args.name != "measured" else "measured_stack"
+    if not valid_name(name):
+        raise _usage(f"--name {name[:40]!r} is not a valid block name", "e.g. --name vllm_h100_measured")
+    if args.title is not None and _CONTROL.search(args.title):
+        raise _usage("--title contains a control character", "write the title on one line")
+    if not 0 <= args.folds <= 100:
+        raise _usage(f"--folds {args.folds}: between 0 (no hold-out) and 100")
+    try:
+        data = read_user_bytes(args.steps, limit=16 * 1024 * 1024, code="E501", what="steps file",
+                               display=args.steps, help="a CSV/YAML table, a benchmark JSON or a log")
+    except FileNotFoundError:
+        raise _usage(f"steps file {args.steps} not found", "check the path") from None
+    try:
+        text = data.decode("utf-8").lstrip("\ufeff")
+    except UnicodeDecodeError:
+        raise _usage(f"{args.steps} is not text (UTF-8)", "pass a CSV, YAML or JSON file, or a log") from None
+    rows = read_steps(args.steps, text, args.spec, args.plan, args.only)
+    fit = fit_steps(rows, args.folds, args.steps)
+    block = stack_block(fit, name, args.title, _command(args))
+    _self_check(block, args.output or "<calibrate>")
+    outputs = [(args.output, block)] if args.output else []
+    if args.plot:
+        outputs.append((args.plot, plot_steps_svg(fit)))
+    if outputs:
+        _write_all(outputs)
+    if args.output:
+        print(f"wrote {args.output}: stack {name}, fit median error {100 * fit.median_error:.1f} %", file=sys.stderr)
+    else:
+        sys.stdout.write(block)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from ccost.calibrate import fit_test, link_block, quality_lines, read_log
     from ccost.calibrate.block import comment_safe, valid_name
@@ -185,6 +239,11 @@ def run(args: argparse.Namespace) -> int:
     from ccost.calibrate.logs import MAX_RANKS
     from ccost.diagnostics import CcostError, render_all, use_colour
 
+    if args.steps is not None:
+        return _run_steps(args)
+    if not args.logs:
+        raise _usage("no log given", "pass nccl-tests output (ccost calibrate all_reduce.txt), or --steps FILE "
+                     "to fit a stack profile to measured step times")
     if not valid_name(args.name):
         from ccost.schema import keywords
 

@@ -127,9 +127,34 @@ def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[st
         return Calibration(link.name, inline_svg(cached(plot_svg)(fit), f"calibration-{link.name}"),
                            f"{link.source or 'measured'}. {quality}")
 
+    def profile(stack) -> Calibration | None:
+        from ccost.calibrate import fit_for_stack
+        from ccost.calibrate.block import _pct
+        from ccost.calibrate.steps import plot_steps_svg
+
+        try:
+            fit = fit_for_stack(stack, spec_dir)
+        except CcostError as exc:
+            return Calibration(f"stack {stack.name}", None, f"the measured step times could not be read: {exc}")
+        if fit is None:
+            return None
+        ho = (f"; {fit.folds}-fold hold-out median {_pct(fit.holdout_median_error)}, worst "
+              f"{_pct(fit.holdout_worst_error)}" if fit.holdout_median_error is not None else "")
+        return Calibration(f"stack {stack.name}", inline_svg(plot_steps_svg(fit), f"calibration-stack-{stack.name}"),
+                           f"{stack.source}. Refitted to {len(fit.rows)} measured step times: median error "
+                           f"{_pct(fit.median_error)}, worst {_pct(fit.worst_error)}{ho}.")
+
     out: dict[str, list] = {}
     cache: dict[str, Calibration] = {}
     for name in plan_names:
+        plan = spec.plans.get(name)
+        stack = getattr(plan, "stack", None)
+        if stack is not None and (stack.source or "").lower().startswith("measured"):
+            key = f"stack/{stack.name}"
+            if key not in cache:
+                cache[key] = profile(stack)
+            if cache[key] is not None:
+                out.setdefault(name, []).append(cache[key])
         cluster = getattr(spec.plans.get(name), "cluster", None)
         intra_link = getattr(cluster, "intra_node", None)
         for link in (intra_link, getattr(cluster, "inter_node", None)):

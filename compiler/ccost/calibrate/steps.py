@@ -1,0 +1,473 @@
+"""``ccost calibrate --steps FILE``: fit a software-stack profile to step times the user measured (issue 15).
+
+Inputs (``read_steps``), each row a plan of a spec and a measured time:
+
+- a CSV or YAML table: ``plan``, ``spec`` (or ``--spec``), and the measured time as ``tpot`` / ``ttft`` /
+  ``step_time`` (a number in seconds, or a quantity like ``32.1 ms``; a column named ``tpot_ms`` is in ms),
+  or as ``metric`` + ``measured`` (``bench/validation/rows.yaml``: ``decode_step`` is a TPOT,
+  ``prefill`` a TTFT); an optional ``stack`` column is what ``--only`` selects on;
+- vLLM ``benchmark_serving`` result JSON (``median_tpot_ms``, ``median_ttft_ms``), for ``--plan``;
+- a Megatron log's ``elapsed time per iteration (ms)`` lines (the median, the first iteration left out as
+  warm-up), for ``--plan``.
+
+What is predicted: a decode plan's step time for a TPOT, a prefill plan's latency for a TTFT, any plan's
+step time for ``step_time`` — ``ccost.lower`` and ``ccost.analysis`` in float mode, the plan priced with a
+``stack`` whose fields are the parameters.
+
+The fit: minimise Σ log(predicted/measured)² over the stack's fields, each bounded to its physical range
+(the schema's), by Levenberg–Marquardt on scaled parameters with a forward-difference Jacobian, each step
+projected onto the bounds (numpy only). A field that no row's time depends on keeps its starting value
+(the plans' stack) and is reported as not determined. The hold-out error is k-fold: rows are dealt
+round-robin into k folds, each fold predicted by the fit on the others.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from ccost.diagnostics import CcostError, Span, error
+
+FIELDS = ("step_overhead", "layer_overhead", "hbm_efficiency", "gemm_efficiency", "attention_efficiency",
+          "collective_floor")
+# Typical magnitudes: the fit works on θ/scale so that every parameter moves on the same footing.
+SCALE = {"step_overhead": 5e-3, "layer_overhead": 2e-5, "hbm_efficiency": 1.0, "gemm_efficiency": 1.0,
+         "attention_efficiency": 1.0, "collective_floor": 1.5e-5}
+METRICS = {"tpot": "decode", "ttft": "prefill", "step_time": None, "decode_step": "decode", "prefill": "prefill"}
+MAX_ROWS = 10_000
+
+
+@dataclass(frozen=True)
+class StepRow:
+    spec: str  # path of the spec
+    plan: str
+    metric: str  # tpot | ttft | step_time
+    measured: float  # s
+    file: str
+    line: int
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class StepFit:
+    values: dict  # field -> fitted value
+    determined: dict  # field -> bool (some row's time depends on it)
+    start: dict  # field -> starting value
+    rows: tuple  # StepRow
+    predicted: tuple  # s, with the fitted stack
+    median_error: float  # |pred/meas − 1| median, fitted rows
+    worst_error: float
+    folds: int
+    holdout_median_error: float | None
+    holdout_worst_error: float | None
+    holdout_predicted: tuple  # s per row, each from the fit without its fold (empty without hold-out)
+    source_file: str
+    start_stack: str
+
+
+def _err(message: str, file: str, line: int = 1, col: int = 1, help: str | None = None) -> CcostError:
+    return CcostError(error("E501", message, Span.point(file, line, col), help))
+
+
+_STEPS_HELP = ("a CSV or YAML table with columns plan, spec (or pass --spec) and tpot, ttft or step_time "
+               "(seconds, or like `32.1 ms`); or vLLM benchmark_serving JSON or a Megatron log with --plan")
+
+
+def _time(value, file: str, line: int, what: str, unit_ms: bool = False) -> float:
+    from ccost import units
+
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        t = float(value) * (1e-3 if unit_ms else 1.0)
+    else:
+        text = str(value).strip()
+        try:
+            v, dim = units.parse_quantity(text)
+        except (ValueError, units.UnitError):
+            raise _err(f"{what}: {text[:40]!r} is not a time", file, line,
+                       help="write seconds (0.0321) or a quantity like `32.1 ms`") from None
+        if dim == units.DIMENSIONLESS:
+            v *= 1e-3 if unit_ms else 1.0
+        elif dim != units.TIME:
+            raise _err(f"{what}: {text[:40]!r} is not a time", file, line, help="write it like `32.1 ms`")
+        t = v
+    if not (t > 0 and math.isfinite(t)):
+        raise _err(f"{what}: the measured time {value!r} is not positive", file, line,
+                   help="a measured time is a positive number of seconds")
+    if t > 3600:
+        raise _err(f"{what}: {t:g} s is longer than an hour: not one step", file, line,
+                   help="give the time of one step (TPOT, TTFT or one iteration), not a total")
+    return t
+
+
+def read_steps(path: str, text: str, spec: str | None = None, plan: str | None = None,
+               only: str | None = None) -> list[StepRow]:
+    """Parse a steps file (format from its content). Raises CcostError naming the place."""
+    base = Path(path).parent
+    if not text.strip():
+        raise _err(f"{path} is empty", path, help=_STEPS_HELP)
+    stripped = text.lstrip()
+    if stripped.startswith("{") and ("tpot" in text or "ttft" in text):
+        return _vllm_json(path, text, spec, plan)
+    if "elapsed time per iteration" in text:
+        return _megatron(path, text, spec, plan)
+    if path.lower().endswith((".yaml", ".yml", ".json")) or stripped.startswith(("-", "rows:", "[", "{")):
+        return _yaml_rows(path, text, base, spec, only)
+    return _csv_rows(path, text, base, spec, only)
+
+
+def _need(path: str, spec: str | None, plan: str | None, what: str) -> None:
+    if not spec or not plan:
+        raise _err(f"{path} is {what}: it does not say which plan it measured", path,
+                   help="pass --spec SPEC.ccost --plan NAME for the plan that was run")
+
+
+def _vllm_json(path: str, text: str, spec: str | None, plan: str | None) -> list[StepRow]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _err(f"{path} is not valid JSON: {exc.msg}", path, exc.lineno, exc.colno) from None
+    _need(path, spec, plan, "a vLLM benchmark_serving result")
+    rows = []
+    for key, metric in (("median_tpot_ms", "tpot"), ("median_ttft_ms", "ttft")):
+        if key in doc:
+            line = text[: text.find(f'"{key}"')].count("\n") + 1
+            rows.append(StepRow(spec, plan, metric, _time(doc[key], path, line, key, unit_ms=True), path, line,
+                                key))
+    if not rows:
+        raise _err(f"{path} has no median_tpot_ms or median_ttft_ms", path, help=_STEPS_HELP)
+    return rows
+
+
+_MEGATRON = re.compile(r"elapsed time per iteration \(ms\):\s*([0-9.eE+-]+)")
+
+
+def _megatron(path: str, text: str, spec: str | None, plan: str | None) -> list[StepRow]:
+    _need(path, spec, plan, "a Megatron log")
+    times, first = [], None
+    for no, line in enumerate(text.splitlines(), 1):
+        if m := _MEGATRON.search(line):
+            times.append(_time(float(m.group(1)), path, no, "elapsed time per iteration", unit_ms=True))
+            first = first or no
+    if len(times) > 1:
+        times = times[1:]  # the first iteration includes warm-up (allocation, compilation)
+    return [StepRow(spec, plan, "step_time", float(np.median(times)), path, first or 1,
+                    f"median of {len(times)} iterations")]
+
+
+def _record_rows(path: str, records: list[tuple[int, dict]], base: Path, spec: str | None,
+                 only: str | None) -> list[StepRow]:
+    rows: list[StepRow] = []
+    for line, rec in records:
+        rec = {str(k).strip().lower(): v for k, v in rec.items() if k is not None}
+        if only is not None and str(rec.get("stack", "")).strip() != only:
+            continue
+        if not str(rec.get("plan") or "").strip():
+            raise _err("this row names no plan", path, line, help="add a `plan` column: the plan that was run")
+        name = str(rec["plan"]).strip()
+        sp = str(rec.get("spec") or "").strip()
+        sp_path = str(base / sp) if sp else spec
+        if not sp_path:
+            raise _err(f"row of plan `{name}` names no spec", path, line,
+                       help="add a `spec` column (relative to this file) or pass --spec SPEC.ccost")
+        found = False
+        for col, metric, ms in (("tpot", "tpot", False), ("tpot_ms", "tpot", True), ("ttft", "ttft", False),
+                                ("ttft_ms", "ttft", True), ("step_time", "step_time", False),
+                                ("step_time_ms", "step_time", True)):
+            v = rec.get(col)
+            if v is None or str(v).strip() == "":
+                continue
+            rows.append(StepRow(sp_path, name, metric, _time(v, path, line, col, ms), path, line,
+                                str(rec.get("id") or "")))
+            found = True
+        if "metric" in rec and "measured" in rec:
+            metric = str(rec["metric"]).strip()
+            if metric not in METRICS:
+                raise _err(f"metric {metric!r} of plan `{name}` is not a time ccost can fit a stack to", path, line,
+                           help="metrics: tpot, ttft, step_time (or decode_step, prefill); select rows with --only")
+            metric = {"decode_step": "tpot", "prefill": "ttft"}.get(metric, metric)
+            rows.append(StepRow(sp_path, name, metric, _time(rec["measured"], path, line, "measured"), path, line,
+                                str(rec.get("id") or "")))
+            found = True
+        if not found:
+            raise _err(f"row of plan `{name}` has no measured time", path, line,
+                       help="give tpot, ttft or step_time (or metric and measured)")
+    if not rows:
+        raise _err(f"{path} has no rows" + (f" of stack {only!r}" if only else ""), path, help=_STEPS_HELP)
+    if len(rows) > MAX_ROWS:
+        raise _err(f"{path} has {len(rows):,} rows; at most {MAX_ROWS:,}", path)
+    return rows
+
+
+def _csv_rows(path: str, text: str, base: Path, spec: str | None, only: str | None) -> list[StepRow]:
+    if "\x00" in text:
+        raise _err(f"{path} is a binary file, not a table (it contains NUL bytes)", path, help=_STEPS_HELP)
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        cols = [c.strip().lower() for c in (reader.fieldnames or [])]
+    except csv.Error as exc:
+        raise _err(f"{path} is not a CSV table: {exc}", path, reader.line_num or 1, help=_STEPS_HELP) from None
+    if "plan" not in cols:
+        raise _err(f"{path}: the header has no `plan` column (it has {', '.join(cols[:8]) or 'none'})", path, 1,
+                   help=_STEPS_HELP)
+    if not any(c in cols for c in ("tpot", "ttft", "step_time", "tpot_ms", "ttft_ms", "step_time_ms", "measured")):
+        raise _err(f"{path}: the header has no time column (tpot, ttft, step_time)", path, 1, help=_STEPS_HELP)
+    records = []
+    try:
+        for rec in reader:
+            if None in rec:
+                raise _err("this row has more cells than the header", path, reader.line_num)
+            records.append((reader.line_num, rec))
+    except csv.Error as exc:
+        raise _err(f"{path} is not a CSV table: {exc}", path, reader.line_num or 1, help=_STEPS_HELP) from None
+    return _record_rows(path, records, base, spec, only)
+
+
+def _yaml_rows(path: str, text: str, base: Path, spec: str | None, only: str | None) -> list[StepRow]:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise _err(f"{path} is not valid YAML", path, (mark.line + 1) if mark else 1,
+                   help=_STEPS_HELP) from None
+    if isinstance(doc, dict) and "rows" in doc:
+        doc = doc["rows"]
+    if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
+        raise _err(f"{path}: expected a list of rows (mappings), or `rows:` with one", path, help=_STEPS_HELP)
+    lines = [i + 1 for i, ln in enumerate(text.splitlines()) if ln.lstrip().startswith("-")]
+    records = [(lines[i] if i < len(lines) else 1, r) for i, r in enumerate(doc)]
+    return _record_rows(path, records, base, spec, only)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Prediction and the fit
+
+class _Plans:
+    """The rows' plans, checked once; ``predict(θ)`` prices every row with a stack of fields θ."""
+
+    def __init__(self, rows: list[StepRow]):
+        from ccost import check
+
+        self.rows = rows
+        specs: dict[str, object] = {}
+        self.plans, self.policies = [], []
+        for r in rows:
+            if r.spec not in specs:
+                if not Path(r.spec).is_file():
+                    raise _err(f"spec {r.spec} not found", r.file, r.line, help="check the spec path (relative to "
+                               "the steps file) or --spec")
+                try:
+                    specs[r.spec], _ = check.load_spec(r.spec)
+                except CcostError as exc:
+                    raise _err(f"spec {r.spec} does not check: {exc.diagnostics[0].message}", r.file, r.line,
+                               help=f"fix it first: ccost check {r.spec}") from None
+            spec = specs[r.spec]
+            plan = spec.plans.get(r.plan)
+            if plan is None:
+                raise _err(f"unknown plan `{r.plan}` in {r.spec}", r.file, r.line,
+                           help=f"plans there: {', '.join(sorted(spec.plans)[:12]) or '(none)'}")
+            want = METRICS[r.metric]
+            if want is not None and plan.phase != want:
+                raise _err(f"{r.metric} is measured on a {want} plan; `{r.plan}` is {plan.phase}", r.file, r.line,
+                           help="a TPOT is a decode plan's step time, a TTFT a prefill plan's latency")
+            self.plans.append(plan)
+            self.policies.append(spec.policy)
+        self.measured = np.array([r.measured for r in rows])
+        stacks = {p.stack.name if p.stack is not None else None for p in self.plans}
+        from ccost import lower
+
+        first = self.plans[0]
+        st = first.stack if first.stack is not None else lower.default_stack(first.phase)
+        self.start_stack = st.name if len(stacks) == 1 else f"{st.name} (and others)"
+        self.start = {f: float(getattr(st, f)) for f in FIELDS}
+        for i, r in enumerate(rows):  # every row can be priced, or the error names it
+            try:
+                t = self.predict(self.start, [i])[0]
+            except CcostError as exc:
+                raise _err(f"plan `{r.plan}` of {r.spec} cannot be evaluated: {exc.diagnostics[0].message}",
+                           r.file, r.line, help=f"ccost eval {r.spec}") from None
+            if not (t > 0 and math.isfinite(t)):
+                raise _err(f"plan `{r.plan}` prices to {t!r}, not a time", r.file, r.line)
+
+    def predict(self, theta: dict, idx=None) -> np.ndarray:
+        from ccost import analysis, lower
+        from ccost import spec as S
+
+        stack = S.Stack("fitted", None, None, **{f: float(theta[f]) for f in FIELDS}, source="fit")
+        out = []
+        for i in (range(len(self.rows)) if idx is None else idx):
+            plan = replace(self.plans[i], stack=stack)
+            m = analysis.analyse(lower.lower_plan(plan, self.policies[i]))
+            t = m.latency if self.rows[i].metric == "ttft" else m.step
+            out.append(float(t))
+        return np.array(out)
+
+
+def _bounds() -> dict:
+    """Physical ranges of the fitted fields: the schema's, with the overheads and the floor held to what a
+    step can be (1 s per step, 10 ms per layer, 10 ms per collective) so the fit cannot run off to them."""
+    from ccost.schema import R_COLLECTIVE_FLOOR, R_STACK_EFFICIENCY, R_STACK_OVERHEAD
+
+    eff = (R_STACK_EFFICIENCY["minimum"], R_STACK_EFFICIENCY["maximum"])
+    return {"step_overhead": (R_STACK_OVERHEAD["minimum"], min(R_STACK_OVERHEAD["maximum"], 1.0)),
+            "layer_overhead": (R_STACK_OVERHEAD["minimum"], min(R_STACK_OVERHEAD["maximum"], 0.01)),
+            "hbm_efficiency": eff, "gemm_efficiency": eff, "attention_efficiency": eff,
+            "collective_floor": (R_COLLECTIVE_FLOOR["minimum"], min(R_COLLECTIVE_FLOOR["maximum"], 0.01))}
+
+
+def _lm(plans: _Plans, idx: list[int], start: dict) -> tuple[dict, dict]:
+    """Bounded Levenberg–Marquardt on r = log(pred/meas) over ``idx``; returns (θ, determined)."""
+    b = _bounds()
+    names = list(FIELDS)
+    lo = np.array([b[f][0] / SCALE[f] for f in names])
+    hi = np.array([b[f][1] / SCALE[f] for f in names])
+    x = np.clip(np.array([start[f] / SCALE[f] for f in names]), lo, hi)
+    meas = plans.measured[idx]
+
+    def theta(v):
+        return {f: float(v[k] * SCALE[f]) for k, f in enumerate(names)}
+
+    def resid(v):
+        return np.log(plans.predict(theta(v), idx) / meas)
+
+    r = resid(x)
+    cost = float(r @ r)
+    lam = 1e-2
+    determined = {f: False for f in names}
+    for _ in range(60):
+        J = np.empty((len(idx), len(names)))
+        for k in range(len(names)):
+            h = 1e-4 * max(abs(x[k]), 1e-2)
+            xk = x.copy()
+            xk[k] = xk[k] + h if xk[k] + h <= hi[k] else xk[k] - h
+            J[:, k] = (resid(xk) - r) / (xk[k] - x[k])
+        active = np.linalg.norm(J, axis=0) > 1e-6
+        for k, f in enumerate(names):
+            determined[f] = determined[f] or bool(active[k])
+        if not active.any():
+            break
+        Ja = J[:, active]
+        g = Ja.T @ r
+        A = Ja.T @ Ja
+        improved = False
+        for _ in range(12):
+            step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-12), -g)
+            xn = x.copy()
+            xn[active] = np.clip(x[active] + step, lo[active], hi[active])
+            rn = resid(xn)
+            cn = float(rn @ rn)
+            if cn < cost:
+                improved = True
+                rel = (cost - cn) / max(cost, 1e-300)
+                x, r, cost = xn, rn, cn
+                lam = max(lam / 3, 1e-9)
+                break
+            lam *= 4
+        if not improved or rel < 1e-10:
+            break
+    return theta(x), determined
+
+
+def fit_steps(rows: list[StepRow], folds: int = 5, source_file: str = "") -> StepFit:
+    plans = _Plans(rows)
+    n = len(rows)
+    all_idx = list(range(n))
+    values, determined = _lm(plans, all_idx, plans.start)
+    pred = plans.predict(values)
+    rel = np.abs(pred / plans.measured - 1)
+    k = min(folds, n)
+    ho_pred: list[float] = [math.nan] * n
+    if k >= 2:
+        for fold in range(k):
+            test = [i for i in all_idx if i % k == fold]
+            train = [i for i in all_idx if i % k != fold]
+            th, _ = _lm(plans, train, plans.start)
+            for i, p in zip(test, plans.predict(th, test)):
+                ho_pred[i] = float(p)
+        ho = np.abs(np.array(ho_pred) / plans.measured - 1)
+        ho_med, ho_worst = float(np.median(ho)), float(ho.max())
+    else:
+        ho_med = ho_worst = None
+    return StepFit({f: values[f] if determined[f] else plans.start[f] for f in FIELDS}, determined, plans.start,
+                   tuple(rows), tuple(float(p) for p in pred), float(np.median(rel)), float(rel.max()), k,
+                   ho_med, ho_worst, tuple(ho_pred) if k >= 2 else (), source_file, plans.start_stack)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Output
+
+def stack_block(fit: StepFit, name: str, title: str | None, command: str | None) -> str:
+    from ccost.calibrate.block import _pct, _wrap, ccost_string, comment_safe
+    from ccost.units import TIME, format_percent, format_quantity
+
+    def val(f: str, v: float) -> str:
+        if f in ("hbm_efficiency", "gemm_efficiency", "attention_efficiency"):
+            return format_percent(round(v, 4))
+        return format_quantity(v, TIME, digits=4).replace("µs", "us")
+
+    lines = [f"# Fitted by `ccost calibrate --steps` from {fit.source_file}: {len(fit.rows)} measured step times; "
+             "minimising sum(log(predicted/measured)^2) over the stack's fields, each bounded to its physical "
+             f"range, starting from `{fit.start_stack}`"]
+    if command:
+        lines.append(f"# Regenerate: {command}")
+    lines.append(f"# Fit: median error {_pct(fit.median_error)}, worst {_pct(fit.worst_error)} over the rows it was "
+                 "fitted on")
+    if fit.holdout_median_error is not None:
+        lines.append(f"# Hold-out ({fit.folds}-fold: each row predicted by the fit without its fold): median error "
+                     f"{_pct(fit.holdout_median_error)}, worst {_pct(fit.holdout_worst_error)}")
+    for f in FIELDS:
+        if not fit.determined[f]:
+            lines.append(f"# {f}: not determined by these rows (no row's time depends on it); kept at "
+                         f"`{fit.start_stack}`'s {val(f, fit.start[f])}")
+    for i, r in enumerate(fit.rows):
+        ho = (f", hold-out {fit.holdout_predicted[i] * 1e3:.4g} ms" if fit.holdout_predicted else "")
+        lines.append(f"#   {r.label or r.plan} ({r.metric}, {r.file}:{r.line}): measured {r.measured * 1e3:.4g} ms, "
+                     f"fitted {fit.predicted[i] * 1e3:.4g} ms{ho}")
+    lines = [comment_safe(w) for line in lines for w in _wrap(line)]
+    src = (f"measured: ccost calibrate --steps {fit.source_file}, {len(fit.rows)} rows, fit median "
+           f"{_pct(fit.median_error)}" + (f", {fit.folds}-fold hold-out median {_pct(fit.holdout_median_error)}"
+                                          if fit.holdout_median_error is not None else ""))
+    lines.append(f"stack {name} {ccost_string(title or f'fitted to {len(fit.rows)} measured step times')} {{")
+    for f in FIELDS:
+        lines.append(f"  {f:<20} = {val(f, fit.values[f])}")
+    lines.append(f"  {'source':<20} = {ccost_string(src)}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def plot_steps_svg(fit: StepFit) -> str:
+    """Predicted against measured, log-log, with the y = x line and the hold-out predictions."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    rc = {"svg.hashsalt": "ccost-calibrate", "svg.fonttype": "path", "font.family": "DejaVu Sans",
+          "font.size": 9, "path.simplify": False}
+    with matplotlib.rc_context(rc):
+        fig = Figure(figsize=(5.0, 4.6))
+        ax = fig.add_subplot(1, 1, 1)
+        meas = np.array([r.measured for r in fit.rows]) * 1e3
+        pred = np.array(fit.predicted) * 1e3
+        ax.loglog(meas, pred, "o", color="#1f4e79", markersize=5, label="fitted", zorder=3)
+        if fit.holdout_predicted:
+            ax.loglog(meas, np.array(fit.holdout_predicted) * 1e3, "x", color="#c55a11", markersize=6,
+                      label=f"hold-out ({fit.folds}-fold)", zorder=3)
+        lo, hi = min(meas.min(), pred.min()) / 1.3, max(meas.max(), pred.max()) * 1.3
+        ax.loglog([lo, hi], [lo, hi], "-", color="#808080", linewidth=0.8, label="predicted = measured")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel("measured (ms)")
+        ax.set_ylabel("predicted by ccost (ms)")
+        ax.grid(True, which="major", color="#e0e0e0", linewidth=0.6)
+        ax.legend(loc="upper left", fontsize=8, frameon=False)
+        fig.tight_layout()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "ccost calibrate --steps"})
+    return buf.getvalue()

@@ -56,9 +56,12 @@ model llama {
   weight_bytes = 141 GB
 }
 
+stack notes "the notes' model: peak rates, no overhead" { }
+
 plan tp8 "TP=8 decode" {
   model     = llama
   cluster   = hgx
+  stack     = notes
   phase     = decode
   batch     = 32
   tp        = 8

@@ -18,7 +18,8 @@ link nvl { alpha = 2 us; bandwidth = 450 GB/s }
 gpu h100 { memory = 80 GB; hbm_bandwidth = 3.35 TB/s; flops = 989 TFLOP/s }
 cluster hgx { gpu = h100; intra_node = nvl }
 model llama { layers = 80; hidden = 8192; kv_heads = 8; params = 70.6e9; weight_bytes = 141 GB }
-plan tp8 { model = llama; cluster = hgx; phase = decode; batch = 32; tp = 8; allreduce = ring }
+stack notes { }
+plan tp8 { model = llama; cluster = hgx; stack = notes; phase = decode; batch = 32; tp = 8; allreduce = ring }
 """
 
 

@@ -27,10 +27,13 @@ TWO = S.Cluster(name="two", title=None, span=None, gpu=H100, nodes=2, gpus_per_n
 LLAMA70 = S.Model(name="llama70", title=None, span=None, layers=80, hidden=8192, heads=64, kv_heads=8,
                   params=70.6e9)
 POLICY = S.Policy(name="policy", title=None, span=None)
+# The hand arithmetic below is the notes' model: peak rates, no stack overhead, no collective floor.
+IDEAL = S.Stack(name="ideal", title=None, span=None)
 
 
 def plan(**kw) -> S.Plan:
-    base = dict(name="p", title=None, span=None, model=LLAMA70, cluster=NODE, phase="decode", batch=32)
+    base = dict(name="p", title=None, span=None, model=LLAMA70, cluster=NODE, phase="decode", batch=32,
+                stack=IDEAL)
     base.update(kw)
     return S.Plan(**base)
 

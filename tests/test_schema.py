@@ -104,6 +104,7 @@ link ib_ndr { alpha = 3 us; bandwidth = 50 GB/s }
 gpu h100 { memory = 80 GB; hbm_bandwidth = 3.35 TB/s; flops = 989 TFLOP/s }
 cluster hgx { gpu = h100; intra_node = nvlink4; nodes = 8; inter_node = ib_ndr }
 model llama3_70b { layers = 80; hidden = 8192; params = 70.6e9; experts = 8 }
+stack vllm_h100 { step_overhead = 5 ms }
 plan tp8 { model = llama3_70b; cluster = hgx; phase = train; seq = 4096 }
 plan tp16 extends tp8 { }
 plan tp8_pp2 extends tp8 { }

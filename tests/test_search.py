@@ -19,6 +19,7 @@ import "std/gpus.ccost"
 import "std/links.ccost"
 import "std/models.ccost"
 import "std/clusters.ccost"
+import "std/stacks.ccost"
 '''
 
 # Llama-3-70B decode with an 8k context on 16 HGX H100 nodes (KV cache read every step, so memory and
@@ -123,7 +124,8 @@ def test_training_moe_fsdp_points_agree_bit_for_bit():
 # --- brute force: constraints, top list and Pareto front ------------------------------------------------
 
 CONSTRAINED = HEADER + '''
-plan base { model = llama3_70b; cluster = hgx_h100_16node; phase = decode; batch = 16; seq = 8192; tp = 8 }
+plan base { model = llama3_70b; cluster = hgx_h100_16node; phase = decode; batch = 16; seq = 8192; tp = 8
+            stack = ideal }
 search s {
   base = base
   tp = [1, 2, 3, 4, 8, 16]; pp = [1, 2, 3, 4, 80, 96]; dp = [1, 2, 4]; batch = [1, 64, 512]; microbatches = [1, 8]

@@ -110,8 +110,12 @@ def analyse(program: lower.Program) -> Metrics:
     in_flight = named("in_flight", x.pp * (1 - bubble), "stages busy at once in the pipeline: P·(1 − bubble)")
     # Flush schedule: M + P − 1 slots of one micro-batch's stage time, plus the exposed communication
     # spread over the stages busy at once. P = M = 1: T_stage + T_exposed = T_latency, bit for bit.
-    T_pipe = named("T_pipe", costs.pipeline_time(c.t_mb, x.pp, x.M),
-                   "compute of the pipelined step: (M + P − 1)·t_mb")
+    if program.static.overheads and not program.static.compute_given:
+        T_pipe = named("T_pipe", costs.pipeline_time(c.t_mb, x.pp, x.M) + x.t_step,
+                       "compute of the pipelined step: (M + P − 1)·t_mb + the stack's fixed time per step")
+    else:
+        T_pipe = named("T_pipe", costs.pipeline_time(c.t_mb, x.pp, x.M),
+                       "compute of the pipelined step: (M + P − 1)·t_mb")
     step = named("T_step", T_pipe + exposed / in_flight,
                  "pipelined step time: T_pipe + T_exposed/(P·(1 − bubble))")
     gpus = named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")

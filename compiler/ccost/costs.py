@@ -204,6 +204,19 @@ def collective_cost(kind: str, algorithm: str | None, p: Num, m: Num, alpha: Num
     return Cost(kind, alg, h, v, lat, bw_time, t)
 
 
+def floored(cost: Cost, floor: Num, p: Num, tag: str | None = None) -> Cost:
+    """``cost`` held to a software stack's small-message floor: a collective on two or more ranks takes at
+    least ``floor`` (kernel launch and synchronisation: NCCL measures 15–30 µs for tiny AllReduces). The
+    latency term absorbs the difference, so latency + bandwidth time is still the time; a group of one
+    rank still costs 0. The cheapest algorithm is unchanged by a floor (max(·, f) keeps the order)."""
+    f = floor * _one_if_many(p)
+    lat = maximum(cost.latency, f - cost.bandwidth_time)
+    t = lat + cost.bandwidth_time
+    if any(isinstance(v, derive.Value) for v in (cost.time, floor, p)):
+        t = named(_tag("T_floored", tag), t, f"time of one {cost.kind}, at least the stack's floor T_floor")
+    return Cost(cost.kind, cost.algorithm, cost.hops, cost.volume, lat, cost.bandwidth_time, t, cost.stages)
+
+
 def _pname(p: Num) -> str:
     return "P" if not isinstance(p, derive.Value) or not p.name else p.name
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pygments.lexer import RegexLexer, bygroups, words
 from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Text, Whitespace
 
-BLOCK_KINDS = ("link", "gpu", "cluster", "model", "plan", "sweep", "compare", "policy", "search")
+BLOCK_KINDS = ("link", "gpu", "cluster", "model", "stack", "plan", "sweep", "compare", "policy", "search")
 FUNCTIONS = ("min", "max", "ceil", "floor", "log2", "sqrt")
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"

@@ -102,6 +102,11 @@ class Static:
     intra_name: str
     inter_name: str | None
     one_shot_volume: str = "egress"  # egress | ring: what a one-shot AllReduce is charged (costs.volume)
+    stack: str = "ideal"  # the software-stack profile that prices the plan
+    stack_source: str | None = None
+    stack_default: bool = False  # the plan named no stack: the bundled default for its phase
+    overheads: bool = False  # the stack charges a fixed time per step or per layer
+    floor: bool = False  # the stack's collectives have a small-message floor
 
     @property
     def train(self) -> bool:
@@ -142,6 +147,9 @@ class Inputs:
     T_given: Num  # plan.compute_time (0 when absent; unused then)
     c_F: Num  # FLOPs per parameter per token: 2 forward, 6 forward + backward
     b_opt: Num  # optimizer bytes per parameter (Adam: 12)
+    t_step: Num = 0.0  # stack: fixed time per step
+    t_layer: Num = 0.0  # stack: time per layer per step
+    T_floor: Num = 0.0  # stack: the least time of one collective
 
 
 def with_arrays(x: Inputs, **arrays) -> Inputs:
@@ -235,6 +243,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
     heads_known = bool(model.heads)
     kv_heads_known = bool(model.kv_heads) or heads_known
     kv = bool(plan.seq) and plan.phase in ("decode", "prefill")
+    stack = plan.stack if plan.stack is not None else default_stack(plan.phase)
     static = Static(
         plan=plan.name, phase=plan.phase, algorithm=plan.allreduce,
         cross_node=getattr(plan, "cross_node", "auto") or "auto", fsdp=bool(plan.fsdp) and plan.phase == "train",
@@ -246,6 +255,8 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         intra_name=cluster.intra_node.name,
         inter_name=cluster.inter_node.name if cluster.inter_node is not None else None,
         one_shot_volume=getattr(plan, "one_shot_volume", "egress") or "egress",
+        stack=stack.name, stack_source=stack.source, stack_default=plan.stack is None,
+        overheads=bool(stack.step_overhead or stack.layer_overhead), floor=bool(stack.collective_floor),
     )
     act = S.DTYPE_BYTES[model.activations]
     s_step = 1 if plan.phase == "decode" else (plan.seq or 1)
@@ -256,13 +267,37 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         params=params, params_active=active, E=model.experts or 1, k=model.top_k or 1,
         L_moe=(model.moe_layers or model.layers) if moe else 0,
         W=model.total_weight_bytes, b_act=act, b_kv=S.DTYPE_BYTES[model.kv_cache],
-        b_grad=S.DTYPE_BYTES[model.grads], D=cluster.domain, BW_hbm=gpu.hbm_bandwidth, R=gpu.compute_rate,
+        b_grad=S.DTYPE_BYTES[model.grads], D=cluster.domain, BW_hbm=gpu.hbm_bandwidth * stack.hbm_efficiency,
+        R=gpu.achieved_flops if gpu.achieved_flops is not None else gpu.flops * stack.gemm_efficiency,
         mem=gpu.memory, max_mem=policy.max_memory, T_given=plan.compute_time or 0.0,
         c_F=6.0 if plan.phase == "train" else 2.0, b_opt=OPTIMIZER_BYTES_PER_PARAM,
+        t_step=stack.step_overhead, t_layer=stack.layer_overhead, T_floor=stack.collective_floor,
     )
     if not derivation:
         return static, Inputs(**{k: float(v) for k, v in values.items()})
-    return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy) for k, v in values.items()})
+    return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy, stack) for k, v in values.items()})
+
+
+_DEFAULT_STACKS: dict[str, S.Stack] = {}
+
+
+def default_stack(phase: str) -> S.Stack:
+    """The bundled profile a plan of ``phase`` gets when it names no ``stack`` (``S.DEFAULT_STACKS``, from
+    ``std/stacks.ccost``). Without the bundled library (an installation error), the ideal profile."""
+    name = S.DEFAULT_STACKS.get(phase, "serving_default")
+    if name not in _DEFAULT_STACKS:
+        from ccost import check
+
+        found = None
+        folder = check._std_dir()
+        if folder is not None:
+            import os
+
+            spec, _ = check.load_spec(os.path.join(folder, "stacks.ccost"))
+            found = spec.stacks.get(name)
+        _DEFAULT_STACKS[name] = found or S.Stack(name, None, None, source="built-in ideal profile "
+                                                 "(std/stacks.ccost not found)")
+    return _DEFAULT_STACKS[name]
 
 
 _DTYPE_NOTE = "bytes per element"
@@ -299,10 +334,14 @@ _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
     "T_given": ("T_compute,given", units.TIME, "compute time given in the plan"),
     "c_F": ("c_F", units.COMPUTE, "FLOPs per parameter per token"),
     "b_opt": ("b_opt", units.INFORMATION, "optimizer bytes per parameter"),
+    "t_step": ("t_step", units.TIME, "stack: fixed time per step"),
+    "t_layer": ("t_layer", units.TIME, "stack: time per layer per step"),
+    "T_floor": ("T_floor", units.TIME, "stack: the least time of one collective"),
 }
 
 
-def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Cluster, policy: S.Policy):
+def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Cluster, policy: S.Policy,
+          stack: S.Stack):
     sym, dim, desc = _LEAVES[key]
     gpu = cluster.gpu
     source = None
@@ -320,10 +359,23 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
     elif key == "D":
         source = f"cluster {cluster.name}"
     elif key in ("BW_hbm", "R", "mem"):
-        source = f"gpu {gpu.name}" + (" (peak flops: no achieved_flops given)"
-                                      if key == "R" and gpu.achieved_flops is None else "")
+        source = f"gpu {gpu.name}"
+        if key == "BW_hbm" and stack.hbm_efficiency != 1.0:
+            desc = "achieved HBM bandwidth per GPU"
+            source += (f": hbm_bandwidth {units.format_quantity(gpu.hbm_bandwidth, units.BANDWIDTH)} × stack "
+                       f"{stack.name} hbm_efficiency {units.format_percent(stack.hbm_efficiency)}")
+        elif key == "R" and gpu.achieved_flops is None:
+            if stack.gemm_efficiency != 1.0:
+                source += (f": flops {units.format_quantity(gpu.flops, units.FLOP_RATE)} × stack {stack.name} "
+                           f"gemm_efficiency {units.format_percent(stack.gemm_efficiency)}")
+            else:
+                source += " (peak flops: no achieved_flops given)"
         if gpu.source:
             source += f"; {gpu.source}"
+    elif key in ("t_step", "t_layer", "T_floor"):
+        source = f"stack {stack.name}" + ("" if plan.stack is not None else " (the default for the phase)")
+        if stack.source:
+            source += f"; {stack.source}"
     elif key == "max_mem":
         source = "policy"
     elif key == "c_F":
@@ -436,20 +488,28 @@ def _collective(static: Static, key: str, kind: str, purpose: str, count: Num, p
                 m: Num, x: Inputs, algorithm: str | None = None, note: str | None = None) -> Collective:
     g = named(f"g_{key}", _group_per_domain(p, stride, x.D), f"{key} ranks per NVLink domain")
     gc, alg, reason, cand = _priced(static, kind, algorithm, p, m, g, key)
-    total = named(f"T_{key},step", count * gc.chosen.time, f"{purpose}: {key} collectives per step × time")
+    chosen = _floored(static, gc.chosen, p, x, key)
+    total = named(f"T_{key},step", count * chosen.time, f"{purpose}: {key} collectives per step × time")
     other = None
     if kind == "allreduce" and isinstance(alg, str) and alg == "one_shot":
         convention = "ring" if static.one_shot_volume == "egress" else "egress"
         other = costs.group_cost(kind, "one_shot", p, m, g, static.intra, static.inter, static.cross_node,
                                  tag=f"{key},{convention}", one_shot_volume=convention)
-    return Collective(key, kind, purpose, alg, count, p, g, m, gc.chosen, total, _link_name(static, gc.used),
+    return Collective(key, kind, purpose, alg, count, p, g, m, chosen, total, _link_name(static, gc.used),
                       gc, reason, tuple(cand), cand, note, other,
                       static.one_shot_volume if other is not None else None)
 
 
+def _floored(static: Static, c: costs.Cost, p: Num, x: Inputs, key: str) -> costs.Cost:
+    """The collective ``c`` held to the stack's small-message floor (unchanged when the stack has none)."""
+    if not static.floor:
+        return c
+    return costs.floored(c, x.T_floor, p, tag=key)
+
+
 def _p2p(static: Static, key: str, purpose: str, count: Num, m: Num, link: costs.LinkParams,
-         link_name: str | None, note: str | None = None) -> Collective:
-    c = costs.collective_cost("p2p", None, 2, m, link.alpha, link.bandwidth, tag=key)
+         link_name: str | None, x: Inputs, note: str | None = None) -> Collective:
+    c = _floored(static, costs.collective_cost("p2p", None, 2, m, link.alpha, link.bandwidth, tag=key), 2, x, key)
     total = named(f"T_{key},step", count * c.time, f"{purpose}: sends per step × time")
     return Collective(key, "p2p", purpose, "direct", count, 2, 2, m, c, total, link_name, None, None, (), {}, note)
 
@@ -542,12 +602,12 @@ def lower(static: Static, x: Inputs) -> Program:
                          "stage boundaries that cross NVLink domains")
         inside = named("count_PP,in", boundaries - crossing, "stage boundaries inside one NVLink domain")
         coll.append(_p2p(static, "PP", "pipeline activations to the next stage (inside a domain)", inside,
-                         m_act, static.intra, static.intra_name))
+                         m_act, static.intra, static.intra_name, x))
         coll.append(_p2p(static, "PPx", "pipeline activations to the next stage (across domains)", crossing,
-                         m_act, static.inter, static.inter_name))
+                         m_act, static.inter, static.inter_name, x))
     else:
         coll.append(_p2p(static, "PP", "pipeline activations to the next stage", boundaries, m_act,
-                         static.intra, static.intra_name))
+                         static.intra, static.intra_name, x))
 
     comp = _compute(static, x, weights_gpu, params_gpu, b_w, p_dense_gpu if static.moe else None,
                     p_exp_gpu if static.moe else None)
@@ -586,15 +646,25 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
     else:
         T_mem = named("T_mem", costs.memory_time(bytes_gpu, x.BW_hbm), "stage: bytes read / HBM bandwidth")
         T_flop = named("T_flop", costs.flop_time(flops_gpu, x.R), "stage: FLOPs / achieved FLOP/s")
-        T_stage = named("T_stage", maximum(T_mem, T_flop), "roofline of one stage: the larger bound")
-        T_compute = named("T_compute", x.pp * T_stage,
-                          "compute on the critical path: a token crosses the pp stages in turn")
+        if static.overheads:
+            T_layers = named("T_layers", x.t_layer * x.L / x.pp, "stack: per-layer time of one stage, t_layer·L/pp")
+            T_stage = named("T_stage", maximum(T_mem, T_flop) + T_layers,
+                            "one stage: the larger roofline bound + the stack's per-layer time")
+            T_compute = named("T_compute", x.pp * T_stage + x.t_step,
+                              "compute on the critical path: a token crosses the pp stages in turn, plus the "
+                              "stack's fixed time per step")
+        else:
+            T_stage = named("T_stage", maximum(T_mem, T_flop), "roofline of one stage: the larger bound")
+            T_compute = named("T_compute", x.pp * T_stage,
+                              "compute on the critical path: a token crosses the pp stages in turn")
         bytes_one = named("bytes_1", x.W + kv_one, "bytes one GPU would read per step") if static.kv_read \
             else x.W
         flops_one = named("F_1", x.c_F * x.params_active * x.ep * x.B * x.S,
                           "FLOPs of the model instance's step on one GPU")
-        T_one = named("T_1", maximum(costs.memory_time(bytes_one, x.BW_hbm), costs.flop_time(flops_one, x.R)),
-                      "the same work on one GPU, no communication")
+        T_one = maximum(costs.memory_time(bytes_one, x.BW_hbm), costs.flop_time(flops_one, x.R))
+        if static.overheads:
+            T_one = T_one + x.t_layer * x.L + x.t_step
+        T_one = named("T_1", T_one, "the same work on one GPU, no communication")
         # Per micro-batch: the stage reads its whole weights again for every micro-batch (and 1/M of its
         # KV cache: the micro-batch's own sequences), but does only 1/M of the FLOPs. With M = 1 these are
         # the stage's own terms (x/1 is exact), so the unpipelined step keeps its bits.
@@ -607,7 +677,11 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
         T_mem_mb = named("T_mem,mb", costs.memory_time(bytes_mb, x.BW_hbm),
                          "micro-batch: bytes read / HBM bandwidth")
         T_flop_mb = named("T_flop,mb", costs.flop_time(flops_mb, x.R), "micro-batch: FLOPs / achieved FLOP/s")
-        t_mb = named("t_mb", maximum(T_mem_mb, T_flop_mb), "roofline of one micro-batch on one stage")
+        if static.overheads:
+            t_mb = named("t_mb", maximum(T_mem_mb, T_flop_mb) + T_layers,
+                         "one micro-batch on one stage: roofline + the stack's per-layer time")
+        else:
+            t_mb = named("t_mb", maximum(T_mem_mb, T_flop_mb), "roofline of one micro-batch on one stage")
 
     # --- memory ---------------------------------------------------------------------------------------------
     if static.fsdp:

@@ -435,6 +435,41 @@ register(BlockKind(
     '  params = 70.6e9\n}',
 ))
 
+# --- stack --------------------------------------------------------------------------------------------
+R_STACK_OVERHEAD = {"minimum": 0.0, "maximum": 10.0}  # per step or per layer: 0 to 10 s
+R_STACK_EFFICIENCY = {"minimum": 0.01, "maximum": 1.0}  # 1 % to 100 % of a peak rate
+R_COLLECTIVE_FLOOR = {"minimum": 0.0, "maximum": 1.0}
+
+register(BlockKind(
+    "stack", "A software-stack profile: what a serving or training stack (vLLM, TensorRT-LLM, Megatron, ...) "
+    "achieves on the hardware: fixed time per step and per layer, achieved shares of HBM bandwidth and peak "
+    "FLOP/s, and the small-message floor of its collectives. A plan names one with `stack = NAME`; a plan "
+    "that names none gets the bundled default for its phase from `std/stacks.ccost` (`serving_default` for "
+    "decode and prefill, `training_default` for train). `std/stacks.ccost` also ships `ideal` (peak rates, "
+    "no overhead, no floor), under which the reference notes' worked examples reproduce exactly.",
+    (
+        Field("step_overhead", TIME, "fixed time per step: scheduling, sampling, host work", "5 ms",
+              default=0.0, **R_STACK_OVERHEAD),
+        Field("layer_overhead", TIME, "time per layer per step: kernel launches (smaller with CUDA graphs)",
+              "20 us", default=0.0, **R_STACK_OVERHEAD),
+        Field("hbm_efficiency", FRACTION, "achieved share of the GPU's `hbm_bandwidth`", "85 %", default=1.0,
+              **R_STACK_EFFICIENCY),
+        Field("gemm_efficiency", FRACTION, "achieved share of the GPU's peak dense `flops` in weight GEMMs "
+              "(a GPU's `achieved_flops`, when given, is a measurement and is used instead)", "70 %",
+              default=1.0, **R_STACK_EFFICIENCY),
+        Field("attention_efficiency", FRACTION, "achieved share of peak FLOP/s in attention", "50 %",
+              default=1.0, **R_STACK_EFFICIENCY),
+        Field("collective_floor", TIME, "no collective of this stack takes less (kernel launch and "
+              "synchronisation of a small message)", "15 us", default=0.0, **R_COLLECTIVE_FLOOR),
+        Field("source", STRING, "where the numbers came from (a fit script and its rows, a measurement)",
+              '"fit: bench/fit_stack.py"'),
+    ),
+    "stacks", _entity(S.Stack),
+    'stack vllm_h100 "vLLM 0.6 on H100, CUDA graphs" {\n  step_overhead = 5 ms\n  layer_overhead = 20 us\n'
+    '  hbm_efficiency = 0.85\n  gemm_efficiency = 0.70\n  attention_efficiency = 0.50\n'
+    '  collective_floor = 15 us\n  source = "fit: bench/fit_stack.py"\n}',
+))
+
 # --- plan ---------------------------------------------------------------------------------------------
 register(BlockKind(
     "plan", "One layout of one model on one cluster for one workload: the unit of evaluation.",
@@ -474,6 +509,9 @@ register(BlockKind(
         Field("load", FRACTION, "share of the month the plan runs at its throughput; the GPUs are paid and "
               "powered all month, so cost per token at this load is the full-load cost / `load`", "60 %",
               default=1.0, minimum=0, min_open=True, maximum=1),
+        Field("stack", ref("stack"), "the software-stack profile that prices the plan", "vllm_h100",
+              default_doc="`serving_default` (decode, prefill) or `training_default` (train) from "
+              "`std/stacks.ccost`"),
     ),
     "plans", _entity(S.Plan),
     'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'

@@ -151,6 +151,33 @@ class Model(Entity):
 
 
 @dataclass(frozen=True)
+class Stack(Entity):
+    """A software-stack profile: what a serving or training stack achieves on the hardware.
+
+    Fixed time per step and per layer per step (scheduling, sampling, kernel launches), the achieved share
+    of HBM bandwidth and of peak FLOP/s, and the small-message floor of its collectives. ``ideal`` (peak
+    rates, no overhead, no floor) reproduces the reference notes' worked examples exactly."""
+
+    step_overhead: float = 0.0  # s per step
+    layer_overhead: float = 0.0  # s per layer per step
+    hbm_efficiency: float = 1.0
+    gemm_efficiency: float = 1.0  # of the GPU's peak `flops` (its `achieved_flops`, when given, wins)
+    attention_efficiency: float = 1.0
+    collective_floor: float = 0.0  # s: no collective of this stack takes less
+    source: str | None = None
+
+    @property
+    def is_ideal(self) -> bool:
+        return (self.step_overhead == 0 and self.layer_overhead == 0 and self.hbm_efficiency == 1
+                and self.gemm_efficiency == 1 and self.attention_efficiency == 1 and self.collective_floor == 0)
+
+
+#: The bundled default profiles (specs/std/stacks.ccost) a plan gets when it names no ``stack``.
+DEFAULT_STACKS: Mapping[str, str] = MappingProxyType(
+    {"decode": "serving_default", "prefill": "serving_default", "train": "training_default"})
+
+
+@dataclass(frozen=True)
 class Plan(Entity):
     model: Model | None = None
     cluster: Cluster | None = None
@@ -169,6 +196,7 @@ class Plan(Entity):
     overlap: float = 0.0
     compute_time: float | None = None
     load: float = 1.0  # share of the month the plan runs at its throughput (issue 17)
+    stack: Stack | None = None  # None: the bundled default for the phase (DEFAULT_STACKS)
 
     @property
     def gpus(self) -> int:
@@ -211,5 +239,6 @@ class Spec:
     compares: Mapping[str, Compare]
     policy: Policy
     searches: Mapping[str, object] = field(default_factory=dict)
+    stacks: Mapping[str, Stack] = field(default_factory=dict)
     files: tuple[str, ...] = ()  # the spec and every file it imports, for provenance hashes
     local_plans: tuple[str, ...] = ()  # plans written in this file (not imported), in order

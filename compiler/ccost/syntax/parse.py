@@ -41,7 +41,7 @@ MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec is a few KB; 4 MiB is a generated or 
 MAX_DEPTH = 200  # brackets or operators nested deeper than this are certainly not a capacity plan
 MAX_ERRORS = 50  # recovery rounds; each round re-parses the file, so bound the work
 
-BLOCK_KINDS = ("link", "gpu", "cluster", "model", "plan", "sweep", "compare", "policy", "search")
+BLOCK_KINDS = ("link", "gpu", "cluster", "model", "stack", "plan", "sweep", "compare", "policy", "search")
 KEYWORDS = frozenset(BLOCK_KINDS + ("import", "extends", "true", "false"))
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -895,5 +895,5 @@ class _Builder(Transformer_NonRecursive):
         return self._bin("/", meta, children)
 
 
-_EXAMPLE_NAME = {"link": "nvlink4", "gpu": "h100", "cluster": "hgx", "model": "llama3_70b", "plan": "tp8",
+_EXAMPLE_NAME = {"link": "nvlink4", "gpu": "h100", "cluster": "hgx", "model": "llama3_70b", "stack": "vllm_h100", "plan": "tp8",
                  "sweep": "tp_scaling", "compare": "layouts", "search": "best", "policy": ""}

@@ -198,3 +198,19 @@ def test_the_serving_review_leads_with_cost_from_the_std_prices():
     view = review(SPECS / "llama3-70b-serving.ccost", include_git=False, charts=False).view
     assert view.summary.cost is not None
     assert view.summary.cost.headers[1] == "cost per million tokens"
+
+
+def test_the_stack_s_host_power_is_added_when_the_cluster_gives_none(tmp_path):
+    stack = "stack s { host_power = 150 W }\n"
+    text = (PRICED.replace("host_power = 1600 W;", "").replace("load = 50 % }", "load = 50 %; stack = s }")
+            + stack)
+    results, spec = _eval(text, tmp_path / "stack.ccost")
+    c = results.plans["p"].doc["cost"]
+    assert c["power_per_gpu_w"] == pytest.approx(700 + 150)  # TDP + the stack's host share per GPU
+    assert c["power_w"] == pytest.approx(4 * 850 * 1.25)
+    steps = {s.name: s for s in evaluate.explain(spec, "p")}
+    assert steps["P_GPU"].formula == "P_TDP + P_host,GPU"
+    # the cluster's own host_power (measured hardware) wins over the stack's estimate
+    results, _ = _eval(PRICED.replace("load = 50 % }", "load = 50 %; stack = s }") + stack,
+                       tmp_path / "both.ccost")
+    assert results.plans["p"].doc["cost"]["power_per_gpu_w"] == pytest.approx(700 + 1600 / 8)

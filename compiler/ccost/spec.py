@@ -165,6 +165,7 @@ class Stack(Entity):
     attention_efficiency: float = 1.0
     collective_floor: float = 0.0  # s: no collective of this stack takes less
     source: str | None = None
+    host_power: float = 0.0  # W per GPU of the stack's host work (issue 17); the cluster's host_power wins
 
     @property
     def is_ideal(self) -> bool:

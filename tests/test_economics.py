@@ -198,6 +198,12 @@ def test_the_serving_review_leads_with_cost_from_the_std_prices():
     view = review(SPECS / "llama3-70b-serving.ccost", include_git=False, charts=False).view
     assert view.summary.cost is not None
     assert view.summary.cost.headers[1] == "cost per million tokens"
+    rows = {r[0]: r for r in view.summary.cost.rows}
+    # the table shows the document's number (checked by hand above), rounded to cents
+    assert rows["tp8"][1] == f"{c['cost_per_mtok_output_usd']:.2f} USD per M output tokens"
+    # tp4_dp2_b64 needs 78.2 GB per GPU against the 72 GB policy: its price is flagged, not offered
+    assert rows["tp4_dp2_b64"][1].endswith("(does not fit in memory)")
+    assert not rows["tp8"][1].endswith("(does not fit in memory)")
 
 
 def test_the_stack_s_host_power_is_added_when_the_cluster_gives_none(tmp_path):

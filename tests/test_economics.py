@@ -198,3 +198,57 @@ def test_the_serving_review_leads_with_cost_from_the_std_prices():
     view = review(SPECS / "llama3-70b-serving.ccost", include_git=False, charts=False).view
     assert view.summary.cost is not None
     assert view.summary.cost.headers[1] == "cost per million tokens"
+    rows = {r[0]: r for r in view.summary.cost.rows}
+    # the table shows the document's number (checked by hand above), rounded to cents
+    assert rows["tp8"][1] == f"{c['cost_per_mtok_output_usd']:.2f} USD per M output tokens"
+    # tp4_dp2_b64 needs 78.2 GB per GPU against the 72 GB policy: its price is flagged, not offered
+    assert rows["tp4_dp2_b64"][1].endswith("(does not fit in memory)")
+    assert not rows["tp8"][1].endswith("(does not fit in memory)")
+
+
+def test_the_stack_s_host_power_is_added_when_the_cluster_gives_none(tmp_path):
+    stack = "stack s { host_power = 150 W }\n"
+    text = (PRICED.replace("host_power = 1600 W;", "").replace("load = 50 % }", "load = 50 %; stack = s }")
+            + stack)
+    results, spec = _eval(text, tmp_path / "stack.ccost")
+    c = results.plans["p"].doc["cost"]
+    assert c["power_per_gpu_w"] == pytest.approx(700 + 150)  # TDP + the stack's host share per GPU
+    assert c["power_w"] == pytest.approx(4 * 850 * 1.25)
+    steps = {s.name: s for s in evaluate.explain(spec, "p")}
+    assert steps["P_GPU"].formula == "P_TDP + P_host,GPU"
+    # the cluster's own host_power (measured hardware) wins over the stack's estimate
+    results, _ = _eval(PRICED.replace("load = 50 % }", "load = 50 %; stack = s }") + stack,
+                       tmp_path / "both.ccost")
+    assert results.plans["p"].doc["cost"]["power_per_gpu_w"] == pytest.approx(700 + 1600 / 8)
+
+
+@pytest.mark.parametrize("name", ["llama3-70b-serving.ccost", "mixtral-ep.ccost", "deepseek-v3-train.ccost"])
+def test_every_priced_plan_s_cost_is_its_explain_value(name):
+    """Bit for bit: the document's cost numbers are the values explain derives (same formulas, derive mode)."""
+    spec, _ = check.load_spec(str(SPECS / name))
+    results = evaluate.evaluate(spec)
+    priced = 0
+    for pname, r in results.plans.items():
+        c = r.doc["cost"]
+        steps = {s.name: s.value for s in evaluate.explain(spec, pname)}
+        if c["power_w"] is not None:
+            assert steps["P"] == c["power_w"] and steps["tokens_per_J"] == c["tokens_per_joule"]
+        if c["priced"]:
+            priced += 1
+            sub = {"output": "out", "input": "in", "training": "train"}[c["tokens"]]
+            assert steps[f"C_Mtok,{sub}"] == c["cost_per_mtok_usd"]
+            assert steps["C_hour"] == c["cost_per_hour_usd"] and steps["C_month"] == c["cost_per_month_usd"]
+    assert priced  # these specs run on the std h100, which has a list price
+
+
+def test_diff_lists_what_a_price_change_did_to_the_cost(tmp_path, capsys):
+    old, new = tmp_path / "old.ccost", tmp_path / "new.ccost"
+    old.write_text(PRICED, encoding="utf-8")
+    new.write_text(PRICED.replace("price_per_hour = 4 USD/h", "price_per_hour = 3 USD/h"), encoding="utf-8")
+    assert cli.main(["diff", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "gpu g.price_per_hour: 4 USD/h → 3 USD/h" in out
+    # 4 × 3 + 0.45 = 12.45 USD/h against 16.45: −24.3 %; per million tokens 12.45 / 11.52 = 1.08 USD
+    assert "p cost per hour: 16.45 USD → 12.45 USD (−24.3 %)" in out
+    assert "p cost per million tokens: 1.43 USD → 1.08 USD (−24.3 %)" in out
+    assert "power" not in out.split("results changed:")[1]  # the power did not change

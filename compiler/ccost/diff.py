@@ -314,6 +314,10 @@ def metric_dim(metric: str) -> Any:
     ``"rate"`` (tokens/s) or None (a plain number)."""
     if metric.startswith("throughput") or metric.endswith("tokens_s"):
         return "rate"  # tokens per second: `_s` here is "per second", not a time
+    if metric.endswith("_usd"):  # money (issue 17): cost.cost_per_mtok_usd, cost.cost_per_hour_usd
+        return units.MONEY
+    if metric.endswith("_w"):  # power in W
+        return units.POWER
     if metric.endswith("_s"):
         return units.TIME
     if "bytes" in metric:
@@ -363,6 +367,29 @@ def _result_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any],
         out.append(ResultChange(name, metric, va, vb, format_metric(va, metric), format_metric(vb, metric),
                                 delta))
     return _mark_implied(out, a, b), small
+
+
+#: The money and power results a diff lists (a plan's ``cost`` section, ``ccost.economics``).
+COST_METRICS = ("cost_per_mtok_usd", "cost_per_hour_usd", "power_w", "tokens_per_joule")
+
+
+def _cost_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any],
+                  threshold: float = 0.0) -> tuple[list[ResultChange], int]:
+    """The plan's changed cost and power (``cost.cost_per_mtok_usd``, ...), beyond ``threshold``."""
+    ca, cb = a.get("cost") or {}, b.get("cost") or {}
+    out, small = [], 0
+    for key in COST_METRICS:
+        va, vb = ca.get(key), cb.get(key)
+        if _same(va, vb):
+            continue
+        if _small(va, vb, threshold):
+            small += 1
+            continue
+        metric = f"cost.{key}"
+        delta = (vb - va) / abs(va) if _number(va) and _number(vb) and va != 0 else None
+        out.append(ResultChange(name, metric, va, vb, format_metric(va, metric), format_metric(vb, metric),
+                                delta))
+    return out, small
 
 
 def _mark_implied(changes: list[ResultChange], a: Mapping[str, Any], b: Mapping[str, Any]) -> list[ResultChange]:
@@ -474,6 +501,9 @@ def compare(old: Side, new: Side, threshold: float = DEFAULT_THRESHOLD) -> SpecD
     for name in pb:
         if name in pa:
             changed, small = _result_changes(name, pa[name], pb[name], threshold)
+            results += changed
+            below += small
+            changed, small = _cost_changes(name, pa[name], pb[name], threshold)
             results += changed
             below += small
             checklist += _checklist_changes(name, pa[name], pb[name])

@@ -11,7 +11,8 @@ The model, in words (the review says it too):
   / ``gpus_per_node``, else the GPU's ``price_per_hour``. Without any, the plan is *not priced*: its cost
   numbers are null, and a cost search or a ``max_cost_per_mtok`` policy on it is an error (E403).
 * **Power per GPU** ``P_GPU``: the cluster's ``node_power`` / ``gpus_per_node``, else the GPU's ``power``
-  (its TDP: the upper bound of what it draws busy) + the node's ``host_power`` / ``gpus_per_node``.
+  (its TDP: the upper bound of what it draws busy) + the node's ``host_power`` / ``gpus_per_node``, or,
+  when the cluster gives no host power, the plan's stack's ``host_power`` (per GPU).
   The plan's facility power ``P = N·P_GPU·PUE``.
 * **Cost per hour** ``C_hour = (N·p_GPU + P·p_E)·1 h``: the N GPUs the plan uses (tp·pp·ep·dp) at their
   price, plus the energy bill at ``electricity_price`` p_E (0 unless given: a cloud price includes power).
@@ -29,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ccost import derive, units
+from ccost import derive, lower, units
 from ccost import spec as S
 from ccost.derive import named
 
@@ -145,10 +146,16 @@ def economics(plan: S.Plan, pr: Pricing, gpus: Num, throughput: Num, derivation:
         power_gpu = named("P_GPU", p_node_w / g, "power per GPU, host share included: P_node / G")
     elif pr.gpu_power is not None:
         tdp = _leaf(D, "P_TDP", pr.gpu_power, units.POWER, "power of one GPU under load", pr.power_source)
+        stack = plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
         if pr.host_power:
             host = _leaf(D, "P_host", pr.host_power, units.POWER, "power of one node besides its GPUs",
                          f"cluster {pr.cluster}: host_power")
             power_gpu = named("P_GPU", tdp + host / g, "power per GPU, host share included: P_TDP + P_host / G")
+        elif getattr(stack, "host_power", 0.0):
+            host = _leaf(D, "P_host,GPU", stack.host_power, units.POWER, "host power per GPU of the stack's "
+                         "host work", f"stack {stack.name}: host_power")
+            power_gpu = named("P_GPU", tdp + host, "power per GPU, the stack's host share included: "
+                              "P_TDP + P_host,GPU")
         else:
             power_gpu = tdp
     if power_gpu is not None:

@@ -505,6 +505,10 @@ register(BlockKind(
               "(training always flushes)", "flush", default="steady"),
         Field("source", STRING, "where the numbers came from (a fit script and its rows, a measurement)",
               '"fit: bench/fit_stack.py"'),
+        Field("host_power", POWER, "power per GPU of the host work this stack runs (CPU cores for scheduling, "
+              "tokenizing, sampling, data loading); the cost model adds it to each GPU's power when the "
+              "cluster gives neither `host_power` nor `node_power` (issue 17)", "150 W", default=0.0,
+              **R_POWER),
     ),
     "stacks", _entity(S.Stack),
     'stack vllm_h100 "vLLM 0.6 on H100, CUDA graphs" {\n  step_overhead = 5 ms\n  layer_overhead = 20 us\n'

@@ -199,6 +199,7 @@ class Stack(Entity):
     pipeline: str = "steady"  # serving pipelines: steady (no flush) | flush (the notes; training always)
     roofline: str = "operator"  # operator: each operator class bounded on its own and added; step: one
     # roofline for the whole step, max(bytes/BW, FLOPs/R), the reference notes' model
+    host_power: float = 0.0  # W per GPU of the stack's host work (issue 17); the cluster's host_power wins
 
     @property
     def is_ideal(self) -> bool:

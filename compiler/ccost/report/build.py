@@ -630,6 +630,8 @@ def cost_summary(plans: Mapping[str, Any]) -> tuple[V.Table | None, str]:
         per_mtok = _money(c.get("cost_per_mtok_usd"))
         if c.get("cost_per_mtok_usd") is not None:
             per_mtok += f" per M {c.get('tokens')} tokens"
+            if plans[n].get("fits_memory") is False:  # a price for a plan that cannot run is no offer
+                per_mtok += " (does not fit in memory)"
         rows.append((n, per_mtok, units.format_percent(c.get("load")) if c.get("load") is not None else "—",
                      "—" if c.get("cost_per_hour_usd") is None else _money(c["cost_per_hour_usd"]) + "/h",
                      _money(c.get("cost_per_month_usd")),

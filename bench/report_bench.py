@@ -43,7 +43,13 @@ logging.disable(logging.WARNING)
 T = time.perf_counter
 out = {}
 t = T(); import ccost.report, ccost.report.render; out["import ccost"] = T() - t
-t = T(); import weasyprint; out["import weasyprint"] = T() - t
+t = T()
+try:
+    from ccost.report.weasy import import_weasyprint  # as render_pdf imports it (new tree)
+    weasyprint = import_weasyprint()
+except ImportError:
+    import weasyprint
+out["import weasyprint"] = T() - t
 t = T(); import matplotlib.pyplot; out["import matplotlib"] = T() - t
 from ccost.check import load_spec
 from ccost import evaluate as E

@@ -51,6 +51,21 @@ def test_bar_restarts_its_clock_for_each_search():
         assert tty.getvalue().endswith("100 points/s  ETA 0:08")
 
 
+def test_bar_restarts_for_the_same_search_run_again():
+    # ccost diff prices the old and the new side: the same search name twice; the second run's rate is
+    # its own (300 points in 3 s), not the first run's start.
+    t = [0.0]
+    tty = _FakeTTY()
+    with Bar(tty, clock=lambda: t[0]) as bar:
+        bar("s", 500, 1000)
+        t[0] = 10.0
+        bar("s", 1000, 1000)
+        bar("s", 100, 1000)  # the second side starts
+        t[0] = 13.0
+        bar("s", 400, 1000)
+        assert tty.getvalue().endswith("400 / 1,000 points  100 points/s  ETA 0:06")
+
+
 def test_no_bar_off_a_terminal():
     t = [0.0]
     pipe = io.StringIO()

@@ -157,8 +157,14 @@ def test_chart_cache_returns_the_same_svg_without_drawing(tmp_path, monkeypatch)
     chart_cache._memory.clear()  # a new process: only the folder remembers
     assert chart([1.0, 2.0], "t") == "<svg>[1.0, 2.0] t</svg>" and len(calls) == 1
     assert len(list((tmp_path / "ccost" / "charts").glob("*.svg"))) == 1
+    # a cut file is not a chart: drawn again (and stored whole)
+    stored = next((tmp_path / "ccost" / "charts").glob("*.svg"))
+    stored.write_text("<svg>[1.0, 2.0")
+    chart_cache._memory.clear()
+    assert chart([1.0, 2.0], "t") == "<svg>[1.0, 2.0] t</svg>" and len(calls) == 2
+    assert stored.read_text() == "<svg>[1.0, 2.0] t</svg>"
     # any change of a value, however small, is another chart
-    assert chart([1.0, 2.0000000000000004], "t") != chart([1.0, 2.0], "t") and len(calls) == 2
+    assert chart([1.0, 2.0000000000000004], "t") != chart([1.0, 2.0], "t") and len(calls) == 3
 
 
 def test_chart_cache_off_and_unwritable(tmp_path, monkeypatch):

@@ -51,14 +51,16 @@ class Bar:
         self.name: str | None = None
         self.start = 0.0
         self.start_done = 0
+        self.done = 0
         self.last = -1.0
         self.drawn = False
 
     def __call__(self, name: str, done: int, total: int) -> None:
         now = self.clock()
-        if name != self.name:
+        if name != self.name or done < self.done:  # another search, or the same one run again (ccost diff)
             self.clear()
             self.name, self.start, self.start_done, self.last = name, now, done, -1.0
+        self.done = done
         if not self.tty or now - self.start < self.after or now - self.last < self.every:
             return
         self.last = now

@@ -83,8 +83,11 @@ def _gate(specs) -> int:
               file=sys.stderr)
         return 2
     failed = False
+    from ccost.progress import Bar
+
     for spec in specs:
-        results = evaluate.evaluate(spec)
+        with Bar(sys.stderr) as bar:  # a long search's bar, on a terminal only
+            results = evaluate.evaluate(spec, progress=bar)
         failures = gate.policy_failures(spec, results)
         for line in failures:
             print(f"{spec.path}: {line}", file=sys.stderr)

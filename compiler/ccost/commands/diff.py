@@ -59,8 +59,13 @@ def _side(label: str, path: str, reader=None, where: str = ""):
         exc.sources = result.sources  # type: ignore[attr-defined]
         exc.side = where or label  # type: ignore[attr-defined]
         raise exc
+    import sys
+
+    from ccost.progress import Bar
+
     try:
-        results = evaluate(result.spec)
+        with Bar(sys.stderr) as bar:  # a long search's bar, on a terminal only
+            results = evaluate(result.spec, progress=bar)
     except CcostError as exc:
         exc.sources = getattr(exc, "sources", None) or result.sources  # type: ignore[attr-defined]
         exc.side = where or label  # type: ignore[attr-defined]

@@ -87,9 +87,11 @@ def _read(folder: Path | None, k: str) -> str | None:
     if folder is None:
         return None
     try:
-        return (folder / f"{k}.svg").read_text(encoding="utf-8")
+        svg = (folder / f"{k}.svg").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+    # Written whole by os.replace, but a disk can fill or a file be cut: anything but a whole SVG is a miss.
+    return svg if "<svg" in svg[:2000] and svg.rstrip().endswith("</svg>") else None
 
 
 def _write(folder: Path | None, k: str, svg: str) -> None:

@@ -200,10 +200,10 @@ def test_the_serving_review_leads_with_cost_from_the_std_prices():
     assert view.summary.cost.headers[1] == "cost per million tokens"
     rows = {r[0]: r for r in view.summary.cost.rows}
     # the table shows the document's number (checked by hand above), rounded to cents
-    assert rows["tp8"][1] == f"{c['cost_per_mtok_output_usd']:.2f} USD per M output tokens"
+    assert rows["tp8"][1] == f"{c['cost_per_mtok_output_usd']:.2f} USD (output)"
     # tp4_dp2_b64 needs 78.2 GB per GPU against the 72 GB policy: its price is flagged, not offered
-    assert rows["tp4_dp2_b64"][1].endswith("(does not fit in memory)")
-    assert not rows["tp8"][1].endswith("(does not fit in memory)")
+    assert rows["tp4_dp2_b64"][1].endswith(" *") and not rows["tp8"][1].endswith("*")
+    assert "* does not fit in memory (tp4_dp2_b64)" in view.summary.cost_note
 
 
 def test_the_stack_s_host_power_is_added_when_the_cluster_gives_none(tmp_path):

@@ -357,7 +357,11 @@ def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None
         v, prefix = _pick(value, _DEC[3:])
         return f"{_sig(v, digits)} {prefix}J"
     if dim == MONEY:  # dollars and cents up to a million, then significant figures
-        return f"{value:,.2f} USD" if 0.01 <= abs(value) < 1e6 or value == 0 else f"{_sig(value, digits)} USD"
+        if 0.01 <= abs(value) < 1e6 or value == 0:
+            return f"{value:,.2f} USD"
+        if 1e6 <= abs(value) < 1e9:  # millions read as millions, not as a run of seven digits
+            return f"{_sig(value / 1e6, digits)} M USD"
+        return f"{_sig(value, digits)} USD"
     if dim == MONEY_RATE:  # a price per second reads as a price per hour
         return f"{_sig(value * 3600, digits)} USD/h"
     if dim == ENERGY_PRICE:  # per joule reads as per kWh

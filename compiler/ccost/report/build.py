@@ -625,26 +625,30 @@ def cost_summary(plans: Mapping[str, Any]) -> tuple[V.Table | None, str]:
     if not any(c.get("priced") or c.get("power_w") is not None for c in costs.values()):
         notes = [c.get("note") for c in costs.values() if c.get("note")]
         return None, ("Not priced: " + notes[0].removeprefix("not priced: ") + "." if notes else "")
-    rows = []
+    rows, unfit = [], []
     for n, c in costs.items():
         per_mtok = _money(c.get("cost_per_mtok_usd"))
         if c.get("cost_per_mtok_usd") is not None:
-            per_mtok += f" per M {c.get('tokens')} tokens"
+            per_mtok += f" ({c.get('tokens')})"
             if plans[n].get("fits_memory") is False:  # a price for a plan that cannot run is no offer
-                per_mtok += " (does not fit in memory)"
+                per_mtok += " *"
+                unfit.append(n)
         rows.append((n, per_mtok, units.format_percent(c.get("load")) if c.get("load") is not None else "—",
                      "—" if c.get("cost_per_hour_usd") is None else _money(c["cost_per_hour_usd"]) + "/h",
                      _money(c.get("cost_per_month_usd")),
                      "—" if c.get("power_w") is None else units.format_quantity(c["power_w"], units.POWER),
                      "—" if c.get("tokens_per_joule") is None else
-                     units.format_quantity(c["tokens_per_joule"], units.DIMENSIONLESS, digits=4) + " tokens/J"))
-    table = V.Table(("plan", "cost per million tokens", "load", "cost per hour", "cost per month (730 h)",
+                     units.format_quantity(c["tokens_per_joule"], units.DIMENSIONLESS, digits=4)))
+    table = V.Table(("plan", "cost per million tokens", "load", "cost per hour", "per month (730 h)",
                      "power (with PUE)", "tokens per joule"), tuple(rows),
                     (False, True, True, True, True, True, True), wide=True)
     note = ("Cost per million tokens at the plan's load: the GPUs are paid for every hour, so the cost per "
             "hour × 10⁶ / (throughput × load). Power is the GPUs at TDP (plus the hosts' share and PUE where "
             "given); tokens per joule at full load. Each number is derived in the plan's “cost and power” "
             "steps.")
+    if unfit:
+        note += (" * does not fit in memory (" + ", ".join(unfit) + "): a price for a plan that cannot run "
+                 "is no offer.")
     unpriced = [n for n, c in costs.items() if not c.get("priced")]
     if unpriced:
         note += " Not priced: " + ", ".join(unpriced) + "."

@@ -171,9 +171,13 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
     phase = draw("choice", S.PHASES)
     p = [f"model = m; cluster = c; phase = {phase}; tp = {tp}; pp = {pp}; ep = {ep}; dp = {dp}"]
     p += _members(draw, "plan", ["batch", "microbatches", "overlap"])
-    if phase != "decode" or draw("bool"):
+    if phase == "serve":  # continuous batching (ccost.serve): its own fields; no seq, no compute_time (E401)
+        p += _members(draw, "plan", ["concurrency", "input_tokens", "output_tokens"])
+        if draw("bool"):
+            p += _members(draw, "plan", ["chunk_tokens"])
+    elif phase != "decode" or draw("bool"):
         p += _members(draw, "plan", ["seq"])
-    if draw("bool"):
+    if phase != "serve" and draw("bool"):
         p += _members(draw, "plan", ["compute_time"])
     p.append(f"allreduce = {draw('choice', S.ALLREDUCE_ALGORITHMS)}")
     p.append(f"cross_node = {draw('choice', S.CROSS_NODE)}")
@@ -187,7 +191,8 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
     if extras:
         out.append("sweep s { base = p; tp = [1, 2, 4] }")
         out.append("compare k { plans = [p, one]; by = " + draw("choice", SC.COMPARE_BY) + " }")
-        out.append("search q { base = p; tp = [1, 2]; batch = [1, 8] }")
+        if phase != "serve":  # the layout search does not take a serve plan (E401)
+            out.append("search q { base = p; tp = [1, 2]; batch = [1, 8] }")
         pol = _members(draw, "policy", ["max_overhead", "min_efficiency", "max_memory"])
         out.append("policy { " + "; ".join(pol) + " }")
     return "\n".join(out) + "\n"

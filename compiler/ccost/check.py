@@ -1583,7 +1583,30 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
                                f"`{m.name}`: some GPUs hold more experts than others", where("ep", ("ep", "model")),
                                help=f"ep values that divide {m.experts}: {_divisors(m.experts, 1 << 20)}"))
     out += _check_training(p, where)
+    out += _check_serve(p, where)
     return out
+
+
+SERVE_FIELDS = ("concurrency", "input_tokens", "output_tokens", "chunk_tokens")
+
+
+def _check_serve(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """Serving fields on a plan that does not serve, and `batch`/`seq` on one that does (W306): legal, but
+    nothing reads them (ccost.serve)."""
+    if p.phase != "serve":
+        written = [f for f in SERVE_FIELDS if f in p.spans]
+        if written and where(written[0], (*written, "phase")) is not None:
+            return [warning("W306", f"plan `{p.name}` is a {p.phase} plan: " + ", ".join(f"`{f}`" for f in written)
+                            + (" applies" if len(written) == 1 else " apply") + " only to `phase = serve`",
+                            where(written[0], (*written, "phase")), help="remove them, or set `phase = serve`")]
+        return []
+    written = [f for f in ("batch", "seq") if f in p.spans]
+    if written and where(written[0], (*written, "phase")) is not None:
+        return [warning("W306", f"plan `{p.name}` is a serve plan: " + " and ".join(f"`{f}`" for f in written)
+                        + (" is" if len(written) == 1 else " are") + " not read (the serve step's batch is `concurrency`, its contexts come from "
+                        "`input_tokens` and `output_tokens`)", where(written[0], (*written, "phase")),
+                        help="remove them; set `concurrency`, `input_tokens` and `output_tokens`")]
+    return []
 
 
 TRAINING_FIELDS = ("schedule", "virtual_stages", "recompute", "sequence_parallel", "optimizer_sharding",

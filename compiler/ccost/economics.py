@@ -42,7 +42,7 @@ MONTH_S = 730.0 * HOUR_S
 MTOK = 1e6
 
 #: Which tokens a phase's throughput counts.
-TOKEN_KIND = {"decode": "output", "prefill": "input", "train": "training"}
+TOKEN_KIND = {"decode": "output", "prefill": "input", "train": "training", "serve": "output"}
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,8 @@ class Results:
 def evaluate_plan(plan: S.Plan, policy: S.Policy) -> PlanResult:
     """Price one plan in float mode. Raises ``CcostError`` (E401, E301, ...) for a plan that cannot be
     evaluated: a diagnostic, never a traceback or a NaN."""
+    if plan.phase == "serve":
+        return _evaluate_serve(plan, policy)
     program = lower.lower_plan(plan, policy)
     metrics = analysis.analyse(program)
     econ = plan_economics(plan, policy, metrics)
@@ -61,6 +63,25 @@ def evaluate_plan(plan: S.Plan, policy: S.Policy) -> PlanResult:
     doc = plan_document(plan, program, metrics, items)
     doc["cost"] = cost_document(plan, econ)
     return PlanResult(plan, program, metrics, items, doc)
+
+
+def _evaluate_serve(plan: S.Plan, policy: S.Policy) -> PlanResult:
+    """A serve plan (``ccost.serve``): the decode step's document and checklist, the plan's throughput in
+    output tokens/s, and the ``serve`` section with TTFT, TPOT and requests/s."""
+    from dataclasses import replace
+
+    from ccost import serve
+
+    t = serve.terms(plan, policy)
+    m = serve.metrics_for_plan(t)
+    shown = replace(plan, batch=plan.concurrency)  # the layout's batch: the decode step's sequences
+    econ = plan_economics(plan, policy, m)
+    items = analysis.checklist(shown, policy, t.dec, m)
+    items.append(cost_item(plan, policy, econ))
+    doc = plan_document(shown, t.dec, m, items)
+    doc["serve"] = serve.record(plan, t)
+    doc["cost"] = cost_document(plan, econ)
+    return PlanResult(plan, t.dec, m, items, doc)
 
 
 def plan_economics(plan: S.Plan, policy: S.Policy, m: analysis.Metrics,
@@ -450,6 +471,10 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
         raise CcostError(error("E101", f"no plan named `{plan_name}` in {spec.path}", None,
                                f"did you mean `{close[0]}`?" if close else
                                "plans: " + ", ".join(spec.plans) if spec.plans else "the spec has no plans"))
+    if plan.phase == "serve":
+        from ccost import serve
+        return _sections(serve.explain_groups(
+            plan, spec.policy, lambda m: plan_economics(plan, spec.policy, m, derivation=True).values))
     program = lower.lower_plan(plan, spec.policy, derivation=True)
     m = analysis.analyse(program)
     c = program.compute
@@ -486,6 +511,12 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
                               m.bubble, m.in_flight, m.step, m.gpus, m.speedup, m.efficiency, c.tokens_step,
                               m.throughput, m.throughput_gpu, m.eta] + ([rate, mfu] if rate is not None else [])))
     groups.append(("cost and power", plan_economics(plan, spec.policy, m, derivation=True).values))
+    return _sections(groups)
+
+
+def _sections(groups: list[tuple[str, list]]) -> list[tuple[str, list[Step]]]:
+    """Each group's new derivation steps (a step is listed once, in the first group that needs it), and
+    the inputs of them all first."""
     sections: list[tuple[str, list[Step]]] = []
     cumulative: list = []
     done = 0

@@ -154,6 +154,28 @@ def cost_lines(c: dict) -> list[tuple[str, str]]:
     return out
 
 
+def serve_lines(sv: dict | None) -> list[tuple[str, str]]:
+    """A serve plan's request figures (ccost.serve), for the plan's text block."""
+    if not sv:
+        return []
+    sat = "; prefill saturated: requests wait for a chunk" if sv["prefill_saturated"] else ""
+    return [
+        ("serve", f"{fmt_num(sv['concurrency'])} requests per replica ({fmt_num(sv['requests_running'])} in all), "
+                  f"{fmt_num(sv['input_tokens'])} in / {fmt_num(sv['output_tokens'])} out, "
+                  f"{fmt_num(sv['chunks_per_prompt'])} chunk(s) of ≤ {fmt_num(sv['chunk_tokens'])} tokens{sat}"),
+        ("steps", f"decode {fmt_time(sv['decode_step_time_s'])}, mixed (decode + chunk) "
+                  f"{fmt_time(sv['mixed_step_time_s'])}, {fmt_pct(sv['mixed_step_share'])} of steps mixed"),
+        ("TTFT", fmt_time(sv["ttft_s"])),
+        ("TPOT (inter-token)", fmt_time(sv["tpot_s"])),
+        ("request latency", fmt_time(sv["request_latency_s"])),
+        ("requests/s", fmt_num(sv["requests_per_s"], 4)),
+        ("output tokens/s", f"{fmt_num(sv['output_tokens_per_s'], 4)} "
+                            f"({fmt_num(sv['output_tokens_per_s_per_gpu'], 4)} per GPU)"),
+        ("total tokens/s", f"{fmt_num(sv['total_tokens_per_s'], 4)} "
+                           f"({fmt_num(sv['total_tokens_per_s_per_gpu'], 4)} per GPU; in + out)"),
+    ]
+
+
 def plan_text(name: str, p: dict) -> str:
     """One plan of the document as text: headline numbers, collectives, checklist."""
     out = [f"plan {name}" + (f" — {p['title']}" if p.get("title") and p["title"] != name else "")]
@@ -180,6 +202,7 @@ def plan_text(name: str, p: dict) -> str:
     if "throughput_tokens_s" in p:
         kv.append(("throughput", f"{fmt_num(p['throughput_tokens_s'], 4)} tokens/s "
                                  f"({fmt_num(p.get('throughput_per_gpu'), 4)} per GPU)"))
+    kv += serve_lines(p.get("serve"))
     kv += cost_lines(p.get("cost") or {})
     if p.get("training"):
         t = p["training"]

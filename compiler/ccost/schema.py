@@ -522,8 +522,9 @@ register(BlockKind(
     (
         Field("model", ref("model"), "the model", "llama3_70b", required=True),
         Field("cluster", ref("cluster"), "the cluster", "hgx", required=True),
-        Field("phase", enum(*S.PHASES), "the workload: one decode step, a prefill of `seq` tokens, or a "
-              "training step", "decode", required=True),
+        Field("phase", enum(*S.PHASES), "the workload: one decode step, a prefill of `seq` tokens, a "
+              "training step, or `serve`: continuous batching of requests (`concurrency`, `input_tokens`, "
+              "`output_tokens`, `chunk_tokens`; ccost.serve)", "decode", required=True),
         Field("batch", INT, "sequences in flight, per replica (per dp·ep rank)", "32", default=1, **R_TOKENS),
         Field("seq", INT, "prompt tokens (prefill), context length (decode: KV-cache reads and memory), "
               "sequence length (train)", "2048", **R_TOKENS,
@@ -576,6 +577,18 @@ register(BlockKind(
               default="fp32"),
         _count("cp", "train: context-parallel degree; each sequence's tokens are split over cp ranks and "
                "attention passes K and V around the ring (the plan uses tp·cp·pp·ep·dp GPUs)", "2", default=1),
+        Field("concurrency", INT, "serve: requests running at once per replica (per dp·ep rank group), a "
+              "closed loop: a finished request is replaced at once. It is the batch of the serve step; `batch` "
+              "is not read", "32", **R_TOKENS, required_if=lambda v: v.get("phase") == "serve",
+              required_doc="required for `serve`"),
+        Field("input_tokens", INT, "serve: prompt tokens per request", "1024", **R_TOKENS,
+              required_if=lambda v: v.get("phase") == "serve", required_doc="required for `serve`"),
+        Field("output_tokens", INT, "serve: tokens generated per request, at least 2 (the first comes from the "
+              "prefill's last chunk; TPOT is the gap to the next ones)", "256", minimum=2, maximum=1e9,
+              required_if=lambda v: v.get("phase") == "serve", required_doc="required for `serve`"),
+        Field("chunk_tokens", INT, "serve: chunked prefill, the most prompt tokens one step prefills (one "
+              "request's chunk per step)", "512", **R_TOKENS,
+              default_doc="`input_tokens` (the whole prompt in one step: no chunking)"),
     ),
     "plans", _entity(S.Plan),
     'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'

@@ -306,6 +306,10 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
     base = search.base
     if base is None or base.cluster is None or base.model is None:
         raise CcostError(error("E401", f"search `{search.name}` has no base plan to evaluate", search.span))
+    if base.phase == "serve":  # a serve plan prices several steps per point (ccost.serve), not one program
+        raise CcostError(error("E401", f"search `{search.name}`: its base plan `{base.name}` is a serve plan, which "
+                               "the layout search does not price", search.spans.get("base", search.span),
+                               "search a decode plan of the same layout, or compare serve plans (or sweep one)"))
     total = search.size
     if total > search.limit:
         raise CcostError(error("E402", f"search `{search.name}` has {total:,} points ({size_text(search)}), "

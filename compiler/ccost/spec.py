@@ -20,7 +20,7 @@ from ccost.diagnostics import Span
 DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
     {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 )
-PHASES = ("decode", "prefill", "train")
+PHASES = ("decode", "prefill", "train", "serve")
 ROOFLINES = ("operator", "step")
 PIPELINES = ("steady", "flush")
 ALLREDUCE_ALGORITHMS = ("ring", "tree", "one_shot", "two_shot", "auto")
@@ -211,7 +211,8 @@ class Stack(Entity):
 
 #: The bundled default profiles (specs/std/stacks.ccost) a plan gets when it names no ``stack``.
 DEFAULT_STACKS: Mapping[str, str] = MappingProxyType(
-    {"decode": "serving_default", "prefill": "serving_default", "train": "training_default"})
+    {"decode": "serving_default", "prefill": "serving_default", "serve": "serving_default",
+     "train": "training_default"})
 
 
 @dataclass(frozen=True)
@@ -242,6 +243,11 @@ class Plan(Entity):
     optimizer_sharding: str = "none"  # none | zero1 (Megatron's distributed optimizer) | zero2
     master_weights: str = "fp32"
     cp: int = 1  # train: context-parallel degree (each sequence split over cp ranks)
+    # serve (ccost.serve): continuous batching, a closed loop of `concurrency` requests per replica
+    concurrency: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    chunk_tokens: int | None = None  # None: input_tokens (the whole prompt in one step)
 
     @property
     def gpus(self) -> int:

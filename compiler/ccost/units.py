@@ -331,7 +331,7 @@ def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None
     if dim == TIME:
         if value == 0:
             return "0 s"
-        if abs(value) >= 3600 and value % 3600 == 0:  # whole hours: a month is 730 h, not 43800 min
+        if 1e15 > abs(value) >= 3600 and value % 3600 == 0:  # whole hours: a month is 730 h, not 43800 min
             return f"{int(value // 3600):,} h"
         if abs(value) >= 120:
             return f"{_sig(value / 60, digits)} min"

@@ -29,8 +29,10 @@ def render(spec, plan_name: str) -> str:
     plan = spec.plans[plan_name]
     result = evaluate.evaluate_plan(plan, spec.policy)
     out = [f"plan {plan_name}" + (f" — {plan.title}" if plan.title else "") + f"  ({spec.path})",
-           f"phase {plan.phase}; tp={plan.tp} pp={plan.pp} ep={plan.ep} dp={plan.dp}, batch {plan.batch}"
-           + (f", seq {plan.seq}" if plan.seq else "") + f"; AllReduce {plan.allreduce}"]
+           f"phase {plan.phase}; tp={plan.tp} pp={plan.pp} ep={plan.ep} dp={plan.dp}, "
+           + (f"concurrency {plan.concurrency}, {plan.input_tokens} in / {plan.output_tokens} out, chunks of "
+              f"{plan.chunk_tokens or plan.input_tokens}" if plan.phase == "serve" else
+              f"batch {plan.batch}" + (f", seq {plan.seq}" if plan.seq else "")) + f"; AllReduce {plan.allreduce}"]
     for title, steps in sections:
         if not steps:
             continue

@@ -143,7 +143,9 @@ def build_inputs(spec: S.Spec, plan_names: Sequence[str]) -> V.InputsSection:
         ("plan", "model / cluster", "phase", "batch", "seq", "tp·pp·ep·dp", "micro-batches", "AllReduce",
          "cross-node", "overlap", *(("compute time given",) if given else ())),
         tuple((p.name, f"{p.model.name if p.model else '—'} / {p.cluster.name if p.cluster else '—'}",
-               p.phase, f"{p.batch:,}", f"{p.seq:,}" if p.seq else "—",
+               p.phase, f"{p.concurrency:,} requests" if p.phase == "serve" else f"{p.batch:,}",
+               (f"{p.input_tokens:,} in / {p.output_tokens:,} out" if p.phase == "serve" else
+                f"{p.seq:,}" if p.seq else "—"),
                f"{p.tp}·{p.pp}·{p.ep}·{p.dp}" + (" (FSDP)" if p.fsdp else ""), f"{p.microbatches}",
                p.allreduce, getattr(p, "cross_node", "auto"), units.format_percent(p.overlap),
                *((_q(p.compute_time, T),) if given else ()))
@@ -163,6 +165,7 @@ def key_numbers_table(doc_plan: Mapping[str, Any]) -> V.Table:
             rows.append((V.label(key), V.fmt_value(key, doc_plan[key])))
     if "throughput_tokens_s" in doc_plan:
         rows.append(("throughput", throughput(doc_plan)))
+    rows += serve_rows(doc_plan.get("serve"))
     tr = doc_plan.get("training")
     if tr:
         rows.append(("model FLOP/s per GPU", units.format_quantity(tr["model_flops_per_gpu_s"] or 0.0,
@@ -173,6 +176,36 @@ def key_numbers_table(doc_plan: Mapping[str, Any]) -> V.Table:
     left, right = rows[:half], rows[half:] + [("", "")] * (2 * half - len(rows))
     return V.Table(("quantity", "value", "quantity", "value"), tuple(a + b for a, b in zip(left, right)),
                    (False, True, False, True))
+
+
+def serve_rows(sv: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """A serve plan's request figures (ccost.serve) for its key-numbers table."""
+    if not sv:
+        return []
+    tok = lambda v: "—" if v is None else units.format_quantity(v, units.DIMENSIONLESS, digits=4)  # noqa: E731
+    return [
+        ("TTFT", V.fmt_value("ttft_s", sv["ttft_s"])),
+        ("TPOT (inter-token)", V.fmt_value("tpot_s", sv["tpot_s"])),
+        ("request latency", V.fmt_value("request_latency_s", sv["request_latency_s"])),
+        ("requests/s", tok(sv["requests_per_s"])),
+        ("output tokens/s", f"{tok(sv['output_tokens_per_s'])} ({tok(sv['output_tokens_per_s_per_gpu'])}/GPU)"),
+        ("total tokens/s (in + out)", f"{tok(sv['total_tokens_per_s'])} ({tok(sv['total_tokens_per_s_per_gpu'])}/GPU)"),
+        ("decode step / mixed step", f"{V.fmt_value('decode_step_time_s', sv['decode_step_time_s'])} / "
+                                     f"{V.fmt_value('mixed_step_time_s', sv['mixed_step_time_s'])}"),
+        ("steps with a prompt chunk", V.fmt_value("overhead", sv["mixed_step_share"])
+         + (" (prefill saturated)" if sv["prefill_saturated"] else "")),
+    ]
+
+
+def serve_note(sv: Mapping[str, Any]) -> str:
+    """What a serve plan's numbers mean, in words (ccost.serve)."""
+    return (f"Serve plan (continuous batching, a closed loop): {sv['concurrency']:,} requests per replica of "
+            f"{sv['input_tokens']:,} prompt and {sv['output_tokens']:,} output tokens; each prompt is prefilled in "
+            f"{sv['chunks_per_prompt']:g} chunk(s) of at most {sv['chunk_tokens']:,} tokens, one chunk per step beside "
+            "the decoding requests. The step time, collectives, compute and checklist above are the decode step's "
+            "(every request decoding); memory is the peak, every request at its longest context; TTFT, TPOT and "
+            "requests/s combine the decode and mixed steps by Little's law. An arrival rate (open loop) is not "
+            "modelled.")
 
 
 def throughput(doc_plan: Mapping[str, Any]) -> str:
@@ -283,6 +316,8 @@ def plan_section(name: str, doc_plan: Mapping[str, Any], steps: Sequence[Any],
     figures = tuple(V.Figure(cal.svg, f"Calibration of link {cal.link}: {cal.note}")
                     for cal in calibrations if cal.svg)
     notes += [f"Calibration of link {cal.link}: {cal.note}" for cal in calibrations if not cal.svg]
+    if doc_plan.get("serve"):
+        notes.insert(0, serve_note(doc_plan["serve"]))
     inputs, groups = derivation(steps)
     return V.PlanSection(name, doc_plan.get("title") or name, key_numbers_table(doc_plan),
                          collectives_table(doc_plan), inputs, groups, figures, tuple(notes),
@@ -739,9 +774,20 @@ def one_shot_volume_text() -> str:
             "plan above that uses one-shot says which it charged and what the other would give.")
 
 
-def not_modelled() -> tuple[V.Assumption, ...]:
+#: Serving (ccost.serve): what the continuous-batching model leaves out (only in a review with a serve plan).
+SERVE_NOT_MODELLED = (
+    "Serving", "A serve plan is a closed loop: a finished request is replaced at once, so an arrival rate, "
+    "queueing of an open loop and its tail latencies are not modelled. Every request has the same prompt and "
+    "output length; one request's chunk is prefilled per step (prompts are not packed into one step), each "
+    "chunk priced as the mean chunk I/n_c; decode steps run at the mean context I + O/2; memory is held to "
+    "the peak, every request at I + O; no preemption, prefix caching or speculative decoding.")
+
+
+def not_modelled(serving: bool = False) -> tuple[V.Assumption, ...]:
     rows = list(NOT_MODELLED)
     rows.insert(3, ("One-shot volume", one_shot_volume_text()))
+    if serving:
+        rows.append(SERVE_NOT_MODELLED)
     return tuple(V.Assumption(t, x) for t, x in rows)
 
 
@@ -802,7 +848,7 @@ def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any
         compares=compares,
         searches=searches,
         assumptions=assumptions(spec, doc),
-        not_modelled=not_modelled(),
+        not_modelled=not_modelled(any(isinstance(p, Mapping) and p.get("serve") for p in plans.values())),
         sources=tuple(sources),
         source_css=source_css,
         about=about,

@@ -1,0 +1,320 @@
+"""Serving with continuous batching: ``phase = serve`` (issue 13, item 6).
+
+A serve plan states its requests — ``input_tokens`` I, ``output_tokens`` O — how many run at once,
+``concurrency`` C (per replica, i.e. per dp·ep rank group, like ``batch``), and the chunked-prefill chunk
+``chunk_tokens`` c. Nothing here prices hardware: every step is lowered and priced by ``ccost.lower`` and
+``ccost.analysis`` (the decode and prefill physics, the stack profile, the collectives); this module only
+says *which* steps a serving engine runs and combines their times into request figures.
+
+**The model (a closed loop; an arrival rate is not modelled).** C requests are in the system at all
+times: a finished request is replaced at once. A request's prompt is prefilled in n_c = ⌈I/c⌉ chunks, one
+chunk per engine step (one request's chunk per step: prompts are not packed together); the step that
+prefills the last chunk also produces the first output token, and O − 1 decode steps produce the rest.
+So a request holds its slot for R = n_c + O − 1 steps, and by Little's law λ = C/R requests finish per step.
+
+Two kinds of step run:
+
+* **decode step**: all C requests decode one token each (no prompt in flight), at the mean decode
+  context S_dec = I + O/2 tokens (a decode step of a request is at context I + j, j = 1 … O − 1);
+* **mixed step**: one prompt chunk of c̄ = I/n_c tokens (the mean chunk) rides along with n_dec decoding
+  requests. It is priced as ONE forward pass (weights read once): the weight GEMMs, MoE experts and the
+  collectives for n_dec + c̄ tokens (``lower`` of a decode step of n_dec + c̄ one-token rows), plus the
+  attention of both parts added in one attention roofline — the decode part's KV reads and FLOPs at S_dec
+  (``lower``'s decode attention for n_dec sequences) and 1/n_c of a whole-prompt prefill's attention
+  (``lower``'s prefill of one I-token prompt: KV written, causal FLOPs). Under ``roofline = step`` (the
+  ``ideal`` profile) the decode part's KV bytes join the step's one roofline instead, as in a decode step.
+
+Every cycle of R steps, each of the C requests prefills once, so C·n_c of the R steps are mixed.
+
+* **Below saturation** (C·n_c ≤ R): in a mixed step C − 1 requests decode (one is prefilling): n_dec = C − 1.
+  A request's own n_c prefill steps are mixed (TTFT = n_c·t_mix), and the other (C − 1)·n_c mixed steps of
+  the cycle fall in its O − 1 decode steps, so its mean inter-token time is
+  TPOT = t_dec + (C − 1)·n_c·(t_mix − t_dec)/(O − 1); the mean step is t̄ = (C·n_c·t_mix + (R − C·n_c)·t_dec)/R.
+* **Saturated** (C·n_c > R): one chunk per step cannot keep up: every step is mixed, λ = 1/n_c, the
+  n_dec = (O − 1)/n_c requests decoding are those admitted in the last O − 1 steps and the rest wait for
+  prefill. TPOT = t̄ = t_mix, and the wait makes TTFT = (C·n_c − O + 1)·t_mix. Both cases agree at C·n_c = R.
+
+In both, request latency E2E = TTFT + (O − 1)·TPOT (= R·t̄ below saturation), and Little's law in time gives
+requests/s = dp·ep·C / E2E; output tokens/s = requests/s·O, input (prefill) tokens/s = requests/s·I, total
+= requests/s·(I + O), per GPU divided by tp·pp·ep·dp.
+
+A plan's ordinary keys (step time, collectives, compute, the checklist) describe its **decode step**; its
+memory is the **peak**: every running request at its longest context, I + O tokens (a conservative bound:
+in steady state the requests are spread over their lives). ``throughput_tokens_s`` is the output tokens/s
+(and prices the cost per million output tokens); the ``serve`` section holds the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ccost import analysis, costs, derive, lower, units
+from ccost import spec as S
+from ccost.derive import maximum, named
+from ccost.diagnostics import CcostError, error
+
+Num = Any
+
+
+@dataclass(frozen=True)
+class ServeTerms:
+    """The serve plan's steps and request figures, in one mode (floats or derivation values)."""
+
+    dec: lower.Program  # decode step: C requests decoding, memory at the peak context
+    m_dec: analysis.Metrics
+    mix: lower.Program  # mixed step: n_dec decoding + one chunk
+    m_mix: analysis.Metrics
+    saturated: bool
+    setup: tuple  # n_c, c̄, R, S_dec, n_dec, f
+    mix_values: tuple  # the mixed step's own values (attention, stage, compute)
+    memory: tuple
+    results: tuple
+    C: Num
+    I: Num
+    O: Num
+    c: Num
+    n_c: Num
+    c_bar: Num
+    R: Num
+    n_dec: Num
+    share_mixed: Num
+    ttft: Num
+    tpot: Num
+    t_mean: Num
+    e2e: Num
+    req_s: Num
+    out_tok_s: Num
+    out_tok_s_gpu: Num
+    in_tok_s: Num
+    total_tok_s: Num
+    total_tok_s_gpu: Num
+    gpus: Num
+
+
+def _leaf(name: str, value: float, desc: str, source: str, derivation: bool):
+    return derive.leaf(name, value, units.DIMENSIONLESS, desc, source) if derivation else float(value)
+
+
+def _lowered(plan: S.Plan, policy: S.Policy, derivation: bool, phase: str, seq: int | None, **override):
+    """``lower`` of the serve plan as a decode or prefill plan, some inputs replaced by serve values."""
+    sub = replace(plan, phase=phase, batch=1, seq=seq)
+    static, x = lower.prepare(sub, policy, derivation)
+    return lower.lower(static, lower.with_arrays(x, **override))
+
+
+def _attention(program: lower.Program):
+    """(bytes, FLOPs) of the attention row of a program's per-operator roofline."""
+    for row in program.compute.operators:
+        if row[0] == "attention":
+            return row[1], row[2]
+    raise AssertionError("a program with a KV cache has an attention operator")  # pragma: no cover
+
+
+def check(plan: S.Plan) -> None:
+    """Diagnose a serve plan the model cannot price (the schema has already checked each field)."""
+    span = plan.spans.get("phase", plan.span)
+    missing = [f for f in ("concurrency", "input_tokens", "output_tokens") if getattr(plan, f) is None]
+    if missing:
+        raise CcostError(error("E104", f"plan `{plan.name}` is a serve plan and needs "
+                               + ", ".join(f"`{f}`" for f in missing), span,
+                               "add e.g. `concurrency = 32; input_tokens = 1024; output_tokens = 256`"))
+    if plan.output_tokens < 2:
+        raise CcostError(error("E203", f"plan `{plan.name}`: output_tokens must be at least 2, got "
+                               f"{plan.output_tokens} (TPOT is the gap between output tokens)",
+                               plan.spans.get("output_tokens", span), "use output_tokens ≥ 2"))
+    if plan.chunk_tokens is not None and plan.chunk_tokens < 1:
+        raise CcostError(error("E203", f"plan `{plan.name}`: chunk_tokens must be at least 1, got "
+                               f"{plan.chunk_tokens}", plan.spans.get("chunk_tokens", span),
+                               "use e.g. `chunk_tokens = 512`, or leave it out (the whole prompt in one step)"))
+    if plan.compute_time is not None:
+        raise CcostError(error("E401", f"plan `{plan.name}`: a serve plan prices two kinds of step (decode and "
+                               "mixed), so one `compute_time` cannot stand for them",
+                               plan.spans.get("compute_time", span), "remove `compute_time`"))
+
+
+def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerms:
+    """Price a serve plan (see the module docstring). Raises ``CcostError`` for a plan that cannot be."""
+    check(plan)
+    src = f"plan {plan.name}"
+    C = _leaf("C", plan.concurrency, "concurrency: requests running per replica", src, derivation)
+    I = _leaf("I", plan.input_tokens, "prompt tokens per request", src, derivation)
+    O = _leaf("O", plan.output_tokens, "output tokens per request", src, derivation)
+    chunk = plan.chunk_tokens or plan.input_tokens
+    c = _leaf("c", chunk, "prefill chunk: the most prompt tokens one step prefills",
+              src if plan.chunk_tokens else f"{src}: input_tokens (no chunk_tokens: the whole prompt)", derivation)
+
+    n_c = named("n_c", derive.ceil(I / c), "prefill steps per request: ⌈I/c⌉")
+    c_bar = named("c̄", I / n_c, "mean chunk: I/n_c tokens")
+    R = named("R", n_c + O - 1, "steps a request holds its slot: n_c prefill steps (the last gives the first "
+              "token) + O − 1 decode steps")
+    ctx_dec = named("S_dec", I + O / 2, "mean context of a decode step: I + O/2")
+    ctx_max = named("S_max", I + O, "longest context of a request: I + O (peak memory)")
+    saturated = bool(derive.value_of(C * n_c) > derive.value_of(R))
+    if saturated:
+        n_dec = named("n_dec", (O - 1) / n_c, "requests decoding in a step when prefill is saturated: (O − 1)/n_c")
+        share = named("f_mix", derive.constant(1.0, "1", C), "share of steps that carry a chunk: every one "
+                      "(C·n_c > R: prefill saturated)", style="percent")
+    else:
+        n_dec = named("n_dec", C - 1, "requests decoding beside the chunk in a mixed step: C − 1")
+        share = named("f_mix", C * n_c / R, "share of steps that carry a chunk: C·n_c/R", style="percent")
+    B_mix = named("B_mix", n_dec + c_bar, "token rows of a mixed step's forward pass: n_dec + c̄")
+
+    # --- the decode step: all C requests decoding, at the mean context; memory at the peak context --------
+    dec = _lowered(plan, policy, derivation, "decode", plan.input_tokens + plan.output_tokens, B=C, ctx=ctx_dec)
+    peak = _lowered(plan, policy, derivation, "decode", plan.input_tokens + plan.output_tokens, B=C, ctx=ctx_max)
+    cp = peak.compute
+    mem = (cp.mem_weights, cp.mem_kv, cp.mem_total, cp.mem_limit)
+    dec = replace(dec, compute=replace(dec.compute, mem_kv=cp.mem_kv, mem_total=cp.mem_total))
+    m_dec = analysis.analyse(dec)
+
+    # --- the mixed step: one forward pass of n_dec decode rows + a chunk of c̄ prompt tokens ------------------
+    A = _lowered(plan, policy, derivation, "decode", None, B=B_mix)
+    part_dec = _lowered(plan, policy, derivation, "decode", plan.input_tokens + plan.output_tokens,
+                        B=n_dec, ctx=ctx_dec)
+    x, cA = A.inputs, A.compute
+    if A.static.roofline == "operator":
+        one = _leaf("B_prompt", 1, "sequences in the prompt's prefill: one request's", "serve: one prompt", derivation)
+        prompt = _lowered(plan, policy, derivation, "prefill", plan.input_tokens, B=one, S=I, ctx=I)
+        b_d, f_d = _attention(part_dec)
+        b_p, f_p = _attention(prompt)
+        kv_b = named("KV_mix", b_d + b_p / n_c, "attention bytes of the mixed step: the decode part's KV reads "
+                     "+ 1/n_c of one prompt's KV writes")
+        f_a = named("F_attn,mix", f_d + f_p / n_c, "attention FLOPs of the mixed step: the decode part's + 1/n_c "
+                    "of one prompt's causal prefill")
+        ta_m, ta_f = costs.memory_time(kv_b, x.BW_hbm), costs.flop_time(f_a, x.R_attn)
+        T_a = named("T_attn,mix", maximum(ta_m, ta_f), "attention of the mixed step: max(bytes/BW, FLOPs/R_attn)")
+        d_stage, d_mb = T_a, T_a / x.M
+        extra_b, extra_f = kv_b, f_a
+        rows = cA.operators + (("attention", kv_b, f_a, T_a, ta_m, ta_f),)
+        T_flop = cA.T_flop + ta_f
+        own = (kv_b, f_a, T_a)
+    else:  # the notes' one roofline: the decode part's KV reads join the step's bytes
+        kv_b = named("KV_mix", part_dec.compute.kv_gpu, "KV bytes the decode part reads (per GPU)")
+        d_stage = named("ΔT_KV", maximum(costs.memory_time(cA.bytes_gpu + kv_b, x.BW_hbm), cA.T_flop)
+                        - maximum(cA.T_mem, cA.T_flop), "the decode part's KV reads in the step's roofline")
+        d_mb = named("ΔT_KV,mb", maximum(costs.memory_time(cA.bytes_mb + kv_b / x.M, x.BW_hbm), cA.T_flop_mb)
+                     - maximum(cA.T_mem_mb, cA.T_flop_mb), "the same for one micro-batch")
+        extra_b, extra_f = kv_b, 0.0
+        rows = cA.operators
+        T_flop = cA.T_flop
+        own = (kv_b, d_stage, d_mb)
+    bytes_mix = named("bytes_mix", cA.bytes_gpu + extra_b, "bytes read per mixed step per GPU")
+    T_stage = named("T_stage,mix", cA.T_stage + d_stage, "one stage of the mixed step")
+    T_compute = named("T_compute,mix", cA.T_compute + x.pp * d_stage, "compute of the mixed step on the "
+                      "critical path")
+    t_mb = named("t_mb,mix", cA.t_mb + d_mb, "one micro-batch of the mixed step on one stage")
+    mix = replace(A, compute=replace(
+        cA, bytes_gpu=bytes_mix, T_mem=costs.memory_time(bytes_mix, x.BW_hbm),
+        T_flop=T_flop, T_stage=T_stage, T_compute=T_compute, t_mb=t_mb, operators=rows,
+        flops_gpu=named("F_mix", cA.flops_gpu + extra_f, "FLOPs per mixed step per GPU"),
+        mem_kv=cp.mem_kv, mem_total=cp.mem_total))
+    m_mix = analysis.analyse(mix)
+    t_dec = named("t_dec", m_dec.step, "decode step: all C requests decode one token")
+    t_mix = named("t_mix", m_mix.step, "mixed step: n_dec requests decode beside one prompt chunk")
+
+    # --- request figures ----------------------------------------------------------------------------------
+    if saturated:
+        ttft = named("TTFT", (C * n_c - O + 1) * t_mix, "time to first token: waiting for the prefill, then "
+                     "n_c chunks: (C·n_c − O + 1)·t_mix")
+        tpot = named("TPOT", t_mix, "time per output token (inter-token latency): every step is mixed")
+        t_mean = named("t̄", t_mix, "mean step time: every step is mixed")
+    else:
+        ttft = named("TTFT", n_c * t_mix, "time to first token: the request's n_c mixed steps")
+        tpot = named("TPOT", t_dec + (C - 1) * n_c * (t_mix - t_dec) / (O - 1),
+                     "time per output token (inter-token latency): O − 1 decode steps, (C − 1)·n_c of them "
+                     "carrying another request's chunk: t_dec + (C − 1)·n_c·(t_mix − t_dec)/(O − 1)")
+        t_mean = named("t̄", (C * n_c * t_mix + (R - C * n_c) * t_dec) / R,
+                       "mean step time: (C·n_c·t_mix + (R − C·n_c)·t_dec)/R")
+    e2e = named("E2E", ttft + (O - 1) * tpot, "request latency: TTFT + (O − 1)·TPOT")
+    gpus = m_dec.gpus
+    running = named("C_all", x.dp * x.ep * C, "requests running in the plan: dp·ep·C")
+    req_s = named("req/s", running / e2e, "requests per second, Little's law: C_all/E2E")
+    out_s = named("tok/s,out", req_s * O, "output tokens per second: req/s·O")
+    out_gpu = named("tok/s,out,GPU", out_s / gpus, "output tokens per second per GPU")
+    in_s = named("tok/s,in", req_s * I, "prompt tokens prefilled per second: req/s·I")
+    tot_s = named("tok/s,total", req_s * (I + O), "tokens per second, prompt and output: req/s·(I + O)")
+    tot_gpu = named("tok/s,total,GPU", tot_s / gpus, "tokens per second per GPU")
+    return ServeTerms(
+        dec, m_dec, mix, m_mix, saturated, (n_c, c_bar, R, ctx_dec, n_dec, share, B_mix),
+        own + (bytes_mix, T_stage, T_compute, t_mb), mem + (ctx_max,),
+        (t_dec, t_mix, ttft, tpot, t_mean, e2e, running, req_s, out_s, out_gpu, in_s, tot_s, tot_gpu),
+        C, I, O, c, n_c, c_bar, R, n_dec, share, ttft, tpot, t_mean, e2e, req_s, out_s, out_gpu, in_s, tot_s,
+        tot_gpu, gpus)
+
+
+def metrics_for_plan(t: ServeTerms) -> analysis.Metrics:
+    """The decode step's metrics with the plan's throughput: output tokens/s (what the cost is per)."""
+    return replace(t.m_dec, throughput=t.out_tok_s, throughput_gpu=t.out_tok_s_gpu)
+
+
+def _f(x) -> float | None:
+    return analysis.finite(x)
+
+
+def record(plan: S.Plan, t: ServeTerms) -> dict:
+    """The ``serve`` section of a serve plan's document (seconds, tokens, requests)."""
+    return {
+        "concurrency": plan.concurrency,
+        "input_tokens": plan.input_tokens,
+        "output_tokens": plan.output_tokens,
+        "chunk_tokens": plan.chunk_tokens or plan.input_tokens,
+        "requests_running": _f(t.results[6]),
+        "chunks_per_prompt": _f(t.n_c),
+        "mean_chunk_tokens": _f(t.c_bar),
+        "prefill_saturated": t.saturated,
+        "mixed_step_share": _f(t.share_mixed),
+        "decoding_in_mixed_step": _f(t.n_dec),
+        "decode_step_time_s": _f(t.m_dec.step),
+        "mixed_step_time_s": _f(t.m_mix.step),
+        "mean_step_time_s": _f(t.t_mean),
+        "ttft_s": _f(t.ttft),
+        "tpot_s": _f(t.tpot),
+        "request_latency_s": _f(t.e2e),
+        "requests_per_s": _f(t.req_s),
+        "output_tokens_per_s": _f(t.out_tok_s),
+        "output_tokens_per_s_per_gpu": _f(t.out_tok_s_gpu),
+        "input_tokens_per_s": _f(t.in_tok_s),
+        "total_tokens_per_s": _f(t.total_tok_s),
+        "total_tokens_per_s_per_gpu": _f(t.total_tok_s_gpu),
+    }
+
+
+def collective_values(program: lower.Program) -> list[tuple[str, list]]:
+    """(title, values) of each collective of a program, as ``explain`` lists them."""
+    out = []
+    for k in program.collectives:
+        if analysis.costs_nothing(k):
+            continue
+        vals: list = [k.count, k.message]
+        vals += [cand.time for cand in k.candidate_costs.values()]
+        if k.group is not None:
+            vals += [alt.time for alt in (k.group.flat, k.group.hierarchical, k.group.split) if alt is not None]
+        vals += [k.cost.hops, k.cost.volume, k.cost.time, k.total]
+        size, cnt = derive.value_of(k.group_size), derive.value_of(k.count)
+        out.append((f"{k.key}: {cnt:g} × {k.kind} ({k.algorithm}) on {size:g} ranks over {k.link} — {k.purpose}",
+                    vals))
+    return out
+
+
+def explain_groups(plan: S.Plan, policy: S.Policy, econ_values) -> list[tuple[str, list]]:
+    """The derivation of a serve plan, grouped for reading (``evaluate.explain_sections`` numbers them)."""
+    t = terms(plan, policy, derivation=True)
+    groups: list[tuple[str, list]] = [("serve: chunks, slots and Little's law", list(t.setup))]
+    for label, prog, m in (("decode step (all C requests decoding)", t.dec, t.m_dec),
+                           ("mixed step (n_dec decoding + one prompt chunk)", t.mix, t.m_mix)):
+        groups += [(f"{label}: {title}", vals) for title, vals in collective_values(prog)]
+        c = prog.compute
+        vals = [c.bytes_gpu, c.flops_gpu, c.T_stage, c.T_compute, c.t_mb]
+        if prog is t.mix:
+            vals = list(t.mix_values) + vals
+        groups.append((f"{label}: compute and step", vals + [m.T_comm, m.exposed, m.latency, m.overhead,
+                                                               m.step]))
+    groups.append(("memory: every request at its longest context, I + O", list(t.memory)))
+    m = t.m_dec
+    groups.append(("totals of the decode step", [m.volume, m.hops, m.T_lat, m.T_bw, m.bubble, m.gpus, m.speedup,
+                                                 m.efficiency, m.eta]))
+    groups.append(("serve: TTFT, TPOT, requests/s, tokens/s", list(t.results)))
+    groups.append(("cost and power", econ_values(metrics_for_plan(t))))
+    return groups
+

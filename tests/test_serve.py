@@ -203,3 +203,28 @@ def test_example_spec_json_has_the_serve_keys(capsys):
         assert sv[key] is not None and sv[key] > 0
     # Little's law: requests/s × latency = requests running (32 on one engine)
     assert sv["requests_per_s"] * sv["request_latency_s"] == pytest.approx(32)
+
+
+def test_a_concurrency_sweep_carries_the_serve_figures(tmp_path):
+    spec, _ = check.load_spec(_spec(tmp_path, extra="sweep k { base = s; concurrency = [4, 20] }\n"))
+    results = evaluate.evaluate(spec)
+    points = results.sweeps["k"]["points"]
+    # the points are the plans worked by hand above: C = 4 (below saturation) and C = 20 (saturated)
+    assert points[0]["tpot_s"] == pytest.approx(2.6399856e-3, rel=1e-12)
+    assert points[1]["requests_per_s"] == pytest.approx(25.0, rel=1e-12)
+    assert points[1]["output_tokens_per_s"] == pytest.approx(25.0 * 101, rel=1e-12)
+    from ccost import output
+    text = output.sweep_text("k", results.sweeps["k"])
+    assert "TTFT" in text and "requests/s" in text
+
+
+def test_diff_lists_the_serve_figures(tmp_path, capsys):
+    old = Path(_spec(tmp_path))
+    new = tmp_path / "new.ccost"
+    new.write_text(old.read_text(encoding="utf-8").replace("concurrency = 4", "concurrency = 20"),
+                   encoding="utf-8")
+    cli.main(["diff", str(old), str(new)])
+    out = capsys.readouterr().out
+    # requests/s: 4/0.29579856 = 13.52 → 25 (the two plans worked by hand above)
+    assert "s requests/s: 13.52 requests/s → 25 requests/s" in out
+    assert "s TPOT: 2.64 ms → " in out

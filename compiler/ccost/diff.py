@@ -312,8 +312,8 @@ def metric_dim(metric: str) -> Any:
     """How a result metric is shown, from its key (INTERFACE.md: times in seconds end in ``_s``, sizes in
     bytes name ``bytes``, shares are fractions). Returns a units Dim, ``"fraction"``, ``"ratio"``,
     ``"rate"`` (tokens/s) or None (a plain number)."""
-    if metric.startswith("throughput") or metric.endswith("tokens_s"):
-        return "rate"  # tokens per second: `_s` here is "per second", not a time
+    if metric.startswith("throughput") or metric.endswith(("tokens_s", "_per_s", "_per_s_per_gpu")):
+        return "rate"  # tokens (or requests) per second: `_s` here is "per second", not a time
     if metric.endswith("_usd"):  # money (issue 17): cost.cost_per_mtok_usd, cost.cost_per_hour_usd
         return units.MONEY
     if metric.endswith("_w"):  # power in W
@@ -333,7 +333,7 @@ def format_metric(value: Any, metric: str) -> str:
     dim = metric_dim(metric)
     if dim in ("ratio", "rate") and _number(value):
         text = units.format_quantity(value, units.DIMENSIONLESS, digits=4)
-        return text + ("×" if dim == "ratio" else " tokens/s")
+        return text + ("×" if dim == "ratio" else " requests/s" if "requests" in metric else " tokens/s")
     return format_input(value, None if dim in ("ratio", "rate") else dim)
 
 
@@ -373,19 +373,25 @@ def _result_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any],
 COST_METRICS = ("cost_per_mtok_usd", "cost_per_hour_usd", "power_w", "tokens_per_joule")
 
 
+#: The request figures of a serve plan a diff lists (its ``serve`` section, ``ccost.serve``).
+SERVE_METRICS = ("ttft_s", "tpot_s", "request_latency_s", "requests_per_s", "output_tokens_per_s")
+
+
 def _cost_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any],
-                  threshold: float = 0.0) -> tuple[list[ResultChange], int]:
-    """The plan's changed cost and power (``cost.cost_per_mtok_usd``, ...), beyond ``threshold``."""
-    ca, cb = a.get("cost") or {}, b.get("cost") or {}
+                  threshold: float = 0.0, section: str = "cost",
+                  keys: tuple[str, ...] = COST_METRICS) -> tuple[list[ResultChange], int]:
+    """The plan's changed cost and power (``cost.cost_per_mtok_usd``, ...), or with ``section="serve"`` its
+    request figures, beyond ``threshold``."""
+    ca, cb = a.get(section) or {}, b.get(section) or {}
     out, small = [], 0
-    for key in COST_METRICS:
+    for key in keys:
         va, vb = ca.get(key), cb.get(key)
         if _same(va, vb):
             continue
         if _small(va, vb, threshold):
             small += 1
             continue
-        metric = f"cost.{key}"
+        metric = f"{section}.{key}"
         delta = (vb - va) / abs(va) if _number(va) and _number(vb) and va != 0 else None
         out.append(ResultChange(name, metric, va, vb, format_metric(va, metric), format_metric(vb, metric),
                                 delta))
@@ -504,6 +510,9 @@ def compare(old: Side, new: Side, threshold: float = DEFAULT_THRESHOLD) -> SpecD
             results += changed
             below += small
             changed, small = _cost_changes(name, pa[name], pb[name], threshold)
+            results += changed
+            below += small
+            changed, small = _cost_changes(name, pa[name], pb[name], threshold, "serve", SERVE_METRICS)
             results += changed
             below += small
             checklist += _checklist_changes(name, pa[name], pb[name])

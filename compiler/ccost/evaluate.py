@@ -368,6 +368,10 @@ def _searches(spec: S.Spec, diags: Diagnostics, progress=None) -> dict:
 GPU_AXES = frozenset({"tp", "pp", "ep", "dp"})
 
 
+#: The serve figures a sweep point of a serve plan adds (its `serve` section's keys).
+SERVE_POINT = ("ttft_s", "tpot_s", "requests_per_s", "output_tokens_per_s")
+
+
 def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
     """A sweep: every point priced as a plan, the time-optimal point, the cost-optimal point per
     efficiency threshold (both only when the sweep varies a GPU count, ``GPU_AXES``; else None and {}),
@@ -393,6 +397,8 @@ def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
             "bandwidth_term_s": d["bandwidth_term_s"], "throughput_tokens_s": d["throughput_tokens_s"],
             "memory_bytes_per_gpu": d["memory_bytes_per_gpu"], "fits_memory": d["fits_memory"],
         })
+        if "serve" in d:  # a serve plan's request figures (ccost.serve): what a concurrency sweep is for
+            point.update({k: d["serve"][k] for k in SERVE_POINT})
         points.append(point)
     if GPU_AXES & set(names):
         t_opt, c_opt = analysis.optima(points, names, policy)

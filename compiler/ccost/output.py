@@ -252,15 +252,19 @@ def sweep_text(name: str, s: dict) -> str:
     fields = list(s["field"])
     out = [f"sweep {name}" + (f" — {s['title']}" if s.get("title") else "")]
     rows = []
+    serve = any("ttft_s" in pt for pt in s["points"])  # a serve plan's sweep: its request figures too
+    extra = ["TTFT", "TPOT", "requests/s", "output tokens/s"] if serve else []
     for pt in s["points"]:
         if pt.get("error"):
-            rows.append([*(fmt_field(f, pt[f]) for f in fields), "—", "—", "—", "—"])
+            rows.append([*(fmt_field(f, pt[f]) for f in fields), "—", "—", "—", "—"] + ["—"] * len(extra))
             continue
         rows.append([*(fmt_field(f, pt[f]) for f in fields), fmt_time(pt["step_time_s"]),
                      "—" if pt["speedup"] is None else f"{fmt_num(pt['speedup'], 3)}×",
-                     fmt_pct(pt["efficiency"]), fmt_pct(pt["overhead"])])
-    out.append(_indent(table([*fields, "step time", "speedup", "efficiency", "overhead"], rows,
-                             "r" * len(fields) + "rrrr")))
+                     fmt_pct(pt["efficiency"]), fmt_pct(pt["overhead"])]
+                    + ([fmt_time(pt["ttft_s"]), fmt_time(pt["tpot_s"]), fmt_num(pt["requests_per_s"], 4),
+                        fmt_num(pt["output_tokens_per_s"], 4)] if serve else []))
+    out.append(_indent(table([*fields, "step time", "speedup", "efficiency", "overhead", *extra], rows,
+                             "r" * len(fields) + "rrrr" + "r" * len(extra))))
     for pt in s["points"]:
         if pt.get("error"):
             out.append(f"  {_point_label(pt, fields)}: not evaluated: {pt['error']}")

@@ -305,6 +305,11 @@ def _keys() -> list[Key]:
           "fraction)", optional=True, normative=True),
         *_metrics("sweeps.<sweep>.points[]", POINT_METRICS, optional=True,
                   normative=("step_time_s", "speedup", "efficiency", "overhead")),
+        *[K(f"sweeps.<sweep>.points[].{f}", NUM, u, m, lab, optional=True) for f, u, m, lab in (
+            ("ttft_s", "s", "serve plans: time to first token", "TTFT"),
+            ("tpot_s", "s", "serve plans: time per output token (inter-token latency)", "TPOT"),
+            ("requests_per_s", "1/s", "serve plans: requests completed per second", "requests/s"),
+            ("output_tokens_per_s", "tokens/s", "serve plans: output tokens per second", "output tokens/s"))],
         K("sweeps.<sweep>.points[].error", "string", "text", "why the point could not be evaluated (then its "
           "numbers are absent)", optional=True),
         K("sweeps.<sweep>.time_optimal", "object|null", "", "the fastest point that fits memory; only for "

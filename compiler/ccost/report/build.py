@@ -396,6 +396,11 @@ def verdict_counts(rows: Sequence[V.ChecklistRow]) -> str:
 SHORT_LABELS = {"step_time_s": "step time", "compute_time_s": "compute", "comm_time_s": "T_comm",
                 "speedup": "speedup", "efficiency": "efficiency", "overhead": "overhead",
                 "memory_bytes_per_gpu": "memory/GPU", "fits_memory": "fits"}
+SHORT_LABELS.update({"ttft_s": "TTFT", "tpot_s": "TPOT", "requests_per_s": "requests/s",
+                     "output_tokens_per_s": "output tok/s"})
+#: A serve plan's sweep (ccost.serve): its decode step, request figures and memory.
+SERVE_SWEEP_METRICS = ("step_time_s", "ttft_s", "tpot_s", "requests_per_s", "output_tokens_per_s",
+                       "memory_bytes_per_gpu", "fits_memory")
 SWEEP_METRICS = ("step_time_s", "compute_time_s", "comm_time_s", "speedup", "efficiency", "overhead",
                  "memory_bytes_per_gpu", "fits_memory")
 
@@ -408,7 +413,8 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
                   base: str = "") -> V.SweepSection:
     fields = list(s.get("field") or [])
     points = list(s.get("points") or [])
-    metrics = [m for m in SWEEP_METRICS if any(m in p for p in points)]
+    serve = any("ttft_s" in p for p in points)  # a serve plan's sweep: request figures, not scaling
+    metrics = [m for m in (SERVE_SWEEP_METRICS if serve else SWEEP_METRICS) if any(m in p for p in points)]
     highlight = []
     opt = s.get("time_optimal") or {}
     cost = {k: v for k, v in (s.get("cost_optimal") or {}).items()}

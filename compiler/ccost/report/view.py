@@ -71,6 +71,8 @@ def fmt_value(key: str, value: Any) -> str:
         return str(value)
     if isinstance(value, float) and not math.isfinite(value):
         return units.format_quantity(value, units.DIMENSIONLESS)
+    if key.endswith(("_per_s", "_per_s_per_gpu")):  # a rate (requests, tokens per second), not a time
+        return _sig(value)
     if key.endswith("_s") or key.endswith("_time") or key in ("alpha", "latency", "one_shot_latency"):
         return output.fmt_time(value)
     if key in MEMORY_KEYS:

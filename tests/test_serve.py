@@ -228,3 +228,25 @@ def test_diff_lists_the_serve_figures(tmp_path, capsys):
     # requests/s: 4/0.29579856 = 13.52 → 25 (the two plans worked by hand above)
     assert "s requests/s: 13.52 requests/s → 25 requests/s" in out
     assert "s TPOT: 2.64 ms → " in out
+
+
+def test_the_decode_step_is_the_decode_plan(tmp_path):
+    """A serve plan's decode step is the decode model's step, unchanged: the same plan as `phase = decode`
+    with batch = concurrency and seq = the mean decode context I + O/2 (137 + 260/2 = 267: the V9 setup of
+    bench/validation/inference.ccost) gives the very same step time under the bundled serving stack."""
+    path = tmp_path / "v9.ccost"
+    path.write_text(
+        'import "std/gpus.ccost"\nimport "std/links.ccost"\nimport "std/models.ccost"\nimport "std/clusters.ccost"\n'
+        "model fp8 extends llama3_70b { weights = fp8 }\n"
+        "plan s { model = fp8; cluster = hgx_h100; tp = 8; phase = serve; concurrency = 8; input_tokens = 137; "
+        "output_tokens = 260 }\n"
+        "plan d { model = fp8; cluster = hgx_h100; tp = 8; phase = decode; batch = 8; seq = 267 }\n",
+        encoding="utf-8")
+    spec, _ = check.load_spec(str(path))
+    plans = evaluate.evaluate(spec).plans
+    assert plans["s"].doc["serve"]["decode_step_time_s"] == plans["d"].doc["step_time_s"]
+    assert plans["s"].doc["collectives"] == plans["d"].doc["collectives"]
+    # C·n_c = 8 ≤ R = 1 + 259: TPOT = t_dec + 7 × 1 × (t_mix − t_dec)/259, a little above t_dec
+    sv = plans["s"].doc["serve"]
+    t_dec, t_mix = sv["decode_step_time_s"], sv["mixed_step_time_s"]
+    assert sv["tpot_s"] == pytest.approx(t_dec + 7 * (t_mix - t_dec) / 259, rel=1e-12)

@@ -173,10 +173,20 @@ def _brute(spec, s):
     return out
 
 
-def test_constraints_top_and_front_match_brute_force():
-    spec = _spec(CONSTRAINED)
+# The same space with the axes written in another order: the layout axes (tp, pp, dp) between the others,
+# so a point's index in search order interleaves them (the search prices layouts × the other axes).
+SHUFFLED = CONSTRAINED.replace(
+    "tp = [1, 2, 3, 4, 8, 16]; pp = [1, 2, 3, 4, 80, 96]; dp = [1, 2, 4]; batch = [1, 64, 512]; microbatches = [1, 8]",
+    "batch = [1, 64, 512]; tp = [1, 2, 3, 4, 8, 16]; microbatches = [1, 8]; dp = [1, 2, 4]; pp = [1, 2, 3, 4, 80, 96]")
+
+
+@pytest.mark.parametrize("text,chunk", [(CONSTRAINED, 64), (SHUFFLED, 5), (SHUFFLED, 1 << 15)])
+def test_constraints_top_and_front_match_brute_force(text, chunk):
+    # chunk = 5: fewer than the 3 × 2 batch × micro-batch values, so a layout's points span blocks
+    assert SHUFFLED != CONSTRAINED
+    spec = _spec(text)
     s = spec.searches["s"]
-    doc = search.run_search(s, spec.policy, chunk=64)
+    doc = search.run_search(s, spec.policy, chunk=chunk)
     pts = _brute(spec, s)
     assert doc["points"] == len(pts) == 6 * 6 * 3 * 3 * 2 * 2
 

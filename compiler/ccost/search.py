@@ -537,9 +537,10 @@ def _keep_freed_memory() -> None:
 
 def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, checks, top, front, top_select,
                  best_removed, mem_limit, pr=None):
-    """Price the points of one chunk that passed the layout constraints (``vals``: field → array), apply
-    the priced constraints (keeping, per constraint, the best point it removed, so the output can say what
-    it cost) and fold the survivors into the running top and Pareto front."""
+    """Price the points of one block that passed the layout constraints (``vals``: field → array, arrays
+    that broadcast to ``index``'s shape: layouts × columns, see ``_Grid``; ``index``: each point's number in
+    search order), apply the priced constraints (keeping, per constraint, the best point it removed, so
+    the output can say what it cost) and fold the survivors into the running top and Pareto front."""
     import numpy as np
 
     _keep_freed_memory()

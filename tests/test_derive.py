@@ -167,6 +167,26 @@ def test_choose_in_three_modes():
     assert step.note == "cheapest: tree (14.04 µs)"
 
 
+def test_choose_on_arrays_of_different_shapes_follows_argmin():
+    """Options computed on sub-grids (a column, a row, the full block) are compared without stacking
+    them; the answer is np.argmin's: the first strict minimum, a NaN beats every number, the first NaN
+    wins. Written out by hand per element below."""
+    nan = float("nan")
+    a = np.array([[1.0], [5.0], [nan]])              # a column: one value per row
+    b = np.array([[1.0, 0.5, nan]])                  # a row: one value per column
+    c = np.array([[2.0, 0.5, 0.0], [4.0, 5.0, 6.0], [0.0, nan, 1.0]])
+    idx, best = derive.choose({"a": a, "b": b, "c": c})
+    # row 0: a = 1 against (1, 0.5, nan) and (2, 0.5, 0): tie → a; 0.5 < 1 → b (c's tie loses); b's NaN
+    # row 1: a = 5 against (1, 0.5, nan) and (4, 5, 6): b, b, b's NaN
+    # row 2: a is NaN: the first option, a NaN, wins every column
+    assert idx.tolist() == [[0, 1, 1], [1, 1, 1], [0, 0, 0]]
+    assert best.shape == (3, 3)
+    assert best[:2, :2].tolist() == [[1.0, 0.5], [1.0, 0.5]] and np.isnan(best[:, 2]).all()
+    assert np.isnan(best[2]).all()
+    stacked = np.stack(np.broadcast_arrays(a, b, c))
+    assert idx.tolist() == np.argmin(stacked, axis=0).tolist()
+
+
 @pytest.mark.parametrize("fn,arg", [
     (derive.log2, 8.0), (derive.log2, 6.0), (derive.ceil, 2.5), (derive.floor, 2.5), (derive.sqrt, 2.0),
 ])

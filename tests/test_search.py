@@ -173,10 +173,20 @@ def _brute(spec, s):
     return out
 
 
-def test_constraints_top_and_front_match_brute_force():
-    spec = _spec(CONSTRAINED)
+# The same space with the axes written in another order: the layout axes (tp, pp, dp) between the others,
+# so a point's index in search order interleaves them (the search prices layouts × the other axes).
+SHUFFLED = CONSTRAINED.replace(
+    "tp = [1, 2, 3, 4, 8, 16]; pp = [1, 2, 3, 4, 80, 96]; dp = [1, 2, 4]; batch = [1, 64, 512]; microbatches = [1, 8]",
+    "batch = [1, 64, 512]; tp = [1, 2, 3, 4, 8, 16]; microbatches = [1, 8]; dp = [1, 2, 4]; pp = [1, 2, 3, 4, 80, 96]")
+
+
+@pytest.mark.parametrize("text,chunk", [(CONSTRAINED, 64), (SHUFFLED, 5), (SHUFFLED, 1 << 15)])
+def test_constraints_top_and_front_match_brute_force(text, chunk):
+    # chunk = 5: fewer than the 3 × 2 batch × micro-batch values, so a layout's points span blocks
+    assert SHUFFLED != CONSTRAINED
+    spec = _spec(text)
     s = spec.searches["s"]
-    doc = search.run_search(s, spec.policy, chunk=64)
+    doc = search.run_search(s, spec.policy, chunk=chunk)
     pts = _brute(spec, s)
     assert doc["points"] == len(pts) == 6 * 6 * 3 * 3 * 2 * 2
 
@@ -434,3 +444,38 @@ def test_ccost_eval_prints_the_example_search(capsys):
     assert "search" not in err  # no progress bar off a terminal
     assert cli.main(["eval", spec, "--plan", "tp8", "--format", "json"]) == 0
     assert "searches" not in json.loads(capsys.readouterr()[0])
+
+
+# --- memory bounded by the chunk -------------------------------------------------------------------------
+
+MEMORY = HEADER + '''
+plan base { model = llama3_70b; cluster = hgx_h100_16node; phase = decode; batch = 16; seq = 8192; tp = 8 }
+search s {
+  base = base
+  tp = pow2(1, 16); pp = [1, 2, 4, 8]; dp = DP; batch = range(1, 128); microbatches = [1, 2]
+  max_gpus = 128
+  limit = 1_000_000
+}
+'''
+
+
+def test_memory_is_bounded_by_the_chunk_not_the_search():
+    """A search 10× larger (dp = 1..40 instead of 1..4: 5·4·40·128·2 = 204,800 points against 20,480)
+    peaks at the same traced memory with the same chunk: the blocks hold at most `chunk` points, and the
+    running tables hold the top 10 and the front. One array of the larger search's points
+    (204,800 × 8 B = 1.6 MiB) would break the 20 % bound over the smaller one's ~3 MiB peak."""
+    import tracemalloc
+
+    peaks = []
+    for dp in ("range(1, 4)", "range(1, 40)"):
+        spec = _spec(MEMORY.replace("DP", dp))
+        s = spec.searches["s"]
+        search.run_search(s, spec.policy, chunk=2048)  # imports and caches outside the measurement
+        tracemalloc.start()
+        try:
+            doc = search.run_search(s, spec.policy, chunk=2048)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert doc["points"] == s.size == 5 * 4 * len(dict(s.axes)["dp"]) * 128 * 2
+    assert peaks[1] <= 1.2 * peaks[0], peaks

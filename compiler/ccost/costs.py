@@ -732,9 +732,29 @@ def _group_cost_array(kind, alg, p, m, per_node, intra, inter, cross_node, tag, 
             idx = np.asarray(("flat", "hierarchical").index(idx))
         mode = np.broadcast_to(idx + 1, shape)
     used = np.where(np.broadcast_to(spans, shape), mode, 0)
-    picked = [np.choose(used, [np.broadcast_to(np.asarray(getattr(c, f), dtype=float), shape)
-                               for c in (inside, flat, hier)]) for f in fields]
-    return GroupCost(Cost(kind, alg, *picked), flat, hier, split, used, alg)
+    # np.choose(used, [inside, flat, hier]) field by field, as selections that broadcast: a field computed
+    # on a sub-grid is never copied out to the full shape for it.
+    if cross_node == "auto":
+        hier_won = np.asarray(idx) == 1
+
+    def pick(f: str):
+        a, b, c = (np.asarray(getattr(x, f), dtype=float) for x in (inside, flat, hier))
+        across = b if cross_node == "flat" else c if cross_node == "hierarchical" else _select(hier_won, c, b)
+        return _select(spans, across, a, shape)
+
+    return GroupCost(Cost(kind, alg, *(pick(f) for f in fields)), flat, hier, split, used, alg)
+
+
+def _select(cond, a, b, shape=None):
+    """``np.where(cond, a, b)``, skipping the copy when ``cond`` is all true or all false (then one operand,
+    broadcast to ``shape`` when given)."""
+    if not cond.any():
+        out = b
+    elif cond.all():
+        out = a
+    else:
+        out = np.where(cond, a, b)
+    return out if shape is None or out.shape == shape else np.broadcast_to(out, shape)
 
 
 def _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates, osv="egress") -> GroupCost:
@@ -768,13 +788,19 @@ def _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates, 
     if isinstance(choice, str) and isinstance(alts[choice].used, np.ndarray):
         choice = np.asarray(list(candidates).index(choice))  # 0-d array inputs: stay in array mode
     if isinstance(choice, np.ndarray):
+        won = [choice == i for i in range(len(candidates))]
+
         def pick(get):
             parts = [get(alts[c]) for c in candidates]
             if any(x is None for x in parts):
                 return None
-            return Cost("allreduce", "auto", *(
-                np.choose(choice, [np.broadcast_to(np.asarray(getattr(x, f), dtype=float), choice.shape)
-                                   for x in parts]) for f in fields))
+
+            def field(f):  # np.choose(choice, parts' f), one copy per candidate that wins somewhere
+                out = np.array(np.broadcast_to(np.asarray(getattr(parts[0], f), dtype=float), choice.shape))
+                for w, x in zip(won[1:], parts[1:]):
+                    np.copyto(out, np.asarray(getattr(x, f), dtype=float), where=w)
+                return out
+            return Cost("allreduce", "auto", *(field(f) for f in fields))
         used = np.choose(choice, [np.broadcast_to(alts[c].used, choice.shape) for c in candidates])
         return GroupCost(pick(lambda g: g.chosen), pick(lambda g: g.flat), pick(lambda g: g.hierarchical),
                          pick(lambda g: g.split), used, choice, None, alts, tuple(candidates))

@@ -425,6 +425,23 @@ def where(cond, a, b):
     return float(chosen)
 
 
+def _choose_arrays(arrs: list):
+    """``choose`` on arrays: ``np.argmin`` over the options and the winning values, without stacking
+    them at the full shape (options computed on a sub-grid stay broadcast). Same answer as argmin: the
+    first strictly smaller option wins, and a NaN (argmin's minimum) wins over any number."""
+    shape = np.broadcast_shapes(*(a.shape for a in arrs))
+    best = arrs[0]
+    idx = np.zeros(shape, dtype=np.intp)
+    for i, a in enumerate(arrs[1:], 1):
+        better = a < best
+        nan = np.isnan(a)
+        if nan.any():
+            better = better | (nan & ~np.isnan(best))
+        np.copyto(idx, i, where=better)
+        best = np.where(better, a, best)
+    return idx, np.broadcast_to(best, shape)
+
+
 def choose(options: Mapping[str, Any]):
     """The cheapest of several options: returns ``(choice, value)``.
 
@@ -438,9 +455,7 @@ def choose(options: Mapping[str, Any]):
         raise ValueError("choose() needs at least one option")
     vals = [options[k] for k in labels]
     if any(isinstance(v, np.ndarray) for v in vals):
-        stack = np.stack(np.broadcast_arrays(*[np.asarray(v, dtype=float) for v in vals]))
-        idx = np.argmin(stack, axis=0)
-        return idx, np.take_along_axis(stack, idx[None, ...], axis=0)[0]
+        return _choose_arrays([np.asarray(v, dtype=float) for v in vals])
     best = 0
     for i in range(1, len(vals)):
         if value_of(vals[i]) < value_of(vals[best]):

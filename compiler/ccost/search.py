@@ -12,13 +12,17 @@ How it runs:
   ``dp``, ``batch``, ``microbatches``, ``seq``, ``overlap``) become arrays. Choices that change *which*
   formulas run (``allreduce``, ``fsdp``, ``cross_node``) are decided in Python (``lower.Static``): the
   search makes one pass per combination of them.
-* **Chunks.** Within a pass the cartesian product of the array axes is enumerated in chunks of
-  ``CHUNK`` points (flat indices decoded with ``np.unravel_index``), so memory stays bounded whatever
-  the size of the search.
+* **Chunks.** Within a pass the array axes split into *layouts* (the combinations of ``tp``, ``pp``,
+  ``ep``, ``dp``: all the layout constraints read) and *columns* (the combinations of the others). The
+  layout grid is enumerated in chunks of ``CHUNK`` layouts (flat indices decoded with
+  ``np.unravel_index``), and the layouts that pass the layout constraints are priced in blocks of at most
+  ``CHUNK`` points, rows (layouts, a column vector) × columns (a row vector): numpy broadcasting computes
+  a quantity of the layout alone once per layout and one of the columns alone once per column. Memory
+  stays bounded by the chunk whatever the size of the search (``_Grid``).
 * **Constraints mask, never skip.** Each constraint is a boolean array over the chunk. The *layout*
   constraints (GPUs, pp ≤ layers, tp in the domain, tp | kv_heads, pp | layers) need no pricing: they are
-  tested on every point, and only the points that pass them are priced (the chunk's arrays compressed
-  with the mask, no Python loop); the *priced* constraints (memory, overhead, efficiency, finite numbers)
+  tested on every layout (each counting for all its columns), and only the layouts that pass them are
+  priced (the chunk's arrays compressed with the mask, no Python loop); the *priced* constraints (memory, overhead, efficiency, finite numbers)
   are tested on those. Points that cannot be a plan at all (more GPUs than ``max_gpus`` or the cluster,
   more pipeline stages than layers) are constraints too, first in the list. The search counts, per
   constraint, the points it was tested on, the points that fail it and the points it removed (failing it
@@ -231,6 +235,26 @@ class _Best:
         sel = select(merged)
         self.cols = {k: v[sel] for k, v in merged.items()}
 
+    def merge_rows(self, keys: dict, rows, take, select) -> None:
+        """``merge`` of the points ``rows`` of a chunk whose columns ``take(rows)`` gives: the selection
+        reads only ``keys`` (the columns ``select`` sorts by, at every point of the chunk), and only the
+        points it keeps are gathered, so the result is the one ``merge`` gives with every column."""
+        import numpy as np
+
+        new = {k: v[rows] for k, v in keys.items()}
+        n_old = 0 if self.cols is None else len(self.cols["index"])
+        merged = new if self.cols is None else {k: np.concatenate([self.cols[k], new[k]]) for k in new}
+        sel = np.asarray(select(merged))
+        old = sel < n_old
+        fresh = take(rows[sel[~old] - n_old])
+        if self.cols is None:
+            self.cols = fresh
+            return
+        perm = np.empty(sel.size, dtype=np.intp)
+        perm[old] = sel[old]
+        perm[~old] = n_old + np.arange(sel.size - int(np.count_nonzero(old)))
+        self.cols = {k: np.concatenate([self.cols[k], fresh[k]])[perm] for k in self.cols}
+
 
 def _objective_order(cols: dict, objective: str):
     """Indices of ``cols`` sorted best first by the objective, ties broken by the other measures and
@@ -347,31 +371,32 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
     done = 0
     priced = 0
 
-    def count(key: str, fail, alive):
-        """Tally one constraint over the points still alive (or all, for `failed`) and mask them."""
+    def count(key: str, fail, alive, weight: int = 1):
+        """Tally one constraint over the points still alive (or all, for `failed`) and mask them.
+        ``weight``: the points each entry stands for (a layout stands for every column of it)."""
         if fail is None:
             return alive
-        tested[key] += fail.size
-        failed[key] += int(np.count_nonzero(fail))
-        removed[key] += int(np.count_nonzero(fail & alive))
+        tested[key] += fail.size * weight
+        failed[key] += int(np.count_nonzero(fail)) * weight
+        removed[key] += int(np.count_nonzero(fail & alive)) * weight
         return alive & ~fail
 
+    grid = _Grid(array_names, array_vals, chunk)
     for p_i, combo in enumerate(itertools.product(*(axes[f] for f in static_names))):
         fixed = dict(zip(static_names, combo))
         plan = replace(base, seq=seq0, **fixed)
         static, x0 = lower.prepare(plan, policy)
-        for start in range(0, per_pass, chunk):
-            stop = min(per_pass, start + chunk)
-            flat = np.arange(start, stop)
+        for start in range(0, grid.n_layouts, grid.layout_chunk):
+            stop = min(grid.n_layouts, start + grid.layout_chunk)
             n = stop - start
-            idx = np.unravel_index(flat, shape) if shape else ()
-            vals = {f: v[i] for f, v, i in zip(array_names, array_vals, idx)}
+            lvals, row_off = grid.layouts(start, stop)
 
-            def axis(f, vals=vals):
+            def axis(f, vals=lvals):
                 return vals[f] if f in vals else float(getattr(base, f))
 
-            # Layout constraints need no pricing: tested on every point, and only the points that pass
-            # them are priced (compressed arrays, not a Python loop).
+            # Layout constraints need no pricing and read only tp, pp, ep, dp: tested once per layout (each
+            # stands for every combination of the other axes), and only the layouts that pass them are
+            # priced (compressed arrays, not a Python loop).
             tp, pp = axis("tp"), axis("pp")
             gpus = np.broadcast_to(tp * pp * axis("ep") * axis("dp") * float(base.cp), (n,))
             layout_fails = {
@@ -386,14 +411,21 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
             }
             alive = np.ones(n, dtype=bool)
             for k in names[:6]:
-                alive = count(k, layout_fails[k], alive)
+                alive = count(k, layout_fails[k], alive, grid.n_columns)
             keep = np.nonzero(alive)[0]
-            done += n
-            if keep.size:
-                priced += keep.size
-                _price_chunk(lower, analysis, static, x0, plan, {f: v[keep] for f, v in vals.items()},
-                             (p_i * per_pass + flat)[keep], st, count, names[6:], top, front, top_select,
-                             best_removed, mem_limit, pr)
+            blocks = grid.blocks(keep.size)
+            for b_i, (r0, r1, c0, c1) in enumerate(blocks):
+                rows = keep[r0:r1]
+                cvals, col_off = grid.columns(c0, c1)
+                vals = {f: v[rows][:, None] for f, v in lvals.items()}
+                vals.update(cvals)
+                priced += rows.size * (c1 - c0)
+                _price_chunk(lower, analysis, static, x0, plan, vals,
+                             p_i * per_pass + row_off[rows][:, None] + col_off, st, count, names[6:], top, front,
+                             top_select, best_removed, mem_limit, pr)
+                if progress is not None and b_i + 1 < len(blocks):
+                    progress(done + n * grid.n_columns * (b_i + 1) // len(blocks), total)
+            done += n * grid.n_columns
             if progress is not None:
                 progress(done, total)
 
@@ -403,14 +435,122 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
                      static_names, array_names, shape, per_pass, worst, max(mem_limit) if mem_limit else None)
 
 
+#: The array axes the layout constraints read: a *layout* is one combination of them; the other array axes
+#: (batch, microbatches, seq, overlap) make the *columns* every layout is priced at.
+LAYOUT_AXES = ("tp", "pp", "ep", "dp")
+
+
+class _Grid:
+    """The array axes of a pass as layouts × columns, in chunks.
+
+    The flat index of a point in search order is Σ index·stride over the axes, so it splits into a layout
+    part and a column part whatever order the axes were written in. The layout constraints are tested once
+    per layout; the layouts that pass are priced in blocks of rows × columns: the inputs go to
+    ``lower`` as a column vector (tp, pp, ep, dp) and a row vector (batch, ...), so a quantity that depends
+    on the layout only (weights per GPU, gradient collectives, ...) is computed once per layout and one
+    that depends on the columns only (activation sizes) once per column, and numpy broadcasts them. Every
+    element is the same IEEE operation on the same operands as the flat evaluation: the bits do not change.
+    A block holds at most ``chunk`` points (one layout and ``chunk`` columns when a layout has more)."""
+
+    def __init__(self, names: list[str], vals: list, chunk: int):
+        import numpy as np
+
+        shape = [len(v) for v in vals]
+        strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+        lay = [i for i, f in enumerate(names) if f in LAYOUT_AXES]
+        col = [i for i, f in enumerate(names) if f not in LAYOUT_AXES]
+        self.l_names, self.c_names = [names[i] for i in lay], [names[i] for i in col]
+        self.l_vals, self.c_vals = [vals[i] for i in lay], [vals[i] for i in col]
+        self.l_shape, self.c_shape = tuple(shape[i] for i in lay), tuple(shape[i] for i in col)
+        self.l_strides = np.asarray([strides[i] for i in lay], dtype=np.int64)
+        self.c_strides = np.asarray([strides[i] for i in col], dtype=np.int64)
+        self.n_layouts, self.n_columns = math.prod(self.l_shape), math.prod(self.c_shape)
+        self.layout_chunk = max(1, chunk)
+        self.col_block = max(1, min(self.n_columns, chunk))
+        self.rows_per_block = max(1, chunk // self.col_block)
+        self._cols = self._columns(0, self.n_columns) if self.n_columns <= chunk else None
+
+    @staticmethod
+    def _decode(start: int, stop: int, names, vals, shape, strides):
+        import numpy as np
+
+        flat = np.arange(start, stop)
+        if not shape:
+            return {}, np.zeros(stop - start, dtype=np.int64)
+        idx = np.unravel_index(flat, shape)
+        off = idx[0] * strides[0]
+        for i, s in zip(idx[1:], strides[1:]):
+            off = off + i * s
+        return {f: v[i] for f, v, i in zip(names, vals, idx)}, off
+
+    def layouts(self, start: int, stop: int):
+        """Layouts ``start:stop`` of the layout grid: (field → values, flat-index offsets)."""
+        return self._decode(start, stop, self.l_names, self.l_vals, self.l_shape, self.l_strides)
+
+    def _columns(self, start: int, stop: int):
+        vals, off = self._decode(start, stop, self.c_names, self.c_vals, self.c_shape, self.c_strides)
+        return {f: v[None, :] for f, v in vals.items()}, off[None, :]
+
+    def columns(self, start: int, stop: int):
+        """Columns ``start:stop`` as row vectors: (field → values, flat-index offsets)."""
+        if self._cols is not None and (start, stop) == (0, self.n_columns):
+            return self._cols
+        return self._columns(start, stop)
+
+    def blocks(self, rows: int) -> list[tuple[int, int, int, int]]:
+        """(row start, row stop, column start, column stop) of the blocks that price ``rows`` layouts."""
+        return [(r0, min(rows, r0 + self.rows_per_block), c0, min(self.n_columns, c0 + self.col_block))
+                for r0 in range(0, rows, self.rows_per_block) for c0 in range(0, self.n_columns, self.col_block)]
+
+
+#: glibc ``mallopt`` parameters: keep this much freed memory at the top of the heap, and serve blocks below
+#: this size from the heap rather than fresh ``mmap`` pages (see ``_keep_freed_memory``).
+_M_TOP_PAD, _M_MMAP_THRESHOLD = -2, -3
+_HEAP_PAD = 64 << 20
+_MMAP_THRESHOLD = 32 << 20
+_malloc_tuned = False
+
+
+def _keep_freed_memory() -> None:
+    """Ask glibc's allocator to keep freed memory for reuse instead of returning it to the system.
+
+    Pricing a block allocates and frees a few hundred arrays of up to ``CHUNK`` doubles (256 KiB). By
+    default glibc hands such blocks back (``munmap``, or trimming the heap's top) as soon as they are
+    freed, and every block's arrays then page-fault fresh zeroed pages: measured on both search benches,
+    that is 35–40 % of the search's time. ``M_TOP_PAD`` = 64 MiB keeps that much freed heap mapped, and a
+    fixed ``M_MMAP_THRESHOLD`` of 32 MiB serves the arrays from the heap. The process keeps at most
+    64 MiB it is not using; the search's own memory stays bounded by the chunk. Once per process; a no-op
+    on other C libraries (``mallopt`` is glibc's)."""
+    global _malloc_tuned
+    if _malloc_tuned:
+        return
+    _malloc_tuned = True
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_TOP_PAD, _HEAP_PAD)
+        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+    except (OSError, AttributeError):  # pragma: no cover - an unusual libc: keep its defaults
+        pass
+
+
 def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, checks, top, front, top_select,
                  best_removed, mem_limit, pr=None):
-    """Price the points of one chunk that passed the layout constraints (``vals``: field → array), apply
-    the priced constraints (keeping, per constraint, the best point it removed, so the output can say what
-    it cost) and fold the survivors into the running top and Pareto front."""
+    """Price the points of one block that passed the layout constraints (``vals``: field → array, arrays
+    that broadcast to ``index``'s shape: layouts × columns, see ``_Grid``; ``index``: each point's number in
+    search order), apply the priced constraints (keeping, per constraint, the best point it removed, so
+    the output can say what it cost) and fold the survivors into the running top and Pareto front."""
     import numpy as np
 
+    _keep_freed_memory()
+    shape = index.shape
     n = index.size
+    index = index.reshape(n)
     inputs = {}
     for f, v in vals.items():
         if f == "seq":
@@ -424,47 +564,77 @@ def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, chec
     c = prog.compute
 
     def full(a):
-        return np.broadcast_to(np.asarray(a, dtype=float), (n,))
+        """``a`` (a layout's, a column's or a point's value) at every point of the block, flat."""
+        a = np.asarray(a, dtype=float)
+        if a.shape == (n,):  # already flat (computed from flat columns)
+            return a
+        return np.broadcast_to(a, shape).reshape(n)
+
+    def test(fail):
+        """A constraint's failures, computed on the sub-grid its operands span, at every point, flat."""
+        return np.broadcast_to(fail, shape).reshape(n)
 
     # latency: one step through every stage in turn (what a user waits); step: the pipelined step time
-    lat, step, thr_gpu = full(m.latency), full(m.step), full(m.throughput_gpu)
-    mem, limit = full(c.mem_total), full(c.mem_limit)
-    ovh, eff = full(m.overhead), full(m.efficiency)
-    fits = mem <= limit
+    mem, limit = np.asarray(c.mem_total, dtype=float), np.asarray(c.mem_limit, dtype=float)
     fails = {
-        "fits_memory": ~fits if st.fits_memory else None,
-        "max_overhead": ~(ovh <= st.max_overhead) if st.max_overhead is not None else None,
-        "min_efficiency": ~(eff >= st.min_efficiency) if st.min_efficiency is not None else None,
-        "finite": ~(np.isfinite(lat) & np.isfinite(step) & np.isfinite(thr_gpu)),
+        "fits_memory": test(~(mem <= limit)) if st.fits_memory else None,
+        "max_overhead": test(~(np.asarray(m.overhead, dtype=float) <= st.max_overhead))
+        if st.max_overhead is not None else None,
+        "min_efficiency": test(~(np.asarray(m.efficiency, dtype=float) >= st.min_efficiency))
+        if st.min_efficiency is not None else None,
+        "finite": test(~(np.isfinite(np.asarray(m.latency, dtype=float)) & np.isfinite(np.asarray(m.step, dtype=float))
+                         & np.isfinite(np.asarray(m.throughput_gpu, dtype=float)))),
     }
     mem_limit.add(float(np.max(limit)) if n else None)
-    cols = {
-        "index": index, "gpus": full(m.gpus), "latency_s": lat, "step_time_s": step,
-        "throughput_per_gpu": thr_gpu, "throughput_tokens_s": full(m.throughput),
-        "efficiency": eff, "overhead": ovh, "speedup": full(m.speedup),
-        "compute_time_s": full(m.T_compute), "comm_time_s": full(m.T_comm),
-        "bubble": full(m.bubble), "memory_bytes_per_gpu": mem, "fits_memory": fits,
+    # Every column a kept point records, at the shape it was computed in: only the few points that enter
+    # the running top, front or best-removed tables are gathered (`take`); the selections read the keys.
+    srcs = {
+        "gpus": m.gpus, "latency_s": m.latency, "step_time_s": m.step,
+        "throughput_per_gpu": m.throughput_gpu, "throughput_tokens_s": m.throughput,
+        "efficiency": m.efficiency, "overhead": m.overhead, "speedup": m.speedup,
+        "compute_time_s": m.T_compute, "comm_time_s": m.T_comm,
+        "bubble": m.bubble, "memory_bytes_per_gpu": mem,
     }
+    keys = {"index": index, "gpus": full(m.gpus), "latency_s": full(m.latency),
+            "throughput_per_gpu": full(m.throughput_gpu)}
     # cost per million tokens at the plan's load (ccost.economics, the formulas of a single plan); NaN
     # when the cluster is not priced (then no record carries it and the objective refuses to run)
     if pr is not None and pr.priced:
         from ccost import economics
 
-        cols["cost_per_mtok_usd"] = full(economics.economics(plan, pr, full(m.gpus), full(m.throughput)).cost_mtok)
+        keys["cost_per_mtok_usd"] = full(economics.economics(plan, pr, keys["gpus"], full(m.throughput)).cost_mtok)
     else:
-        cols["cost_per_mtok_usd"] = np.full(n, np.nan)
+        keys["cost_per_mtok_usd"] = np.full(n, np.nan)
     # The AllReduce algorithm each point's TP (and, training, DP) group used: `auto` picks per point.
+    codes = {}
     for key in ("TP", "DP"):
-        code = np.full(n, -1)
+        code = np.asarray(-1)
         for k in prog.collectives:
             if k.key == key and k.kind == "allreduce":
                 if isinstance(k.algorithm, str):
-                    code = np.full(n, ALGORITHMS.index(k.algorithm))
+                    code = np.asarray(ALGORITHMS.index(k.algorithm))
                 else:
-                    code = np.asarray([ALGORITHMS.index(a) for a in k.candidates])[
-                        np.broadcast_to(k.algorithm, (n,))]
-                code = np.where(full(k.group_size) > 1, code, -1)  # a group of one runs no AllReduce
-        cols[f"{key.lower()}_algorithm"] = code
+                    code = np.asarray([ALGORITHMS.index(a) for a in k.candidates])[k.algorithm]
+                # a group of one runs no AllReduce
+                code = np.where(np.asarray(k.group_size, dtype=float) > 1, code, -1)
+        codes[f"{key.lower()}_algorithm"] = code
+
+    def take(rows):
+        """Every column at the flat positions ``rows`` of the block."""
+        r, q = np.divmod(rows, shape[1]) if len(shape) == 2 else (rows, None)
+
+        def at(a, dtype):
+            a = np.asarray(a, dtype=dtype)
+            return a[rows] if a.shape == (n,) else np.broadcast_to(a, shape)[r, q]
+
+        out = {"index": index[rows]}
+        out.update({k: at(v, float) for k, v in srcs.items()})
+        out["gpus"] = keys["gpus"][rows]
+        out["fits_memory"] = at(mem, float) <= at(limit, float)
+        out["cost_per_mtok_usd"] = keys["cost_per_mtok_usd"][rows]
+        out.update({k: at(v, np.int64) for k, v in codes.items()})
+        return out
+
     alive = np.ones(n, dtype=bool)
     for k in checks:
         before = alive
@@ -472,13 +642,12 @@ def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, chec
         if k != "finite" and fails[k] is not None:
             gone = np.nonzero(before & ~alive)[0]
             if gone.size:
-                best_removed[k].merge({c: v[gone] for c, v in cols.items()}, top_select)
+                best_removed[k].merge_rows(keys, gone, take, top_select)
     keep = np.nonzero(alive)[0]
     if not keep.size:
         return
-    cols = {c: v[keep] for c, v in cols.items()}
-    top.merge(cols, top_select)
-    front.merge(cols, _pareto_select)
+    top.merge_rows(keys, keep, take, top_select)
+    front.merge_rows(keys, keep, take, _pareto_select)
 
 
 def _decode(search: Search, index: int, static_names, array_names, shape, per_pass) -> dict:

@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 INFER = REPO / "bench" / "validation" / "inference.ccost"
 DECODE_PLANS = ["v9_tp1", "v9_tp2", "v9_tp4", "v9_tp8", "v11b_tp2_b1", "v11b_tp4_b1", "v11b_tp8_b1", "v11b_tp2_b16",
                 "v11b_tp8_b16", "v11e_llama70b"]
-TRUE = {"step_overhead": 4e-3, "layer_overhead": 30e-6, "hbm_efficiency": 0.80, "gemm_efficiency": 0.70,
+TRUE = {"step_overhead": 4e-3, "layer_overhead": 30e-6, "seq_overhead": 100e-6, "hbm_efficiency": 0.80,
+        "gemm_efficiency": 0.70,
         "attention_efficiency": 0.50, "collective_floor": 15e-6}
 
 

@@ -57,3 +57,47 @@ def test_tp16_across_nodes_does_not_win(two_nodes):
 
     failing = {line.split(":")[0] for line in gate.policy_failures(spec, res)}
     assert failing == {"tp16", "tp16_b1", "tp16_measured", "tp16_b1_measured"}
+
+
+@pytest.fixture(scope="module")
+def deepseek():
+    spec, res = _results("deepseek-v3-decode.ccost")
+    return spec, res, {s.name: s for s in evaluate.explain(spec, "tp8")}
+
+
+def test_deepseek_v3_kv_cache_is_the_mla_latent(deepseek):
+    _, res, steps = deepseek
+    # MLA latent: (kv_lora_rank 512 + qk_rope_head_dim 64) × 61 layers × 2 B = 70,272 B per token
+    latent = (512 + 64) * 61 * 2
+    assert latent == 70_272
+    assert steps["kv_token"].value == pytest.approx(latent, rel=0.10)  # the must-show: within 10 %
+    assert steps["kv_token"].value == pytest.approx(latent, rel=1e-12)
+    # replicated on every TP rank: 8 sequences × 4,096 tokens × 70,272 B = 2,302,672,896 B per GPU, far from
+    # the 128 full K and V heads a model without the latent would be charged (2 × 61 × 128 × 128 × 2 B =
+    # 3,997,696 B per token, 57× more)
+    assert res.plans["tp8"].doc["memory"]["kv_cache_bytes"] == pytest.approx(8 * 4096 * 70_272, rel=1e-12)
+
+
+def test_deepseek_v3_batch_8_decode_reads_the_expected_share_of_experts(deepseek):
+    _, res, steps = deepseek
+    # T = 8 tokens, each to k = 8 of E = 256 routed experts, uniformly and independently: an expert is hit
+    # with probability 1 − (1 − 8/256)^8 = 1 − (248/256)^8 = 0.2243 (57.4 experts of 256 per layer)
+    share = 1 - (248 / 256) ** 8
+    assert share == pytest.approx(0.2243, abs=1e-4)
+    assert steps["hit"].value == pytest.approx(share, rel=1e-12)
+    # the expert bytes read per GPU: routed-expert parameters on one GPU × the share. One expert (all 58 MoE
+    # layers): (671e9 − 37e9)/(256 − 8) = 2.5564516e9; dense (shared expert, attention, 3 dense layers,
+    # embeddings): 37e9 − 8 × 2.5564516e9 = 16.548387e9; routed: 671e9 − 16.548387e9 = 654.451613e9, /8 GPUs =
+    # 81.806452e9 parameters = 81.806452 GB in FP8; × 0.2243 = 18.35 GB
+    expert = (671e9 - 37e9) / 248
+    routed_gpu = (671e9 - (37e9 - 8 * expert)) / 8
+    assert steps["W_experts"].value == pytest.approx(routed_gpu * share, rel=1e-9)
+    assert routed_gpu * share == pytest.approx(18.35e9, rel=1e-3)
+    # the derivation ccost explain prints shows the share
+    assert "1 − (1 − k/E)^T" in steps["hit"].description
+
+
+def test_deepseek_v3_batch_1_reads_the_8_experts_its_token_chose():
+    spec, _ = check.load_spec(str(REPO / "specs" / "deepseek-v3-decode.ccost"))
+    steps = {s.name: s for s in evaluate.explain(spec, "tp8_b1")}
+    assert steps["hit"].value == pytest.approx(8 / 256, rel=1e-12)  # 3.125 %

@@ -101,3 +101,22 @@ def test_deepseek_v3_batch_1_reads_the_8_experts_its_token_chose():
     spec, _ = check.load_spec(str(REPO / "specs" / "deepseek-v3-decode.ccost"))
     steps = {s.name: s for s in evaluate.explain(spec, "tp8_b1")}
     assert steps["hit"].value == pytest.approx(8 / 256, rel=1e-12)  # 3.125 %
+
+
+def test_the_review_names_the_stack_profile_of_each_plan_and_its_source():
+    from ccost.report import review
+
+    view = review(REPO / "specs" / "deepseek-v3-decode.ccost", include_git=False, charts=False).view
+    by_title = {a.topic: a.text for a in view.assumptions}
+    prof = by_title["stack profile serving_default"]
+    assert "prices tp8, tp8_b1, tp8_b64" in prof and "bench/fit_stack.py" in prof
+    assert "per running sequence 158 µs" in prof and "HBM 90 %" in prof
+    assert "Priced under stack profile `serving_default` (the bundled default for decode" in by_title["plan tp8"]
+    # the notes' worked example names its own profile
+    a1 = review(REPO / "specs" / "a1-tp-decode.ccost", include_git=False, charts=False).view
+    titles = {a.topic: a.text for a in a1.assumptions}
+    assert "the reference notes' model" in titles["stack profile ideal"]
+    assert "Priced under stack profile `ideal`." in titles["plan tp8"]
+    # "not modelled" no longer claims that launch overheads are left out: the stack profile charges them
+    left_out = {a.topic for a in view.not_modelled}
+    assert "Launch overhead" not in left_out and {"Serving engine", "MoE routing"} <= left_out

@@ -59,7 +59,9 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
   instance's work (ep·B sequences) on one GPU: all weights, the instance's KV cache, no communication.
 * **The software stack** (``stack``, issue 13): HBM bandwidth × ``hbm_efficiency``; peak FLOP/s ×
   ``gemm_efficiency`` (a GPU's measured ``achieved_flops`` wins); ``layer_overhead``·L/pp per stage (and per
-  micro-batch); ``step_overhead`` once per step; every collective at least ``collective_floor``.
+  micro-batch); host time T_host = ``step_overhead`` + ``seq_overhead``·B once per step (the per-sequence
+  part in decode and prefill only: B running sequences per replica); every collective at least
+  ``collective_floor``.
   With ``roofline = operator`` (every bundled serving profile), decode and prefill price each operator
   class on its own and add them (``_operators``): the weight GEMMs (FP8 weights at ``fp8_flops``), the MoE
   experts the step's tokens hit (E·(1 − (1 − k/E)^T) per layer for T tokens routed uniformly), attention

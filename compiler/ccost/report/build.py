@@ -667,14 +667,11 @@ NOT_MODELLED = (
     ("NCCL protocols", "A spec-sheet link has one α and one bandwidth. NCCL's LL, LL128 and Simple protocols, "
      "channel counts and chunking change both with message size: only a link measured with nccl-tests and "
      "fitted by `ccost calibrate` carries that curve (and its small-message floor)."),
-    ("Serving engine", "The software stack is a profile of a few numbers (fixed time per step, per layer and "
-     "per running sequence; achieved shares of HBM bandwidth and peak FLOP/s; a collective floor), fitted to "
-     "published measurements of vLLM and TensorRT-LLM (`bench/fit_stack.py`) and named per plan above. A "
-     "decode or prefill plan is one step of a fixed batch: continuous batching (prefill chunks of arriving "
-     "requests mixed into decode steps), speculative decoding and prefix caching are not modelled."),
-    ("MoE routing", "A decode step reads the routed experts its tokens hit, E·(1 − (1 − k/E)^T) per layer for "
-     "T tokens routed uniformly and independently; real routing is skewed (fewer distinct experts) and "
-     "load-imbalanced across EP ranks (a slowest rank), neither of which is modelled."),
+    ("Serving engine", "A decode or prefill plan is one step of a fixed batch, priced under the stack profile "
+     "named above (a few numbers fitted to published vLLM and TensorRT-LLM measurements): continuous "
+     "batching, speculative decoding and prefix caching are not modelled."),
+    ("MoE routing", "A step reads the experts its T tokens hit, E·(1 − (1 − k/E)^T) per layer, for uniform "
+     "independent routing; routing skew and EP load imbalance are not modelled."),
     ("All-to-All volume", "All-to-All moves (P−1)/P of each GPU's m bytes (the local share stays put, as in "
      "“Communication Cost Analysis” §2), in P−1 hops; “Communication Cost Math — Distributed Inference” §2 charges the full "
      "B·S·k·d·bytes."),

@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 INFER = REPO / "bench" / "validation" / "inference.ccost"
 DECODE_PLANS = ["v9_tp1", "v9_tp2", "v9_tp4", "v9_tp8", "v11b_tp2_b1", "v11b_tp4_b1", "v11b_tp8_b1", "v11b_tp2_b16",
                 "v11b_tp8_b16", "v11e_llama70b"]
-TRUE = {"step_overhead": 4e-3, "layer_overhead": 30e-6, "hbm_efficiency": 0.80, "gemm_efficiency": 0.70,
+TRUE = {"step_overhead": 4e-3, "layer_overhead": 30e-6, "seq_overhead": 100e-6, "hbm_efficiency": 0.80,
+        "gemm_efficiency": 0.70,
         "attention_efficiency": 0.50, "collective_floor": 15e-6}
 
 
@@ -108,20 +109,27 @@ def test_the_review_shows_a_measured_profile_with_its_hold_out(tmp_path, capsys)
     import os
     import shutil
 
-    steps = _synthetic_csv(tmp_path)
-    shutil.copy(INFER, tmp_path / "inference.ccost")
+    # a small project (a `.git` entry marks its root) laid out like the repository: inference.ccost imports
+    # the measured A100 link from specs/measured/
+    here = tmp_path / "bench" / "validation"
+    here.mkdir(parents=True)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "specs" / "measured").mkdir(parents=True)
+    shutil.copy(REPO / "specs" / "measured" / "a100-nvlink.ccost", tmp_path / "specs" / "measured")
+    steps = _synthetic_csv(here)
+    shutil.copy(INFER, here / "inference.ccost")
 
     cwd = os.getcwd()
-    os.chdir(tmp_path)
+    os.chdir(here)
     try:
         assert main(["calibrate", "--steps", steps.name, "--name", "vllm_measured", "--folds", "2",
                      "-o", "stack.ccost"]) == 0
     finally:
         os.chdir(cwd)
-    spec = tmp_path / "plan.ccost"
+    spec = here / "plan.ccost"
     spec.write_text('import "stack.ccost"\nimport "inference.ccost"\nplan mine extends v9_tp4 { stack = vllm_measured }\n')
     res = check_file(str(spec))
     assert res.ok, [(d.code, d.message) for d in res.errors]
-    cals = calibrations_for(res.spec, ["mine"], tmp_path)["mine"]
+    cals = calibrations_for(res.spec, ["mine"], here)["mine"]
     prof = [c for c in cals if c.link == "stack vllm_measured"]
     assert prof and prof[0].svg and "2-fold hold-out median" in prof[0].note

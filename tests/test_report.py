@@ -215,8 +215,11 @@ def test_inputs_name_units_and_spec_sheet_vs_measured(a1_review):
 
 def test_assumptions_say_what_the_model_leaves_out(a1_review):
     text = section(render(a1_review(charts=False)), "assumptions")
-    for topic in ("Congestion", "NCCL protocols", "Launch overhead", "One-shot volume", "All-to-All volume"):
+    for topic in ("Congestion", "NCCL protocols", "Serving engine", "MoE routing", "One-shot volume",
+                  "All-to-All volume"):
         assert topic in text
+    # launch overheads are no longer left out: the stack profile that priced each plan charges them
+    assert "Launch overhead" not in text and "stack profile " in text and "Priced under stack profile" in text
     assert "ring on nvlink4" in text and "tree on nvlink4" in text  # the algorithm each plan uses
     assert "Overlap assumed: 0 %" in text
 

@@ -37,6 +37,33 @@ plan p { model = m; cluster = node; phase = decode; batch = 1; stack = s }
     assert d["step_time_s"] == pytest.approx(101.1 * MS, **HAND)
 
 
+def test_seq_overhead_adds_per_running_sequence_in_serving_only():
+    stack = "stack s { step_overhead = 1 ms; seq_overhead = 100 us }\n"
+    one = doc(stack + "plan p { model = m; cluster = node; phase = decode; batch = 1; stack = s }", "p")
+    many = doc(stack + "plan p { model = m; cluster = node; phase = decode; batch = 16; stack = s }", "p")
+    # weights 100 GB / 2 TB/s = 50 ms (GEMM FLOPs 2 × 50e9 × 16 = 1.6e12 / 1e15 = 1.6 ms: memory-bound);
+    # + 1 ms per step + 100 µs per sequence: batch 1 → 51.1 ms, batch 16 → 52.6 ms
+    assert one["step_time_s"] == pytest.approx(51.1 * MS, **HAND)
+    assert many["step_time_s"] == pytest.approx(52.6 * MS, **HAND)
+    # prefill charges it per sequence too: 4 prompts of 10 tokens: 40 tokens × 2 × 50e9 = 4e12 FLOPs = 4 ms
+    # < 50 ms of weights; attention and KV writes are µs; + 1 ms + 4 × 0.1 ms
+    pre = doc(stack + "plan p { model = m; cluster = node; phase = prefill; batch = 4; seq = 10; stack = s }", "p")
+    assert pre["compute_time_s"] == pytest.approx(51.4 * MS, rel=1e-3)
+    # a training step has no running sequences: seq_overhead changes nothing there
+    train = "plan p { model = m; cluster = node; phase = train; batch = 4; seq = 128; stack = %s }"
+    assert doc(stack + train % "s", "p")["step_time_s"] == doc(
+        "stack s { step_overhead = 1 ms }\n" + train % "s", "p")["step_time_s"]
+
+
+def test_seq_overhead_is_named_in_the_derivation():
+    r = check.check_text(HW + "stack s { seq_overhead = 100 us }\n"
+                         "plan p { model = m; cluster = node; phase = decode; batch = 8; stack = s }", "t.ccost")
+    steps = {s.name: s for s in evaluate.explain(r.spec, "p")}
+    # T_host = t_step + t_seq·B = 0 + 100 µs × 8 = 0.8 ms, its input named with the stack as its source
+    assert steps["T_host"].value == pytest.approx(0.8 * MS, **HAND)
+    assert steps["t_seq"].kind == "input" and "stack s" in steps["t_seq"].source
+
+
 def test_collective_floor_holds_small_collectives():
     d = doc("""
 stack s { collective_floor = 50 us }
@@ -79,12 +106,16 @@ def test_ideal_and_an_empty_stack_are_the_notes_model():
 def test_a_plan_without_a_stack_gets_the_bundled_default_for_its_phase():
     serving = lower.default_stack("decode")
     assert serving.name == "serving_default" and lower.default_stack("prefill") is serving
-    assert serving.step_overhead > 0 and 0 < serving.hbm_efficiency < 1 and serving.collective_floor > 0
-    assert serving.source
+    # fitted by bench/fit_stack.py: a fixed time per step and per sequence; the floor fits to 0 (the rows'
+    # engines run custom one-shot AllReduces inside NVLink; a measured link carries NCCL's own floor)
+    assert serving.step_overhead > 0 and serving.seq_overhead > 0 and 0 < serving.hbm_efficiency < 1
+    assert serving.collective_floor >= 0
+    assert "bench/fit_stack.py" in serving.source
     assert lower.default_stack("train").name == "training_default"
     d = doc("plan p { model = m; cluster = node; phase = decode; batch = 1 }", "p")
     # the default's own numbers, applied as in test_overheads_and_hbm_efficiency_add_as_stated
-    want = 100e9 / (2e12 * serving.hbm_efficiency) + 10 * serving.layer_overhead + serving.step_overhead
+    want = (100e9 / (2e12 * serving.hbm_efficiency) + 10 * serving.layer_overhead + serving.step_overhead
+            + 1 * serving.seq_overhead)  # one running sequence
     assert d["compute_time_s"] == pytest.approx(want, **HAND)
 
 

@@ -116,8 +116,8 @@ def analyse(program: lower.Program) -> Metrics:
     # Flush schedule: M + P − 1 slots of one micro-batch's stage time, plus the exposed communication
     # spread over the stages busy at once. P = M = 1: T_stage + T_exposed = T_latency, bit for bit.
     if program.static.overheads and not program.static.compute_given:
-        T_pipe = named("T_pipe", costs.pipeline_time(c.t_mb, x.pp, x.M) + x.t_step,
-                       "compute of the pipelined step: (M + P − 1)·t_mb + the stack's fixed time per step")
+        T_pipe = named("T_pipe", costs.pipeline_time(c.t_mb, x.pp, x.M) + c.T_host,
+                       "compute of the pipelined step: (M + P − 1)·t_mb + T_host (the stack's host time per step)")
     else:
         T_pipe = named("T_pipe", costs.pipeline_time(c.t_mb, x.pp, x.M),
                        "compute of the pipelined step: (M + P − 1)·t_mb")
@@ -146,11 +146,11 @@ def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, 
     over = program.static.overheads and not program.static.compute_given
     slot = named("t_slot", c.t_mb + exposed / x.pp, "one micro-batch on one stage: t_mb + T_exposed/P")
     rounds = derive.maximum(x.M, x.pp)
-    lat = x.pp * slot + x.t_step if over else x.pp * slot
+    lat = x.pp * slot + c.T_host if over else x.pp * slot
     latency = named("T_latency", lat, "a micro-batch's token through the P stages: P·t_slot"
-                    + (" + the stack's fixed time per step" if over else ""))
-    T_pipe = named("T_pipe", rounds * c.t_mb + x.t_step if over else rounds * c.t_mb,
-                   "compute of the steady-state step: max(M, P)·t_mb" + (" + t_step" if over else ""))
+                    + (" + T_host" if over else ""))
+    T_pipe = named("T_pipe", rounds * c.t_mb + c.T_host if over else rounds * c.t_mb,
+                   "compute of the steady-state step: max(M, P)·t_mb" + (" + T_host" if over else ""))
     step = named("T_step", T_pipe + rounds * exposed / x.pp,
                  "steady-state step (every sequence's next token): T_pipe + max(M, P)·T_exposed/P")
     in_flight = named("in_flight", derive.minimum(x.M, x.pp), "stages busy at once: min(M, P)")

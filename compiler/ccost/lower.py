@@ -59,7 +59,9 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
   instance's work (ep·B sequences) on one GPU: all weights, the instance's KV cache, no communication.
 * **The software stack** (``stack``, issue 13): HBM bandwidth × ``hbm_efficiency``; peak FLOP/s ×
   ``gemm_efficiency`` (a GPU's measured ``achieved_flops`` wins); ``layer_overhead``·L/pp per stage (and per
-  micro-batch); ``step_overhead`` once per step; every collective at least ``collective_floor``.
+  micro-batch); host time T_host = ``step_overhead`` + ``seq_overhead``·B once per step (the per-sequence
+  part in decode and prefill only: B running sequences per replica); every collective at least
+  ``collective_floor``.
   With ``roofline = operator`` (every bundled serving profile), decode and prefill price each operator
   class on its own and add them (``_operators``): the weight GEMMs (FP8 weights at ``fp8_flops``), the MoE
   experts the step's tokens hit (E·(1 − (1 − k/E)^T) per layer for T tokens routed uniformly), attention
@@ -133,6 +135,7 @@ class Static:
     mla: bool = False  # the KV cache holds an MLA latent per token (kv_lora_rank + qk_rope_head_dim)
     head_dim_given: bool = False
     floor: bool = False  # the stack's collectives have a small-message floor
+    seq_host: bool = False  # decode, prefill: the stack charges host time per running sequence (seq_overhead)
 
     @property
     def train(self) -> bool:
@@ -186,6 +189,7 @@ class Inputs:
     cp: Num = 1.0  # training: context-parallel degree
     t_step: Num = 0.0  # stack: fixed time per step
     t_layer: Num = 0.0  # stack: time per layer per step
+    t_seq: Num = 0.0  # stack: host time per running sequence per step (decode, prefill)
     T_floor: Num = 0.0  # stack: the least time of one collective
     hd: Num = 1.0  # attention head size (head_dim, else d/h)
     kv_lat: Num = 0.0  # MLA: latent elements cached per token per layer (kv_lora_rank + qk_rope_head_dim)
@@ -307,10 +311,12 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         zero=plan.optimizer_sharding, overlap_given="overlap" in plan.spans,
         tp_overlap=bool(stack.tp_comm_overlap), cp=plan.phase == "train" and plan.cp > 1,
         stack=stack.name, stack_source=stack.source, stack_default=plan.stack is None,
-        overheads=bool(stack.step_overhead or stack.layer_overhead), floor=bool(stack.collective_floor),
+        overheads=bool(stack.step_overhead or stack.layer_overhead
+                       or (stack.seq_overhead and plan.phase != "train")), floor=bool(stack.collective_floor),
         roofline="step" if plan.phase == "train" else stack.roofline, mla=bool(model.kv_lora_rank),
         steady=plan.phase != "train" and stack.pipeline == "steady",
         head_dim_given=bool(model.head_dim),
+        seq_host=bool(stack.seq_overhead) and plan.phase != "train",
     )
     fp8_gemm = (static.roofline == "operator" and model.weights == "fp8" and gpu.fp8_flops is not None)
     act = S.DTYPE_BYTES[model.activations]
@@ -336,6 +342,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         BW_elem=gpu.hbm_bandwidth * stack.elementwise_efficiency,
         cp=plan.cp if plan.phase == "train" else 1,
         t_step=stack.step_overhead, t_layer=stack.layer_overhead, T_floor=stack.collective_floor,
+        t_seq=stack.seq_overhead if plan.phase != "train" else 0.0,
         hd=model.head_dim or (model.hidden / model.heads if model.heads else 1),
         kv_lat=(model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0), d_c=model.kv_lora_rank or 0,
         R_attn=gpu.flops * stack.attention_efficiency,
@@ -414,6 +421,7 @@ _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
     "BW_elem": ("BW_elem", units.BANDWIDTH, "HBM bandwidth the elementwise kernels achieve"),
     "t_step": ("t_step", units.TIME, "stack: fixed time per step"),
     "t_layer": ("t_layer", units.TIME, "stack: time per layer per step"),
+    "t_seq": ("t_seq", units.TIME, "stack: host time per running sequence per step"),
     "T_floor": ("T_floor", units.TIME, "stack: the least time of one collective"),
     "hd": ("d_head", units.DIMENSIONLESS, "attention head size"),
     "kv_lat": ("d_latent", units.DIMENSIONLESS, "MLA latent cached per token per layer: kv_lora_rank + qk_rope_head_dim"),
@@ -460,7 +468,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
                 source += " (peak flops: no achieved_flops given)"
         if gpu.source:
             source += f"; {gpu.source}"
-    elif key in ("t_step", "t_layer", "T_floor"):
+    elif key in ("t_step", "t_layer", "T_floor", "t_seq"):
         source = f"stack {stack.name}" + ("" if plan.stack is not None else " (the default for the phase)")
         if stack.source:
             source += f"; {stack.source}"
@@ -553,6 +561,9 @@ class Compute:
     #: empty under the notes' whole-step roofline.
     operators: tuple = ()
     mem_activations: Num = 0.0  # training: activations held (ccost.training)
+    #: The stack's host time per step, once per step (not per stage or micro-batch): t_step, plus
+    #: t_seq·B in decode and prefill under a stack with seq_overhead; 0 without overheads.
+    T_host: Num = 0.0
 
 
 @dataclass(frozen=True)
@@ -764,6 +775,7 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
     flops_gpu = named("F_GPU", x.c_F * x.params_active * x.B * x.S / (x.tp * x.pp),
                       "FLOPs per step per GPU: c_F·N_active·B·S/(tp·pp)")
     operators: tuple = ()
+    T_host: Num = 0.0
     if static.compute_given:
         T_compute = named("T_compute", x.T_given, "compute time given in the plan")
         T_mem = T_flop = T_stage = named("T_stage", T_compute / x.pp, "compute time of one stage")
@@ -783,13 +795,14 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
         T_stage = named("T_stage", T_roof + T_layers if static.overheads else T_roof,
                         "one stage: Σ operators' rooflines" + (" + the stack's per-layer time" if static.overheads
                                                                else ""))
-        T_compute = named("T_compute", x.pp * T_stage + x.t_step if static.overheads else x.pp * T_stage,
+        T_host = _host(static, x, x.B)
+        T_compute = named("T_compute", x.pp * T_stage + T_host if static.overheads else x.pp * T_stage,
                           "compute on the critical path: a token crosses the pp stages in turn"
-                          + (", plus the stack's fixed time per step" if static.overheads else ""))
+                          + (", plus the stack's host time T_host" if static.overheads else ""))
         one = _operators(static, x, ",1", 1.0, x.W, None if n_dense is None else n_dense * b_w,
                          None if n_dense is None else (x.params - n_dense) * b_w, b_w, n_dense, n_expert1,
                          kv_one, x.ep * x.B, 1.0, 1.0)
-        T_one = one.T + (x.t_layer * x.L + x.t_step if static.overheads else 0.0)
+        T_one = one.T + (x.t_layer * x.L + _host(static, x, x.ep * x.B, named_=False) if static.overheads else 0.0)
         T_one = named("T_1", T_one, "the same work on one GPU (the instance's ep·B sequences), no communication")
         mb = _operators(static, x, ",mb", 1 / x.M, weights_gpu, _times(p_dense_gpu, b_w), _times(p_exp_gpu, b_w),
                         b_w, n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep)
@@ -807,9 +820,10 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
             T_layers = named("T_layers", x.t_layer * x.L / x.pp, "stack: per-layer time of one stage, t_layer·L/pp")
             T_stage = named("T_stage", maximum(T_mem, T_flop) + T_layers,
                             "one stage: the larger roofline bound + the stack's per-layer time")
-            T_compute = named("T_compute", x.pp * T_stage + x.t_step,
+            T_host = _host(static, x, x.B)
+            T_compute = named("T_compute", x.pp * T_stage + T_host,
                               "compute on the critical path: a token crosses the pp stages in turn, plus the "
-                              "stack's fixed time per step")
+                              "stack's host time T_host")
         else:
             T_stage = named("T_stage", maximum(T_mem, T_flop), "roofline of one stage: the larger bound")
             T_compute = named("T_compute", x.pp * T_stage,
@@ -820,7 +834,7 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
                           "FLOPs of the model instance's step on one GPU")
         T_one = maximum(costs.memory_time(bytes_one, x.BW_hbm), costs.flop_time(flops_one, x.R))
         if static.overheads:
-            T_one = T_one + x.t_layer * x.L + x.t_step
+            T_one = T_one + x.t_layer * x.L + _host(static, x, x.ep * x.B, named_=False)
         T_one = named("T_1", T_one, "the same work on one GPU, no communication")
         # Per micro-batch: the stage reads its whole weights again for every micro-batch (and 1/M of its
         # KV cache: the micro-batch's own sequences), but does only 1/M of the FLOPs. With M = 1 these are
@@ -866,7 +880,18 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
     tokens = named("tokens_step", x.dp * x.ep * x.B * x.S, "tokens per step, all replicas: dp·ep·B·S")
     return Compute(weights_gpu, kv_gpu, bytes_gpu, flops_gpu, T_mem, T_flop, T_stage, T_compute, T_one,
                    params_gpu, mem_weights, kv_gpu, mem_grads, mem_opt, mem_total, mem_limit, tokens,
-                   bytes_mb, flops_mb, T_mem_mb, T_flop_mb, t_mb, operators)
+                   bytes_mb, flops_mb, T_mem_mb, T_flop_mb, t_mb, operators,
+                   T_host=T_host if static.overheads and not static.compute_given else 0.0)
+
+
+def _host(static: Static, x: Inputs, seqs: Num, named_: bool = True) -> Num:
+    """The stack's host time per step for ``seqs`` running sequences: t_step, plus t_seq·seqs when the
+    stack charges a time per sequence (decode and prefill: scheduling, sampling, detokenising and output
+    processing per sequence). Without seq_overhead it is t_step itself, so existing derivations are unchanged."""
+    if not static.seq_host:
+        return x.t_step
+    t = x.t_step + x.t_seq * seqs
+    return named("T_host", t, "stack: host time per step, t_step + t_seq·B (per running sequence)") if named_ else t
 
 
 def _times(a: Num | None, b: Num | None) -> Num | None:

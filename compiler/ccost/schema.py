@@ -478,6 +478,9 @@ register(BlockKind(
               default=0.0, **R_STACK_OVERHEAD),
         Field("layer_overhead", TIME, "time per layer per step: kernel launches (smaller with CUDA graphs)",
               "20 us", default=0.0, **R_STACK_OVERHEAD),
+        Field("seq_overhead", TIME, "decode and prefill: host time per running sequence per step (scheduling, "
+              "sampling, detokenising and output processing that grow with the batch); a step of B sequences "
+              "adds B times it", "250 us", default=0.0, **R_STACK_OVERHEAD),
         Field("hbm_efficiency", FRACTION, "achieved share of the GPU's `hbm_bandwidth`", "85 %", default=1.0,
               **R_STACK_EFFICIENCY),
         Field("gemm_efficiency", FRACTION, "achieved share of the GPU's peak dense `flops` in weight GEMMs "

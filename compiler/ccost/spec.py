@@ -189,6 +189,7 @@ class Stack(Entity):
 
     step_overhead: float = 0.0  # s per step
     layer_overhead: float = 0.0  # s per layer per step
+    seq_overhead: float = 0.0  # s per running sequence per step (decode, prefill): host work that grows with the batch
     hbm_efficiency: float = 1.0
     gemm_efficiency: float = 1.0  # of the GPU's peak `flops` (its `achieved_flops`, when given, wins)
     attention_efficiency: float = 1.0
@@ -203,7 +204,7 @@ class Stack(Entity):
 
     @property
     def is_ideal(self) -> bool:
-        return (self.step_overhead == 0 and self.layer_overhead == 0 and self.hbm_efficiency == 1
+        return (self.step_overhead == 0 and self.layer_overhead == 0 and self.seq_overhead == 0 and self.hbm_efficiency == 1
                 and self.gemm_efficiency == 1 and self.attention_efficiency == 1 and self.collective_floor == 0
                 and self.elementwise_efficiency == 1 and not self.tp_comm_overlap
                 and self.roofline == "step" and self.pipeline == "flush")

@@ -35,10 +35,10 @@ import numpy as np
 
 from ccost.diagnostics import CcostError, Span, error
 
-FIELDS = ("step_overhead", "layer_overhead", "hbm_efficiency", "gemm_efficiency", "attention_efficiency",
+FIELDS = ("step_overhead", "layer_overhead", "seq_overhead", "hbm_efficiency", "gemm_efficiency", "attention_efficiency",
           "collective_floor")
 # Typical magnitudes: the fit works on θ/scale so that every parameter moves on the same footing.
-SCALE = {"step_overhead": 5e-3, "layer_overhead": 2e-5, "hbm_efficiency": 1.0, "gemm_efficiency": 1.0,
+SCALE = {"step_overhead": 5e-3, "layer_overhead": 2e-5, "seq_overhead": 2e-4, "hbm_efficiency": 1.0, "gemm_efficiency": 1.0,
          "attention_efficiency": 1.0, "collective_floor": 1.5e-5}
 METRICS = {"tpot": "decode", "ttft": "prefill", "step_time": None, "decode_step": "decode", "prefill": "prefill"}
 MAX_ROWS = 10_000
@@ -301,7 +301,8 @@ class _Plans:
         from ccost import analysis, lower
         from ccost import spec as S
 
-        stack = S.Stack("fitted", None, None, **{f: float(theta[f]) for f in FIELDS}, source="fit")
+        stack = S.Stack("fitted", None, None, **{f: float(theta.get(f, self.start[f])) for f in FIELDS},
+                        source="fit")
         out = []
         for i in (range(len(self.rows)) if idx is None else idx):
             plan = replace(self.plans[i], stack=stack)
@@ -319,21 +320,26 @@ def _bounds() -> dict:
     eff = (R_STACK_EFFICIENCY["minimum"], R_STACK_EFFICIENCY["maximum"])
     return {"step_overhead": (R_STACK_OVERHEAD["minimum"], min(R_STACK_OVERHEAD["maximum"], 1.0)),
             "layer_overhead": (R_STACK_OVERHEAD["minimum"], min(R_STACK_OVERHEAD["maximum"], 0.01)),
+            "seq_overhead": (R_STACK_OVERHEAD["minimum"], min(R_STACK_OVERHEAD["maximum"], 0.01)),
             "hbm_efficiency": eff, "gemm_efficiency": eff, "attention_efficiency": eff,
             "collective_floor": (R_COLLECTIVE_FLOOR["minimum"], min(R_COLLECTIVE_FLOOR["maximum"], 0.01))}
 
 
-def _lm(plans: _Plans, idx: list[int], start: dict) -> tuple[dict, dict]:
-    """Bounded Levenberg–Marquardt on r = log(pred/meas) over ``idx``; returns (θ, determined)."""
+def _lm(plans: _Plans, idx: list[int], start: dict, fields: tuple = FIELDS) -> tuple[dict, dict]:
+    """Bounded Levenberg–Marquardt on r = log(pred/meas) over ``idx``, moving ``fields`` (the others stay at
+    ``start``); returns (θ, determined)."""
     b = _bounds()
-    names = list(FIELDS)
+    names = list(fields)
     lo = np.array([b[f][0] / SCALE[f] for f in names])
     hi = np.array([b[f][1] / SCALE[f] for f in names])
-    x = np.clip(np.array([start[f] / SCALE[f] for f in names]), lo, hi)
+    # A floor of 0 has no gradient (max(t, 0) = t for every row), so the search starts it at its typical
+    # value; when no row then depends on it, fit_steps reports it undetermined and keeps the start's value.
+    first = {f: (SCALE[f] if f == "collective_floor" and start[f] == 0 else start[f]) for f in names}
+    x = np.clip(np.array([first[f] / SCALE[f] for f in names]), lo, hi)
     meas = plans.measured[idx]
 
     def theta(v):
-        return {f: float(v[k] * SCALE[f]) for k, f in enumerate(names)}
+        return dict(start, **{f: float(v[k] * SCALE[f]) for k, f in enumerate(names)})
 
     def resid(v):
         return np.log(plans.predict(theta(v), idx) / meas)
@@ -376,11 +382,15 @@ def _lm(plans: _Plans, idx: list[int], start: dict) -> tuple[dict, dict]:
     return theta(x), determined
 
 
-def fit_steps(rows: list[StepRow], folds: int = 5, source_file: str = "") -> StepFit:
+def fit_steps(rows: list[StepRow], folds: int = 5, source_file: str = "", fields: tuple = FIELDS,
+              start: dict | None = None) -> StepFit:
+    """Fit ``fields`` of the stack (the others kept at ``start``, by default the plans' own stack)."""
     plans = _Plans(rows)
+    if start is not None:
+        plans.start = dict(plans.start, **start)
     n = len(rows)
     all_idx = list(range(n))
-    values, determined = _lm(plans, all_idx, plans.start)
+    values, determined = _lm(plans, all_idx, plans.start, fields)
     pred = plans.predict(values)
     rel = np.abs(pred / plans.measured - 1)
     k = min(folds, n)
@@ -389,13 +399,14 @@ def fit_steps(rows: list[StepRow], folds: int = 5, source_file: str = "") -> Ste
         for fold in range(k):
             test = [i for i in all_idx if i % k == fold]
             train = [i for i in all_idx if i % k != fold]
-            th, _ = _lm(plans, train, plans.start)
+            th, _ = _lm(plans, train, plans.start, fields)
             for i, p in zip(test, plans.predict(th, test)):
                 ho_pred[i] = float(p)
         ho = np.abs(np.array(ho_pred) / plans.measured - 1)
         ho_med, ho_worst = float(np.median(ho)), float(ho.max())
     else:
         ho_med = ho_worst = None
+    determined = {f: determined.get(f, False) for f in FIELDS}
     return StepFit({f: values[f] if determined[f] else plans.start[f] for f in FIELDS}, determined, plans.start,
                    tuple(rows), tuple(float(p) for p in pred), float(np.median(rel)), float(rel.max()), k,
                    ho_med, ho_worst, tuple(ho_pred) if k >= 2 else (), source_file, plans.start_stack)

@@ -705,10 +705,14 @@ def _verdict_row(c: V.PlanChecklist) -> tuple[str, ...]:
 NOT_MODELLED = (
     ("Congestion", "Every collective is priced as if it had its links to itself: no contention between "
      "concurrent collectives, no oversubscribed switch tiers, no stragglers."),
-    ("NCCL protocols", "One α and one bandwidth per link. NCCL's LL, LL128 and Simple protocols, channel "
-     "counts and chunking change both with message size; measure with nccl-tests and `ccost calibrate`."),
-    ("Launch overhead", "Kernel launch and synchronisation costs (a few µs per collective, more without CUDA "
-     "graphs) are not added; at small messages they are the same size as α."),
+    ("NCCL protocols", "A spec-sheet link has one α and one bandwidth. NCCL's LL, LL128 and Simple protocols, "
+     "channel counts and chunking change both with message size: only a link measured with nccl-tests and "
+     "fitted by `ccost calibrate` carries that curve (and its small-message floor)."),
+    ("Serving engine", "A decode or prefill plan is one step of a fixed batch, priced under the stack profile "
+     "named above (a few numbers fitted to published vLLM and TensorRT-LLM measurements): continuous "
+     "batching, speculative decoding and prefix caching are not modelled."),
+    ("MoE routing", "A step reads the experts its T tokens hit, E·(1 − (1 − k/E)^T) per layer, for uniform "
+     "independent routing; routing skew and EP load imbalance are not modelled."),
     ("All-to-All volume", "All-to-All moves (P−1)/P of each GPU's m bytes (the local share stays put, as in "
      "“Communication Cost Analysis” §2), in P−1 hops; “Communication Cost Math — Distributed Inference” §2 charges the full "
      "B·S·k·d·bytes."),
@@ -728,6 +732,8 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
                                 f"{units.format_percent(link.efficiency)} efficiency."
                                 + ("" if link.measured else " Spec-sheet numbers are optimistic; measure "
                                    "them with nccl-tests and `ccost calibrate`.")))
+    for stack, users in _stacks_used(spec, plans.keys()):
+        out.append(V.Assumption(f"stack profile {stack.name}", stack_text(stack, users)))
     for name, p in plans.items():
         plan = spec.plans.get(name)
         algos = []
@@ -746,6 +752,10 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
             lines += (f". One-shot volume: `{osv}`" + (" (the default)" if osv == one_shot_default() else "")
                       + f", {ONE_SHOT_TEXT.get(osv, osv)}")
         if plan is not None:
+            st = _plan_stack(plan)
+            lines += (f". Priced under stack profile `{st.name}`"
+                      + (f" (the bundled default for {plan.phase}: the plan names none)" if plan.stack is None
+                         else ""))
             lines += (f". Overlap assumed: {units.format_percent(plan.overlap)} of communication hidden "
                       "behind compute")
             lines += f". Cross-node pricing: {getattr(plan, 'cross_node', 'auto')}"
@@ -754,6 +764,43 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
                           "not derived")
         out.append(V.Assumption(f"plan {name}", lines + "."))
     return tuple(out)
+
+
+def _plan_stack(plan: S.Plan) -> S.Stack:
+    """The stack profile that prices ``plan``: its own, or the bundled default for its phase."""
+    from ccost import lower
+
+    return plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
+
+
+def _stacks_used(spec: S.Spec, names) -> list:
+    """(stack profile, the plans of ``names`` it prices), one per profile, in the plans' order."""
+    out: dict[str, tuple] = {}
+    for name in names:
+        plan = spec.plans.get(name)
+        if plan is None:
+            continue
+        st = _plan_stack(plan)
+        out.setdefault(st.name, (st, []))[1].append(name)
+    return list(out.values())
+
+
+def stack_text(stack: S.Stack, users: list[str]) -> str:
+    """What a stack profile charges and where its numbers came from, for the review's assumptions."""
+    t = lambda v: _q(v, units.TIME)  # noqa: E731
+    pct = units.format_percent
+    parts = [f"prices {', '.join(users)}",
+             f"step {t(stack.step_overhead)}, per layer {t(stack.layer_overhead)}, per running sequence "
+             f"{t(stack.seq_overhead)} (decode, prefill)",
+             f"HBM {pct(stack.hbm_efficiency)}, GEMM {pct(stack.gemm_efficiency)}, attention "
+             f"{pct(stack.attention_efficiency)} of peak",
+             f"collective floor {t(stack.collective_floor)}",
+             f"roofline {stack.roofline}, serving pipeline {stack.pipeline}"]
+    if stack.elementwise_efficiency != 1.0 or stack.tp_comm_overlap:
+        parts.append(f"training: elementwise {pct(stack.elementwise_efficiency)}, TP overlap "
+                     f"{'on' if stack.tp_comm_overlap else 'off'}")
+    src = stack.source or "no source given"
+    return "; ".join(parts) + f". Source: {src}."
 
 
 def one_shot_default() -> str:

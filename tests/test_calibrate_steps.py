@@ -133,3 +133,19 @@ def test_the_review_shows_a_measured_profile_with_its_hold_out(tmp_path, capsys)
     cals = calibrations_for(res.spec, ["mine"], here)["mine"]
     prof = [c for c in cals if c.link == "stack vllm_measured"]
     assert prof and prof[0].svg and "2-fold hold-out median" in prof[0].note
+
+
+def test_half_of_the_vllm_rows_predict_the_other_half():
+    """Issue 15's must-show: a profile fitted by ``calibrate --steps`` on half of one stack's development rows
+    (vLLM, bench/validation/rows.yaml) predicts the other half within 15 % median. The halves alternate
+    through the table, so each holds both TP sweeps and batch sizes; both directions are checked."""
+    rows_file = REPO / "bench" / "validation" / "rows.yaml"
+    rows = read_steps(str(rows_file), rows_file.read_text(), only="vllm")
+    assert len(rows) >= 10 and all(r.metric == "tpot" for r in rows)
+    halves = (rows[0::2], rows[1::2])
+    for train, test in (halves, halves[::-1]):
+        fit = fit_steps(list(train), folds=1)
+        predicted = _Plans(list(test)).predict(fit.values)
+        measured = np.array([r.measured for r in test])
+        errors = np.abs(predicted / measured - 1)
+        assert float(np.median(errors)) <= 0.15, [f"{r.label or r.plan}: {e:.1%}" for r, e in zip(test, errors)]

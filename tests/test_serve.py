@@ -250,3 +250,17 @@ def test_the_decode_step_is_the_decode_plan(tmp_path):
     sv = plans["s"].doc["serve"]
     t_dec, t_mix = sv["decode_step_time_s"], sv["mixed_step_time_s"]
     assert sv["tpot_s"] == pytest.approx(t_dec + 7 * (t_mix - t_dec) / 259, rel=1e-12)
+
+
+def test_host_time_per_sequence_counts_requests_not_prompt_rows(tmp_path):
+    """A stack's seq_overhead is host time per running *request* (sampling, detokenising): a mixed step holds
+    n_dec decoding requests and one whose chunk is prefilled, not n_dec + c̄ of them. With t_seq = 100 µs the
+    step-roofline plan above gains, on top of its hand-worked times (t_dec 2.05608 ms, t_mix 5.3 ms):
+      decode step: C = 4 requests         -> + 4 × 0.1 = 0.4 ms -> t_dec 2.45608 ms
+      mixed step:  n_dec + 1 = 3 + 1 = 4  -> + 0.4 ms            -> t_mix 5.7 ms   (not 53 rows × 0.1 = 5.3 ms)"""
+    extra = 'stack hosted { roofline = step; pipeline = flush; seq_overhead = 100 us; source = "test" }\n'
+    sv = _serve(tmp_path, stack="hosted", extra=extra)["serve"]
+    assert sv["decode_step_time_s"] == pytest.approx(2.45608e-3, rel=1e-12)
+    assert sv["mixed_step_time_s"] == pytest.approx(5.7e-3, rel=1e-12)
+    # TPOT = t_dec + (C − 1)·n_c·(t_mix − t_dec)/(O − 1) = 2.45608 + 3 × 6 × 3.24392/100 = 3.0399856 ms
+    assert sv["tpot_s"] == pytest.approx(3.0399856e-3, rel=1e-12)

@@ -201,12 +201,18 @@ def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerm
         own = (kv_b, d_stage, d_mb)
     bytes_mix = named("bytes_mix", cA.bytes_gpu + extra_b, "bytes read per mixed step per GPU")
     T_stage = named("T_stage,mix", cA.T_stage + d_stage, "one stage of the mixed step")
-    T_compute = named("T_compute,mix", cA.T_compute + x.pp * d_stage, "compute of the mixed step on the "
-                      "critical path")
+    # A was lowered with B_mix token rows; the stack's per-sequence host time counts requests, not rows: the
+    # n_dec decoding ones and the one whose chunk is prefilled (a chunk of c̄ tokens is one sequence).
+    T_host = cA.T_host
+    if A.static.overheads and A.static.seq_host and not A.static.compute_given:
+        T_host = named("T_host,mix", x.t_step + x.t_seq * (n_dec + 1), "stack: host time of the mixed step, "
+                       "t_step + t_seq·(n_dec + 1) (the requests in the step, not its token rows)")
+    base = x.pp * cA.T_stage + T_host if T_host is not cA.T_host else cA.T_compute
+    T_compute = named("T_compute,mix", base + x.pp * d_stage, "compute of the mixed step on the critical path")
     t_mb = named("t_mb,mix", cA.t_mb + d_mb, "one micro-batch of the mixed step on one stage")
     mix = replace(A, compute=replace(
         cA, bytes_gpu=bytes_mix, T_mem=costs.memory_time(bytes_mix, x.BW_hbm),
-        T_flop=T_flop, T_stage=T_stage, T_compute=T_compute, t_mb=t_mb, operators=rows,
+        T_flop=T_flop, T_stage=T_stage, T_compute=T_compute, t_mb=t_mb, operators=rows, T_host=T_host,
         flops_gpu=named("F_mix", cA.flops_gpu + extra_f, "FLOPs per mixed step per GPU"),
         mem_kv=cp.mem_kv, mem_total=cp.mem_total))
     m_mix = analysis.analyse(mix)
@@ -237,7 +243,8 @@ def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerm
     tot_gpu = named("tok/s,total,GPU", tot_s / gpus, "tokens per second per GPU")
     return ServeTerms(
         dec, m_dec, mix, m_mix, saturated, (n_c, c_bar, R, ctx_dec, n_dec, share, B_mix),
-        own + (bytes_mix, T_stage, T_compute, t_mb), mem + (ctx_max,),
+        own + (bytes_mix, T_stage) + ((T_host,) if T_host is not cA.T_host else ()) + (T_compute, t_mb),
+        mem + (ctx_max,),
         (t_dec, t_mix, ttft, tpot, t_mean, e2e, running, req_s, out_s, out_gpu, in_s, tot_s, tot_gpu),
         C, I, O, c, n_c, c_bar, R, n_dec, share, ttft, tpot, t_mean, e2e, req_s, out_s, out_gpu, in_s, tot_s,
         tot_gpu, gpus)

@@ -18,7 +18,9 @@ point: ``dataclasses.replace`` the base plan, ``lower.check_plan`` (rejects poin
 then ``lower.prepare`` + ``lower.lower`` + ``analysis.analyse`` and the constraints. Most points of
 a full space are not plans (too many GPUs, more stages than layers) and the loop rejects those cheaply, so
 the loop is also timed on a sample of priced points only (extrapolated to the priced count and compared
-with the search's whole wall time: the conservative ratio). A second, smaller
+with the search's whole wall time: the conservative ratio). The same search on two processes
+(``run_search(..., jobs=2)``, what ``--jobs 2`` does) is timed too, its document checked equal, and its
+rate printed as a ratio to one process. A second, smaller
 sample times ``evaluate.evaluate_plan`` (which also builds the checklist and document), for reference.
 """
 
@@ -44,8 +46,8 @@ def _point(s, i: int) -> dict:
     """Layout of point ``i`` in search order (static axes outermost), as ``ccost.search`` numbers them."""
     from ccost import search
 
-    static = [f for f, _ in s.axes if f in search.STATIC_AXES]
-    arrays = [f for f, _ in s.axes if f not in search.STATIC_AXES]
+    static = [f for f, _ in s.axes if f in search.STATIC_AXES or f in search.FLEET_AXES]
+    arrays = [f for f, _ in s.axes if f in search.ARRAY_AXES]
     axes = dict(s.axes)
     shape = [len(axes[f]) for f in arrays]
     per_pass = 1
@@ -91,6 +93,17 @@ def bench(label: str, path: Path, repeat: int, sample: int, sample_full: int) ->
         assert doc2 == doc  # deterministic
     wall = min(walls)
 
+    # Two processes (--jobs 2): the same chunks split across a pool of two workers, merged in search order.
+    # The pool is started by a first run (not timed, like the cold run above); the result must be equal.
+    assert search.run_search(s, policy, jobs=2) == doc
+    walls2 = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        doc2 = search.run_search(s, policy, jobs=2)
+        walls2.append(time.perf_counter() - t0)
+        assert doc2 == doc
+    wall2 = min(walls2)
+
     tracemalloc.start()
     search.run_search(s, policy)
     _, peak = tracemalloc.get_traced_memory()
@@ -130,6 +143,7 @@ def bench(label: str, path: Path, repeat: int, sample: int, sample_full: int) ->
         "label": label, "spec": str(path.relative_to(HERE.parent)), "points": total, "priced": doc["priced"],
         "feasible": doc["feasible"], "cold_s": cold, "wall_s": wall, "walls": walls,
         "points_per_s": total / wall, "priced_per_s": doc["priced"] / wall, "peak_bytes": peak,
+        "wall2_s": wall2, "walls2": walls2, "points_per_s2": total / wall2, "jobs_ratio": wall / wall2,
         "loop_per_point_s": loop_per_point, "loop_sample": sample, "loop_sample_kept": kept,
         "loop_total_s": loop_per_point * total, "ratio": loop_per_point * total / wall,
         "priced_loop_per_point_s": priced_per_point,
@@ -155,12 +169,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  wall time           {r['wall_s']:.3f} s  (best of {len(r['walls'])} warm runs: "
               + ", ".join(f"{w:.3f}" for w in r["walls"]) + f"; first run {r['cold_s']:.3f} s)")
         print(f"  points per second   {r['points_per_s']:,.0f}  (priced points per second {r['priced_per_s']:,.0f})")
+        print(f"  two processes       {r['wall2_s']:.3f} s  (--jobs 2, best of {len(r['walls2'])}: "
+              + ", ".join(f"{w:.3f}" for w in r["walls2"]) + f"); {r['points_per_s2']:,.0f} points/s, "
+              f"{r['jobs_ratio']:.2f}× one process (same document)")
         print(f"  peak memory         {r['peak_bytes'] / 2**20:.1f} MiB traced (tracemalloc, numpy buffers "
               "included)")
         print(f"  Python loop         {r['loop_per_point_s'] * 1e6:.1f} µs per point (timed on a random sample of "
               f"{r['loop_sample']:,} points, {r['loop_sample_kept']} feasible), extrapolated to "
               f"{r['loop_total_s']:.1f} s for all points")
-        print(f"  speed-up vs loop    {r['ratio']:.0f}×")
+        print(f"  speed-up vs loop    {r['ratio']:.0f}× (two processes: {r['ratio'] * r['jobs_ratio']:.0f}×)")
         print(f"  loop, priced only   {r['priced_loop_per_point_s'] * 1e6:.1f} µs per priced point (another sample "
               f"of {r['loop_sample']:,}), extrapolated to the {r['priced']:,} priced points: "
               f"{r['priced_ratio']:.0f}× the search's whole wall time")

@@ -503,6 +503,7 @@ def _job(search: Search, policy: S.Policy, chunk: int) -> _Job:
                     + (f"its base plan `{base.name}`" if "cluster" not in dict(search.axes)
                        else f"cluster `{cluster.name}` of its `cluster` axis") + " is not priced",
                     search.spans.get("objective", search.span), economics.not_priced_help(cluster)))
+    _pickling()
     return _Job(search, policy, chunk)
 
 

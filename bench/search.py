@@ -103,6 +103,7 @@ def bench(label: str, path: Path, repeat: int, sample: int, sample_full: int) ->
         walls2.append(time.perf_counter() - t0)
         assert doc2 == doc
     wall2 = min(walls2)
+    cpu1, cpu2 = _cpu_split(s, policy)
 
     tracemalloc.start()
     search.run_search(s, policy)
@@ -144,6 +145,7 @@ def bench(label: str, path: Path, repeat: int, sample: int, sample_full: int) ->
         "feasible": doc["feasible"], "cold_s": cold, "wall_s": wall, "walls": walls,
         "points_per_s": total / wall, "priced_per_s": doc["priced"] / wall, "peak_bytes": peak,
         "wall2_s": wall2, "walls2": walls2, "points_per_s2": total / wall2, "jobs_ratio": wall / wall2,
+        "cpu1_s": cpu1, "cpu2": cpu2,
         "loop_per_point_s": loop_per_point, "loop_sample": sample, "loop_sample_kept": kept,
         "loop_total_s": loop_per_point * total, "ratio": loop_per_point * total / wall,
         "priced_loop_per_point_s": priced_per_point,
@@ -160,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=2000, help="points timed in the Python loop")
     ap.add_argument("--sample-full", type=int, default=300, help="points timed with evaluate_plan")
     args = ap.parse_args(argv)
+    import os
+
+    # the two-process ratio needs two idle cores: say how busy the machine was
+    print(f"cores available {search_cores()}; load average at start {os.getloadavg()[0]:.2f}\n")
     for label, path in BENCHES:
         r = bench(label, path, args.repeat, args.sample, args.sample_full)
         print(r["label"])
@@ -172,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  two processes       {r['wall2_s']:.3f} s  (--jobs 2, best of {len(r['walls2'])}: "
               + ", ".join(f"{w:.3f}" for w in r["walls2"]) + f"); {r['points_per_s2']:,.0f} points/s, "
               f"{r['jobs_ratio']:.2f}× one process (same document)")
+        busiest = max(r["cpu2"].values())
+        print(f"  CPU time            one process {r['cpu1_s']:.3f} s; two processes "
+              + " + ".join(f"{v:.3f}" for v in r["cpu2"].values())
+              + f" s (split overhead {sum(r['cpu2'].values()) / r['cpu1_s'] - 1:+.0%}); on two idle cores "
+              f"the busier worker bounds the wall: about {r['cpu1_s'] / busiest:.2f}× one process")
         print(f"  peak memory         {r['peak_bytes'] / 2**20:.1f} MiB traced (tracemalloc, numpy buffers "
               "included)")
         print(f"  Python loop         {r['loop_per_point_s'] * 1e6:.1f} µs per point (timed on a random sample of "
@@ -192,9 +203,53 @@ def main(argv: list[str] | None = None) -> int:
                   f"latency {units.format_quantity(t['latency_s'], units.TIME)} (pipelined step "
                   f"{units.format_quantity(t['step_time_s'], units.TIME)})")
         print()
+    print(f"load average at the end {os.getloadavg()[0]:.2f} (above 0 before the bench: other work shared "
+          "the cores, and the two-process ratio understates what two idle cores give)")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"process max RSS {rss / 1024:.0f} MiB (interpreter, numpy and both benches)")
     return 0
+
+
+def _timed_units(job, part):
+    """A worker's task, with the CPU time it took (``time.process_time``: this worker's CPU only, not
+    the time it waited for a core other processes held)."""
+    import os
+
+    from ccost import search
+
+    t0 = time.process_time()
+    acc = search._run_units(job, part)
+    return os.getpid(), time.process_time() - t0, acc
+
+
+def _cpu_split(s, policy) -> tuple[float, dict]:
+    """CPU seconds of one process pricing every chunk, and per worker of the two-process pool pricing
+    the same tasks ``run_search(jobs=2)`` makes (best of three each)."""
+    from ccost import search
+
+    job = search._job(s, policy, search.CHUNK)
+    units = job.units()
+    one = []
+    for _ in range(3):
+        t0 = time.process_time()
+        search._run_units(job, units)
+        one.append(time.process_time() - t0)
+    pool = search._pool(2)
+    best: dict | None = None
+    for _ in range(3):
+        per: dict = {}
+        for pid, cpu, _ in pool.map(_timed_units, [job] * len(parts := search.tasks(units, 2)), parts):
+            per[pid] = per.get(pid, 0.0) + cpu
+        if best is None or sum(per.values()) < sum(best.values()):
+            best = per
+    assert best is not None
+    return min(one), best
+
+
+def search_cores() -> int:
+    from ccost.search import default_jobs
+
+    return default_jobs()
 
 
 def _axes_of(path: Path):

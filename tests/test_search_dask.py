@@ -86,3 +86,10 @@ def test_a_failing_worker_is_a_diagnostic(cluster, monkeypatch):
         search.run_search(s, spec.policy, chunk=400, scheduler=cluster.scheduler_address)
     (d,) = exc.value.diagnostics
     assert d.code == "E513" and "worker died" in d.message
+
+
+def test_progress_bar_on_a_local_cluster(cluster):
+    from test_progress import _bar_of_a_run
+
+    line = _bar_of_a_run(scheduler=cluster.scheduler_address)
+    assert "100 %  1,600 / 1,600 points" in line and "points/s  ETA 0:00" in line, line

@@ -697,16 +697,26 @@ _POOL: dict = {}
 
 def _pool(jobs: int):
     """A pool of ``jobs`` worker processes, kept for the next search of this process. Workers are
-    started with ``fork`` where the platform has it (no re-import: a fast start) and ``spawn`` elsewhere;
-    they get everything they need by argument (``_run_units`` and a ``_Job``), so both work."""
+    started with ``fork`` where the platform has it and this process runs one thread (no re-import: a
+    fast start); with other threads running (a Dask client's, say), which a fork would copy mid-step,
+    from a ``forkserver`` that has imported the pricing modules; ``spawn`` elsewhere. They get everything
+    they need by argument (``_run_units`` and a ``_Job``), so every method works."""
     import multiprocessing as mp
+    import threading
     from concurrent.futures import ProcessPoolExecutor
 
     if jobs not in _POOL:
         import atexit
 
-        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-        _POOL[jobs] = ProcessPoolExecutor(jobs, mp_context=mp.get_context(method))
+        methods = mp.get_all_start_methods()
+        if "fork" in methods and threading.active_count() == 1:
+            ctx = mp.get_context("fork")
+        elif "forkserver" in methods:
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(["numpy", "ccost.search", "ccost.lower", "ccost.analysis"])
+        else:
+            ctx = mp.get_context("spawn")
+        _POOL[jobs] = ProcessPoolExecutor(jobs, mp_context=ctx)
         atexit.register(_POOL[jobs].shutdown, cancel_futures=True)
     return _POOL[jobs]
 

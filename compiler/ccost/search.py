@@ -156,12 +156,11 @@ def fleet_diagnostics(search: Search, where: Callable[..., Span | None]) -> list
     could make a plan: a prefill or training phase without ``seq``, a GPU without the rates the
     formulas need, a model without parameters. Layout problems (too many GPUs, stages without layers)
     are not errors: the search's constraints count them."""
-    from ccost import lower
-
     base = search.base
     fleet = [(f, v) for f, v in search.axes if f in FLEET_AXES]
     if base is None or not fleet or base.model is None or base.cluster is None:
         return []
+    from ccost import lower  # (imports numpy: only for a fleet search, so `ccost check` stays light)
     axes = dict(search.axes)
     seqs = axes.get("seq") or (base.seq,)
     out: list[Diagnostic] = []

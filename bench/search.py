@@ -18,7 +18,9 @@ point: ``dataclasses.replace`` the base plan, ``lower.check_plan`` (rejects poin
 then ``lower.prepare`` + ``lower.lower`` + ``analysis.analyse`` and the constraints. Most points of
 a full space are not plans (too many GPUs, more stages than layers) and the loop rejects those cheaply, so
 the loop is also timed on a sample of priced points only (extrapolated to the priced count and compared
-with the search's whole wall time: the conservative ratio). A second, smaller
+with the search's whole wall time: the conservative ratio). The same search on two processes
+(``run_search(..., jobs=2)``, what ``--jobs 2`` does) is timed too, its document checked equal, and its
+rate printed as a ratio to one process. A second, smaller
 sample times ``evaluate.evaluate_plan`` (which also builds the checklist and document), for reference.
 """
 
@@ -44,8 +46,8 @@ def _point(s, i: int) -> dict:
     """Layout of point ``i`` in search order (static axes outermost), as ``ccost.search`` numbers them."""
     from ccost import search
 
-    static = [f for f, _ in s.axes if f in search.STATIC_AXES]
-    arrays = [f for f, _ in s.axes if f not in search.STATIC_AXES]
+    static = [f for f, _ in s.axes if f in search.STATIC_AXES or f in search.FLEET_AXES]
+    arrays = [f for f, _ in s.axes if f in search.ARRAY_AXES]
     axes = dict(s.axes)
     shape = [len(axes[f]) for f in arrays]
     per_pass = 1
@@ -92,6 +94,18 @@ def bench(label: str, path: Path, repeat: int, sample: int, sample_full: int) ->
     wall = min(walls)
     median = sorted(walls)[len(walls) // 2]
 
+    # Two processes (--jobs 2): the same chunks split across a pool of two workers, merged in search order.
+    # The pool is started by a first run (not timed, like the cold run above); the result must be equal.
+    assert search.run_search(s, policy, jobs=2) == doc
+    walls2 = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        doc2 = search.run_search(s, policy, jobs=2)
+        walls2.append(time.perf_counter() - t0)
+        assert doc2 == doc
+    wall2 = min(walls2)
+    cpu1, cpu2 = _cpu_split(s, policy)
+
     tracemalloc.start()
     search.run_search(s, policy)
     _, peak = tracemalloc.get_traced_memory()
@@ -132,6 +146,8 @@ def bench(label: str, path: Path, repeat: int, sample: int, sample_full: int) ->
         "feasible": doc["feasible"], "cold_s": cold, "wall_s": wall, "walls": walls, "median_s": median,
         "points_per_s": total / wall, "priced_per_s": doc["priced"] / wall, "peak_bytes": peak,
         "priced_per_s_median": doc["priced"] / median,
+        "wall2_s": wall2, "walls2": walls2, "points_per_s2": total / wall2, "jobs_ratio": wall / wall2,
+        "cpu1_s": cpu1, "cpu2": cpu2,
         "loop_per_point_s": loop_per_point, "loop_sample": sample, "loop_sample_kept": kept,
         "loop_total_s": loop_per_point * total, "ratio": loop_per_point * total / wall,
         "priced_loop_per_point_s": priced_per_point,
@@ -148,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=2000, help="points timed in the Python loop")
     ap.add_argument("--sample-full", type=int, default=300, help="points timed with evaluate_plan")
     args = ap.parse_args(argv)
+    import os
+
+    # the two-process ratio needs two idle cores: say how busy the machine was
+    print(f"cores available {search_cores()}; load average at start {os.getloadavg()[0]:.2f}\n")
     for label, path in BENCHES:
         r = bench(label, path, args.repeat, args.sample, args.sample_full)
         print(r["label"])
@@ -158,12 +178,20 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{w:.3f}" for w in r["walls"]) + f"; first run {r['cold_s']:.3f} s)")
         print(f"  points per second   {r['points_per_s']:,.0f}  (priced points per second {r['priced_per_s']:,.0f}; "
               f"at the median warm run {r['priced_per_s_median']:,.0f})")
+        print(f"  two processes       {r['wall2_s']:.3f} s  (--jobs 2, best of {len(r['walls2'])}: "
+              + ", ".join(f"{w:.3f}" for w in r["walls2"]) + f"); {r['points_per_s2']:,.0f} points/s, "
+              f"{r['jobs_ratio']:.2f}× one process (same document)")
+        busiest = max(r["cpu2"].values())
+        print(f"  CPU time            one process {r['cpu1_s']:.3f} s; two processes "
+              + " + ".join(f"{v:.3f}" for v in r["cpu2"].values())
+              + f" s (split overhead {sum(r['cpu2'].values()) / r['cpu1_s'] - 1:+.0%}); on two idle cores "
+              f"the busier worker bounds the wall: about {r['cpu1_s'] / busiest:.2f}× one process")
         print(f"  peak memory         {r['peak_bytes'] / 2**20:.1f} MiB traced (tracemalloc, numpy buffers "
               "included)")
         print(f"  Python loop         {r['loop_per_point_s'] * 1e6:.1f} µs per point (timed on a random sample of "
               f"{r['loop_sample']:,} points, {r['loop_sample_kept']} feasible), extrapolated to "
               f"{r['loop_total_s']:.1f} s for all points")
-        print(f"  speed-up vs loop    {r['ratio']:.0f}×")
+        print(f"  speed-up vs loop    {r['ratio']:.0f}× (two processes: {r['ratio'] * r['jobs_ratio']:.0f}×)")
         print(f"  loop, priced only   {r['priced_loop_per_point_s'] * 1e6:.1f} µs per priced point (another sample "
               f"of {r['loop_sample']:,}), extrapolated to the {r['priced']:,} priced points: "
               f"{r['priced_ratio']:.0f}× the search's whole wall time")
@@ -178,9 +206,53 @@ def main(argv: list[str] | None = None) -> int:
                   f"latency {units.format_quantity(t['latency_s'], units.TIME)} (pipelined step "
                   f"{units.format_quantity(t['step_time_s'], units.TIME)})")
         print()
+    print(f"load average at the end {os.getloadavg()[0]:.2f} (above 0 before the bench: other work shared "
+          "the cores, and the two-process ratio understates what two idle cores give)")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"process max RSS {rss / 1024:.0f} MiB (interpreter, numpy and both benches)")
     return 0
+
+
+def _timed_units(job, part):
+    """A worker's task, with the CPU time it took (``time.process_time``: this worker's CPU only, not
+    the time it waited for a core other processes held)."""
+    import os
+
+    from ccost import search
+
+    t0 = time.process_time()
+    acc = search._run_units(job, part)
+    return os.getpid(), time.process_time() - t0, acc
+
+
+def _cpu_split(s, policy) -> tuple[float, dict]:
+    """CPU seconds of one process pricing every chunk, and per worker of the two-process pool pricing
+    the same tasks ``run_search(jobs=2)`` makes (best of three each)."""
+    from ccost import search
+
+    job = search._job(s, policy, search.CHUNK)
+    units = job.units()
+    one = []
+    for _ in range(3):
+        t0 = time.process_time()
+        search._run_units(job, units)
+        one.append(time.process_time() - t0)
+    pool = search._pool(2)
+    best: dict | None = None
+    for _ in range(3):
+        per: dict = {}
+        for pid, cpu, _ in pool.map(_timed_units, [job] * len(parts := search.tasks(units, 2)), parts):
+            per[pid] = per.get(pid, 0.0) + cpu
+        if best is None or sum(per.values()) < sum(best.values()):
+            best = per
+    assert best is not None
+    return min(one), best
+
+
+def search_cores() -> int:
+    from ccost.search import default_jobs
+
+    return default_jobs()
 
 
 def _axes_of(path: Path):

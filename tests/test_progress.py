@@ -92,3 +92,33 @@ def test_json_output_never_carries_the_bar(tmp_path, capsys, monkeypatch):
     assert "search " in err.getvalue() and " points" in err.getvalue()  # the bar was drawn, on stderr
     assert "\x1b" not in out and "\r" not in out and "points/s" not in out
     assert json.loads(out)["searches"]
+
+
+def _bar_of_a_run(**where) -> str:
+    """The last line a bar draws for a 1,600-point search (tests/test_search.py's DECODE) run with
+    ``where`` (jobs, scheduler), on a fake terminal whose clock moves one second per report."""
+    from ccost import search
+
+    from test_search import DECODE, _spec
+
+    spec = _spec(DECODE.replace("OBJECTIVE", "latency"))
+    s = spec.searches["s"]
+    t = [0.0]
+
+    def clock():
+        t[0] += 1.0
+        return t[0]
+
+    tty = _FakeTTY()
+    with Bar(tty, after=0, every=0, clock=clock) as bar:
+        search.run_search(s, spec.policy, chunk=100, progress=lambda d, n: bar("s", d, n), **where)
+    lines = tty.getvalue().split("\r\x1b[K")
+    assert lines[-1] == ""  # erased at the end
+    return lines[-2]
+
+
+def test_bar_with_two_processes():
+    # 16 chunks of 100 points in tasks of a few chunks: the bar moves as each task comes back, and ends
+    # at every point with a rate and no time left
+    line = _bar_of_a_run(jobs=2)
+    assert "100 %  1,600 / 1,600 points" in line and "points/s  ETA 0:00" in line, line

@@ -345,7 +345,8 @@ def _keys() -> list[Key]:
         K("searches.<search>.base", "string", "text", "the plan whose layouts are searched", optional=True),
         K("searches.<search>.axes", "object", "", "the values searched, per field", optional=True),
         K("searches.<search>.axes.<field>", "array", "", "one field's values", optional=True),
-        K("searches.<search>.axes.<field>[]", "any", "field's", "a value", optional=True),
+        K("searches.<search>.axes.<field>[]", "any", "field's", "a value (a model, cluster or stack by its "
+          "name)", optional=True),
         K("searches.<search>.objective", "string", "text", "what ranks the layouts", optional=True),
         K("searches.<search>.points", "integer", "count", "layouts in the search space", optional=True),
         K("searches.<search>.priced", "integer", "count", "layouts that passed the layout constraints and were "
@@ -364,7 +365,7 @@ def _keys() -> list[Key]:
           "up to `rejected`)", optional=True),
         K("searches.<search>.constraints[].threshold", "number|boolean|null", "constraint's", "its limit "
           "(max_gpus a count; max_overhead and min_efficiency fractions)", optional=True),
-        K("searches.<search>.constraints[].limit_bytes", NUM, "B", "fits_memory: the usable memory per GPU",
+        K("searches.<search>.constraints[].limit_bytes", NUM, "B", "fits_memory: the usable memory per GPU (absent when the searched clusters' GPUs differ)",
           optional=True),
         K("searches.<search>.constraints[].best_removed", "object", "", "the best layout it removed (a layout "
           "record, below)", optional=True),
@@ -378,7 +379,8 @@ def _keys() -> list[Key]:
         if rec.endswith("[]"):
             keys.append(K(rec, "object", "", "a layout record", optional=True))
         keys += [
-            K(f"{rec}.<field>", "any", "field's", "the layout's value of a searched field", optional=True),
+            K(f"{rec}.<field>", "any", "field's", "the layout's value of a searched field (a model, cluster or "
+              "stack by its name)", optional=True),
             *_metrics(rec, RECORD_METRICS, optional=True, normative=False),
             K(f"{rec}.tp_algorithm", "string|null", "text", "the algorithm the TP AllReduce used (what `auto` "
               "picked); null for a one-GPU group", optional=True),

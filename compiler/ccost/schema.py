@@ -640,8 +640,10 @@ def _build_search(ctx: BuildContext):
 
 register(BlockKind(
     "search", "Every layout of one plan at once: `base = PLAN` and lists or ranges of values for `tp`, `pp`, "
-    "`ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap` (numbers, evaluated as arrays) and `allreduce`, "
-    "`fsdp`, `cross_node`, `one_shot_volume` (one pass per value); the lists form their cartesian product (`tp = pow2(1, 64)`, "
+    "`ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap` (numbers, evaluated as arrays), `allreduce`, "
+    "`fsdp`, `cross_node`, `one_shot_volume` (one pass per value) and the fleet axes `model`, `cluster`, `phase`, "
+    "`stack` (names of declared blocks, or phases: each combination is a sub-space with its own model and "
+    "cluster, and the results rank the whole fleet together); the lists form their cartesian product (`tp = pow2(1, 64)`, "
     "`batch = [1, 8, 64]`, `allreduce = [ring, tree, auto]`). Every point is priced by the same formulas as "
     "a plan and kept or rejected by the constraints below. The result: the `top` layouts by the objective "
     "with their numbers, the Pareto front of latency against throughput per GPU, and how many points each "
@@ -679,8 +681,11 @@ register(BlockKind(
     '  objective = throughput_per_gpu\n}',
     varies="plan",
     varies_doc="| `tp`, `pp`, `ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap`, `allreduce`, `fsdp`, "
-               "`cross_node`, `one_shot_volume` | a list (`[1, 2, 4]`), a range (`pow2(1, 64)`, `range(1, 16)`) or one value of that "
-               "plan field | | at least one | the values to try; each is checked like the plan field |",
+               "`cross_node`, `one_shot_volume`, `model`, `cluster`, `phase`, `stack` | a list (`[1, 2, 4]`, "
+               "`[llama3_8b, llama3_70b]`), a range (`pow2(1, 64)`, `range(1, 16)`) or one value of that "
+               "plan field | | at least one | the values to try; each is checked like the plan field (a `model` "
+               "axis names models, E108 otherwise); a model × cluster × phase × stack combination that no "
+               "layout can evaluate (a prefill without `seq`) is E404 |",
 ))
 
 

@@ -54,7 +54,11 @@ ARRAY_AXES: Mapping[str, str] = {"tp": "tp", "pp": "pp", "ep": "ep", "dp": "dp",
                                  "microbatches": "M", "seq": "S", "overlap": "overlap"}
 #: Fields a search varies with one pass per value (they change which formulas run).
 STATIC_AXES = ("allreduce", "fsdp", "cross_node", "one_shot_volume")
-SEARCHABLE = tuple(ARRAY_AXES) + STATIC_AXES
+#: Fleet axes: which model, cluster, workload and software stack. Each combination is a sub-space of
+#: its own (the layout constraints use its model and cluster), priced one pass per value like the
+#: static axes; the records name the model, cluster and stack.
+FLEET_AXES = ("model", "cluster", "phase", "stack")
+SEARCHABLE = tuple(ARRAY_AXES) + STATIC_AXES + FLEET_AXES
 
 OBJECTIVES = ("latency", "throughput_per_gpu", "gpus")
 DEFAULT_LIMIT = 10_000_000
@@ -139,12 +143,54 @@ def validate(search: Search, where: Callable[..., Span | None]) -> list[Diagnost
             help=f"narrow the lists, or raise the limit (`limit = {min(MAX_LIMIT, n):_}`, at most "
                  f"{MAX_LIMIT:_}; about a second per million points)"))
     base = search.base
-    if base is not None and base.cluster is not None and search.max_gpus is not None \
-            and search.max_gpus > base.cluster.gpus:
+    clusters = dict(search.axes).get("cluster") or ((base.cluster,) if base is not None else ())
+    biggest = max((c for c in clusters if c is not None), key=lambda c: c.gpus, default=None)
+    if biggest is not None and search.max_gpus is not None and search.max_gpus > biggest.gpus:
         out.append(error(
             "E203", f"search `{search.name}`: max_gpus = {search.max_gpus:,} is more than cluster "
-            f"`{base.cluster.name}` has ({base.cluster.gpus:,})", where("max_gpus") or search.span,
-            help=f"use max_gpus ≤ {base.cluster.gpus:,}, or a larger cluster in the base plan"))
+            f"`{biggest.name}` has ({biggest.gpus:,})", where("max_gpus") or search.span,
+            help=f"use max_gpus ≤ {biggest.gpus:,}, or a larger cluster in the base plan"))
+    if not any(d.code == "E205" for d in out):
+        out += fleet_diagnostics(search, where)
+    return out
+
+
+def fleet_diagnostics(search: Search, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """E404 for each combination of the fleet axes (model × cluster × phase × stack) that no layout
+    could make a plan: a prefill or training phase without ``seq``, a GPU without the rates the
+    formulas need, a model without parameters. Layout problems (too many GPUs, stages without layers)
+    are not errors: the search's constraints count them."""
+    base = search.base
+    fleet = [(f, v) for f, v in search.axes if f in FLEET_AXES]
+    if base is None or not fleet or base.model is None or base.cluster is None:
+        return []
+    from ccost import lower  # (imports numpy: only for a fleet search, so `ccost check` stays light)
+    axes = dict(search.axes)
+    seqs = axes.get("seq") or (base.seq,)
+    out: list[Diagnostic] = []
+    layout = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "cp": 1}  # the smallest layout: only the combination counts
+    if "serve" in (axes.get("phase") or ()):  # several steps per point (ccost.serve), not one program
+        out.append(error("E404", f"search `{search.name}`: `serve` cannot be a value of the `phase` axis: a serve "
+                         "plan prices a decode and a mixed step per point, which the layout search does not",
+                         where("phase") or search.span,
+                         help="search decode (and prefill) layouts, then compare or sweep serve plans of the best"))
+    for combo in itertools.product(*(v for _, v in fleet)):
+        fixed = dict(zip((f for f, _ in fleet), combo))
+        if fixed.get("phase") == "serve":
+            continue
+        plan = replace(base, **fixed, **layout, seq=seqs[0])
+        errs = [d for d in lower.check_plan(plan) if d.is_error and d.code not in ("E301", "E302")
+                and "leaves stages without a layer" not in d.message]
+        if errs:
+            field = next((f for f in ("phase", "model", "cluster", "stack") if f in fixed), fleet[0][0])
+            out.append(error(
+                "E404", f"search `{search.name}`: the combination {_combo_label(fixed)} cannot be evaluated: "
+                + "; ".join(d.message for d in errs), where(field) or search.span,
+                help="drop that value from its axis"
+                     + (", or give the base plan `seq = ...`" if any("needs `seq`" in d.message for d in errs)
+                        else ", or fix the block it names")))
+        if len(out) >= 5:
+            break
     return out
 
 
@@ -317,16 +363,163 @@ def _pareto_select(cols: dict):
 
 
 def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], None] | None = None,
-               chunk: int = CHUNK) -> dict:
+               chunk: int = CHUNK, jobs: int | None = None, scheduler: str | None = None) -> dict:
     """Evaluate every point of ``search`` and return its document section (see ``search_document``).
 
-    ``progress(done, total)`` is called after each chunk (the CLI draws a bar from it). Raises
-    ``CcostError`` E402 for a search larger than its limit, E401 when the base plan cannot be evaluated.
+    ``progress(done, total)`` is called as chunks finish (the CLI draws a bar from it). ``jobs`` processes
+    (default: ``EXECUTION``'s, 1 unless the CLI's ``--jobs``) or the Dask ``scheduler`` at an address
+    (``ccost.remote``) share the chunks; the partial reductions merge into the same document as a
+    run in this process. Raises ``CcostError`` E402 for a search larger than its limit, E401 when the base
+    plan cannot be evaluated, E404 for a fleet combination that cannot be evaluated.
     """
-    import numpy as np
+    job = _job(search, policy, chunk)
+    units = job.units()
+    jobs = EXECUTION.jobs if jobs is None else jobs
+    scheduler = EXECUTION.scheduler if scheduler is None else scheduler
+    if scheduler:
+        from ccost import remote
 
-    from ccost import analysis, lower
+        acc = remote.run(job, units, scheduler, progress)
+    elif jobs > 1 and len(units) > 1:
+        acc = _run_pool(job, units, jobs, progress)
+    else:
+        acc = _run_units(job, units, progress)
+    return job.document(acc)
 
+
+@dataclass(frozen=True)
+class Execution:
+    """How searches run: ``jobs`` local processes, or the Dask ``scheduler`` at an address."""
+
+    jobs: int = 1
+    scheduler: str | None = None
+
+
+#: The current way of running searches (the CLI sets it with ``execution``).
+EXECUTION = Execution()
+
+
+class execution:
+    """``with search.execution(jobs=2): ...`` — run the searches evaluated inside on 2 processes (or on
+    a Dask ``scheduler``)."""
+
+    def __init__(self, jobs: int = 1, scheduler: str | None = None):
+        self.new = Execution(max(1, int(jobs)), scheduler or None)
+
+    def __enter__(self):
+        global EXECUTION
+        self.old, EXECUTION = EXECUTION, self.new
+        return self.new
+
+    def __exit__(self, *exc):
+        global EXECUTION
+        EXECUTION = self.old
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where that is
+    missing)."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _fleet_of(search: Search) -> list[str]:
+    return [f for f, _ in search.axes if f in FLEET_AXES]
+
+
+def _combo_label(fixed: Mapping[str, Any]) -> str:
+    return ", ".join(f"{f}={_name(v)}" for f, v in fixed.items())
+
+
+def _name(v) -> Any:
+    """A searched value as a record holds it: an entity by its name."""
+    return v.name if isinstance(v, S.Entity) else v
+
+
+@dataclass(frozen=True)
+class _Job:
+    """Everything a worker needs to price chunks of a search (picklable: shipped to processes and Dask
+    workers; ``MappingProxyType`` fields pickle as dicts, see ``_pickle_proxy``)."""
+
+    search: Search
+    policy: S.Policy
+    chunk: int
+
+    @property
+    def pass_names(self) -> list[str]:
+        """The axes priced one pass per value, in written order: the fleet axes (model, cluster, phase,
+        stack) and the static ones."""
+        return [f for f, _ in self.search.axes if f in STATIC_AXES or f in FLEET_AXES]
+
+    @property
+    def array_names(self) -> list[str]:
+        return [f for f, _ in self.search.axes if f in ARRAY_AXES]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        axes = dict(self.search.axes)
+        return tuple(len(axes[f]) for f in self.array_names)
+
+    @property
+    def per_pass(self) -> int:
+        return math.prod(self.shape)
+
+    def grid(self) -> "_Grid":
+        """The array axes of a pass as layouts × columns (``_Grid``)."""
+        import numpy as np
+
+        axes = dict(self.search.axes)
+        return _Grid(self.array_names, [np.asarray(axes[f], dtype=float) for f in self.array_names], self.chunk)
+
+    def units(self) -> list[tuple[int, int, int]]:
+        """The work, in search order: (pass, first layout, end layout) for every chunk of every pass, a
+        chunk being the layouts that make about ``chunk`` points with their columns (at least one layout).
+        A worker joins adjacent ones again (``_coalesce``); the cut only decides how work is shared."""
+        axes = dict(self.search.axes)
+        passes = math.prod(len(axes[f]) for f in self.pass_names)
+        grid = self.grid()
+        step = max(1, self.chunk // max(1, grid.n_columns))
+        return [(p, s, min(grid.n_layouts, s + step)) for p in range(passes)
+                for s in range(0, grid.n_layouts, step)]
+
+    def combo(self, p_i: int) -> dict:
+        axes = dict(self.search.axes)
+        combo = next(itertools.islice(itertools.product(*(axes[f] for f in self.pass_names)), p_i, None))
+        return dict(zip(self.pass_names, combo))
+
+    def pass_plan(self, fixed: Mapping[str, Any]) -> S.Plan:
+        base = self.search.base
+        assert base is not None
+        axes = dict(self.search.axes)
+        seq0 = axes["seq"][0] if "seq" in axes else base.seq
+        return replace(base, seq=seq0, **fixed)
+
+    def document(self, acc: "_Acc") -> dict:
+        search = self.search
+        feasible = acc.total - sum(acc.removed.values())
+        worst = {k: b.cols for k, b in acc.best_removed.items() if b.cols is not None}
+        mem = acc.mem_limit - {None}
+        return _document(search, self.settings_doc(), acc.total, acc.priced, feasible, acc.tested, acc.failed,
+                         acc.removed, acc.top.cols, acc.front.cols, self.pass_names, self.array_names, self.shape,
+                         self.per_pass, worst, max(mem) if len(mem) == 1 else None)
+
+    def settings_doc(self) -> Settings:
+        """The constraints as the document states them: a fleet search over clusters reports the largest
+        ``max_gpus`` (each cluster's own GPUs cap its points)."""
+        search = self.search
+        base = search.base
+        assert base is not None and base.cluster is not None
+        clusters = dict(search.axes).get("cluster") or (base.cluster,)
+        st = settings(replace(search, base=replace(base, cluster=max(clusters, key=lambda c: c.gpus))), self.policy)
+        return st
+
+
+def _job(search: Search, policy: S.Policy, chunk: int) -> _Job:
+    """Check that ``search`` can run (E401, E402, E205, E403) and wrap it for the workers."""
     base = search.base
     if base is None or base.cluster is None or base.model is None:
         raise CcostError(error("E401", f"search `{search.name}` has no base plan to evaluate", search.span))
@@ -342,34 +535,91 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
     bad = [f for f, _ in search.axes if f not in SEARCHABLE]
     if bad:
         raise CcostError(error("E205", f"search `{search.name}` cannot vary `{bad[0]}`", search.span))
-    st = settings(search, policy)
-    model, cluster = base.model, base.cluster
+    diags = fleet_diagnostics(search, lambda *a: None)
+    if diags:
+        raise CcostError(diags)
     from ccost import economics
 
-    pr = economics.pricing(cluster)
-    if search.objective == "cost_per_token" and not pr.priced:
-        raise CcostError(error("E403", f"search `{search.name}` ranks by cost_per_token, but its base plan "
-                               f"`{base.name}` is not priced", search.spans.get("objective", search.span),
-                               economics.not_priced_help(cluster)))
-    axes = dict(search.axes)
-    static_names = [f for f, _ in search.axes if f in STATIC_AXES]
-    array_names = [f for f, _ in search.axes if f in ARRAY_AXES]
-    array_vals = [np.asarray(axes[f], dtype=float) for f in array_names]
-    shape = tuple(len(v) for v in array_vals)
-    per_pass = math.prod(shape)
-    seq0 = axes["seq"][0] if "seq" in axes else base.seq
+    if search.objective == "cost_per_token":
+        for cluster in dict(search.axes).get("cluster") or (base.cluster,):
+            if not economics.pricing(cluster).priced:
+                raise CcostError(error(
+                    "E403", f"search `{search.name}` ranks by cost_per_token, but "
+                    + (f"its base plan `{base.name}`" if "cluster" not in dict(search.axes)
+                       else f"cluster `{cluster.name}` of its `cluster` axis") + " is not priced",
+                    search.spans.get("objective", search.span), economics.not_priced_help(cluster)))
+    _pickling()
+    return _Job(search, policy, chunk)
 
+
+@dataclass
+class _Acc:
+    """The reductions of some chunks of a search: counts per constraint, the top, the Pareto front, the
+    best point each priced constraint removed. Two of them merge into the reductions of both."""
+
+    total: int
+    objective: str
+    top_n: int
+    done: int = 0
+    priced: int = 0
+    tested: dict | None = None
+    failed: dict | None = None
+    removed: dict | None = None
+    top: _Best | None = None
+    front: _Best | None = None
+    best_removed: dict | None = None
+    mem_limit: set | None = None
+
+    def __post_init__(self):
+        names = [c for c, _ in CONSTRAINTS]
+        self.tested = self.tested or dict.fromkeys(names, 0)
+        self.failed = self.failed or dict.fromkeys(names, 0)
+        self.removed = self.removed or dict.fromkeys(names, 0)
+        self.top = self.top or _Best()
+        self.front = self.front or _Best()
+        self.best_removed = self.best_removed or {k: _Best() for k in names}
+        self.mem_limit = self.mem_limit if self.mem_limit is not None else set()
+
+    def merge(self, other: "_Acc") -> None:
+        """Fold ``other`` in: counts add; the kept points are re-selected from both (the top and the
+        front of a union are the top and the front of the parts' tops and fronts, and every selection
+        is ordered by the objective and then the search order, so the result does not depend on how the
+        chunks were split)."""
+        select = _top_select(self.objective, self.top_n)
+        self.done += other.done
+        self.priced += other.priced
+        for d, o in ((self.tested, other.tested), (self.failed, other.failed), (self.removed, other.removed)):
+            for k, v in o.items():
+                d[k] += v
+        if other.top.cols is not None:
+            self.top.merge(other.top.cols, select)
+        if other.front.cols is not None:
+            self.front.merge(other.front.cols, _pareto_select)
+        for k, b in other.best_removed.items():
+            if b.cols is not None:
+                self.best_removed[k].merge(b.cols, select)
+        self.mem_limit |= other.mem_limit
+
+
+def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = None) -> _Acc:
+    """Price the chunks ``units`` ((pass, first layout, end layout) rows, in search order; see
+    ``_Job.units``) of ``job``: the reductions of those chunks. A local run gives it every chunk; a worker
+    (process or Dask) some of them."""
+    import numpy as np
+
+    from ccost import analysis, economics, lower
+
+    search, policy = job.search, job.policy
+    base = search.base
+    assert base is not None
+    axes = dict(search.axes)
+    per_pass = job.per_pass
+    fleet = bool(_fleet_of(search))
+    acc = _Acc(search.size, search.objective, search.top)
+    tested, failed, removed = acc.tested, acc.failed, acc.removed
     names = [c for c, _ in CONSTRAINTS]
-    failed = dict.fromkeys(names, 0)
-    removed = dict.fromkeys(names, 0)
-    tested = dict.fromkeys(names, 0)
-    top, front = _Best(), _Best()
     top_select = _top_select(search.objective, search.top)
-    best_removed = {k: _Best() for k in names}
-    mem_limit: set = set()  # max_memory × HBM: one value per search (the cluster's GPU)
-    kv_heads = model.kv_heads or model.heads
-    done = 0
-    priced = 0
+    total = search.size
 
     def count(key: str, fail, alive, weight: int = 1):
         """Tally one constraint over the points still alive (or all, for `failed`) and mask them.
@@ -381,58 +631,197 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
         removed[key] += int(np.count_nonzero(fail & alive)) * weight
         return alive & ~fail
 
-    grid = _Grid(array_names, array_vals, chunk)
-    for p_i, combo in enumerate(itertools.product(*(axes[f] for f in static_names))):
-        fixed = dict(zip(static_names, combo))
-        plan = replace(base, seq=seq0, **fixed)
-        static, x0 = lower.prepare(plan, policy)
-        for start in range(0, grid.n_layouts, grid.layout_chunk):
-            stop = min(grid.n_layouts, start + grid.layout_chunk)
-            n = stop - start
-            lvals, row_off = grid.layouts(start, stop)
+    grid = job.grid()
+    current = None  # (pass index, its plan, settings, pricing, [static, x0] once prepared, fixed)
+    for p_i, start, stop in _coalesce(units, grid.layout_chunk):
+        if current is None or current[0] != p_i:
+            fixed = job.combo(p_i)
+            plan = job.pass_plan(fixed)
+            st = settings(replace(search, base=plan), policy)
+            if fleet:  # each cluster's own GPUs cap its points
+                st = replace(st, max_gpus=min(st.max_gpus, plan.cluster.gpus))
+            current = [p_i, plan, st, economics.pricing(plan.cluster), None, fixed]
+        _, plan, st, pr, prepared, fixed = current
+        model, cluster = plan.model, plan.cluster
+        kv_heads = model.kv_heads or model.heads
+        n = stop - start
+        lvals, row_off = grid.layouts(start, stop)
 
-            def axis(f, vals=lvals):
-                return vals[f] if f in vals else float(getattr(base, f))
+        def axis(f, vals=lvals):
+            return vals[f] if f in vals else float(getattr(plan, f))
 
-            # Layout constraints need no pricing and read only tp, pp, ep, dp: tested once per layout (each
-            # stands for every combination of the other axes), and only the layouts that pass them are
-            # priced (compressed arrays, not a Python loop).
-            tp, pp = axis("tp"), axis("pp")
-            gpus = np.broadcast_to(tp * pp * axis("ep") * axis("dp") * float(base.cp), (n,))
-            layout_fails = {
-                "max_gpus": gpus > st.max_gpus,
-                "pp_at_most_layers": np.broadcast_to(pp > model.layers, (n,)),
-                "inter_node_link": (gpus > cluster.domain) if cluster.inter_node is None else None,
-                "tp_in_domain": np.broadcast_to(tp > cluster.domain, (n,)) if st.tp_in_domain else None,
-                "tp_divides_kv_heads": np.broadcast_to(np.mod(kv_heads, tp) != 0, (n,))
-                if (st.tp_divides_kv_heads and kv_heads) else None,
-                "pp_divides_layers": np.broadcast_to(np.mod(model.layers, pp) != 0, (n,))
-                if st.pp_divides_layers else None,
-            }
-            alive = np.ones(n, dtype=bool)
-            for k in names[:6]:
-                alive = count(k, layout_fails[k], alive, grid.n_columns)
-            keep = np.nonzero(alive)[0]
-            blocks = grid.blocks(keep.size)
-            for b_i, (r0, r1, c0, c1) in enumerate(blocks):
-                rows = keep[r0:r1]
-                cvals, col_off = grid.columns(c0, c1)
-                vals = {f: v[rows][:, None] for f, v in lvals.items()}
-                vals.update(cvals)
-                priced += rows.size * (c1 - c0)
-                _price_chunk(lower, analysis, static, x0, plan, vals,
-                             p_i * per_pass + row_off[rows][:, None] + col_off, st, count, names[6:], top, front,
-                             top_select, best_removed, mem_limit, pr)
-                if progress is not None and b_i + 1 < len(blocks):
-                    progress(done + n * grid.n_columns * (b_i + 1) // len(blocks), total)
-            done += n * grid.n_columns
+        # Layout constraints need no pricing and read only tp, pp, ep, dp: tested once per layout (each
+        # stands for every combination of the other axes), and only the layouts that pass them are
+        # priced (compressed arrays, not a Python loop).
+        tp, pp = axis("tp"), axis("pp")
+        gpus = np.broadcast_to(tp * pp * axis("ep") * axis("dp") * float(plan.cp), (n,))
+        layout_fails = {
+            "max_gpus": gpus > st.max_gpus,
+            "pp_at_most_layers": np.broadcast_to(pp > model.layers, (n,)),
+            "inter_node_link": (gpus > cluster.domain) if cluster.inter_node is None else None,
+            "tp_in_domain": np.broadcast_to(tp > cluster.domain, (n,)) if st.tp_in_domain else None,
+            "tp_divides_kv_heads": np.broadcast_to(np.mod(kv_heads, tp) != 0, (n,))
+            if (st.tp_divides_kv_heads and kv_heads) else None,
+            "pp_divides_layers": np.broadcast_to(np.mod(model.layers, pp) != 0, (n,))
+            if st.pp_divides_layers else None,
+        }
+        alive = np.ones(n, dtype=bool)
+        for k in names[:6]:
+            alive = count(k, layout_fails[k], alive, grid.n_columns)
+        keep = np.nonzero(alive)[0]
+        if keep.size and prepared is None:
+            prepared = current[4] = _prepare_pass(search, policy, plan, fixed, lvals, keep[0])
+        blocks = grid.blocks(keep.size)
+        for b_i, (r0, r1, c0, c1) in enumerate(blocks):
+            rows = keep[r0:r1]
+            cvals, col_off = grid.columns(c0, c1)
+            vals = {f: v[rows][:, None] for f, v in lvals.items()}
+            vals.update(cvals)
+            static, x0 = prepared
+            acc.priced += rows.size * (c1 - c0)
+            _price_chunk(lower, analysis, static, x0, plan, vals,
+                         p_i * per_pass + row_off[rows][:, None] + col_off, st, count, names[6:], acc.top,
+                         acc.front, top_select, acc.best_removed, acc.mem_limit, pr)
+            if progress is not None and b_i + 1 < len(blocks):
+                progress(acc.done + n * grid.n_columns * (b_i + 1) // len(blocks), total)
+        acc.done += n * grid.n_columns
+        if progress is not None:
+            progress(acc.done, total)
+    return acc
+
+
+def _coalesce(units, most: int):
+    """``units`` ((pass, first layout, end layout) rows in search order) with runs of adjacent ones of a
+    pass joined into ranges of at most ``most`` layouts: the layout constraints then filter a long range
+    at once and the layouts that pass fill dense blocks (see ``_Grid``), however finely the work was cut
+    for the workers. Any grouping gives the same reductions."""
+    run = None
+    for u in units:
+        p_i, start, stop = (int(x) for x in u)
+        if run is not None and run[0] == p_i and run[2] == start and stop - run[1] <= most:
+            run[2] = stop
+            continue
+        if run is not None:
+            yield tuple(run)
+        run = [p_i, start, stop]
+    if run is not None:
+        yield tuple(run)
+
+
+def _prepare_pass(search: Search, policy: S.Policy, plan: S.Plan, fixed: Mapping[str, Any], vals, first):
+    """``lower.prepare`` of one pass's plan. In a fleet search the base plan's own layout may not fit
+    another model or cluster (more GPUs, more stages than layers): the layout of the pass's first point
+    that passed the layout constraints stands in (its numbers are replaced by the arrays anyway)."""
+    from ccost import lower
+
+    try:
+        return lower.prepare(plan, policy)
+    except CcostError as exc:
+        if not _fleet_of(search):
+            raise
+        degrees = {f: int(v[first]) for f, v in vals.items() if f in ("tp", "pp", "ep", "dp")}
+        try:
+            return lower.prepare(replace(plan, **degrees), policy)
+        except CcostError:
+            raise CcostError(error(
+                "E404", f"search `{search.name}`: the combination {_combo_label(fixed)} cannot be evaluated: "
+                + "; ".join(d.message for d in exc.diagnostics if d.is_error),
+                search.span, "drop that value from its axis, or fix the block it names")) from None
+
+
+def _proxy(d: dict):
+    from types import MappingProxyType
+
+    return MappingProxyType(d)
+
+
+def _pickle_proxy(m):
+    return _proxy, (dict(m),)
+
+
+def _pickling() -> None:
+    """Spec entities hold ``MappingProxyType`` fields (read-only maps), which pickle cannot ship to a
+    worker: pickle them as the dict they wrap."""
+    import copyreg
+    from types import MappingProxyType
+
+    copyreg.pickle(MappingProxyType, _pickle_proxy)
+
+
+#: Chunks per task shipped to a process or a Dask worker: a few, so the progress bar moves and the
+#: cores stay busy to the end, while each task's pickled reductions stay small against its work.
+TASK_CHUNKS = 4
+
+
+def tasks(units: list, workers: int) -> list:
+    """``units`` split into contiguous tasks (numpy arrays of (pass, start, stop) rows), in search order:
+    at least four per worker when there are enough chunks, at most ``TASK_CHUNKS`` chunks each."""
+    import numpy as np
+
+    per = max(1, min(TASK_CHUNKS, len(units) // max(1, 4 * workers)))
+    return [np.asarray(units[i:i + per], dtype=np.int64) for i in range(0, len(units), per)]
+
+
+_POOL: dict = {}
+
+
+def _pool(jobs: int):
+    """A pool of ``jobs`` worker processes, kept for the next search of this process. Workers are
+    started with ``fork`` where the platform has it and this process runs one thread (no re-import: a
+    fast start); with other threads running (a Dask client's, say), which a fork would copy mid-step,
+    from a ``forkserver`` that has imported the pricing modules; ``spawn`` elsewhere. They get everything
+    they need by argument (``_run_units`` and a ``_Job``), so every method works."""
+    import multiprocessing as mp
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    if jobs not in _POOL:
+        import atexit
+
+        methods = mp.get_all_start_methods()
+        if "fork" in methods and threading.active_count() == 1:
+            ctx = mp.get_context("fork")
+        elif "forkserver" in methods:
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(["numpy", "ccost.search", "ccost.lower", "ccost.analysis"])
+        else:
+            ctx = mp.get_context("spawn")
+        _POOL[jobs] = ProcessPoolExecutor(jobs, mp_context=ctx)
+        atexit.register(_POOL[jobs].shutdown, cancel_futures=True)
+    return _POOL[jobs]
+
+
+def _run_pool(job: _Job, units: list, jobs: int, progress) -> _Acc:
+    """The chunks priced on ``jobs`` local processes, merged in search order."""
+    from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    _pickling()
+    parts = tasks(units, jobs)
+    pool = _pool(jobs)
+    try:
+        futures = {pool.submit(_run_units, job, part): i for i, part in enumerate(parts)}
+        results: list = [None] * len(parts)
+        done = 0
+        for fut in as_completed(futures):
+            results[futures[fut]] = acc = fut.result()
+            done += acc.done
             if progress is not None:
-                progress(done, total)
+                progress(done, job.search.size)
+    except BrokenProcessPool:
+        _POOL.pop(jobs, None)
+        raise CcostError(error("E513", f"search `{job.search.name}`: a worker process died", job.search.span,
+                               "run again with fewer `--jobs` (or `--jobs 1`); a worker killed for memory "
+                               "needs a smaller search or more memory")) from None
+    return merge(job, results)
 
-    feasible = total - sum(removed.values())
-    worst = {k: b.cols for k, b in best_removed.items() if b.cols is not None}
-    return _document(search, st, total, priced, feasible, tested, failed, removed, top.cols, front.cols,
-                     static_names, array_names, shape, per_pass, worst, max(mem_limit) if mem_limit else None)
+
+def merge(job: _Job, results: list) -> _Acc:
+    """The reductions of the tasks, folded in search order into one."""
+    acc = _Acc(job.search.size, job.search.objective, job.search.top)
+    for r in results:
+        acc.merge(r)
+    return acc
 
 
 #: The array axes the layout constraints read: a *layout* is one combination of them; the other array axes
@@ -651,7 +1040,8 @@ def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, chec
 
 
 def _decode(search: Search, index: int, static_names, array_names, shape, per_pass) -> dict:
-    """The layout (field → value, in written order) of point ``index`` in search order."""
+    """The layout (field → value, in written order) of point ``index`` in search order. ``static_names``:
+    the axes priced one pass per value (the fleet and static axes), in written order."""
     axes = dict(search.axes)
     p_i, rest = divmod(int(index), per_pass)
     combo = next(itertools.islice(itertools.product(*(axes[f] for f in static_names)), p_i, None))
@@ -668,15 +1058,20 @@ def _decode(search: Search, index: int, static_names, array_names, shape, per_pa
 def point_plan(search: Search, layout: Mapping[str, Any]) -> S.Plan:
     """The plan of one search point: the base plan with the point's values (for evaluating it alone)."""
     assert search.base is not None
-    label = ",".join(f"{k}={v}" for k, v in layout.items())
-    return replace(search.base, name=f"{search.name}[{label}]", **layout)
+    axes = dict(search.axes)
+    # a record names the model, cluster and stack: the entities are the axis's values of those names
+    values = {k: next((x for x in axes.get(k, ()) if _name(x) == v), v) if k in FLEET_AXES else v
+              for k, v in layout.items()}
+    label = ",".join(f"{k}={_name(v)}" for k, v in values.items())
+    return replace(search.base, name=f"{search.name}[{label}]", **values)
 
 
 def _records(search, cols, order, decode) -> list[dict]:
     out = []
-    train = search.base is not None and search.base.phase == "train"
     for i in order:
-        rec = dict(decode(cols["index"][i]))
+        layout = decode(cols["index"][i])
+        train = layout.get("phase", search.base.phase if search.base is not None else None) == "train"
+        rec = {f: _name(v) for f, v in layout.items()}  # a model, cluster or stack by its name
         for k in RECORD:
             v = cols[k][i]
             rec[k] = bool(v) if k == "fits_memory" else (int(v) if k == "gpus" else float(v))
@@ -729,7 +1124,7 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
     return {
         "title": search.title or search.name,
         "base": search.base.name,
-        "axes": {f: list(v) for f, v in search.axes},
+        "axes": {f: [_name(x) for x in v] for f, v in search.axes},
         "objective": search.objective,
         "points": total,
         "priced": priced,

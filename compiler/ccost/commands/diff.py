@@ -37,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default 0.1; inputs, statuses and rankings are always listed)")
     parser.add_argument("--all", action="store_true",
                         help="list every result that changed, however little (the same as --threshold 0)")
+    from ccost.commands import runopts
+
+    runopts.add_arguments(parser)
 
 
 def _percent(text: str) -> float:
@@ -101,6 +104,13 @@ def sides(args: list[str]):
 
 
 def run(args: argparse.Namespace) -> int:
+    from ccost.commands import runopts
+
+    with runopts.execution(args):  # --jobs / --scheduler: where the searches run
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from ccost.diff import compare, to_document, to_markdown, to_text
 
     try:

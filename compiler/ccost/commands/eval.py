@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "json", "yaml"), default="text",
                         help="text: readable tables (default); json/yaml: the results document (a list of "
                              "documents, or a YAML stream, for several specs)")
+    from ccost.commands import runopts
+
+    runopts.add_arguments(parser)
 
 
 def load(path: str, text: str | None = None):
@@ -89,6 +92,13 @@ def document(path: str, plan: str | None, text: str | None = None, skip_empty: b
 
 
 def run(args: argparse.Namespace) -> int:
+    from ccost.commands import runopts
+
+    with runopts.execution(args):  # --jobs / --scheduler: where the searches run
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from ccost import output
     from ccost.commands.paths import STDIN, expand
     from ccost.diagnostics import CcostError, render_all, use_colour

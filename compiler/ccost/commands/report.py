@@ -35,9 +35,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-git", action="store_true",
                         help="do not record the git revision in the provenance stamp (committed reviews "
                              "use this, so they do not change with every commit)")
+    from ccost.commands import runopts
+
+    runopts.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ccost.commands import runopts
+
+    with runopts.execution(args):  # --jobs / --scheduler: where the searches run
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     import sys
 
     from ccost.commands.paths import STDIN, evaluates_something, expand

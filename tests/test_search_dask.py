@@ -1,0 +1,95 @@
+"""Searches on a Dask cluster (`ccost eval --scheduler ADDRESS`, issue 16): on a `distributed.LocalCluster`
+the document equals the local run's bit for bit, for decode, training and fleet searches and for the
+fleet example from the command line; a missing Dask, an unreachable scheduler and a dead worker are
+diagnostics (E512, E513), not tracebacks."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from ccost import search
+from ccost.diagnostics import CcostError
+
+from test_search import _spec
+from test_search_parallel import CASES, FLEET_SPEC, _dump, _eval
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as c:
+        yield c
+        from ccost import remote
+
+        remote.close(c.scheduler_address)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_local_cluster_gives_the_local_document(cluster, case):
+    spec = _spec(CASES[case])
+    s = next(iter(spec.searches.values()))
+    local = search.run_search(s, spec.policy, chunk=37, jobs=1)
+    seen = []
+    remote = search.run_search(s, spec.policy, chunk=37, scheduler=cluster.scheduler_address,
+                               progress=lambda d, t: seen.append(d))
+    assert _dump(remote) == _dump(local)
+    assert seen[-1] == s.size
+
+
+def test_local_cluster_fleet_spec_from_the_cli(cluster, capsys):
+    code1, local, _ = _eval(capsys, FLEET_SPEC, "--format", "json", "--jobs", "1")
+    code2, remote, err = _eval(capsys, FLEET_SPEC, "--format", "json", "--scheduler", cluster.scheduler_address)
+    assert code1 == code2 == 0 and remote == local, err
+
+
+def test_scheduler_from_the_environment(cluster, capsys, monkeypatch):
+    monkeypatch.setenv("CCOST_SCHEDULER", cluster.scheduler_address)
+    calls = []
+    from ccost import remote
+
+    real = remote.run
+    monkeypatch.setattr(remote, "run", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    code, out, _ = _eval(capsys, FLEET_SPEC, "--format", "json")
+    assert code == 0 and calls == [cluster.scheduler_address]
+
+
+def test_unreachable_scheduler_is_a_diagnostic(capsys, monkeypatch):
+    from ccost import remote
+
+    monkeypatch.setattr(remote, "TIMEOUT", 1.0)
+    code, out, err = _eval(capsys, FLEET_SPEC, "--scheduler", "tcp://127.0.0.1:9")  # the discard port
+    assert code != 0 and "E513" in err and "tcp://127.0.0.1:9" in err and "Traceback" not in err
+
+
+def test_without_dask_the_error_names_the_pip_command(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # `import distributed` raises ImportError
+    code, out, err = _eval(capsys, FLEET_SPEC, "--scheduler", "tcp://127.0.0.1:8786")
+    assert code != 0 and "E512" in err and "pip install 'ccost[distributed]'" in err and "Traceback" not in err
+
+
+def test_a_failing_worker_is_a_diagnostic(cluster, monkeypatch):
+    # what the scheduler reports when the workers running a task died (here raised by the task itself:
+    # a real worker's death cannot be staged in this process)
+    spec = _spec(CASES["decode"])
+    s = spec.searches["s"]
+
+    def dead(job, part):
+        from types import SimpleNamespace
+
+        raise distributed.KilledWorker("_run_units-1", SimpleNamespace(address="tcp://10.0.0.9:40000"), 0)
+
+    monkeypatch.setattr(search, "_run_units", dead)
+    with pytest.raises(CcostError) as exc:
+        search.run_search(s, spec.policy, chunk=400, scheduler=cluster.scheduler_address)
+    (d,) = exc.value.diagnostics
+    assert d.code == "E513" and "worker died" in d.message
+
+
+def test_progress_bar_on_a_local_cluster(cluster):
+    from test_progress import _bar_of_a_run
+
+    line = _bar_of_a_run(scheduler=cluster.scheduler_address)
+    assert "100 %  1,600 / 1,600 points" in line and "points/s  ETA 0:00" in line, line

@@ -2,12 +2,14 @@
 
     .venv/bin/python bench/search.py [--repeat 3] [--sample 2000]
 
-Two searches (specs beside this file, std library models):
+Three searches (specs beside this file, std library models):
 
 (a) ``search-llama405b-decode.ccost``: Llama-3.1-405B decode on 128 nodes × 8 H100, every power-of-two
     tp, pp, dp (1..1024), batch (1..4096) and micro-batch count (1..128), every AllReduce algorithm.
 (b) ``search-deepseek-v3-train.ccost``: DeepSeek-V3 training on 256 nodes × 8 H100, every power-of-two
     ep (1..256), tp, pp, dp (1..2048), batch 1..64, five micro-batch counts, FSDP on and off.
+(c) ``search-llama405b-decode-contexts.ccost``: (a) at 16 context lengths (11 M points): (a) and (b) take
+    tens of milliseconds, less than sharing them between processes costs; (c) shows the two-process ratio.
 
 For each: points, wall time (best of ``--repeat`` runs, and the first run, after numpy and the modules are
 imported), points per second (and priced points per second: the issue-16 goal is 2 M on one core), peak memory (``tracemalloc`` during one more run: numpy reports its
@@ -39,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 BENCHES = (
     ("(a) Llama-3.1-405B decode, 128 nodes x 8 H100", HERE / "search-llama405b-decode.ccost"),
     ("(b) DeepSeek-V3 training, 256 nodes x 8 H100", HERE / "search-deepseek-v3-train.ccost"),
+    ("(c) (a) at 16 context lengths, for the two-process ratio", HERE / "search-llama405b-decode-contexts.ccost"),
 )
 
 

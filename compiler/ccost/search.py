@@ -748,17 +748,18 @@ def _pickling() -> None:
     copyreg.pickle(MappingProxyType, _pickle_proxy)
 
 
-#: Chunks per task shipped to a process or a Dask worker: a few, so the progress bar moves and the
-#: cores stay busy to the end, while each task's pickled reductions stay small against its work.
-TASK_CHUNKS = 4
+#: Tasks per worker: enough that the cores stay busy to the end and the progress bar moves, few enough
+#: that each task's setup and pickled reductions stay small against its work.
+TASKS_PER_WORKER = 4
 
 
 def tasks(units: list, workers: int) -> list:
-    """``units`` split into contiguous tasks (numpy arrays of (pass, start, stop) rows), in search order:
-    at least four per worker when there are enough chunks, at most ``TASK_CHUNKS`` chunks each."""
+    """``units`` split into contiguous tasks (numpy arrays of (pass, first layout, end layout) rows), in
+    search order: four per worker when there are enough chunks (each task repeats its passes' setup and
+    ships its reductions back, so fewer, longer tasks share the work better than many short ones)."""
     import numpy as np
 
-    per = max(1, min(TASK_CHUNKS, len(units) // max(1, 4 * workers)))
+    per = max(1, -(-len(units) // max(1, TASKS_PER_WORKER * workers)))
     return [np.asarray(units[i:i + per], dtype=np.int64) for i in range(0, len(units), per)]
 
 

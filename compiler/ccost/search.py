@@ -750,12 +750,12 @@ def _pickling() -> None:
 
 #: Tasks per worker: enough that the cores stay busy to the end and the progress bar moves, few enough
 #: that each task's setup and pickled reductions stay small against its work.
-TASKS_PER_WORKER = 4
+TASKS_PER_WORKER = 8
 
 
 def tasks(units: list, workers: int) -> list:
     """``units`` split into contiguous tasks (numpy arrays of (pass, first layout, end layout) rows), in
-    search order: four per worker when there are enough chunks (each task repeats its passes' setup and
+    search order: ``TASKS_PER_WORKER`` per worker when there are enough chunks (each task repeats its passes' setup and
     ships its reductions back, so fewer, longer tasks share the work better than many short ones)."""
     import numpy as np
 

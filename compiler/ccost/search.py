@@ -755,8 +755,8 @@ TASKS_PER_WORKER = 8
 
 def tasks(units: list, workers: int) -> list:
     """``units`` split into contiguous tasks (numpy arrays of (pass, first layout, end layout) rows), in
-    search order: ``TASKS_PER_WORKER`` per worker when there are enough chunks (each task repeats its passes' setup and
-    ships its reductions back, so fewer, longer tasks share the work better than many short ones)."""
+    search order: ``TASKS_PER_WORKER`` per worker when there are enough units (each task repeats its
+    passes' setup and ships its reductions back; too few leave a core idle behind a long last task)."""
     import numpy as np
 
     per = max(1, -(-len(units) // max(1, TASKS_PER_WORKER * workers)))

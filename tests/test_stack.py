@@ -55,6 +55,19 @@ def test_seq_overhead_adds_per_running_sequence_in_serving_only():
         "stack s { step_overhead = 1 ms }\n" + train % "s", "p")["step_time_s"]
 
 
+def test_seq_overhead_on_a_training_plan_is_said_to_do_nothing():
+    stack = "stack s { step_overhead = 1 ms; seq_overhead = 100 us }\n"
+    train = "plan p { model = m; cluster = node; phase = train; batch = 4; seq = 128; stack = s }\n"
+    r = check.check_text(HW + stack + train + "plan q extends p { batch = 8 }\n", "t.ccost")
+    w = [d for d in r.warnings if d.code == "W305"]
+    # once, at the `stack = s` of `p` (q inherits it: p already says so)
+    assert len(w) == 1 and "`seq_overhead` is not charged in training" in w[0].message, w
+    assert (HW + stack + train).splitlines()[w[0].span.line - 1][w[0].span.column - 1:].startswith("s }")
+    # a decode plan on the same stack is charged it: no warning
+    r = check.check_text(HW + stack + train.replace("phase = train", "phase = decode"), "t.ccost")
+    assert not [d for d in r.warnings if d.code == "W305"]
+
+
 def test_seq_overhead_is_named_in_the_derivation():
     r = check.check_text(HW + "stack s { seq_overhead = 100 us }\n"
                          "plan p { model = m; cluster = node; phase = decode; batch = 8; stack = s }", "t.ccost")

@@ -1584,7 +1584,22 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
                                help=f"ep values that divide {m.experts}: {_divisors(m.experts, 1 << 20)}"))
     out += _check_training(p, where)
     out += _check_serve(p, where)
+    out += _check_stack_phase(p, where)
     return out
+
+
+def _check_stack_phase(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """A training plan on a stack with a host time per sequence (W305): training charges the stack's
+    fixed time per step, not per running sequence (a serving engine's sampling and detokenising)."""
+    st = getattr(p, "stack", None)
+    if p.phase != "train" or st is None or not getattr(st, "seq_overhead", 0) or "stack" not in p.spans:
+        return []
+    span = where("stack", ("stack",))
+    if span is None:
+        return []
+    return [warning("W305", f"plan `{p.name}` trains on stack `{st.name}`, whose `seq_overhead` is not charged in "
+                    "training (host time per running sequence is a serving cost)", span,
+                    help="use a training stack (e.g. `training_default`), or leave `seq_overhead` out of this one")]
 
 
 SERVE_FIELDS = ("concurrency", "input_tokens", "output_tokens", "chunk_tokens")

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
     ("llama3_70b", "hgx_h100", "decode"),  # the defaults
     ("llama31_405b", "hgx_h100_2node", "prefill"),  # needs pipeline stages across the two nodes
     ("mixtral_8x7b", "dgx_b200", "train"),
+    ("llama3_8b", "hgx_h100", "serve"),  # requests (concurrency, input/output tokens), not batch and seq
 ])
 def test_init_writes_a_spec_that_checks_clean_and_evaluates(tmp_path, capsys, model, cluster, phase):
     path = tmp_path / "plan.ccost"
@@ -34,6 +35,8 @@ def test_init_writes_a_spec_that_checks_clean_and_evaluates(tmp_path, capsys, mo
     assert main(["eval", str(path), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["plans"][plan.name]["step_time_s"] > 0
+    if phase == "serve":
+        assert doc["plans"][plan.name]["serve"]["tpot_s"] > 0 and "batch" not in path.read_text()
     assert main(["fmt", "--check", str(path)]) == 0  # written in canonical form
 
 

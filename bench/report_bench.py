@@ -82,6 +82,18 @@ if hasattr(ccost.report.render, "render_summary_html"):
 print(json.dumps(out))
 """
 
+# Which subsetter a tree's PDF fonts go through: ccost's answer where it has one, else WeasyPrint's own.
+SUBSETTER = r"""
+try:
+    from ccost.report.fonts import subsetter
+except ImportError:
+    def subsetter():
+        from weasyprint.text.ffi import harfbuzz, harfbuzz_subset
+        ok = harfbuzz_subset is not None and harfbuzz.hb_version_atleast(4, 1, 0)
+        return "libharfbuzz-subset" if ok else "fontTools"
+print(subsetter())
+"""
+
 
 def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=REPO, check=True, capture_output=True, text=True).stdout
@@ -119,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     global PYCACHE, XDG
     py = sys.executable
+    if subprocess.run(["git", "cat-file", "-e", f"{args.base}^{{commit}}"], cwd=REPO,
+                      capture_output=True).returncode:
+        print(f"report_bench: the base commit {args.base} is not in this clone (a shallow clone?): "
+              f"`git fetch --unshallow`, or name another with --base", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="ccost-report-bench-") as tmp:
         tmp = Path(tmp)
         PYCACHE, XDG = str(tmp / "pycache"), tmp / "xdg"
@@ -169,6 +186,10 @@ def run(args, py: str, base: Path, tmp: Path) -> int:
 
     head = git("rev-parse", "--short", "HEAD").strip()
     print(f"spec: {spec}   base: {args.base}   this tree: {head} (+ uncommitted changes, if any)")
+    paths = {name: subprocess.run([py, "-c", SUBSETTER], cwd=tree, env=env_for(tree), check=True,
+                                  capture_output=True, text=True).stdout.strip()
+             for name, tree in (("base", base), ("new", REPO))}
+    print(f"font subsetting: base {paths['base']}, this tree {paths['new']}")
     print(f"medians of {args.runs} runs, interleaved; the machine's load varies, the ratios less so\n")
     print("phases of one render, in-process (s)")
     keys = list(dict.fromkeys(list(phases["base"]) + list(phases["new"])))

@@ -260,6 +260,78 @@ def test_harfbuzz_subset_keeps_glyph_ids_and_only_the_used_glyphs():
     assert "GSUB" not in sub and "GPOS" not in sub
 
 
+def test_the_pdf_fonts_take_the_harfbuzz_path(monkeypatch):
+    """With uharfbuzz installed (a dependency), every font of a PDF is subset by ``fonts.subset_font``:
+    neither of WeasyPrint's own subsetters (fontTools, or the system's libharfbuzz-subset) runs."""
+    import weasyprint.pdf.fonts as wfonts
+
+    from ccost.report import fonts
+    from ccost.report.render import render_pdf
+
+    assert fonts.available(), "uharfbuzz is a dependency of ccost (pyproject.toml)"
+    assert fonts.subsetter() == "uharfbuzz"
+    calls = []
+    real = fonts.subset_font
+
+    def spy(data, index, glyphs, hinting, notdef_outline):
+        out = real(data, index, glyphs, hinting, notdef_outline)
+        calls.append((len(glyphs), out is not None))
+        return out
+
+    def refuse(self, *args):
+        raise AssertionError("WeasyPrint's own subsetter ran")
+
+    monkeypatch.setattr(fonts, "subset_font", spy)
+    monkeypatch.setattr(wfonts.Font, "_fonttools_subset", refuse)
+    monkeypatch.setattr(wfonts.Font, "_harfbuzz_subset", refuse)
+    # two faces: DejaVu Sans and DejaVu Sans Mono (Bold would be a third)
+    pdf = render_pdf("<p>α-β 42 <code>tp = 8</code></p>")
+    assert pdf.startswith(b"%PDF")
+    assert len(calls) == 2 and all(ok for _, ok in calls)
+    # and WeasyPrint's method is its own again once the PDF is written
+    assert wfonts.Font.subset.__name__ == "subset" and wfonts.Font.subset.__qualname__.startswith("Font.")
+
+
+def test_fonts_subsetter_names_weasyprints_choice_without_uharfbuzz(monkeypatch):
+    from weasyprint.text import ffi
+
+    from ccost.report import fonts
+
+    monkeypatch.setattr(fonts, "available", lambda: False)
+    monkeypatch.setattr(ffi, "harfbuzz_subset", None)
+    assert fonts.subsetter() == "fontTools"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_cycle_collector_is_as_it_was_after_a_pdf(enabled):
+    """``render_pdf`` turns Python's cycle collector off while WeasyPrint runs (a speed-up); afterwards
+    it is on or off as before and nothing stays frozen, also when the render fails."""
+    import gc
+
+    from ccost.report.render import without_cycle_collection
+
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    assert gc.get_freeze_count() == 0
+    try:
+        with without_cycle_collection():
+            assert not gc.isenabled() and gc.get_freeze_count() > 0
+        assert gc.isenabled() is enabled and gc.get_freeze_count() == 0
+        with pytest.raises(RuntimeError):
+            with without_cycle_collection():
+                raise RuntimeError("a render that fails")
+        assert gc.isenabled() is enabled and gc.get_freeze_count() == 0
+        # objects a caller froze itself stay frozen
+        gc.freeze()
+        mine = gc.get_freeze_count()
+        with without_cycle_collection():
+            assert not gc.isenabled()
+        assert gc.isenabled() is enabled and gc.get_freeze_count() == mine
+    finally:
+        gc.unfreeze()
+        (gc.enable if was else gc.disable)()
+
+
 def _dejavu() -> Path:
     import subprocess
 

@@ -60,22 +60,26 @@ from ccost.report.render import render_html
 t = T(); render_html(rev.view, "screen"); out["HTML (screen)"] = T() - t
 t = T(); html = render_html(rev.view, "print"); out["HTML (print)"] = T() - t
 from ccost.report.fetcher import DataOnlyFetcher
-t = T(); document = weasyprint.HTML(string=html, base_url=None, url_fetcher=DataOnlyFetcher()).render()
-out["WeasyPrint parse + layout"] = T() - t
-out["pages"] = len(document.pages)
+import contextlib
 try:
     from ccost.report.fonts import harfbuzz_subsetting
 except ImportError:
-    import contextlib
     harfbuzz_subsetting = contextlib.nullcontext
+# as render_pdf runs WeasyPrint (new tree: without the cycle collector)
+quiet_gc = getattr(ccost.report.render, "without_cycle_collection", contextlib.nullcontext)
 t = T()
-with harfbuzz_subsetting():
+with quiet_gc():
+    document = weasyprint.HTML(string=html, base_url=None, url_fetcher=DataOnlyFetcher()).render()
+out["WeasyPrint parse + layout"] = T() - t
+out["pages"] = len(document.pages)
+t = T()
+with harfbuzz_subsetting(), quiet_gc():
     pdf = document.write_pdf()
-out["write PDF (fonts)"] = T() - t
+out["write PDF (draw, fonts)"] = T() - t
 if hasattr(ccost.report.render, "render_summary_html"):
     t = T(); s = ccost.report.render.render_summary_html(rev.view, "print")
-    d = weasyprint.HTML(string=s, base_url=None, url_fetcher=DataOnlyFetcher()).render()
-    with harfbuzz_subsetting():
+    with harfbuzz_subsetting(), quiet_gc():
+        d = weasyprint.HTML(string=s, base_url=None, url_fetcher=DataOnlyFetcher()).render()
         d.write_pdf()
     out["summary PDF (layout + write)"] = T() - t
     out["summary pages"] = len(d.pages)

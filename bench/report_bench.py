@@ -11,7 +11,8 @@ interleaved (base, new, base, new, ...) so that the load of a shared machine fal
   ``--format html``; this tree's twice, with a chart cache of earlier runs (what a reviewer re-rendering
   gets) and with an empty one (the first render of a spec);
 - the phases of one render, in-process, in each tree: imports, check + evaluate, explain + view model
-  (charts), the HTML, WeasyPrint's layout, and writing the PDF (font subsetting).
+  (charts), the HTML, WeasyPrint's layout (HTML parse, style cascade, boxes, layout) and writing the PDF
+  (draw, then fonts subset and the PDF's objects written).
 
 Prints medians over N runs and each of this tree's times as a ratio to the base's full review (issue 16's
 targets: full review <= 0.40, --summary <= 0.25, HTML only <= 0.10). A benchmark, not a test: the times
@@ -67,15 +68,39 @@ except ImportError:
     harfbuzz_subsetting = contextlib.nullcontext
 # as render_pdf runs WeasyPrint (new tree: without the cycle collector)
 quiet_gc = getattr(ccost.report.render, "without_cycle_collection", contextlib.nullcontext)
+# WeasyPrint's own steps, timed where they are called from weasyprint.document
+import functools
+import weasyprint.document as WD
+steps = {}
+def timing(fn, label):
+    @functools.wraps(fn)
+    def timed(*a, **k):
+        t = T()
+        try:
+            r = fn(*a, **k)
+            return list(r) if label == "layout" else r  # layout_document yields the pages
+        finally:
+            steps[label] = steps.get(label, 0.0) + T() - t
+    return timed
+WD.get_all_computed_styles = timing(WD.get_all_computed_styles, "style cascade")
+WD.build_formatting_structure = timing(WD.build_formatting_structure, "boxes")
+WD.layout_document = timing(WD.layout_document, "layout")
+WD.Page.paint = timing(WD.Page.paint, "draw")
 t = T()
 with quiet_gc():
-    document = weasyprint.HTML(string=html, base_url=None, url_fetcher=DataOnlyFetcher()).render()
+    h = weasyprint.HTML(string=html, base_url=None, url_fetcher=DataOnlyFetcher())
+    out["  HTML parse"] = T() - t
+    document = h.render()
 out["WeasyPrint parse + layout"] = T() - t
+for k in ("style cascade", "boxes", "layout"):
+    out[f"  {k}"] = steps.get(k, 0.0)
 out["pages"] = len(document.pages)
 t = T()
 with harfbuzz_subsetting(), quiet_gc():
     pdf = document.write_pdf()
 out["write PDF (draw, fonts)"] = T() - t
+out["  draw"] = steps.get("draw", 0.0)
+out["  fonts + PDF objects"] = out["write PDF (draw, fonts)"] - out["  draw"]
 if hasattr(ccost.report.render, "render_summary_html"):
     t = T(); s = ccost.report.render.render_summary_html(rev.view, "print")
     with harfbuzz_subsetting(), quiet_gc():

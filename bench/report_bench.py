@@ -11,7 +11,8 @@ interleaved (base, new, base, new, ...) so that the load of a shared machine fal
   ``--format html``; this tree's twice, with a chart cache of earlier runs (what a reviewer re-rendering
   gets) and with an empty one (the first render of a spec);
 - the phases of one render, in-process, in each tree: imports, check + evaluate, explain + view model
-  (charts), the HTML, WeasyPrint's layout, and writing the PDF (font subsetting).
+  (charts), the HTML, WeasyPrint's layout (HTML parse, style cascade, boxes, layout) and writing the PDF
+  (draw, then fonts subset and the PDF's objects written).
 
 Prints medians over N runs and each of this tree's times as a ratio to the base's full review (issue 16's
 targets: full review <= 0.40, --summary <= 0.25, HTML only <= 0.10). A benchmark, not a test: the times
@@ -60,26 +61,66 @@ from ccost.report.render import render_html
 t = T(); render_html(rev.view, "screen"); out["HTML (screen)"] = T() - t
 t = T(); html = render_html(rev.view, "print"); out["HTML (print)"] = T() - t
 from ccost.report.fetcher import DataOnlyFetcher
-t = T(); document = weasyprint.HTML(string=html, base_url=None, url_fetcher=DataOnlyFetcher()).render()
-out["WeasyPrint parse + layout"] = T() - t
-out["pages"] = len(document.pages)
+import contextlib
 try:
     from ccost.report.fonts import harfbuzz_subsetting
 except ImportError:
-    import contextlib
     harfbuzz_subsetting = contextlib.nullcontext
+# as render_pdf runs WeasyPrint (new tree: without the cycle collector)
+quiet_gc = getattr(ccost.report.render, "without_cycle_collection", contextlib.nullcontext)
+# WeasyPrint's own steps, timed where they are called from weasyprint.document
+import functools
+import weasyprint.document as WD
+steps = {}
+def timing(fn, label):
+    @functools.wraps(fn)
+    def timed(*a, **k):
+        t = T()
+        try:
+            r = fn(*a, **k)
+            return list(r) if label == "layout" else r  # layout_document yields the pages
+        finally:
+            steps[label] = steps.get(label, 0.0) + T() - t
+    return timed
+WD.get_all_computed_styles = timing(WD.get_all_computed_styles, "style cascade")
+WD.build_formatting_structure = timing(WD.build_formatting_structure, "boxes")
+WD.layout_document = timing(WD.layout_document, "layout")
+WD.Page.paint = timing(WD.Page.paint, "draw")
 t = T()
-with harfbuzz_subsetting():
+with quiet_gc():
+    h = weasyprint.HTML(string=html, base_url=None, url_fetcher=DataOnlyFetcher())
+    out["  HTML parse"] = T() - t
+    document = h.render()
+out["WeasyPrint parse + layout"] = T() - t
+for k in ("style cascade", "boxes", "layout"):
+    out[f"  {k}"] = steps.get(k, 0.0)
+out["pages"] = len(document.pages)
+t = T()
+with harfbuzz_subsetting(), quiet_gc():
     pdf = document.write_pdf()
-out["write PDF (fonts)"] = T() - t
+out["write PDF (draw, fonts)"] = T() - t
+out["  draw"] = steps.get("draw", 0.0)
+out["  fonts + PDF objects"] = out["write PDF (draw, fonts)"] - out["  draw"]
 if hasattr(ccost.report.render, "render_summary_html"):
     t = T(); s = ccost.report.render.render_summary_html(rev.view, "print")
-    d = weasyprint.HTML(string=s, base_url=None, url_fetcher=DataOnlyFetcher()).render()
-    with harfbuzz_subsetting():
+    with harfbuzz_subsetting(), quiet_gc():
+        d = weasyprint.HTML(string=s, base_url=None, url_fetcher=DataOnlyFetcher()).render()
         d.write_pdf()
     out["summary PDF (layout + write)"] = T() - t
     out["summary pages"] = len(d.pages)
 print(json.dumps(out))
+"""
+
+# Which subsetter a tree's PDF fonts go through: ccost's answer where it has one, else WeasyPrint's own.
+SUBSETTER = r"""
+try:
+    from ccost.report.fonts import subsetter
+except ImportError:
+    def subsetter():
+        from weasyprint.text.ffi import harfbuzz, harfbuzz_subset
+        ok = harfbuzz_subset is not None and harfbuzz.hb_version_atleast(4, 1, 0)
+        return "libharfbuzz-subset" if ok else "fontTools"
+print(subsetter())
 """
 
 
@@ -119,6 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     global PYCACHE, XDG
     py = sys.executable
+    if subprocess.run(["git", "cat-file", "-e", f"{args.base}^{{commit}}"], cwd=REPO,
+                      capture_output=True).returncode:
+        print(f"report_bench: the base commit {args.base} is not in this clone (a shallow clone?): "
+              f"`git fetch --unshallow`, or name another with --base", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="ccost-report-bench-") as tmp:
         tmp = Path(tmp)
         PYCACHE, XDG = str(tmp / "pycache"), tmp / "xdg"
@@ -169,6 +215,10 @@ def run(args, py: str, base: Path, tmp: Path) -> int:
 
     head = git("rev-parse", "--short", "HEAD").strip()
     print(f"spec: {spec}   base: {args.base}   this tree: {head} (+ uncommitted changes, if any)")
+    paths = {name: subprocess.run([py, "-c", SUBSETTER], cwd=tree, env=env_for(tree), check=True,
+                                  capture_output=True, text=True).stdout.strip()
+             for name, tree in (("base", base), ("new", REPO))}
+    print(f"font subsetting: base {paths['base']}, this tree {paths['new']}")
     print(f"medians of {args.runs} runs, interleaved; the machine's load varies, the ratios less so\n")
     print("phases of one render, in-process (s)")
     keys = list(dict.fromkeys(list(phases["base"]) + list(phases["new"])))

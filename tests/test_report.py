@@ -642,7 +642,8 @@ def test_committed_pdfs_match_their_specs():
 
 
 def _boxes_past_right_margin(html: str) -> list[str]:
-    """Laid-out boxes of the PDF that end right of the page's content area (cut or in the margin)."""
+    """Laid-out boxes of the PDF that end right of the page's content area (cut or in the margin), or
+    start left of it. WeasyPrint's own layout boxes: what the PDF draws, not what the HTML asks for."""
     import weasyprint
 
     from ccost.report.fetcher import DataOnlyFetcher
@@ -656,30 +657,50 @@ def _boxes_past_right_margin(html: str) -> list[str]:
     document = weasyprint.HTML(string=html, url_fetcher=DataOnlyFetcher()).render()
     for number, page in enumerate(document.pages, 1):
         root = page._page_box
-        right = root.content_box_x() + root.width
+        left = root.content_box_x()
+        right = left + root.width
         for box in walk(root):
             if box is not root and not type(box).__name__.startswith("Margin"):
                 over = box.position_x + box.margin_width() - right
                 if over > 0.5:
                     out.append(f"page {number}: {getattr(box, 'element_tag', '?')} {over:.1f}px over")
+                if box.position_x < left - 0.5:
+                    out.append(f"page {number}: {getattr(box, 'element_tag', '?')} "
+                               f"{left - box.position_x:.1f}px left of the margin")
     return out
 
 
+def test_the_margin_check_sees_a_table_past_the_margin():
+    # A4 less 2 x 15 mm margins is 180 mm wide: a 200 mm table and one unbreakable cell too wide for the
+    # page both stick out; a table of the page's width does not.
+    css = "<style>@page { size: A4; margin: 15mm } body { margin: 0 }</style>"
+    assert _boxes_past_right_margin(css + '<table style="width: 200mm"><tr><td>x</td></tr></table>')
+    assert _boxes_past_right_margin(css + "<table><tr><td style='white-space: nowrap'>" + "W" * 200
+                                    + "</td></tr></table>")
+    assert _boxes_past_right_margin(css + '<table style="width: 180mm"><tr><td>x</td></tr></table>') == []
+
+
+BUNDLED = sorted(p.stem for p in (REPO / "specs").glob("*.ccost"))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", [None, "b-collectives", "deepseek-v3-train"])
+@pytest.mark.parametrize("spec", [None] + BUNDLED)
 def test_nothing_overflows_the_page(spec, a1_review, monkeypatch):
-    # The fixture, and the two examples with the widest tables (a long layout table, six collectives
-    # over two kinds of link): every box stays inside the A4 content area.
+    # The fixture, and every example the repository ships, full review and summary: every box stays
+    # inside the A4 content area (deepseek-v3-train's cost table once ended 14 px past the margin).
     from ccost.report import review
+    from ccost.report.render import render_summary_html
 
     if spec is None:
         # with a URL for a source and a title that is one long word: they must wrap, not widen tables
         url = "measured: https://example.invalid/" + "a-long-path-segment/" * 6 + "log.txt"
         rev = a1_review(spec=a1_spec(title="NVLink" * 14, source=url))
-    else:
-        monkeypatch.chdir(REPO)
-        rev = review(Path(f"specs/{spec}.ccost"), include_git=False, cwd=REPO)
+        assert _boxes_past_right_margin(render(rev, "print")) == []
+        return
+    monkeypatch.chdir(REPO)
+    rev = review(Path(f"specs/{spec}.ccost"), include_git=False, cwd=REPO)
     assert _boxes_past_right_margin(render(rev, "print")) == []
+    assert _boxes_past_right_margin(render_summary_html(rev.view, "print")) == []
 
 
 def test_soft_wrap_breaks_only_long_words():

@@ -60,6 +60,28 @@ def test_summary_shares_the_full_reviews_html(a1, variant):
     assert "design review · summary" in short and 'class="toc"' not in short
 
 
+@pytest.mark.parametrize("variant", ["screen", "print"])
+def test_summary_built_alone_is_the_summary_of_the_full_review(a1, variant):
+    """`report --summary` skips what only the full review shows (the step-by-step derivations, the
+    highlighted spec): the summary it writes is the one the full review's view model gives, byte for
+    byte."""
+    import os
+
+    from ccost.report import review
+    from ccost.report.render import render_summary_html
+
+    old = Path.cwd()
+    os.chdir(REPO)
+    try:
+        lean = review(A1, include_git=False, environ={"SOURCE_DATE_EPOCH": EPOCH}, cwd=REPO, summary=True)
+    finally:
+        os.chdir(old)
+    assert lean.view.sources == () and all(p.groups == () for p in lean.view.plans)  # what it skipped
+    assert a1.view.sources and all(p.groups for p in a1.view.plans)
+    assert render_summary_html(lean.view, variant) == render_summary_html(a1.view, variant)
+    assert lean.document == a1.document
+
+
 def test_summary_without_charts_has_no_chart_chapter(a1):
     import dataclasses
 
@@ -260,6 +282,78 @@ def test_harfbuzz_subset_keeps_glyph_ids_and_only_the_used_glyphs():
     assert "GSUB" not in sub and "GPOS" not in sub
 
 
+def test_the_pdf_fonts_take_the_harfbuzz_path(monkeypatch):
+    """With uharfbuzz installed (a dependency), every font of a PDF is subset by ``fonts.subset_font``:
+    neither of WeasyPrint's own subsetters (fontTools, or the system's libharfbuzz-subset) runs."""
+    import weasyprint.pdf.fonts as wfonts
+
+    from ccost.report import fonts
+    from ccost.report.render import render_pdf
+
+    assert fonts.available(), "uharfbuzz is a dependency of ccost (pyproject.toml)"
+    assert fonts.subsetter() == "uharfbuzz"
+    calls = []
+    real = fonts.subset_font
+
+    def spy(data, index, glyphs, hinting, notdef_outline):
+        out = real(data, index, glyphs, hinting, notdef_outline)
+        calls.append((len(glyphs), out is not None))
+        return out
+
+    def refuse(self, *args):
+        raise AssertionError("WeasyPrint's own subsetter ran")
+
+    monkeypatch.setattr(fonts, "subset_font", spy)
+    monkeypatch.setattr(wfonts.Font, "_fonttools_subset", refuse)
+    monkeypatch.setattr(wfonts.Font, "_harfbuzz_subset", refuse)
+    # two faces: DejaVu Sans and DejaVu Sans Mono (Bold would be a third)
+    pdf = render_pdf("<p>α-β 42 <code>tp = 8</code></p>")
+    assert pdf.startswith(b"%PDF")
+    assert len(calls) == 2 and all(ok for _, ok in calls)
+    # and WeasyPrint's method is its own again once the PDF is written
+    assert wfonts.Font.subset.__name__ == "subset" and wfonts.Font.subset.__qualname__.startswith("Font.")
+
+
+def test_fonts_subsetter_names_weasyprints_choice_without_uharfbuzz(monkeypatch):
+    from weasyprint.text import ffi
+
+    from ccost.report import fonts
+
+    monkeypatch.setattr(fonts, "available", lambda: False)
+    monkeypatch.setattr(ffi, "harfbuzz_subset", None)
+    assert fonts.subsetter() == "fontTools"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_cycle_collector_is_as_it_was_after_a_pdf(enabled):
+    """``render_pdf`` turns Python's cycle collector off while WeasyPrint runs (a speed-up); afterwards
+    it is on or off as before and nothing stays frozen, also when the render fails."""
+    import gc
+
+    from ccost.report.render import without_cycle_collection
+
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    assert gc.get_freeze_count() == 0
+    try:
+        with without_cycle_collection():
+            assert not gc.isenabled() and gc.get_freeze_count() > 0
+        assert gc.isenabled() is enabled and gc.get_freeze_count() == 0
+        with pytest.raises(RuntimeError):
+            with without_cycle_collection():
+                raise RuntimeError("a render that fails")
+        assert gc.isenabled() is enabled and gc.get_freeze_count() == 0
+        # objects a caller froze itself stay frozen
+        gc.freeze()
+        mine = gc.get_freeze_count()
+        with without_cycle_collection():
+            assert not gc.isenabled()
+        assert gc.isenabled() is enabled and gc.get_freeze_count() == mine
+    finally:
+        gc.unfreeze()
+        (gc.enable if was else gc.disable)()
+
+
 def _dejavu() -> Path:
     import subprocess
 
@@ -316,3 +410,84 @@ def test_weasyprint_library_lookups_are_remembered(tmp_path):
     assert run("no-lookups").returncode != 0
     assert run("look-up").returncode == 0
     assert json.loads(table.read_text()) == saved
+
+
+# --- the PDF rendered by a child made ready while the spec is evaluated ------------------------------
+
+_SMALL = "<h1>α-β</h1><p>ccost <b>review</b> <code>tp = 8</code></p>"
+
+
+@pytest.fixture()
+def worker(monkeypatch):
+    import sys
+
+    from ccost.report.pdf_worker import PdfWorker
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the worker forks on Linux only")
+    monkeypatch.delenv("CCOST_NO_WORKER", raising=False)
+    w = PdfWorker()
+    assert w.running, "a single-threaded process on Linux starts the worker"
+    yield w
+    w.close()
+
+
+def test_worker_pdf_is_the_in_process_pdf(worker):
+    from ccost.report import source_date_epoch
+    from ccost.report.render import render_pdf
+
+    with source_date_epoch(int(EPOCH)):
+        here = render_pdf(_SMALL)
+    assert worker.render(_SMALL, int(EPOCH)) == here
+    assert worker.render(_SMALL, int(EPOCH)) == here  # a second review (ccost report a.ccost b.ccost)
+    proc = worker._proc
+    worker.close()
+    assert not proc.is_alive() and not worker.running
+
+
+def test_worker_gone_means_the_parent_renders(worker):
+    from ccost.report import source_date_epoch
+    from ccost.report.render import render_pdf
+
+    worker._proc.kill()
+    worker._proc.join()
+    with source_date_epoch(int(EPOCH)):
+        here = render_pdf(_SMALL)
+    assert worker.render(_SMALL, int(EPOCH)) == here
+    assert not worker.running
+
+
+def test_worker_raises_the_renders_own_error_in_the_parent(worker):
+    from ccost.report.fetcher import BlockedFetch
+
+    with pytest.raises(BlockedFetch, match="example.invalid"):
+        worker.render('<img src="https://example.invalid/x.png">', int(EPOCH))
+    assert worker.running  # and it renders the next review
+    assert worker.render(_SMALL, int(EPOCH)).startswith(b"%PDF")
+
+
+def test_no_worker_when_asked_or_not_needed(monkeypatch):
+    import threading
+
+    from ccost.report.pdf_worker import PdfWorker
+
+    monkeypatch.setenv("CCOST_NO_WORKER", "1")
+    assert not PdfWorker().running
+    monkeypatch.delenv("CCOST_NO_WORKER")
+    assert not PdfWorker(start=False).running  # --format html
+    # another thread running: fork could copy a lock it holds, never to be released in the child
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert not PdfWorker().running
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_worker_stopped_before_any_render_leaves_no_process(worker):
+    proc = worker._proc
+    worker.close()  # a spec with errors: the child, still getting ready, is killed
+    assert not proc.is_alive() and proc.exitcode is not None and not worker.running
+    worker.close()  # twice is harmless

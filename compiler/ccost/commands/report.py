@@ -48,10 +48,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import sys
-
-    from ccost.commands.paths import STDIN, evaluates_something, expand
-    from ccost.diagnostics import CcostError, error, render_all, use_colour
+    from ccost.commands.paths import STDIN, expand
+    from ccost.diagnostics import CcostError, error
     from ccost.report.provenance import build_date
 
     try:
@@ -67,6 +65,19 @@ def _run(args: argparse.Namespace) -> int:
     if len(specs) > 1 and args.output and not (args.output.endswith(("/", os.sep)) or os.path.isdir(args.output)):
         raise CcostError(error("E504", f"-o {args.output}: several specs need a folder for their reviews",
                                help=f"end it with a slash (`-o {args.output}/`) or name an existing folder"))
+    from ccost.report.pdf_worker import PdfWorker
+
+    # WeasyPrint made ready in a child process while the first spec is checked and evaluated
+    with PdfWorker(start=args.format in ("pdf", "both")) as worker:
+        return _all(specs, args, worker)
+
+
+def _all(specs, args: argparse.Namespace, worker) -> int:
+    import sys
+
+    from ccost.commands.paths import evaluates_something
+    from ccost.diagnostics import CcostError, render_all, use_colour
+
     status = 0
     for arg in specs:
         if arg.from_folder:
@@ -77,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"{arg.path}: skipped (defines no plan, sweep, comparison or search)", file=sys.stderr)
                 continue
         try:
-            _one(arg.path, args)
+            _one(arg.path, args, worker)
         except CcostError as exc:
             if len(specs) == 1:
                 raise
@@ -87,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
     return status
 
 
-def _one(spec: str, args: argparse.Namespace) -> None:
+def _one(spec: str, args: argparse.Namespace, worker=None) -> None:
     """Review one spec and print the paths written."""
     import sys
 
@@ -101,7 +112,8 @@ def _one(spec: str, args: argparse.Namespace) -> None:
         paths = output_paths(spec, args.output, args.format, summary=summary)
         with Bar(sys.stderr) as bar:  # a long search's bar, on a terminal only (as for ccost eval)
             written = write_report(spec, paths, include_git=not args.no_git,
-                                   git_note="not recorded (--no-git)", summary=summary, progress=bar)
+                                   git_note="not recorded (--no-git)", summary=summary, progress=bar,
+                                   pdf=worker.render if worker is not None else None)
     except OSError as exc:  # check_targets' refusals, and anything the file system says while writing
         where = exc.filename or "the review"
         raise CcostError(error("E504", f"cannot write {where}: {exc.strerror or exc}",

@@ -168,9 +168,11 @@ def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[st
 
 def review(spec_path: str | Path, *, include_git: bool = True, environ: Mapping[str, str] | None = None,
            cwd: Path | None = None, git_note: str = "not recorded", charts: bool = True,
-           progress=None) -> Review:
+           progress=None, summary: bool = False) -> Review:
     """Check, evaluate and explain ``spec_path``; build the view model. ``progress(name, done, total)``
-    hears how each search is going (the CLI's bar, ``ccost.progress``).
+    hears how each search is going (the CLI's bar, ``ccost.progress``). ``summary``: only what the
+    summary review shows — no plan is explained step by step and the spec is not highlighted (the
+    summary prints neither), the rest is as for the full review.
 
     Raises ``CcostError`` on a bad spec (the CLI renders it with the source lines).
     """
@@ -182,15 +184,18 @@ def review(spec_path: str | Path, *, include_git: bool = True, environ: Mapping[
     # The grouped derivation (inputs, each collective, compute, memory, totals) reads better than the flat
     # list; both are ``explain``'s steps, so the review and `ccost explain` print the same values.
     explain = getattr(E, "explain_sections", None) or E.explain
-    steps = {name: explain(spec, name) for name in document.get("plans", {})}
+    steps = {} if summary else {name: explain(spec, name) for name in document.get("plans", {})}
     return review_from(spec, document, steps, spec_path=spec_path, warnings=warnings,
-                       include_git=include_git, environ=environ, cwd=cwd, git_note=git_note, charts=charts)
+                       include_git=include_git, environ=environ, cwd=cwd, git_note=git_note, charts=charts,
+                       sources=not summary)
 
 
 def review_from(spec, document: dict, steps: Mapping[str, Sequence], *, spec_path: str | Path,
                 warnings: Sequence = (), include_git: bool = True, environ: Mapping[str, str] | None = None,
-                cwd: Path | None = None, git_note: str = "not recorded", charts: bool = True) -> Review:
-    """The view model from an already evaluated spec (tests use it with a hand-made document)."""
+                cwd: Path | None = None, git_note: str = "not recorded", charts: bool = True,
+                sources: bool = True) -> Review:
+    """The view model from an already evaluated spec (tests use it with a hand-made document);
+    ``sources=False``: without the highlighted spec files of the appendix."""
     from ccost.report import build, provenance, render
 
     files = list(getattr(spec, "files", ()) or (str(spec_path),))
@@ -198,8 +203,11 @@ def review_from(spec, document: dict, steps: Mapping[str, Sequence], *, spec_pat
                                environ=dict(environ) if environ is not None else None, cwd=cwd,
                                git_note=git_note)
     std = provenance._std_dir()
+    shown = sources
     sources = []
     for f in [str(spec_path)] + [f for f in files if Path(f).resolve() != Path(spec_path).resolve()]:
+        if not shown:
+            break
         p = Path(f)
         if std is not None and p.resolve().is_relative_to(std):
             continue  # the bundled library is named and hashed on the cover, not reprinted
@@ -220,9 +228,11 @@ def _text(path) -> str:
     return read_source(path).replace("\r\n", "\n").replace("\r", "\n")
 
 
-def write_review(rev: Review, paths: Mapping[str, Path], summary: bool = False) -> list[Path]:
+def write_review(rev: Review, paths: Mapping[str, Path], summary: bool = False, pdf=None) -> list[Path]:
     """Render and write ``paths`` (keys from ``FORMATS``) all-or-nothing; returns the paths written.
-    ``summary``: the summary review (``render.render_summary_html``) instead of the full one.
+    ``summary``: the summary review (``render.render_summary_html``) instead of the full one. ``pdf``:
+    what renders the PDF, ``pdf(print_html, epoch)`` (the CLI's ``pdf_worker.PdfWorker.render``);
+    default ``render.render_pdf`` here.
 
     The output depends on nothing but ``rev``: every date in it (the cover's, the PDF's creation date,
     the font timestamps) is the provenance stamp's, from ``SOURCE_DATE_EPOCH`` when set, else today.
@@ -237,8 +247,11 @@ def write_review(rev: Review, paths: Mapping[str, Path], summary: bool = False) 
         if "html" in paths:
             out.write(paths["html"], html(rev.view, "screen").encode("utf-8"))
         if "pdf" in paths:
-            with source_date_epoch(rev.view.provenance.epoch):
-                out.write(paths["pdf"], render.render_pdf(html(rev.view, "print")))
+            if pdf is not None:
+                out.write(paths["pdf"], pdf(html(rev.view, "print"), rev.view.provenance.epoch))
+            else:
+                with source_date_epoch(rev.view.provenance.epoch):
+                    out.write(paths["pdf"], render.render_pdf(html(rev.view, "print")))
         if "yaml" in paths:
             out.write(paths["yaml"], to_yaml(rev.document).encode("utf-8"))
     return [Path(paths[k]) for k in ("html", "pdf", "yaml") if k in paths]
@@ -246,12 +259,14 @@ def write_review(rev: Review, paths: Mapping[str, Path], summary: bool = False) 
 
 def write_report(spec_path: str | Path, paths: Mapping[str, Path], *, include_git: bool = True,
                  environ: Mapping[str, str] | None = None, cwd: Path | None = None,
-                 git_note: str = "not recorded", summary: bool = False, progress=None) -> list[Path]:
+                 git_note: str = "not recorded", summary: bool = False, progress=None,
+                 pdf=None) -> list[Path]:
     """``ccost report``: check, evaluate, render and write the review of ``spec_path`` (``summary``: the
-    short review of ``--summary``)."""
+    short review of ``--summary``; ``pdf``: as for ``write_review``)."""
     from ccost.report.atomic import check_targets
 
     check_targets(paths.values())  # before the work: a bad -o fails at once, and before anything is written
     env = dict(os.environ if environ is None else environ)
-    rev = review(spec_path, include_git=include_git, environ=env, cwd=cwd, git_note=git_note, progress=progress)
-    return write_review(rev, paths, summary=summary)
+    rev = review(spec_path, include_git=include_git, environ=env, cwd=cwd, git_note=git_note, progress=progress,
+                 summary=summary)
+    return write_review(rev, paths, summary=summary, pdf=pdf)

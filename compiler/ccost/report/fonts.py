@@ -72,6 +72,19 @@ def available() -> bool:
     return callable(getattr(Font, "subset", None))
 
 
+def subsetter() -> str:
+    """Which subsetter the PDF's fonts go through: ``"uharfbuzz"`` (``harfbuzz_subsetting`` in place),
+    else WeasyPrint's own choice, ``"libharfbuzz-subset"`` (the system library, HarfBuzz >= 4.1) or
+    ``"fontTools"`` (the slow one). Imports WeasyPrint."""
+    if available():
+        return "uharfbuzz"
+    from weasyprint.text.ffi import harfbuzz, harfbuzz_subset
+
+    if harfbuzz_subset is not None and harfbuzz.hb_version_atleast(4, 1, 0):
+        return "libharfbuzz-subset"
+    return "fontTools"
+
+
 @contextmanager
 def harfbuzz_subsetting() -> Iterator[bool]:
     """While the block runs, WeasyPrint subsets fonts with ``subset_font``; yields whether it does."""

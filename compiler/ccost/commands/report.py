@@ -65,14 +65,10 @@ def _run(args: argparse.Namespace) -> int:
     if len(specs) > 1 and args.output and not (args.output.endswith(("/", os.sep)) or os.path.isdir(args.output)):
         raise CcostError(error("E504", f"-o {args.output}: several specs need a folder for their reviews",
                                help=f"end it with a slash (`-o {args.output}/`) or name an existing folder"))
-    from ccost.report.pdf_worker import PdfWorker
-
-    # WeasyPrint made ready in a child process while the first spec is checked and evaluated
-    with PdfWorker(start=args.format in ("pdf", "both")) as worker:
-        return _all(specs, args, worker)
+    return _all(specs, args)
 
 
-def _all(specs, args: argparse.Namespace, worker) -> int:
+def _all(specs, args: argparse.Namespace) -> int:
     import sys
 
     from ccost.commands.paths import evaluates_something
@@ -88,7 +84,7 @@ def _all(specs, args: argparse.Namespace, worker) -> int:
                 print(f"{arg.path}: skipped (defines no plan, sweep, comparison or search)", file=sys.stderr)
                 continue
         try:
-            _one(arg.path, args, worker)
+            _one(arg.path, args)
         except CcostError as exc:
             if len(specs) == 1:
                 raise
@@ -98,7 +94,7 @@ def _all(specs, args: argparse.Namespace, worker) -> int:
     return status
 
 
-def _one(spec: str, args: argparse.Namespace, worker=None) -> None:
+def _one(spec: str, args: argparse.Namespace) -> None:
     """Review one spec and print the paths written."""
     import sys
 
@@ -112,8 +108,7 @@ def _one(spec: str, args: argparse.Namespace, worker=None) -> None:
         paths = output_paths(spec, args.output, args.format, summary=summary)
         with Bar(sys.stderr) as bar:  # a long search's bar, on a terminal only (as for ccost eval)
             written = write_report(spec, paths, include_git=not args.no_git,
-                                   git_note="not recorded (--no-git)", summary=summary, progress=bar,
-                                   pdf=worker.render if worker is not None else None)
+                                   git_note="not recorded (--no-git)", summary=summary, progress=bar)
     except OSError as exc:  # check_targets' refusals, and anything the file system says while writing
         where = exc.filename or "the review"
         raise CcostError(error("E504", f"cannot write {where}: {exc.strerror or exc}",

@@ -228,11 +228,9 @@ def _text(path) -> str:
     return read_source(path).replace("\r\n", "\n").replace("\r", "\n")
 
 
-def write_review(rev: Review, paths: Mapping[str, Path], summary: bool = False, pdf=None) -> list[Path]:
+def write_review(rev: Review, paths: Mapping[str, Path], summary: bool = False) -> list[Path]:
     """Render and write ``paths`` (keys from ``FORMATS``) all-or-nothing; returns the paths written.
-    ``summary``: the summary review (``render.render_summary_html``) instead of the full one. ``pdf``:
-    what renders the PDF, ``pdf(print_html, epoch)`` (the CLI's ``pdf_worker.PdfWorker.render``);
-    default ``render.render_pdf`` here.
+    ``summary``: the summary review (``render.render_summary_html``) instead of the full one.
 
     The output depends on nothing but ``rev``: every date in it (the cover's, the PDF's creation date,
     the font timestamps) is the provenance stamp's, from ``SOURCE_DATE_EPOCH`` when set, else today.
@@ -247,11 +245,8 @@ def write_review(rev: Review, paths: Mapping[str, Path], summary: bool = False, 
         if "html" in paths:
             out.write(paths["html"], html(rev.view, "screen").encode("utf-8"))
         if "pdf" in paths:
-            if pdf is not None:
-                out.write(paths["pdf"], pdf(html(rev.view, "print"), rev.view.provenance.epoch))
-            else:
-                with source_date_epoch(rev.view.provenance.epoch):
-                    out.write(paths["pdf"], render.render_pdf(html(rev.view, "print")))
+            with source_date_epoch(rev.view.provenance.epoch):
+                out.write(paths["pdf"], render.render_pdf(html(rev.view, "print")))
         if "yaml" in paths:
             out.write(paths["yaml"], to_yaml(rev.document).encode("utf-8"))
     return [Path(paths[k]) for k in ("html", "pdf", "yaml") if k in paths]
@@ -259,14 +254,13 @@ def write_review(rev: Review, paths: Mapping[str, Path], summary: bool = False, 
 
 def write_report(spec_path: str | Path, paths: Mapping[str, Path], *, include_git: bool = True,
                  environ: Mapping[str, str] | None = None, cwd: Path | None = None,
-                 git_note: str = "not recorded", summary: bool = False, progress=None,
-                 pdf=None) -> list[Path]:
+                 git_note: str = "not recorded", summary: bool = False, progress=None) -> list[Path]:
     """``ccost report``: check, evaluate, render and write the review of ``spec_path`` (``summary``: the
-    short review of ``--summary``; ``pdf``: as for ``write_review``)."""
+    short review of ``--summary``)."""
     from ccost.report.atomic import check_targets
 
     check_targets(paths.values())  # before the work: a bad -o fails at once, and before anything is written
     env = dict(os.environ if environ is None else environ)
     rev = review(spec_path, include_git=include_git, environ=env, cwd=cwd, git_note=git_note, progress=progress,
                  summary=summary)
-    return write_review(rev, paths, summary=summary, pdf=pdf)
+    return write_review(rev, paths, summary=summary)

@@ -19,9 +19,6 @@ class BlockedFetch(FatalURLFetchingError):
         self.url = url
         super().__init__(f"the review may load only data: URIs, not {url[:200]!r}")
 
-    def __reduce__(self):  # pickled by its URL (ccost.report.pdf_worker sends it to the parent)
-        return (BlockedFetch, (self.url,))
-
 
 class DataOnlyFetcher(URLFetcher):
     """A WeasyPrint ``URLFetcher`` (the v68+ API) that serves ``data:`` URIs and refuses everything else.

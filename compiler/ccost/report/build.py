@@ -519,17 +519,25 @@ SEARCH_LABELS = {"gpus": "GPUs", "latency_s": "latency", "step_time_s": "pipelin
                  "bubble": "bubble", "memory_bytes_per_gpu": "memory/GPU"}
 
 
+#: Columns a page holds at the wide tables' font; a search with more axes than that leaves room for shows
+#: each layout as one wrapped cell ("model=…, cluster=…, tp=8, …") instead of a column per axis.
+SEARCH_MAX_COLUMNS = 14
+
+
 def _search_points(points: Sequence[Mapping[str, Any]], axes: Sequence[str], limit: int = 25) -> V.Table:
     metrics = [m for m in SEARCH_METRICS if any(m in p for p in points)]
+    joined = len(axes) > 1 and len(axes) + len(metrics) > SEARCH_MAX_COLUMNS
     rows = []
     for p in list(points)[:limit]:
-        rows.append(tuple([_search_axis(p, a) for a in axes]
-                          + [_count(p.get(m)) if m.startswith("throughput") else V.fmt_value(m, p.get(m))
-                             for m in metrics]))
+        layout = ([", ".join(f"{a}={_search_axis(p, a)}" for a in axes)] if joined
+                  else [_search_axis(p, a) for a in axes])
+        rows.append(tuple(layout + [_count(p.get(m)) if m.startswith("throughput") else V.fmt_value(m, p.get(m))
+                                    for m in metrics]))
     caption = f"first {limit} of {len(points)}" if len(points) > limit else ""
-    return V.Table(tuple(list(axes) + [SEARCH_LABELS[m] for m in metrics]), tuple(rows),
-                   tuple([False] * len(axes) + [True] * len(metrics)), caption=caption,
-                   wide=len(axes) + len(metrics) > 9)
+    heads = ["layout"] if joined else list(axes)
+    return V.Table(tuple(heads + [SEARCH_LABELS[m] for m in metrics]), tuple(rows),
+                   tuple([False] * len(heads) + [True] * len(metrics)), caption=caption,
+                   wide=len(heads) + len(metrics) > 9)
 
 
 def _search_axis(p: Mapping[str, Any], axis: str) -> str:

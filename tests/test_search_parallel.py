@@ -91,3 +91,24 @@ def test_cli_jobs_gives_the_same_json(capsys):
 def test_cli_jobs_must_be_a_positive_count(capsys):
     code, out, err = _eval(capsys, FLEET_SPEC, "--jobs", "0")
     assert code == 2 and "--jobs takes at least 1 process" in err and not out
+
+
+def test_the_default_jobs_keep_a_small_search_here_and_an_explicit_jobs_shares_it(monkeypatch):
+    # the default (--jobs not given: the cores there are) shares only searches of POOL_MIN_POINTS or more;
+    # sharing a search of tens of milliseconds costs more than a second core gives back
+    spec = _spec(CASES["decode"])
+    s = next(iter(spec.searches.values()))
+    assert s.size < search.POOL_MIN_POINTS
+    pooled = []
+    real = search._run_pool
+    monkeypatch.setattr(search, "_run_pool", lambda *a: pooled.append(1) or real(*a))
+    with search.execution(jobs=2, auto=True):
+        auto = search.run_search(s, spec.policy, chunk=37)
+    assert pooled == []
+    with search.execution(jobs=2):
+        asked = search.run_search(s, spec.policy, chunk=37)
+    assert pooled == [1] and _dump(asked) == _dump(auto)
+    monkeypatch.setattr(search, "POOL_MIN_POINTS", s.size)  # a search as large as the threshold is shared
+    with search.execution(jobs=2, auto=True):
+        search.run_search(s, spec.policy, chunk=37)
+    assert pooled == [1, 1]

@@ -380,7 +380,7 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
         from ccost import remote
 
         acc = remote.run(job, units, scheduler, progress)
-    elif jobs > 1 and len(units) > 1:
+    elif jobs > 1 and len(units) > 1 and not (EXECUTION.auto and search.size < POOL_MIN_POINTS):
         acc = _run_pool(job, units, jobs, progress)
     else:
         acc = _run_units(job, units, progress)
@@ -393,18 +393,24 @@ class Execution:
 
     jobs: int = 1
     scheduler: str | None = None
+    auto: bool = False  # jobs is the default (the cores there are), not asked for: small searches stay here
 
 
 #: The current way of running searches (the CLI sets it with ``execution``).
 EXECUTION = Execution()
+
+#: Below this many points a search runs in this process unless ``--jobs`` was given: starting and feeding
+#: worker processes costs more than a second core gives back (bench/search.py: bench (a), 692,120 points
+#: in 30 ms, ran 0.91x as fast on two processes; bench (c), 11 M points in 0.38 s, 1.75x).
+POOL_MIN_POINTS = 2_000_000
 
 
 class execution:
     """``with search.execution(jobs=2): ...`` — run the searches evaluated inside on 2 processes (or on
     a Dask ``scheduler``)."""
 
-    def __init__(self, jobs: int = 1, scheduler: str | None = None):
-        self.new = Execution(max(1, int(jobs)), scheduler or None)
+    def __init__(self, jobs: int = 1, scheduler: str | None = None, auto: bool = False):
+        self.new = Execution(max(1, int(jobs)), scheduler or None, auto)
 
     def __enter__(self):
         global EXECUTION

@@ -1,7 +1,9 @@
 """``--jobs N`` and ``--scheduler ADDRESS``: where the searches of ``eval``, ``report`` and ``diff`` run.
 
-``--jobs`` defaults to the cores this process may use (``os.sched_getaffinity``); a search of more than
-one chunk (32,768 points) is then split across that many processes, merged exactly as one process would.
+``--jobs`` defaults to the cores this process may use (``os.sched_getaffinity``); a search of at least
+``search.POOL_MIN_POINTS`` points is then split across that many processes, merged exactly as one process
+would (a smaller one runs here: sharing it would cost more than it gains; an explicit ``--jobs N`` always
+shares a search of more than one chunk).
 ``--scheduler`` (or the environment variable ``CCOST_SCHEDULER``) runs them on a Dask cluster instead
 (``ccost.remote``; ``pip install 'ccost[distributed]'``).
 """
@@ -42,4 +44,5 @@ def execution(args: argparse.Namespace):
 
     scheduler = getattr(args, "scheduler", None) or os.environ.get(ENV) or None
     jobs = getattr(args, "jobs", None)
-    return search.execution(jobs=jobs if jobs is not None else search.default_jobs(), scheduler=scheduler)
+    return search.execution(jobs=jobs if jobs is not None else search.default_jobs(), scheduler=scheduler,
+                            auto=jobs is None)

@@ -57,6 +57,13 @@ def test_tp16_across_nodes_does_not_win(two_nodes):
 
     failing = {line.split(":")[0] for line in gate.policy_failures(spec, res)}
     assert failing == {"tp16", "tp16_b1", "tp16_measured", "tp16_b1_measured"}
+    # and so does every comparison: a plan that breaks the policy ranks after those that meet it, so
+    # TP=8 × PP=2 is recommended on both links, and the recommendation says why TP=16 is not
+    for name, first in (("spec_sheet", "tp8_pp2"), ("measured", "tp8_pp2_measured"), ("batch1", "tp8_pp2_b1")):
+        c = res.compares[name]
+        assert c["ranking"][0] == first, (name, c["ranking"])
+    assert "`tp16` is better by per-step latency (31.59 ms) but fails checklist item 6" in \
+        res.compares["spec_sheet"]["recommendation"]
 
 
 @pytest.fixture(scope="module")

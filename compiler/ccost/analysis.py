@@ -451,9 +451,16 @@ def _fmt_metric(by: str, v: float) -> str:
     return units.format_percent(v)
 
 
+def _policy_fails(doc: dict) -> list[str]:
+    """The checklist items a plan fails: each is a policy threshold it breaks (overhead, efficiency,
+    memory, cost per token), what `ccost check --policy` gates CI on."""
+    return [str(i["id"]) for i in doc.get("checklist", []) if i["status"] == "fail"]
+
+
 def rank(compare_by: str, plans: dict[str, dict]) -> tuple[list[str], str]:
-    """Ranking of plan documents by the compare metric (plans that do not fit memory last, whatever their
-    metric), and a recommendation sentence with the reason and the margin over the runner-up."""
+    """Ranking of plan documents by the compare metric: plans that do not fit memory last, then the plans
+    that break a policy threshold (a failed checklist item) after those that meet the policy, whatever
+    their metric; and a recommendation sentence with the reason and the margin over the runner-up."""
     key, higher, label = COMPARE_METRICS[compare_by]
 
     def metric(name: str) -> float:
@@ -463,8 +470,8 @@ def rank(compare_by: str, plans: dict[str, dict]) -> tuple[list[str], str]:
         return v
 
     names = list(plans)
-    order = sorted(names, key=lambda n: (not plans[n]["fits_memory"], -metric(n) if higher else metric(n),
-                                         names.index(n)))
+    order = sorted(names, key=lambda n: (not plans[n]["fits_memory"], bool(_policy_fails(plans[n])),
+                                         -metric(n) if higher else metric(n), names.index(n)))
     if not order:
         return [], "No plans to compare."
     best = order[0]
@@ -477,7 +484,9 @@ def rank(compare_by: str, plans: dict[str, dict]) -> tuple[list[str], str]:
     if len(order) > 1:
         ru = order[1]
         mb, mr = metric(best), metric(ru)
-        if plans[ru]["fits_memory"] and math.isfinite(mr) and mr != 0:
+        if _policy_fails(plans[ru]) and not _policy_fails(bp) and (mr > mb if higher else mr < mb):
+            pass  # ranked below for breaking the policy, not by the metric: said below
+        elif plans[ru]["fits_memory"] and math.isfinite(mr) and mr != 0:
             if compare_by in ("overhead", "efficiency"):  # fractions: the gap in percentage points
                 gap = units.format_quantity(abs(mb - mr) * 100, units.DIMENSIONLESS, 3)
                 margin = f"{gap} percentage points {'above' if higher else 'below'}"
@@ -498,10 +507,18 @@ def rank(compare_by: str, plans: dict[str, dict]) -> tuple[list[str], str]:
     why = [w for w in why if w]
     if why:
         text += " It runs at " + ", ".join(why) + "."
+    fails = _policy_fails(bp)
+    if not fails:  # plans better by the metric that break the policy, and what they break
+        better = [n for n in order if plans[n]["fits_memory"] and _policy_fails(plans[n])
+                  and (metric(n) > metric(best) if higher else metric(n) < metric(best))]
+        for n in better:
+            f = _policy_fails(plans[n])
+            text += (f" `{n}` is better by {label} ({_fmt_metric(compare_by, metric(n))}) but fails checklist "
+                     f"item{'s' if len(f) > 1 else ''} {', '.join(f)} (the policy), so it ranks after the plans "
+                     "that meet the policy.")
     unfit = [n for n in order if not plans[n]["fits_memory"]]
     if unfit:
         text += " Ranked last because they do not fit in memory: " + ", ".join(f"`{n}`" for n in unfit) + "."
-    fails = [str(i["id"]) for i in bp.get("checklist", []) if i["status"] == "fail"]
     if fails:
         text += f" Caution: checklist item{'s' if len(fails) > 1 else ''} {', '.join(fails)} fail{'' if len(fails) > 1 else 's'} for it."
     return order, text

@@ -331,7 +331,7 @@ def _keys() -> list[Key]:
         K("compares.<compare>.title", "string", "text", "its title, or its name", optional=True),
         K("compares.<compare>.by", "string", "text", "latency, throughput, overhead or efficiency",
           optional=True, normative=True),
-        K("compares.<compare>.ranking", "array", "", "the plans, best first", optional=True, normative=True),
+        K("compares.<compare>.ranking", "array", "", "the plans, best first by the metric: first those that fit memory and meet the policy, then those that break a policy threshold (a failed checklist item), then those that do not fit memory", optional=True, normative=True),
         K("compares.<compare>.ranking[]", "string", "text", "a plan name", optional=True, normative=True),
         K("compares.<compare>.recommendation", "string", "text", "the choice, its margin and its caveats",
           optional=True, normative=True),

@@ -39,6 +39,30 @@ def test_local_cluster_gives_the_local_document(cluster, case):
     assert seen[-1] == s.size
 
 
+def test_the_same_search_twice_ships_it_under_a_new_key(cluster, monkeypatch):
+    # `ccost diff` of two revisions, or a review after an eval, ships the same search again while the last
+    # run's copy is being released. Under the content-hash key a scatter gives by default, the second run
+    # reused the key being released and failed with "lost dependencies" (seen from a script on a
+    # LocalCluster with worker processes; the timing does not reproduce reliably under pytest, so what is
+    # checked is that every run ships the search under a key of its own, and that each run is right).
+    keys = []
+    scatter = distributed.Client.scatter
+
+    def spy(self, data, *a, **kw):
+        out = scatter(self, data, *a, **kw)
+        keys.extend(f.key for f in out)
+        return out
+
+    monkeypatch.setattr(distributed.Client, "scatter", spy)
+    spec = _spec(CASES["decode"])
+    s = next(iter(spec.searches.values()))
+    local = search.run_search(s, spec.policy, chunk=37, jobs=1)
+    for _ in range(3):
+        assert _dump(search.run_search(s, spec.policy, chunk=37, scheduler=cluster.scheduler_address)) == \
+            _dump(local)
+    assert len(keys) == 3 and len(set(keys)) == 3, keys
+
+
 def test_local_cluster_fleet_spec_from_the_cli(cluster, capsys):
     code1, local, _ = _eval(capsys, FLEET_SPEC, "--format", "json", "--jobs", "1")
     code2, remote, err = _eval(capsys, FLEET_SPEC, "--format", "json", "--scheduler", cluster.scheduler_address)

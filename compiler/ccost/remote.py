@@ -73,7 +73,9 @@ def run(job, units: list, address: str, progress: Callable[[int, int], None] | N
     try:
         workers = max(1, len(c.scheduler_info().get("workers", {})))
         parts = search.tasks(units, workers)
-        [shipped] = c.scatter([job], broadcast=True)
+        # a key of its own each time (hash=False): the same search shipped again (`ccost diff` of two
+        # revisions, a review after an eval) must not reuse a key whose release from the last run is pending
+        [shipped] = c.scatter([job], broadcast=True, hash=False)
         futures = [c.submit(search._run_units, shipped, part, pure=False) for part in parts]
         index = {f.key: i for i, f in enumerate(futures)}
         results: list = [None] * len(parts)

@@ -378,3 +378,25 @@ def test_plan_invariants(tp, pp, dp, batch, microbatches, overlap):
     for c in d["collectives"]:
         assert float(c["hops"]).is_integer() and c["hops"] >= 1
         assert c["time_s"] == pytest.approx(c["latency_s"] + c["bandwidth_s"], rel=1e-12)
+
+
+def test_rank_puts_plans_that_break_the_policy_after_those_that_meet_it():
+    from ccost import analysis
+
+    def doc(latency, fits=True, fails=()):
+        return {"latency_s": latency, "fits_memory": fits, "overhead": 0.1, "efficiency": 0.5,
+                "regime": "latency-bound", "memory_bytes_per_gpu": 1e9,
+                "checklist": [{"id": i, "status": "fail" if i in fails else "pass"} for i in (6, 9, 11)]}
+
+    plans = {"fast_but_over": doc(0.010, fails=(6,)), "meets": doc(0.012), "slower_over": doc(0.020, fails=(9,)),
+             "unfit": doc(0.001, fits=False)}
+    order, text = analysis.rank("latency", plans)
+    # fit memory and meet the policy, then break a threshold (by latency among them), then do not fit memory
+    assert order == ["meets", "fast_but_over", "slower_over", "unfit"]
+    assert text.startswith("Choose `meets`") and "`fast_but_over` is better by per-step latency (10 ms) but fails " \
+        "checklist item 6" in text and "slower_over` is better" not in text
+    # no margin against a runner-up that is faster but ranked below for the policy
+    assert "less than `fast_but_over`" not in text
+    # when every plan breaks the policy, the metric alone ranks them and the choice carries a caution
+    order, text = analysis.rank("latency", {"a": doc(0.02, fails=(6,)), "b": doc(0.01, fails=(9,))})
+    assert order == ["b", "a"] and "Caution: checklist item 9 fails for it." in text

@@ -481,12 +481,15 @@ def rank(compare_by: str, plans: dict[str, dict]) -> tuple[list[str], str]:
                        f"({_fmt_metric(compare_by, metric(best))}), but it needs "
                        f"{_gb(bp['memory_bytes_per_gpu'])} per GPU.")
     text = f"Choose `{best}` ({bp.get('title') or best}): best by {label}, {_fmt_metric(compare_by, metric(best))}"
+    def beats_best(n: str) -> bool:
+        return metric(n) > metric(best) if higher else metric(n) < metric(best)
+
     if len(order) > 1:
         ru = order[1]
         mb, mr = metric(best), metric(ru)
-        if _policy_fails(plans[ru]) and not _policy_fails(bp) and (mr > mb if higher else mr < mb):
-            pass  # ranked below for breaking the policy, not by the metric: said below
-        elif plans[ru]["fits_memory"] and math.isfinite(mr) and mr != 0:
+        # a runner-up ranked below for breaking the policy, not by the metric, gets no margin (said below)
+        by_metric = not (_policy_fails(plans[ru]) and not _policy_fails(bp) and beats_best(ru))
+        if by_metric and plans[ru]["fits_memory"] and math.isfinite(mr) and mr != 0:
             if compare_by in ("overhead", "efficiency"):  # fractions: the gap in percentage points
                 gap = units.format_quantity(abs(mb - mr) * 100, units.DIMENSIONLESS, 3)
                 margin = f"{gap} percentage points {'above' if higher else 'below'}"
@@ -495,7 +498,7 @@ def rank(compare_by: str, plans: dict[str, dict]) -> tuple[list[str], str]:
             else:
                 margin = f"{units.format_percent(1 - mb / mr)} less than"
             text += f", {margin} `{ru}` ({_fmt_metric(compare_by, mr)})"
-        elif plans[ru]["fits_memory"]:
+        elif by_metric and plans[ru]["fits_memory"]:
             text += f", against `{ru}` ({_fmt_metric(compare_by, mr)})"
     text += "."
     why = []
@@ -509,9 +512,7 @@ def rank(compare_by: str, plans: dict[str, dict]) -> tuple[list[str], str]:
         text += " It runs at " + ", ".join(why) + "."
     fails = _policy_fails(bp)
     if not fails:  # plans better by the metric that break the policy, and what they break
-        better = [n for n in order if plans[n]["fits_memory"] and _policy_fails(plans[n])
-                  and (metric(n) > metric(best) if higher else metric(n) < metric(best))]
-        for n in better:
+        for n in [n for n in order if plans[n]["fits_memory"] and _policy_fails(plans[n]) and beats_best(n)]:
             f = _policy_fails(plans[n])
             text += (f" `{n}` is better by {label} ({_fmt_metric(compare_by, metric(n))}) but fails checklist "
                      f"item{'s' if len(f) > 1 else ''} {', '.join(f)} (the policy), so it ranks after the plans "

@@ -381,8 +381,6 @@ def test_plan_invariants(tp, pp, dp, batch, microbatches, overlap):
 
 
 def test_rank_puts_plans_that_break_the_policy_after_those_that_meet_it():
-    from ccost import analysis
-
     def doc(latency, fits=True, fails=()):
         return {"latency_s": latency, "fits_memory": fits, "overhead": 0.1, "efficiency": 0.5,
                 "regime": "latency-bound", "memory_bytes_per_gpu": 1e9,

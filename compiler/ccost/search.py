@@ -618,7 +618,6 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
     search, policy = job.search, job.policy
     base = search.base
     assert base is not None
-    axes = dict(search.axes)
     per_pass = job.per_pass
     fleet = bool(_fleet_of(search))
     acc = _Acc(search.size, search.objective, search.top)

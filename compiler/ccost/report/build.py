@@ -182,7 +182,7 @@ def serve_rows(sv: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """A serve plan's request figures (ccost.serve) for its key-numbers table."""
     if not sv:
         return []
-    tok = lambda v: "—" if v is None else units.format_quantity(v, units.DIMENSIONLESS, digits=4)  # noqa: E731
+    tok = _count
     return [
         ("TTFT", V.fmt_value("ttft_s", sv["ttft_s"])),
         ("TPOT (inter-token)", V.fmt_value("tpot_s", sv["tpot_s"])),
@@ -192,7 +192,7 @@ def serve_rows(sv: Mapping[str, Any] | None) -> list[tuple[str, str]]:
         ("total tokens/s (in + out)", f"{tok(sv['total_tokens_per_s'])} ({tok(sv['total_tokens_per_s_per_gpu'])}/GPU)"),
         ("decode step / mixed step", f"{V.fmt_value('decode_step_time_s', sv['decode_step_time_s'])} / "
                                      f"{V.fmt_value('mixed_step_time_s', sv['mixed_step_time_s'])}"),
-        ("steps with a prompt chunk", V.fmt_value("overhead", sv["mixed_step_share"])
+        ("steps with a prompt chunk", units.format_percent(sv["mixed_step_share"])
          + (" (prefill saturated)" if sv["prefill_saturated"] else "")),
     ]
 

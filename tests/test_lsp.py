@@ -120,7 +120,7 @@ def test_formatting_over_pipes_is_ccost_fmt(tmp_path):
             L.TextDocumentIdentifier(spec.as_uri()), L.FormattingOptions(tab_size=2, insert_spaces=True)))
 
     diagnostics, edits = asyncio.run(_session(spec.as_uri(), text, requests))
-    from ccost.commands.fmt import format_checked
+    from ccost.fmt import format_checked
 
     assert list(diagnostics) == [] and len(edits) == 1
     assert edits[0].new_text == format_checked(text, str(spec))

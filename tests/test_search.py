@@ -10,7 +10,8 @@ import json
 
 import numpy as np
 import pytest
-from ccost import evaluate, search
+from ccost import evaluate, output, schema, search
+from ccost.spec import Search
 from ccost.check import check_text
 from ccost.diagnostics import CcostError
 
@@ -62,7 +63,7 @@ def _spec(text: str):
     return res.spec
 
 
-def _alone(s: search.Search, spec, rec: dict) -> dict:
+def _alone(s: Search, spec, rec: dict) -> dict:
     """The point's plan (base with the point's values, via dataclasses.replace) evaluated on its own."""
     layout = {f: rec[f] for f, _ in s.axes}
     plan = dataclasses.replace(s.base, **layout)
@@ -231,7 +232,7 @@ def test_constraints_top_and_front_match_brute_force(text, chunk):
         _assert_same(best, d)
     # 90 % of the H100's 80 GB (std/gpus.ccost), the policy's max_memory
     assert got["fits_memory"]["limit_bytes"] == pytest.approx(0.9 * 80e9, rel=1e-12)
-    assert "fits_memory cost: the best layout it removed" in search.search_text("s", doc)
+    assert "fits_memory cost: the best layout it removed" in output.search_text("s", doc)
 
     front = sorted((i for i in range(len(feasible)) if not dominated(i)),
                    key=lambda i: feasible[i][1]["latency_s"])
@@ -298,13 +299,13 @@ search s { base = base; tp = [1, 2]; recompute = [none, full]; max_gpus = 256 }
 # --- range functions -----------------------------------------------------------------------------------
 
 def test_range_values():
-    assert search.range_values("pow2", [1, 64]) == [1, 2, 4, 8, 16, 32, 64]
-    assert search.range_values("pow2", [3, 40]) == [4, 8, 16, 32]
-    assert search.range_values("range", [1, 4]) == [1, 2, 3, 4]
-    assert search.range_values("range", [2, 10, 4]) == [2, 6, 10]
-    assert isinstance(search.range_values("range", [1, 10**7]), str)
-    assert isinstance(search.range_values("pow2", [0, 8]), str)
-    assert isinstance(search.range_values("range", [1.5, 4]), str)
+    assert schema.range_values("pow2", [1, 64]) == [1, 2, 4, 8, 16, 32, 64]
+    assert schema.range_values("pow2", [3, 40]) == [4, 8, 16, 32]
+    assert schema.range_values("range", [1, 4]) == [1, 2, 3, 4]
+    assert schema.range_values("range", [2, 10, 4]) == [2, 6, 10]
+    assert isinstance(schema.range_values("range", [1, 10**7]), str)
+    assert isinstance(schema.range_values("pow2", [0, 8]), str)
+    assert isinstance(schema.range_values("range", [1.5, 4]), str)
 
 
 def test_range_functions_in_sweeps_and_searches_not_in_plans():
@@ -420,8 +421,8 @@ def test_text_thins_a_long_front_and_the_review_draws_it():
     doc = search.run_search(spec.searches["s"], spec.policy)
     front = doc["pareto"]
     long = dict(doc, pareto=front * 20)  # 20× as many rows as the text lists
-    text = search.search_text("s", long)
-    assert f"Pareto front, {len(front) * 20:,} layouts" in text and f"{search.TEXT_FRONT} of them" in text
+    text = output.search_text("s", long)
+    assert f"Pareto front, {len(front) * 20:,} layouts" in text and f"{output.TEXT_FRONT} of them" in text
     from ccost.report import build
 
     fig = build.search_figure("s", doc)

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ccost import costs, derive, lower, output, units
+from ccost import costs, derive, lower, results, units
 from ccost import spec as S
 from ccost.derive import named
 
@@ -206,7 +206,7 @@ def _item(i: int, status: str, value, threshold, note: str) -> dict:
 
 
 # The checklist's sentences format numbers exactly as the text output does (one set of helpers).
-_t, _b, _gb, _p = output.fmt_time, output.fmt_bytes, output.fmt_gb, output.fmt_pct
+_t, _b, _gb, _p = results.fmt_time, results.fmt_bytes, results.fmt_gb, results.fmt_pct
 
 
 def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics) -> list[dict]:

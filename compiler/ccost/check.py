@@ -149,8 +149,7 @@ def _inside(path: str, folder: str) -> bool:
         return False
 
 
-#: Imports nested deeper than this are a generated or circular mistake, not a project.
-MAX_IMPORT_DEPTH = 100
+from ccost.syntax.parse import MAX_IMPORT_DEPTH  # noqa: E402
 #: Did-you-mean searches compare a misspelt name with every candidate; the checker stops offering them
 #: after this many comparisons in one run, so 20,000 unknown names cost time linear in their number.
 HINT_BUDGET = 200_000
@@ -1412,7 +1411,7 @@ class _Checker:
     def _range_items(self, e: T.Call, scope: _File) -> tuple | None:
         """The values of ``pow2(lo, hi)`` / ``range(lo, hi[, step])`` as number nodes at the call's span
         (checked like any list item afterwards), or None after reporting an error."""
-        from ccost.search import range_values
+        from ccost.schema import range_values
 
         args = []
         try:

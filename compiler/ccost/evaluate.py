@@ -245,7 +245,7 @@ def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, ite
         "phase": plan.phase,
         "layout": {"tp": plan.tp, "pp": plan.pp, "ep": plan.ep, "dp": plan.dp, "batch": plan.batch,
                    "seq": plan.seq, "microbatches": plan.microbatches, "fsdp": plan.fsdp,
-                   "allreduce": plan.allreduce, "cross_node": getattr(plan, "cross_node", "auto"),
+                   "allreduce": plan.allreduce, "cross_node": plan.cross_node,
                    "overlap": plan.overlap},
         "latency_s": _f(m.latency),
         "eta": _f(m.eta),
@@ -344,17 +344,13 @@ def evaluate(spec: S.Spec, progress=None) -> Results:
 
 
 def _searches(spec: S.Spec, diags: Diagnostics, progress=None) -> dict:
-    """The spec's `search` blocks, priced by ``ccost.search`` (issue 7) when that module provides
-    ``search_documents(spec) -> {name: section}``; imported only when the spec has a search."""
-    if not getattr(spec, "searches", None):
+    """The spec's `search` blocks, priced by ``ccost.search`` (issue 7); imported only when the spec has a
+    search (it brings numpy's process pool and Dask hooks)."""
+    if not spec.searches:
         return {}
-    try:
-        from ccost import search  # type: ignore[attr-defined]
-    except ImportError:
-        return {}
-    fn = getattr(search, "search_documents", None)
-    if fn is None:
-        return {}
+    from ccost import search
+
+    fn = search.search_documents
     try:
         # progress(name, done, total): the CLI's bar for long searches (ccost.progress)
         return dict(fn(spec, progress) if progress is not None else fn(spec))
@@ -555,3 +551,16 @@ def _input_order(step: Step) -> int:
 def explain(spec: S.Spec, plan_name: str) -> list[Step]:
     """Every step of one plan's derivation, inputs first (the contract's flat list)."""
     return [s for _, steps in explain_sections(spec, plan_name) for s in steps]
+
+
+def plan_only(spec, name: str):
+    """The spec narrowed to one plan: that plan, no sweeps or comparisons. Unknown name: E101."""
+    from dataclasses import replace
+    from difflib import get_close_matches
+
+    if name not in spec.plans:
+        close = get_close_matches(name, list(spec.plans), n=1)
+        raise CcostError(error("E101", f"no plan named `{name}` in {spec.path}", None,
+                               f"did you mean `{close[0]}`?" if close else
+                               ("plans: " + ", ".join(spec.plans)) if spec.plans else "the spec has no plans"))
+    return replace(spec, sweeps={}, compares={}, searches={}, local_plans=(name,))

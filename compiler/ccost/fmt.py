@@ -39,6 +39,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from ccost.diagnostics import CcostError, error
 from ccost.syntax import tree as t
 
 INDENT = "  "
@@ -452,3 +453,35 @@ def without_positions(obj: Any) -> Any:
 def same_meaning(a: Any, b: Any) -> bool:
     """True when two checked specs differ at most in positions (see ``without_positions``)."""
     return without_positions(a) == without_positions(b)
+
+
+def format_checked(text: str, path: str) -> str:
+    """The canonical form of ``text``, verified: raises CcostError with the spec's own errors if it has
+    any, and E503 if the formatted text is not a fixed point or checks to a different spec.
+
+    Imports are resolved from ``path`` on disk, as ``ccost check`` would.
+    """
+    from ccost.check import check_text
+
+    before = check_text(text, path)
+    errors = [d for d in before.diagnostics if d.is_error]
+    if errors or before.spec is None:
+        exc = CcostError(errors or before.diagnostics)
+        exc.sources = before.sources  # type: ignore[attr-defined]
+        raise exc
+    out = format_text(text, path)
+    if format_text(out, path) != out:
+        raise _bug(path, "formatting the output again changes it (the layout is not a fixed point)")
+    after = check_text(out, path)
+    if after.spec is None or any(d.is_error for d in after.diagnostics):
+        raise _bug(path, "the formatted text does not check cleanly")
+    if not same_meaning(before.spec, after.spec):
+        raise _bug(path, "the formatted text checks to a different spec")
+    return out
+
+
+def _bug(path: str, why: str) -> CcostError:
+    return CcostError(error(
+        "E503", f"{path}: not formatted, because {why}",
+        help="this is a bug in ccost, not in your spec; the file was left unchanged. Please report it "
+             "with the file attached (CCOST_DEBUG=1 shows more)."))

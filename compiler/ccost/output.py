@@ -27,6 +27,7 @@ import math
 from typing import Any
 
 from ccost import units
+from ccost.results import fmt_bytes, fmt_gb, fmt_num, fmt_pct, fmt_time  # noqa: F401  (the writers' names)
 
 SIGNIFICANT_DIGITS = 7
 
@@ -92,29 +93,6 @@ def to_yaml(doc: dict) -> str:
 
 # ---------------------------------------------------------------------------------------------------
 # Text: readable tables with units.
-
-def fmt_time(x: float | None) -> str:
-    return "—" if x is None else units.format_quantity(x, units.TIME)
-
-
-def fmt_bytes(x: float | None) -> str:
-    return "—" if x is None else units.format_quantity(x, units.INFORMATION)
-
-
-def fmt_gb(x: float | None) -> str:
-    """Memory in decimal units, to compare with capacities (80 GB)."""
-    return "—" if x is None else units.format_quantity(x, units.INFORMATION, binary=False)
-
-
-def fmt_pct(x: float | None) -> str:
-    return "—" if x is None else units.format_percent(x)
-
-
-def fmt_num(x: float | None, digits: int = 4) -> str:
-    if x is None:
-        return "—"
-    return units.format_quantity(x, units.DIMENSIONLESS, digits=digits)
-
 
 def table(headers: list[str], rows: list[list[str]], align: str | None = None) -> str:
     """An aligned plain-text table. ``align`` is one letter per column, ``l`` or ``r`` (default: first
@@ -300,9 +278,76 @@ def to_text(doc: dict) -> str:
         out += ["", sweep_text(name, s)]
     for name, c in (doc.get("compares") or {}).items():
         out += ["", compare_text(name, c)]
-    if doc.get("searches"):
-        from ccost.search import search_text  # issue 7: top layouts, Pareto front, constraints
-
-        for name, s in doc["searches"].items():
-            out += ["", search_text(name, s)]
+    for name, s in (doc.get("searches") or {}).items():  # issue 7: top layouts, Pareto front, constraints
+        out += ["", search_text(name, s)]
     return "\n".join(out) + "\n"
+
+
+#: Pareto points the text output lists at most (JSON/YAML carry the whole front).
+TEXT_FRONT = 25
+
+
+def search_text(name: str, s: dict) -> str:
+    """One search of the results document as readable text: size, constraints, top layouts, Pareto front."""
+    axes = list(s["axes"])
+    out = [f"search {name}" + (f" — {s['title']}" if s.get("title") and s["title"] != name else "")]
+    out.append(f"  base plan {s['base']}; {s['points']:,} points ("
+               + " × ".join(f"{len(v)} {f}" for f, v in s["axes"].items()) + f"); {s['feasible']:,} feasible; "
+               f"objective {s['objective']}")
+    if s["constraints"]:
+        rows = [[c["constraint"], c["rule"], f"{c['tested']:,}", f"{c['failed']:,}", f"{c['removed']:,}"]
+                for c in s["constraints"]]
+        out.append("")
+        out.append(_indent(table(["constraint", "keeps", "tested", "fail it", "removed"], rows, "llrrr")))
+        out.append(f"  (layout constraints are tested on every point; the {s['priced']:,} points that pass them are "
+                   "priced and tested on the rest; removed: failing this constraint and none above it)")
+        for c in s["constraints"]:
+            b = c.get("best_removed")
+            if not b:
+                continue
+            k = c["constraint"]
+            why = {"fits_memory": f"needs {fmt_gb(b['memory_bytes_per_gpu'])} per GPU"
+                                  + (f" (limit {fmt_gb(c['limit_bytes'])})" if c.get("limit_bytes") else ""),
+                   "max_overhead": f"overhead {fmt_pct(b['overhead'])} > {fmt_pct(c.get('threshold'))}",
+                   "min_efficiency": f"efficiency {fmt_pct(b['efficiency'])} < {fmt_pct(c.get('threshold'))}",
+                   }.get(k, "")
+            layout = ", ".join(f"{f}={str(b[f]).lower() if isinstance(b[f], bool) else fmt_field(f, b[f])}"
+                               for f in axes)
+            out.append(f"  {k} cost: the best layout it removed ({layout}) would give "
+                       f"{fmt_num(b['throughput_per_gpu'], 4)} tokens/s/GPU at {fmt_time(b['latency_s'])}"
+                       f" on {b['gpus']:,} GPU{'' if b['gpus'] == 1 else 's'}, but {why}")
+
+    def cell(p, f):
+        if isinstance(p[f], bool):
+            return str(p[f]).lower()
+        if f == "allreduce" and p[f] == "auto" and p.get("tp_algorithm"):
+            return f"auto: {p['tp_algorithm']}"  # what auto picked for the TP AllReduce
+        return fmt_field(f, p[f])  # overlap in %
+
+    priced = any("cost_per_mtok_usd" in p for p in [*s["top"], *s["pareto"]])
+
+    def rows_of(points):
+        return [[*(cell(p, f) for f in axes),
+                 f"{p['gpus']:,}", fmt_time(p["latency_s"]), fmt_num(p["throughput_per_gpu"], 4),
+                 fmt_pct(p["efficiency"]), fmt_pct(p["overhead"]), fmt_gb(p["memory_bytes_per_gpu"]),
+                 *((fmt_num(p.get("cost_per_mtok_usd"), 4),) if priced else ())]
+                for p in points]
+
+    headers = [*axes, "GPUs", "latency", "tokens/s/GPU", "efficiency", "overhead", "memory/GPU",
+               *(("USD/Mtok",) if priced else ())]
+    align = "r" * len(axes) + "rrrrrr" + ("r" if priced else "")
+    if s["top"]:
+        out += ["", f"  top {len(s['top'])} by {s['objective']}:",
+                _indent(table(headers, rows_of(s["top"]), align))]
+    else:
+        out += ["", "  no point satisfies every constraint"]
+    front = s["pareto"]
+    if front:
+        # a long front is thinned evenly for reading (first and last kept); the document has all of it
+        shown = front if len(front) <= TEXT_FRONT else [front[round(i * (len(front) - 1) / (TEXT_FRONT - 1))]
+                                                        for i in range(TEXT_FRONT)]
+        out += ["", f"  Pareto front, {len(front):,} layout{'' if len(front) == 1 else 's'} (latency against throughput per GPU; each is the "
+                    "best throughput at its latency)" + (f"; {len(shown)} of them, evenly spaced:"
+                                                         if len(shown) < len(front) else ":"),
+                _indent(table(headers, rows_of(shown), align))]
+    return "\n".join(out)

@@ -4,7 +4,7 @@ The search is cut into the same chunks as a local run (``search._Job.units``), g
 arrays of (pass, first layout, end layout) rows); the search itself is shipped once to every worker
 (``Client.scatter(..., broadcast=True)``) and each task runs ``search._run_units`` there: the very code a
 local run runs. A task returns its reductions (counts, and the kept points as numpy column arrays), and
-they are merged here in search order by ``search.merge``, as ``--jobs`` merges its processes' — so the
+they are merged in search order by ``search.merge``, as ``--jobs`` merges its processes' — so the
 document is the local one, bit for bit (tests/test_search_parallel.py checks it on a ``LocalCluster``).
 
 Dask is optional (``pip install 'ccost[distributed]'``); without it ``--scheduler`` is error E512. A
@@ -15,6 +15,7 @@ traceback. The workers need ccost installed (the same version) and numpy.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ccost.diagnostics import CcostError, error
 
@@ -60,23 +61,23 @@ def client(address: str):
     return c
 
 
-def run(job, units: list, address: str, progress: Callable[[int, int], None] | None = None):
-    """The reductions of ``job``'s ``units`` computed on the Dask cluster at ``address``."""
-    from ccost import search
-
+def run(job, units: list, address: str, progress: Callable[[int, int], None] | None = None, *,
+        tasks: Callable[[list, int], list], work: Callable[[Any, Any], Any]) -> list:
+    """``work(job, task)`` for each of ``tasks(units, workers)`` on the Dask cluster at ``address``: the
+    reductions, in task order, for the caller to merge (``ccost.search`` passes its own functions, so this
+    module knows nothing of a search but its ``name``, ``size`` and ``span``)."""
     distributed = _import()
     c = client(address)
-    search._pickling()
     name = job.search.name
     futures: list = []
     shipped = None
     try:
         workers = max(1, len(c.scheduler_info().get("workers", {})))
-        parts = search.tasks(units, workers)
+        parts = tasks(units, workers)
         # a key of its own each time (hash=False): the same search shipped again (`ccost diff` of two
         # revisions, a review after an eval) must not reuse a key whose release from the last run is pending
         [shipped] = c.scatter([job], broadcast=True, hash=False)
-        futures = [c.submit(search._run_units, shipped, part, pure=False) for part in parts]
+        futures = [c.submit(work, shipped, part, pure=False) for part in parts]
         index = {f.key: i for i, f in enumerate(futures)}
         results: list = [None] * len(parts)
         done = 0
@@ -108,7 +109,7 @@ def run(job, units: list, address: str, progress: Callable[[int, int], None] | N
     finally:
         if shipped is not None:
             _cancel(c, [shipped])  # the scattered search: no longer needed on the workers
-    return search.merge(job, results)
+    return results
 
 
 def close(address: str) -> None:

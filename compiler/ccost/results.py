@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ccost import units
+
 SCHEMA_VERSION = 1
 
 NUM = "number|null"  # a finite float, or null where it is undefined (never NaN: see ccost.output)
@@ -530,3 +532,29 @@ if __name__ == "__main__":  # python -m ccost.results docs/interface.md
         print("usage: python -m ccost.results docs/interface.md", file=sys.stderr)
         raise SystemExit(2)
     print(("updated " if update_doc(sys.argv[1]) else "already current: ") + sys.argv[1])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Values as people read them (``ccost eval``'s text, the review, ``ccost diff``), by dimension.
+
+def fmt_time(x: float | None) -> str:
+    return "—" if x is None else units.format_quantity(x, units.TIME)
+
+
+def fmt_bytes(x: float | None) -> str:
+    return "—" if x is None else units.format_quantity(x, units.INFORMATION)
+
+
+def fmt_gb(x: float | None) -> str:
+    """Memory in decimal units, to compare with capacities (80 GB)."""
+    return "—" if x is None else units.format_quantity(x, units.INFORMATION, binary=False)
+
+
+def fmt_pct(x: float | None) -> str:
+    return "—" if x is None else units.format_percent(x)
+
+
+def fmt_num(x: float | None, digits: int = 4) -> str:
+    if x is None:
+        return "—"
+    return units.format_quantity(x, units.DIMENSIONLESS, digits=digits)

@@ -633,9 +633,7 @@ register(BlockKind(
 
 
 def _build_search(ctx: BuildContext):
-    from ccost import search  # numpy-free at import; the evaluation imports numpy when a search runs
-
-    return search.build(ctx.name, ctx.title, ctx.span, ctx.spans, ctx.values, ctx.varied)
+    return S.Search(ctx.name, ctx.title, ctx.span, ctx.spans, axes=tuple(ctx.varied), **ctx.values)
 
 
 register(BlockKind(
@@ -729,8 +727,44 @@ FUNCTIONS: dict[str, tuple[str, str]] = {
     "range": ("range(lo, hi[, step])", "lo, lo + step, ... up to hi, both included: `range(1, 4)` is "
               "`[1, 2, 3, 4]`; at most 100,000 values; a list, for `sweep` and `search` fields"),
 }
-#: Functions whose value is a list of numbers (``ccost.search.range_values``).
+#: Functions whose value is a list of numbers (``range_values``).
 LIST_FUNCTIONS = frozenset({"pow2", "range"})
+#: Values a range function may produce (``range(1, 1e9)`` is a typo, not a study).
+MAX_RANGE_VALUES = 100_000
+
+
+def range_values(func: str, args: list[float]) -> list[int] | str:
+    """The values of a range function, or an error sentence.
+
+    ``pow2(lo, hi)``: the powers of two from lo to hi, both included (``pow2(1, 64)`` = 1, 2, 4, ..., 64).
+    ``range(lo, hi)`` / ``range(lo, hi, step)``: lo, lo + step, ... up to hi, both ends included."""
+    if not all(float(a).is_integer() for a in args):
+        return f"`{func}` takes whole numbers"
+    a = [int(x) for x in args]
+    if func == "pow2":
+        if len(a) != 2:
+            return "`pow2` takes two arguments: pow2(lo, hi)"
+        lo, hi = a
+        if lo < 1 or hi < lo:
+            return f"`pow2({lo}, {hi})` needs 1 ≤ lo ≤ hi"
+        out, p = [], 1
+        while p <= hi:
+            if p >= lo:
+                out.append(p)
+            p *= 2
+        return out or f"`pow2({lo}, {hi})` contains no power of two"
+    if func == "range":
+        if len(a) not in (2, 3):
+            return "`range` takes two or three arguments: range(lo, hi) or range(lo, hi, step)"
+        lo, hi = a[0], a[1]
+        step = a[2] if len(a) == 3 else 1
+        if step < 1 or hi < lo:
+            return "`range` needs lo ≤ hi and a step of at least 1"
+        count = (hi - lo) // step + 1
+        if count > MAX_RANGE_VALUES:
+            return f"`range({', '.join(map(str, a))})` has {count:,} values, more than {MAX_RANGE_VALUES:,}"
+        return list(range(lo, hi + 1, step))
+    return f"unknown range function `{func}`"
 
 
 def keywords() -> frozenset[str]:
@@ -818,8 +852,8 @@ def markdown() -> str:
     for sig, doc in FUNCTIONS.values():
         w(f"| `{sig}` | {doc} |")
     w("")
-    from ccost.check import MAX_IMPORT_DEPTH as depth
     from ccost.syntax.parse import MAX_FILE_BYTES
+    from ccost.syntax.parse import MAX_IMPORT_DEPTH as depth
     from ccost.userfiles import size_text
 
     w("## Imports")

@@ -61,13 +61,10 @@ FLEET_AXES = ("model", "cluster", "phase", "stack")
 SEARCHABLE = tuple(ARRAY_AXES) + STATIC_AXES + FLEET_AXES
 
 OBJECTIVES = ("latency", "throughput_per_gpu", "gpus")
-DEFAULT_LIMIT = 10_000_000
 MAX_LIMIT = 1_000_000_000
 #: Points per chunk: big enough that numpy's per-call overhead vanishes, small enough for the cache and
 #: a bounded peak memory (a few hundred arrays of this length live at once).
 CHUNK = 1 << 15
-#: Values a range function may produce (``range(1, 1e9)`` is a typo, not a study).
-MAX_RANGE_VALUES = 100_000
 
 #: The constraints, in the order they are applied and counted: (key, what it keeps).
 CONSTRAINTS: tuple[tuple[str, str], ...] = (
@@ -84,49 +81,12 @@ CONSTRAINTS: tuple[tuple[str, str], ...] = (
 )
 
 
-# ---------------------------------------------------------------------------------------------------
-# The entity (built by the checker from a `search` block)
-
-@dataclass(frozen=True)
-class Search(S.Entity):
-    """A checked ``search`` block. ``axes`` holds ``(field, (v1, v2, ...))`` in written order.
-
-    ``max_gpus`` None means the cluster's GPUs; ``max_overhead``/``min_efficiency`` None mean "off"
-    unless ``use_policy`` brings them from the file's policy; ``use_policy`` None means "when the file has
-    a policy block"."""
-
-    base: S.Plan | None = None
-    axes: tuple[tuple[str, tuple], ...] = ()
-    objective: str = "latency"
-    top: int = 10
-    limit: int = DEFAULT_LIMIT
-    max_gpus: int | None = None
-    fits_memory: bool = True
-    tp_in_domain: bool = False
-    tp_divides_kv_heads: bool = False
-    pp_divides_layers: bool = False
-    max_overhead: float | None = None
-    min_efficiency: float | None = None
-    use_policy: bool | None = None
-
-    @property
-    def size(self) -> int:
-        """Points in the search: the product of the axis lengths."""
-        return math.prod(len(v) for _, v in self.axes)
-
-
-def build(name: str, title: str | None, span: Span | None, spans: Mapping[str, Span],
-          values: Mapping[str, Any], varied: tuple) -> Search:
-    """The ``Search`` of a checked block (``ccost.schema``'s builder calls this)."""
-    return Search(name, title, span, spans, axes=tuple(varied), **values)
-
-
-def size_text(search: Search) -> str:
+def size_text(search: S.Search) -> str:
     """'11 tp × 11 pp × 5 allreduce' — how a search's size comes about."""
     return " × ".join(f"{len(v):,} {f}" for f, v in search.axes)
 
 
-def validate(search: Search, where: Callable[..., Span | None]) -> list[Diagnostic]:
+def validate(search: S.Search, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """Checks of a search block beyond the field types: only searchable fields are varied, the search is
     within its ``limit`` (E402, saying how large it is), ``max_gpus`` fits the cluster."""
     out: list[Diagnostic] = []
@@ -155,7 +115,7 @@ def validate(search: Search, where: Callable[..., Span | None]) -> list[Diagnost
     return out
 
 
-def fleet_diagnostics(search: Search, where: Callable[..., Span | None]) -> list[Diagnostic]:
+def fleet_diagnostics(search: S.Search, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """E404 for each combination of the fleet axes (model × cluster × phase × stack) that no layout
     could make a plan: a prefill or training phase without ``seq``, a GPU without the rates the
     formulas need, a model without parameters. Layout problems (too many GPUs, stages without layers)
@@ -194,40 +154,6 @@ def fleet_diagnostics(search: Search, where: Callable[..., Span | None]) -> list
     return out
 
 
-def range_values(func: str, args: list[float]) -> list[int] | str:
-    """The values of a range function, or an error sentence.
-
-    ``pow2(lo, hi)``: the powers of two from lo to hi, both included (``pow2(1, 64)`` = 1, 2, 4, ..., 64).
-    ``range(lo, hi)`` / ``range(lo, hi, step)``: lo, lo + step, ... up to hi, both ends included."""
-    if not all(float(a).is_integer() for a in args):
-        return f"`{func}` takes whole numbers"
-    a = [int(x) for x in args]
-    if func == "pow2":
-        if len(a) != 2:
-            return "`pow2` takes two arguments: pow2(lo, hi)"
-        lo, hi = a
-        if lo < 1 or hi < lo:
-            return f"`pow2({lo}, {hi})` needs 1 ≤ lo ≤ hi"
-        out, p = [], 1
-        while p <= hi:
-            if p >= lo:
-                out.append(p)
-            p *= 2
-        return out or f"`pow2({lo}, {hi})` contains no power of two"
-    if func == "range":
-        if len(a) not in (2, 3):
-            return "`range` takes two or three arguments: range(lo, hi) or range(lo, hi, step)"
-        lo, hi = a[0], a[1]
-        step = a[2] if len(a) == 3 else 1
-        if step < 1 or hi < lo:
-            return "`range` needs lo ≤ hi and a step of at least 1"
-        count = (hi - lo) // step + 1
-        if count > MAX_RANGE_VALUES:
-            return f"`range({', '.join(map(str, a))})` has {count:,} values, more than {MAX_RANGE_VALUES:,}"
-        return list(range(lo, hi + 1, step))
-    return f"unknown range function `{func}`"
-
-
 # ---------------------------------------------------------------------------------------------------
 # Running a search
 
@@ -244,7 +170,7 @@ class Settings:
     min_efficiency: float | None
 
 
-def settings(search: Search, policy: S.Policy) -> Settings:
+def settings(search: S.Search, policy: S.Policy) -> Settings:
     """The constraints a search applies: its own fields, the policy's thresholds when ``use_policy`` (by
     default: when the file has a ``policy`` block) and ``max_gpus`` defaulting to the cluster's GPUs."""
     base = search.base
@@ -362,7 +288,7 @@ def _pareto_select(cols: dict):
     return pareto_mask(cols["latency_s"], cols["throughput_per_gpu"], cols["index"])
 
 
-def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], None] | None = None,
+def run_search(search: S.Search, policy: S.Policy, progress: Callable[[int, int], None] | None = None,
                chunk: int = CHUNK, jobs: int | None = None, scheduler: str | None = None) -> dict:
     """Evaluate every point of ``search`` and return its document section (see ``search_document``).
 
@@ -379,7 +305,8 @@ def run_search(search: Search, policy: S.Policy, progress: Callable[[int, int], 
     if scheduler:
         from ccost import remote
 
-        acc = remote.run(job, units, scheduler, progress)
+        _pickling()
+        acc = merge(job, remote.run(job, units, scheduler, progress, tasks=tasks, work=_run_units))
     elif jobs > 1 and len(units) > 1 and not (EXECUTION.auto and search.size < POOL_MIN_POINTS):
         acc = _run_pool(job, units, jobs, progress)
     else:
@@ -433,7 +360,7 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _fleet_of(search: Search) -> list[str]:
+def _fleet_of(search: S.Search) -> list[str]:
     return [f for f, _ in search.axes if f in FLEET_AXES]
 
 
@@ -451,7 +378,7 @@ class _Job:
     """Everything a worker needs to price chunks of a search (picklable: shipped to processes and Dask
     workers; ``MappingProxyType`` fields pickle as dicts, see ``_pickle_proxy``)."""
 
-    search: Search
+    search: S.Search
     policy: S.Policy
     chunk: int
 
@@ -524,7 +451,7 @@ class _Job:
         return st
 
 
-def _job(search: Search, policy: S.Policy, chunk: int) -> _Job:
+def _job(search: S.Search, policy: S.Policy, chunk: int) -> _Job:
     """Check that ``search`` can run (E401, E402, E205, E403) and wrap it for the workers."""
     base = search.base
     if base is None or base.cluster is None or base.model is None:
@@ -713,7 +640,7 @@ def _coalesce(units, most: int):
         yield tuple(run)
 
 
-def _prepare_pass(search: Search, policy: S.Policy, plan: S.Plan, fixed: Mapping[str, Any], vals, first):
+def _prepare_pass(search: S.Search, policy: S.Policy, plan: S.Plan, fixed: Mapping[str, Any], vals, first):
     """``lower.prepare`` of one pass's plan. In a fleet search the base plan's own layout may not fit
     another model or cluster (more GPUs, more stages than layers): the layout of the pass's first point
     that passed the layout constraints stands in (its numbers are replaced by the arrays anyway)."""
@@ -1045,7 +972,7 @@ def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, chec
     front.merge_rows(keys, keep, take, _pareto_select)
 
 
-def _decode(search: Search, index: int, static_names, array_names, shape, per_pass) -> dict:
+def _decode(search: S.Search, index: int, static_names, array_names, shape, per_pass) -> dict:
     """The layout (field → value, in written order) of point ``index`` in search order. ``static_names``:
     the axes priced one pass per value (the fleet and static axes), in written order."""
     axes = dict(search.axes)
@@ -1061,7 +988,7 @@ def _decode(search: Search, index: int, static_names, array_names, shape, per_pa
     return {f: fixed[f] for f, _ in search.axes}
 
 
-def point_plan(search: Search, layout: Mapping[str, Any]) -> S.Plan:
+def point_plan(search: S.Search, layout: Mapping[str, Any]) -> S.Plan:
     """The plan of one search point: the base plan with the point's values (for evaluating it alone)."""
     assert search.base is not None
     axes = dict(search.axes)
@@ -1142,7 +1069,7 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
     }
 
 
-def search_document(search: Search, policy: S.Policy, progress=None) -> dict:
+def search_document(search: S.Search, policy: S.Policy, progress=None) -> dict:
     """The ``searches:`` section of the results document for one search (``ccost eval``, the review)."""
     return run_search(search, policy, progress)
 
@@ -1162,79 +1089,3 @@ def search_documents(spec: S.Spec, progress: Callable[[str, int, int], None] | N
             diags.extend(exc.diagnostics)
     diags.raise_if_errors()
     return out
-
-
-# ---------------------------------------------------------------------------------------------------
-# Text
-
-#: Pareto points the text output lists at most (JSON/YAML carry the whole front).
-TEXT_FRONT = 25
-
-
-def search_text(name: str, s: dict) -> str:
-    """One search of the results document as readable text: size, constraints, top layouts, Pareto front."""
-    from ccost import output as O
-
-    axes = list(s["axes"])
-    out = [f"search {name}" + (f" — {s['title']}" if s.get("title") and s["title"] != name else "")]
-    out.append(f"  base plan {s['base']}; {s['points']:,} points ("
-               + " × ".join(f"{len(v)} {f}" for f, v in s["axes"].items()) + f"); {s['feasible']:,} feasible; "
-               f"objective {s['objective']}")
-    if s["constraints"]:
-        rows = [[c["constraint"], c["rule"], f"{c['tested']:,}", f"{c['failed']:,}", f"{c['removed']:,}"]
-                for c in s["constraints"]]
-        out.append("")
-        out.append(O._indent(O.table(["constraint", "keeps", "tested", "fail it", "removed"], rows, "llrrr")))
-        out.append(f"  (layout constraints are tested on every point; the {s['priced']:,} points that pass them are "
-                   "priced and tested on the rest; removed: failing this constraint and none above it)")
-        fmt_mem = getattr(O, "fmt_gb", O.fmt_bytes)
-        for c in s["constraints"]:
-            b = c.get("best_removed")
-            if not b:
-                continue
-            k = c["constraint"]
-            why = {"fits_memory": f"needs {fmt_mem(b['memory_bytes_per_gpu'])} per GPU"
-                                  + (f" (limit {fmt_mem(c['limit_bytes'])})" if c.get("limit_bytes") else ""),
-                   "max_overhead": f"overhead {O.fmt_pct(b['overhead'])} > {O.fmt_pct(c.get('threshold'))}",
-                   "min_efficiency": f"efficiency {O.fmt_pct(b['efficiency'])} < {O.fmt_pct(c.get('threshold'))}",
-                   }.get(k, "")
-            layout = ", ".join(f"{f}={str(b[f]).lower() if isinstance(b[f], bool) else O.fmt_field(f, b[f])}"
-                               for f in axes)
-            out.append(f"  {k} cost: the best layout it removed ({layout}) would give "
-                       f"{O.fmt_num(b['throughput_per_gpu'], 4)} tokens/s/GPU at {O.fmt_time(b['latency_s'])}"
-                       f" on {b['gpus']:,} GPU{'' if b['gpus'] == 1 else 's'}, but {why}")
-
-    def cell(p, f):
-        if isinstance(p[f], bool):
-            return str(p[f]).lower()
-        if f == "allreduce" and p[f] == "auto" and p.get("tp_algorithm"):
-            return f"auto: {p['tp_algorithm']}"  # what auto picked for the TP AllReduce
-        return O.fmt_field(f, p[f])  # overlap in %
-
-    priced = any("cost_per_mtok_usd" in p for p in [*s["top"], *s["pareto"]])
-
-    def rows_of(points):
-        return [[*(cell(p, f) for f in axes),
-                 f"{p['gpus']:,}", O.fmt_time(p["latency_s"]), O.fmt_num(p["throughput_per_gpu"], 4),
-                 O.fmt_pct(p["efficiency"]), O.fmt_pct(p["overhead"]), getattr(O, "fmt_gb", O.fmt_bytes)(p["memory_bytes_per_gpu"]),
-                 *((O.fmt_num(p.get("cost_per_mtok_usd"), 4),) if priced else ())]
-                for p in points]
-
-    headers = [*axes, "GPUs", "latency", "tokens/s/GPU", "efficiency", "overhead", "memory/GPU",
-               *(("USD/Mtok",) if priced else ())]
-    align = "r" * len(axes) + "rrrrrr" + ("r" if priced else "")
-    if s["top"]:
-        out += ["", f"  top {len(s['top'])} by {s['objective']}:",
-                O._indent(O.table(headers, rows_of(s["top"]), align))]
-    else:
-        out += ["", "  no point satisfies every constraint"]
-    front = s["pareto"]
-    if front:
-        # a long front is thinned evenly for reading (first and last kept); the document has all of it
-        shown = front if len(front) <= TEXT_FRONT else [front[round(i * (len(front) - 1) / (TEXT_FRONT - 1))]
-                                                        for i in range(TEXT_FRONT)]
-        out += ["", f"  Pareto front, {len(front):,} layout{'' if len(front) == 1 else 's'} (latency against throughput per GPU; each is the "
-                    "best throughput at its latency)" + (f"; {len(shown)} of them, evenly spaced:"
-                                                         if len(shown) < len(front) else ":"),
-                O._indent(O.table(headers, rows_of(shown), align))]
-    return "\n".join(out)

@@ -11,6 +11,7 @@ lowering or analysis), ``sources`` keeps ``source = "..."`` strings for the revi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
@@ -277,6 +278,38 @@ class Policy(Entity):
     max_cost_per_mtok: float | None = None  # USD per million tokens at the plan's load
 
 
+#: The most points a search may have unless its ``limit`` says otherwise (E402).
+DEFAULT_LIMIT = 10_000_000
+
+
+@dataclass(frozen=True)
+class Search(Entity):
+    """A checked ``search`` block. ``axes`` holds ``(field, (v1, v2, ...))`` in written order.
+
+    ``max_gpus`` None means the cluster's GPUs; ``max_overhead``/``min_efficiency`` None mean "off"
+    unless ``use_policy`` brings them from the file's policy; ``use_policy`` None means "when the file has
+    a policy block"."""
+
+    base: Plan | None = None
+    axes: tuple[tuple[str, tuple], ...] = ()
+    objective: str = "latency"
+    top: int = 10
+    limit: int = DEFAULT_LIMIT
+    max_gpus: int | None = None
+    fits_memory: bool = True
+    tp_in_domain: bool = False
+    tp_divides_kv_heads: bool = False
+    pp_divides_layers: bool = False
+    max_overhead: float | None = None
+    min_efficiency: float | None = None
+    use_policy: bool | None = None
+
+    @property
+    def size(self) -> int:
+        """Points in the search: the product of the axis lengths."""
+        return math.prod(len(v) for _, v in self.axes)
+
+
 @dataclass(frozen=True)
 class Spec:
     """A checked file: its entities by kind and name, in the order written (imports first)."""
@@ -290,7 +323,7 @@ class Spec:
     sweeps: Mapping[str, Sweep]
     compares: Mapping[str, Compare]
     policy: Policy
-    searches: Mapping[str, object] = field(default_factory=dict)
+    searches: Mapping[str, Search] = field(default_factory=dict)
     stacks: Mapping[str, Stack] = field(default_factory=dict)
     files: tuple[str, ...] = ()  # the spec and every file it imports, for provenance hashes
     local_plans: tuple[str, ...] = ()  # plans written in this file (not imported), in order

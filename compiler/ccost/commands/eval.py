@@ -57,21 +57,6 @@ def with_sources(exc, sources: dict[str, str]):
     return exc
 
 
-def plan_only(spec, name: str):
-    """The spec narrowed to one plan: that plan, no sweeps or comparisons. Unknown name: E101."""
-    from dataclasses import replace
-    from difflib import get_close_matches
-
-    from ccost.diagnostics import CcostError, error
-
-    if name not in spec.plans:
-        close = get_close_matches(name, list(spec.plans), n=1)
-        raise CcostError(error("E101", f"no plan named `{name}` in {spec.path}", None,
-                               f"did you mean `{close[0]}`?" if close else
-                               ("plans: " + ", ".join(spec.plans)) if spec.plans else "the spec has no plans"))
-    return replace(spec, sweeps={}, compares={}, searches={}, local_plans=(name,))
-
-
 def document(path: str, plan: str | None, text: str | None = None, skip_empty: bool = False) -> dict | None:
     """The results document of one spec; None when ``skip_empty`` and the spec evaluates nothing."""
     from ccost import evaluate
@@ -84,7 +69,7 @@ def document(path: str, plan: str | None, text: str | None = None, skip_empty: b
         return None
     try:
         if plan:
-            spec = plan_only(spec, plan)
+            spec = evaluate.plan_only(spec, plan)
         with Bar(sys.stderr) as bar:  # drawn only on a terminal, for searches longer than a second
             return evaluate.results_document(evaluate.evaluate(spec, progress=bar))
     except CcostError as exc:

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from ccost.diagnostics import CcostError, Diagnostic, error, escape_controls, render_all, use_colour
+from ccost.fmt import format_checked
 
 HELP = "rewrite specs in canonical form, comments kept"
 
@@ -30,39 +31,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true",
                         help="write nothing; print a unified diff of what would change and exit 1 if "
                              "any file is not in canonical form (for CI)")
-
-
-def format_checked(text: str, path: str) -> str:
-    """The canonical form of ``text``, verified: raises CcostError with the spec's own errors if it has
-    any, and E503 if the formatted text is not a fixed point or checks to a different spec.
-
-    Imports are resolved from ``path`` on disk, as ``ccost check`` would.
-    """
-    from ccost.check import check_text
-    from ccost.fmt import format_text, same_meaning
-
-    before = check_text(text, path)
-    errors = [d for d in before.diagnostics if d.is_error]
-    if errors or before.spec is None:
-        exc = CcostError(errors or before.diagnostics)
-        exc.sources = before.sources  # type: ignore[attr-defined]
-        raise exc
-    out = format_text(text, path)
-    if format_text(out, path) != out:
-        raise _bug(path, "formatting the output again changes it (the layout is not a fixed point)")
-    after = check_text(out, path)
-    if after.spec is None or any(d.is_error for d in after.diagnostics):
-        raise _bug(path, "the formatted text does not check cleanly")
-    if not same_meaning(before.spec, after.spec):
-        raise _bug(path, "the formatted text checks to a different spec")
-    return out
-
-
-def _bug(path: str, why: str) -> CcostError:
-    return CcostError(error(
-        "E503", f"{path}: not formatted, because {why}",
-        help="this is a bug in ccost, not in your spec; the file was left unchanged. Please report it "
-             "with the file attached (CCOST_DEBUG=1 shows more)."))
 
 
 def _write(path: Path, text: str) -> None:

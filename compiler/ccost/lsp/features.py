@@ -410,7 +410,7 @@ def plan_numbers(text: str, path: str, plan: str) -> str:
     if result.spec is None:
         return f"**plan `{plan}`** — fix the errors to see its numbers"
     from ccost import evaluate
-    from ccost.commands.eval import plan_only
+    from ccost.evaluate import plan_only
     from ccost.diagnostics import CcostError
 
     try:
@@ -466,7 +466,7 @@ def definition(text: str, path: str, line: int, character: int) -> tuple[str, Sp
 
 def formatted(text: str, path: str) -> str | None:
     """``ccost fmt``'s canonical form (verified the same way), or None when the text has errors."""
-    from ccost.commands.fmt import format_checked
+    from ccost.fmt import format_checked
     from ccost.diagnostics import CcostError
 
     try:

@@ -40,6 +40,8 @@ from ccost.syntax import tree as T
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec is a few KB; 4 MiB is a generated or wrong file
 MAX_DEPTH = 200  # brackets or operators nested deeper than this are certainly not a capacity plan
 MAX_ERRORS = 50  # recovery rounds; each round re-parses the file, so bound the work
+#: Imports nested deeper than this are a generated or circular mistake, not a project (the checker's E113).
+MAX_IMPORT_DEPTH = 100
 
 BLOCK_KINDS = ("link", "gpu", "cluster", "model", "stack", "plan", "sweep", "compare", "policy", "search")
 KEYWORDS = frozenset(BLOCK_KINDS + ("import", "extends", "true", "false"))

@@ -1,0 +1,98 @@
+"""The package's import structure (issue 12): the layer contract of pyproject.toml holds, and the imports a
+module runs when it is imported form no cycle."""
+
+from __future__ import annotations
+
+import ast
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "compiler" / "ccost"
+ROOT = PACKAGE.parent.parent
+
+
+def _lint_imports() -> str | None:
+    here = pathlib.Path(sys.executable).parent / "lint-imports"
+    return str(here) if here.exists() else shutil.which("lint-imports")
+
+
+def test_layer_contract_holds():
+    exe = _lint_imports()
+    if exe is None:
+        pytest.skip("import-linter is not installed (pip install -e '.[test]')")
+    run = subprocess.run([exe, "--config", str(ROOT / "pyproject.toml")], cwd=ROOT, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
+    assert run.returncode == 0 and "0 broken" in run.stdout, run.stdout + run.stderr
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    out = {}
+    for p in PACKAGE.rglob("*.py"):
+        parts = ("ccost", *p.relative_to(PACKAGE).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return out
+
+
+def _import_time_edges(name: str, path: pathlib.Path, modules: dict) -> set[str]:
+    """The ccost modules ``name`` imports while it is itself imported: statements at module level, not
+    inside a function or an ``if TYPE_CHECKING:`` block."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+
+    def visit(nodes):
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+                continue
+            if isinstance(node, ast.Import):
+                out.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                mod = ".".join([*base, *([node.module] if node.module else [])])
+                for a in node.names:
+                    out.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod)
+            visit(ast.iter_child_nodes(node))
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    return {m for m in out if m in modules and m != name}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(v):
+        state[v] = 1
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if state.get(w) == 1:
+                return stack[stack.index(w):] + [w]
+            if w not in state and (found := dfs(w)):
+                return found
+        state[v] = 2
+        stack.pop()
+        return None
+
+    for v in sorted(graph):
+        if v not in state and (found := dfs(v)):
+            return found
+    return None
+
+
+def test_no_import_cycle_at_module_level():
+    modules = _modules()
+    graph = {m: _import_time_edges(m, p, modules) for m, p in modules.items()}
+    assert len(graph) > 50 and graph["ccost.analysis"] >= {"ccost.lower", "ccost.costs"}
+    assert _cycle(graph) is None, " → ".join(_cycle(graph) or [])
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None

@@ -76,12 +76,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _gate(specs) -> int:
     """Evaluate each clean spec and ask ``ccost.gate`` which plans break their policy."""
-    try:
-        from ccost import evaluate, gate
-    except ImportError as exc:
-        print(f"ccost check --policy: this build of ccost cannot evaluate policies yet ({exc}).",
-              file=sys.stderr)
-        return 2
+    from ccost import evaluate, gate
+
     failed = False
     from ccost.progress import Bar
 

@@ -35,4 +35,4 @@ def expand(args: list[str]) -> list[SpecArg]:
 
 def evaluates_something(spec) -> bool:
     """Whether a checked spec has anything for ``eval`` or ``report``: a plan, sweep, comparison or search."""
-    return bool(spec.plans or spec.sweeps or spec.compares or getattr(spec, "searches", None))
+    return bool(spec.plans or spec.sweeps or spec.compares or spec.searches)

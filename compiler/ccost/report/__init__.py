@@ -183,8 +183,7 @@ def review(spec_path: str | Path, *, include_git: bool = True, environ: Mapping[
     document = E.results_document(E.evaluate(spec, progress=progress) if progress else E.evaluate(spec))
     # The grouped derivation (inputs, each collective, compute, memory, totals) reads better than the flat
     # list; both are ``explain``'s steps, so the review and `ccost explain` print the same values.
-    explain = getattr(E, "explain_sections", None) or E.explain
-    steps = {} if summary else {name: explain(spec, name) for name in document.get("plans", {})}
+    steps = {} if summary else {name: E.explain_sections(spec, name) for name in document.get("plans", {})}
     return review_from(spec, document, steps, spec_path=spec_path, warnings=warnings,
                        include_git=include_git, environ=environ, cwd=cwd, git_note=git_note, charts=charts,
                        sources=not summary)

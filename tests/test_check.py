@@ -437,6 +437,9 @@ def test_empty_spec_is_valid_and_the_cli_says_it_has_no_plans(tmp_path: Path, ca
     assert out.count("ok (0 plans) — note: it defines no plans") == 2
 
 
+# --- every example spec and std file ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", EXAMPLES + STD, ids=[p.name for p in EXAMPLES + STD])
 def test_shipped_specs_check_clean(path: Path):
     r = check_file(str(path))
     assert r.errors == [], "\n".join(f"{d.span}: {d.code} {d.message}" for d in r.errors)

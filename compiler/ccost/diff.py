@@ -567,6 +567,47 @@ def _names(items: tuple[tuple[str, str], ...]) -> str:
     return ", ".join(f"{k} {n}" for k, n in items)
 
 
+@dataclass(frozen=True)
+class _Style:
+    """How ``to_text`` and ``to_markdown`` write the checklist and comparison changes: the same facts, two
+    layouts."""
+    checklist_head: tuple[str, ...]
+    checklist_row: str  # fields: plan, id, title, old, new
+    compares_head: tuple[str, ...]
+    compare_row: str  # fields: compare, old, new
+    recommendation_row: str  # fields: when (was/now), text
+    section_end: tuple[str, ...] = ()
+    escape: Any = str
+
+
+_TEXT = _Style(("", "checklist status changed:"), "  {plan} checklist {id} ({title}): {old} → {new}",
+               ("", "comparisons changed:"), "  {compare}: ranking {old} → {new}", "    {when}: {text}")
+_MARKDOWN = _Style(("#### Checklist status changed", "", "| plan | # | item | old | new |", "|---|---:|---|---|---|"),
+                   "| `{plan}` | {id} | {title} | {old} | **{new}** |", ("#### Comparisons changed", ""),
+                   "- `{compare}`: ranking {old} → **{new}**", "  - {when}: {text}", ("",), escape=lambda t: _md(t))
+
+
+def _status_changes(d: SpecDiff, style: _Style) -> list[str]:
+    """The checklist items whose verdict changed, then the comparisons whose ranking changed (with the
+    recommendation before and after when that changed too)."""
+    out: list[str] = []
+    if d.checklist:
+        out += style.checklist_head
+        out += [style.checklist_row.format(plan=c.plan, id=c.id, title=style.escape(c.title), old=_status(c.old),
+                                           new=_status(c.new)) for c in d.checklist]
+        out += style.section_end
+    if d.compares:
+        out += style.compares_head
+        for c in d.compares:
+            out.append(style.compare_row.format(compare=c.compare, old=", ".join(c.old_ranking) or "—",
+                                                new=", ".join(c.new_ranking) or "—"))
+            if c.old_recommendation != c.new_recommendation:
+                out += [style.recommendation_row.format(when=when, text=style.escape(text or "—"))
+                        for when, text in (("was", c.old_recommendation), ("now", c.new_recommendation))]
+        out += style.section_end
+    return out
+
+
 def _threshold_note(d: SpecDiff) -> str | None:
     if not d.below_threshold:
         return None
@@ -610,18 +651,7 @@ def to_text(d: SpecDiff) -> str:
     note = _threshold_note(d)
     if note:
         out += [f"  ({note})"] if shown else ["", f"({note})"]
-    if d.checklist:
-        out += ["", "checklist status changed:"]
-        out += [f"  {c.plan} checklist {c.id} ({c.title}): {_status(c.old)} → {_status(c.new)}"
-                for c in d.checklist]
-    if d.compares:
-        out += ["", "comparisons changed:"]
-        for c in d.compares:
-            out.append(f"  {c.compare}: ranking {', '.join(c.old_ranking) or '—'} → "
-                       f"{', '.join(c.new_ranking) or '—'}")
-            if c.old_recommendation != c.new_recommendation:
-                out.append(f"    was: {c.old_recommendation or '—'}")
-                out.append(f"    now: {c.new_recommendation or '—'}")
+    out += _status_changes(d, _TEXT)
     return "\n".join(out) + "\n"
 
 
@@ -692,21 +722,7 @@ def to_markdown(d: SpecDiff) -> str:
     note = _threshold_note(d)
     if note:
         out += [f"_{note[0].upper() + note[1:]}._", ""]
-    if d.checklist:
-        out += ["#### Checklist status changed", "", "| plan | # | item | old | new |",
-                "|---|---:|---|---|---|"]
-        for c in d.checklist:
-            out.append(f"| `{c.plan}` | {c.id} | {_md(c.title)} | {_status(c.old)} | **{_status(c.new)}** |")
-        out.append("")
-    if d.compares:
-        out += ["#### Comparisons changed", ""]
-        for c in d.compares:
-            out.append(f"- `{c.compare}`: ranking {', '.join(c.old_ranking) or '—'} → "
-                       f"**{', '.join(c.new_ranking) or '—'}**")
-            if c.old_recommendation != c.new_recommendation:
-                out.append(f"  - was: {_md(c.old_recommendation or '—')}")
-                out.append(f"  - now: {_md(c.new_recommendation or '—')}")
-        out.append("")
+    out += _status_changes(d, _MARKDOWN)
     return "\n".join(out)
 
 

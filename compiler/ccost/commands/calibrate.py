@@ -220,16 +220,8 @@ def _run_steps(args: argparse.Namespace) -> int:
     fit = fit_steps(rows, args.folds, args.steps)
     block = stack_block(fit, name, args.title, _command(args))
     _self_check(block, args.output or "<calibrate>")
-    outputs = [(args.output, block)] if args.output else []
-    if args.plot:
-        outputs.append((args.plot, plot_steps_svg(fit)))
-    if outputs:
-        _write_all(outputs)
-    if args.output:
-        print(f"wrote {args.output}: stack {name}, fit median error {100 * fit.median_error:.1f} %", file=sys.stderr)
-    else:
-        sys.stdout.write(block)
-    return 0
+    return _emit(args, block, lambda: plot_steps_svg(fit), [],
+                 f"stack {name}, fit median error {100 * fit.median_error:.1f} %")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -237,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
     from ccost.calibrate.block import comment_safe, valid_name
     from ccost.calibrate.fit import select_test
     from ccost.calibrate.logs import MAX_RANKS
-    from ccost.diagnostics import CcostError, render_all, use_colour
+    from ccost.diagnostics import CcostError
 
     if args.steps is not None:
         return _run_steps(args)
@@ -302,21 +294,8 @@ def run(args: argparse.Namespace) -> int:
         hfit = fit_hierarchical(fit, test, intra, label, args.per_node)
         text = hier_block(hfit, args.name, log_name, args.title, _command(args))
         _self_check(text, args.output or "<calibrate>")
-        if warnings:
-            print(render_all(warnings, None, use_colour(sys.stderr)), file=sys.stderr)
-        outputs = [(args.output, text)] if args.output else []
-        if args.plot:
-            from ccost.calibrate import plot_svg
-
-            outputs.append((args.plot, plot_svg(fit)))
-        if outputs:
-            _write_all(outputs)
-        if args.output:
-            print(f"wrote {args.output}: inter-node link {args.name}, hierarchical median error "
-                  f"{100 * hfit.median_error:.1f} %", file=sys.stderr)
-        else:
-            sys.stdout.write(text)
-        return 0
+        return _emit(args, text, _link_plot(fit), warnings,
+                     f"inter-node link {args.name}, hierarchical median error {100 * hfit.median_error:.1f} %")
     elif args.per_node is not None:
         raise _usage("--per-node is for the hierarchical fit", "pass --intra with the intra-node link too")
     text = link_block(fit, args.name, log_name, args.title, _command(args))
@@ -339,20 +318,33 @@ def run(args: argparse.Namespace) -> int:
         text = "\n".join(comment_safe(line) for line in cross) + "\n" + text
     _self_check(text, args.output or "<calibrate>")
 
-    if warnings:
-        print(render_all(warnings, None, use_colour(sys.stderr)), file=sys.stderr)
-    outputs: list[tuple[str, str]] = []
-    if args.output:
-        outputs.append((args.output, text))
-    if args.plot:
+    return _emit(args, text, _link_plot(fit), warnings,
+                 f"link {args.name}, alpha {fit.alpha * 1e6:.4g} us, bandwidth {fit.bandwidth / 1e9:.4g} GB/s")
+
+
+def _link_plot(fit):
+    """Draws the link fit's plot when called (matplotlib is imported only when --plot asks for it)."""
+    def draw() -> str:
         from ccost.calibrate import plot_svg
 
-        outputs.append((args.plot, plot_svg(fit)))
+        return plot_svg(fit)
+    return draw
+
+
+def _emit(args: argparse.Namespace, text: str, plot, warnings: list, what: str) -> int:
+    """Print the warnings, then write the block (-o) and the plot (--plot: ``plot()`` draws it) together —
+    all or none — or print the block on standard output; ``what`` says on standard error what was written."""
+    from ccost.diagnostics import render_all, use_colour
+
+    if warnings:
+        print(render_all(warnings, None, use_colour(sys.stderr)), file=sys.stderr)
+    outputs: list[tuple[str, str]] = [(args.output, text)] if args.output else []
+    if args.plot:
+        outputs.append((args.plot, plot()))
     if outputs:
         _write_all(outputs)
     if args.output:
-        print(f"wrote {args.output}: link {args.name}, alpha {fit.alpha * 1e6:.4g} us, bandwidth "
-              f"{fit.bandwidth / 1e9:.4g} GB/s", file=sys.stderr)
+        print(f"wrote {args.output}: {what}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

@@ -85,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from ccost import output
-    from ccost.commands.paths import STDIN, expand
-    from ccost.diagnostics import CcostError, render_all, use_colour
+    from ccost.commands.paths import STDIN, expand, failed_one_of_several, say_skipped
+    from ccost.diagnostics import CcostError
 
     docs, status = [], 0
     specs = expand(args.specs)
@@ -97,14 +97,10 @@ def _run(args: argparse.Namespace) -> int:
             else:
                 doc = document(arg.path, args.plan, skip_empty=arg.from_folder)
         except CcostError as exc:
-            if len(specs) == 1:
-                raise
-            print(render_all(exc.diagnostics, getattr(exc, "sources", None), use_colour(sys.stderr)),
-                  file=sys.stderr)
-            status = 2
+            status = failed_one_of_several(exc, len(specs))
             continue
         if doc is None:
-            print(f"{arg.path}: skipped (defines no plan, sweep, comparison or search)", file=sys.stderr)
+            say_skipped(arg.path)
             continue
         docs.append(doc)
     several = len(specs) > 1

@@ -10,6 +10,7 @@ is never skipped.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,3 +37,19 @@ def expand(args: list[str]) -> list[SpecArg]:
 def evaluates_something(spec) -> bool:
     """Whether a checked spec has anything for ``eval`` or ``report``: a plan, sweep, comparison or search."""
     return bool(spec.plans or spec.sweeps or spec.compares or spec.searches)
+
+
+def say_skipped(path: str) -> None:
+    """The one line ``eval`` and ``report`` print for a file from a folder that evaluates nothing."""
+    print(f"{path}: skipped (defines no plan, sweep, comparison or search)", file=sys.stderr)
+
+
+def failed_one_of_several(exc, n_specs: int) -> int:
+    """A spec of several failed: print its diagnostics and carry on (exit status 2 at the end); with one
+    spec, raise so the CLI reports it as usual."""
+    from ccost.diagnostics import render_all, use_colour
+
+    if n_specs == 1:
+        raise exc
+    print(render_all(exc.diagnostics, getattr(exc, "sources", None), use_colour(sys.stderr)), file=sys.stderr)
+    return 2

@@ -69,10 +69,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _all(specs, args: argparse.Namespace) -> int:
-    import sys
-
-    from ccost.commands.paths import evaluates_something
-    from ccost.diagnostics import CcostError, render_all, use_colour
+    from ccost.commands.paths import evaluates_something, failed_one_of_several, say_skipped
+    from ccost.diagnostics import CcostError
 
     status = 0
     for arg in specs:
@@ -81,16 +79,12 @@ def _all(specs, args: argparse.Namespace) -> int:
 
             result = check_file(arg.path)
             if result.spec is not None and not result.errors and not evaluates_something(result.spec):
-                print(f"{arg.path}: skipped (defines no plan, sweep, comparison or search)", file=sys.stderr)
+                say_skipped(arg.path)
                 continue
         try:
             _one(arg.path, args)
         except CcostError as exc:
-            if len(specs) == 1:
-                raise
-            print(render_all(exc.diagnostics, getattr(exc, "sources", None), use_colour(sys.stderr)),
-                  file=sys.stderr)
-            status = 2
+            status = failed_one_of_several(exc, len(specs))
     return status
 
 

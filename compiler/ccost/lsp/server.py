@@ -38,6 +38,13 @@ def uri_of(path: str) -> str:
     return Path(os.path.abspath(path)).as_uri()
 
 
+def _at(ls: LanguageServer, params) -> tuple[str, str, int, int]:
+    """What a position request asks about: the document's text as the editor has it, its path, line and
+    character (both 0-based)."""
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    return doc.source, path_of(doc.uri), params.position.line, params.position.character
+
+
 def build() -> LanguageServer:
     server = LanguageServer("ccost", __version__, text_document_sync_kind=L.TextDocumentSyncKind.Full)
 
@@ -64,8 +71,7 @@ def build() -> LanguageServer:
 
     @server.feature(L.TEXT_DOCUMENT_HOVER)
     def hover(ls: LanguageServer, params: L.HoverParams) -> L.Hover | None:
-        doc = ls.workspace.get_text_document(params.text_document.uri)
-        md = F.hover(doc.source, path_of(doc.uri), params.position.line, params.position.character)
+        md = F.hover(*_at(ls, params))
         if md is None:
             return None
         return L.Hover(contents=L.MarkupContent(kind=L.MarkupKind.Markdown, value=md))
@@ -73,8 +79,7 @@ def build() -> LanguageServer:
     @server.feature(L.TEXT_DOCUMENT_COMPLETION,
                     L.CompletionOptions(trigger_characters=[" ", "=", ".", "["]))
     def completion(ls: LanguageServer, params: L.CompletionParams) -> L.CompletionList:
-        doc = ls.workspace.get_text_document(params.text_document.uri)
-        items = F.complete(doc.source, path_of(doc.uri), params.position.line, params.position.character)
+        items = F.complete(*_at(ls, params))
         return L.CompletionList(is_incomplete=False, items=[
             L.CompletionItem(label=i.label, kind=_ITEM_KIND.get(i.kind), detail=i.detail,
                              documentation=L.MarkupContent(kind=L.MarkupKind.Markdown, value=i.doc)
@@ -83,8 +88,7 @@ def build() -> LanguageServer:
 
     @server.feature(L.TEXT_DOCUMENT_DEFINITION)
     def definition(ls: LanguageServer, params: L.DefinitionParams) -> L.Location | None:
-        doc = ls.workspace.get_text_document(params.text_document.uri)
-        found = F.definition(doc.source, path_of(doc.uri), params.position.line, params.position.character)
+        found = F.definition(*_at(ls, params))
         if found is None:
             return None
         path, span = found

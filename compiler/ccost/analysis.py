@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ccost import costs, derive, lower, output, units
+from ccost import axes, costs, derive, lower, output, units
 from ccost import spec as S
 from ccost.derive import named
 
@@ -123,7 +123,7 @@ def analyse(program: lower.Program) -> Metrics:
                        "compute of the pipelined step: (M + P − 1)·t_mb")
     step = named("T_step", T_pipe + exposed / in_flight,
                  "pipelined step time: T_pipe + T_exposed/(P·(1 − bubble))")
-    gpus = named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
+    gpus = gpus_used(program)
     speedup = named("speedup", x.dp * costs.speedup(c.T_one, step), "against one GPU: dp·T_1/T_step")
     eff = named("efficiency", speedup / gpus, "speedup / N", style="percent")
     thr = named("throughput", c.tokens_step / step, "tokens/s: tokens_step/T_step")
@@ -156,7 +156,7 @@ def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, 
     in_flight = named("in_flight", derive.minimum(x.M, x.pp), "stages busy at once: min(M, P)")
     bubble = named("bubble", (x.pp - in_flight) / x.pp, "idle stages in steady state: (P − min(M, P))/P",
                    style="percent")
-    gpus = named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
+    gpus = gpus_used(program)
     speedup = named("speedup", x.dp * costs.speedup(c.T_one, step), "against one GPU: dp·T_1/T_step")
     eff = named("efficiency", speedup / gpus, "speedup / N", style="percent")
     thr = named("throughput", c.tokens_step / step, "tokens/s: tokens_step/T_step")
@@ -166,6 +166,13 @@ def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, 
                 style="percent")
     return Metrics(T_comm, T_lat, T_bw, exposed, c.T_compute, latency, step, ovh, bubble, in_flight, gpus,
                    speedup, eff, thr, thr_gpu, volume, hops, eta)
+
+
+def gpus_used(program: lower.Program):
+    """N, the GPUs of the plan: the product of its degrees (``ccost.axes``; an optional axis only when the
+    plan prices it), named for the derivation."""
+    on = lower._on(program.static)
+    return named("N", axes.product(program.inputs, on), f"GPUs: {axes.label(on)}")
 
 
 def regime(m: Metrics) -> str:

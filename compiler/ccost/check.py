@@ -1468,6 +1468,9 @@ class _Checker:
 _AXIS = {"tp": "tensor", "pp": "pipeline", "ep": "expert", "dp": "data"}
 
 
+from ccost import axes  # noqa: E402  (the layout rules below; the checker above reads no degree list)
+
+
 def _divisors(n: int, limit: int) -> str:
     return ", ".join(str(k) for k in range(1, min(n, limit) + 1) if n % k == 0)
 
@@ -1507,7 +1510,7 @@ def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
     link: `nodes = 2` alone would only lead to the next error)."""
     c = p.cluster
     own = getattr(where, "written", frozenset())  # the fields this block writes itself
-    written = sorted((where(d, (d,)).line, where(d, (d,)).column, d) for d in ("tp", "pp", "ep", "dp", "cp")
+    written = sorted((where(d, (d,)).line, where(d, (d,)).column, d) for d in axes.NAMES
                      if getattr(p, d) > 1 and d in own)
     degree = written[-1][2] if written else None
     if degree:
@@ -1515,7 +1518,7 @@ def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
     elif "cluster" in own:
         span = where("cluster", ("cluster",))
     else:
-        span = where("__plan__", ("cluster", "tp", "pp", "ep", "dp", "cp"))
+        span = where("__plan__", ("cluster", *axes.NAMES))
     node_word = "node" if c.nodes == 1 else "nodes"
     lower = []
     for d in [w[2] for w in reversed(written)]:  # the degree under the caret first
@@ -1548,7 +1551,7 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     c, m = p.cluster, p.model
     too_big = p.gpus > c.gpus
-    if too_big and where("__plan__", ("cluster", "tp", "pp", "ep", "dp", "cp")) is not None:
+    if too_big and where("__plan__", ("cluster", *axes.NAMES)) is not None:
         out.append(_too_many_gpus(p, where))
     if p.tp > c.domain and not too_big and c.inter_node is not None \
             and where("tp", ("tp", "cluster")) is not None:
@@ -1625,7 +1628,7 @@ def _check_serve(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
 
 
 TRAINING_FIELDS = ("schedule", "virtual_stages", "recompute", "sequence_parallel", "optimizer_sharding",
-                   "master_weights", "cp")
+                   "master_weights", *axes.TRAIN_ONLY)
 
 
 def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:

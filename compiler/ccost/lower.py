@@ -82,7 +82,7 @@ from typing import Any
 
 import numpy as np
 
-from ccost import costs, derive, units
+from ccost import axes, costs, derive, units
 from ccost import spec as S
 from ccost.derive import floor, maximum, minimum, named
 from ccost.diagnostics import Diagnostics, error
@@ -215,13 +215,13 @@ def _plan_fields_ok(plan: S.Plan, diags: Diagnostics) -> None:
                         "give the plan `model = ...` and `cluster = ...`"))
         return
     gpu = cluster.gpu
-    for name in ("tp", "pp", "ep", "dp", "batch", "microbatches", "cp"):
+    for name in (*axes.MANDATORY, "batch", "microbatches", *axes.OPTIONAL):
         v = getattr(plan, name)
         if not (isinstance(v, (int, float)) and v >= 1):
             diags.add(error("E203", f"plan `{plan.name}`: {name} must be at least 1, got {v}", at(name)))
     if plan.gpus > cluster.gpus:
         diags.add(error(
-            "E301", f"plan `{plan.name}` needs tp·pp·ep·dp = {plan.tp}·{plan.pp}·{plan.ep}·{plan.dp} = "
+            "E301", f"plan `{plan.name}` needs {axes.label()} = {axes.values(plan, on=())} = "
             f"{plan.gpus} GPUs, but cluster `{cluster.name}` has {cluster.gpus}", at("tp"),
             "lower a parallel degree, or use a cluster with more nodes"))
     elif plan.gpus > cluster.domain and cluster.inter_node is None:
@@ -309,7 +309,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         one_shot_volume=getattr(plan, "one_shot_volume", "egress") or "egress",
         schedule=plan.schedule, recompute=plan.recompute, sp=bool(plan.sequence_parallel) and plan.tp > 1,
         zero=plan.optimizer_sharding, overlap_given="overlap" in plan.spans,
-        tp_overlap=bool(stack.tp_comm_overlap), cp=plan.phase == "train" and plan.cp > 1,
+        tp_overlap=bool(stack.tp_comm_overlap), **{a: True for a in axes.active(plan)},
         stack=stack.name, stack_source=stack.source, stack_default=plan.stack is None,
         overheads=bool(stack.step_overhead or stack.layer_overhead
                        or (stack.seq_overhead and plan.phase != "train")), floor=bool(stack.collective_floor),
@@ -322,7 +322,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
     act = S.DTYPE_BYTES[model.activations]
     s_step = 1 if plan.phase == "decode" else (plan.seq or 1)
     values = dict(
-        tp=plan.tp, pp=plan.pp, ep=plan.ep, dp=plan.dp, B=plan.batch, S=s_step, ctx=plan.seq or 0,
+        **{a.name: axes.degree(plan, a.name, plan.phase) for a in axes.AXES if not a.optional}, B=plan.batch, S=s_step, ctx=plan.seq or 0,
         M=plan.microbatches, overlap=plan.overlap, L=model.layers, d=model.hidden,
         h=model.heads or 1, h_kv=model.kv_heads or model.heads or 1,
         params=params, params_active=active, E=model.experts or 1, k=model.top_k or 1,
@@ -340,7 +340,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         k_node=min(model.top_k or 1, model.route_nodes or (model.top_k or 1)), R_peak=gpu.flops,
         c_fwd=2.0, b_master=S.DTYPE_BYTES[plan.master_weights],
         BW_elem=gpu.hbm_bandwidth * stack.elementwise_efficiency,
-        cp=plan.cp if plan.phase == "train" else 1,
+        **{a.name: axes.degree(plan, a.name, plan.phase) for a in axes.AXES if a.optional},
         t_step=stack.step_overhead, t_layer=stack.layer_overhead, T_floor=stack.collective_floor,
         t_seq=stack.seq_overhead if plan.phase != "train" else 0.0,
         hd=model.head_dim or (model.hidden / model.heads if model.heads else 1),
@@ -378,10 +378,7 @@ _DTYPE_NOTE = "bytes per element"
 
 # symbol, dimension, description — the names a reviewer reads in ``ccost explain``.
 _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
-    "tp": ("tp", units.DIMENSIONLESS, "tensor-parallel degree"),
-    "pp": ("pp", units.DIMENSIONLESS, "pipeline stages"),
-    "ep": ("ep", units.DIMENSIONLESS, "expert-parallel degree"),
-    "dp": ("dp", units.DIMENSIONLESS, "data-parallel replicas"),
+    **{a.name: (a.name, units.DIMENSIONLESS, a.leaf) for a in axes.AXES},
     "B": ("B", units.DIMENSIONLESS, "batch: sequences per replica"),
     "S": ("S", units.DIMENSIONLESS, "tokens per sequence per step"),
     "ctx": ("S_ctx", units.DIMENSIONLESS, "context tokens held in the KV cache (seq)"),
@@ -417,7 +414,6 @@ _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
     "R_peak": ("R_peak", units.FLOP_RATE, "peak dense FLOP/s per GPU"),
     "c_fwd": ("c_fwd", units.COMPUTE, "FLOPs per multiply-add"),
     "b_master": ("b_master", units.INFORMATION, "master-weight bytes per parameter"),
-    "cp": ("cp", units.DIMENSIONLESS, "context-parallel degree"),
     "BW_elem": ("BW_elem", units.BANDWIDTH, "HBM bandwidth the elementwise kernels achieve"),
     "t_step": ("t_step", units.TIME, "stack: fixed time per step"),
     "t_layer": ("t_layer", units.TIME, "stack: time per layer per step"),
@@ -435,7 +431,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
     sym, dim, desc = _LEAVES[key]
     gpu = cluster.gpu
     source = None
-    if key in ("tp", "pp", "ep", "dp", "B", "ctx", "M", "overlap", "T_given", "cp"):
+    if key in axes.NAMES or key in ("B", "ctx", "M", "overlap", "T_given"):
         source = f"plan {plan.name}"
     elif key == "S":
         source = "decode: one new token per sequence" if plan.phase == "decode" else f"plan {plan.name}: seq"
@@ -575,6 +571,11 @@ class Program:
     train: Any = None  # training: the schedule's terms (ccost.training.TrainTerms)
 
 
+def _on(static: Static) -> frozenset[str]:
+    """The optional axes (``axes.OPTIONAL``) the plan prices: each has a flag of its name in ``Static``."""
+    return frozenset(n for n in axes.OPTIONAL if getattr(static, n))
+
+
 def _group_per_domain(p: Num, stride: Num, D: Num) -> Num:
     """Ranks of a group of ``p`` at ``stride`` that share one NVLink domain: clamp(D/stride, 1, p)."""
     return minimum(maximum(D / stride, 1), p)
@@ -669,7 +670,8 @@ def lower(static: Static, x: Inputs) -> Program:
         n_ep = named("count_EP", (4 if train else 2) * x.L_moe, "All-to-Alls per step: dispatch + combine per "
                      "MoE layer" + (", forward and backward" if train else ""))
         coll.append(_collective(
-            static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, x.tp, m_ep, x,
+            static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, axes.stride(x, "ep", _on(static)),
+            m_ep, x,
             note="volume (P−1)/P·m per rank, the convention of “Communication Cost Analysis” §2 (“Communication Cost Math — Distributed Inference” §2 omits the "
                  "factor)"))
 
@@ -680,14 +682,16 @@ def lower(static: Static, x: Inputs) -> Program:
         n_dense = named("N_dense", x.params_active - x.k * n_expert1,
                         "parameters outside the routed experts: N_active − k·N_expert")
         n_experts = named("N_experts", x.params - n_dense, "parameters of all routed experts")
-        p_dense_gpu = named("N_dense,GPU", n_dense / (x.tp * x.pp), "dense parameters on one GPU")
-        p_exp_gpu = named("N_experts,GPU", n_experts / (x.tp * x.pp * x.ep), "expert parameters on one GPU")
+        p_dense_gpu = named("N_dense,GPU", n_dense / axes.split(x, "weights", "layers"), "dense parameters on one GPU")
+        p_exp_gpu = named("N_experts,GPU", n_experts / axes.split(x, "weights", "layers", "experts"),
+                          "expert parameters on one GPU")
         params_gpu = named("N_GPU", p_dense_gpu + p_exp_gpu, "parameters on one GPU (before FSDP sharding)")
         b_w = named("b_w", x.W / x.params, "weight bytes per parameter")
         weights_gpu = named("W_GPU", b_w * params_gpu, "weight bytes on one GPU")
     else:
-        params_gpu = named("N_GPU", x.params / (x.tp * x.pp), "parameters on one GPU (before FSDP sharding)")
-        weights_gpu = named("W_GPU", x.W / (x.tp * x.pp), "weight bytes on one GPU")
+        params_gpu = named("N_GPU", x.params / axes.split(x, "weights", "layers"),
+                           "parameters on one GPU (before FSDP sharding)")
+        weights_gpu = named("W_GPU", x.W / axes.split(x, "weights", "layers"), "weight bytes on one GPU")
         b_w = None
 
     # --- data parallelism -------------------------------------------------------------------------------
@@ -725,7 +729,7 @@ def lower(static: Static, x: Inputs) -> Program:
     boundaries = named("count_PP", passes * (x.pp - 1), "stage-boundary sends per step"
                        + (" (activations forward, gradients backward)" if train else ""))
     if static.inter is not None:
-        stage_stride = named("s_PP", x.tp * x.ep * x.dp, "ranks between consecutive stages")
+        stage_stride = named("s_PP", axes.stride(x, "pp", _on(static)), "ranks between consecutive stages")
         crossing = named("count_PP,x", passes * minimum(x.pp - 1, floor((x.pp - 1) * stage_stride / x.D)),
                          "stage boundaries that cross NVLink domains")
         inside = named("count_PP,in", boundaries - crossing, "stage boundaries inside one NVLink domain")

@@ -26,13 +26,13 @@ import json
 import math
 from typing import Any
 
-from ccost import units
+from ccost import axes, units
 
 SIGNIFICANT_DIGITS = 7
 
 # Keys whose integral values are counts or byte sizes: written as integers.
 _INT_KEYS = frozenset({
-    "gpus", "count", "hops", "group_size", "tp", "pp", "ep", "dp", "batch", "seq", "microbatches",
+    "gpus", "count", "hops", "group_size", *axes.NAMES, "batch", "seq", "microbatches",
     "id", "nodes", "gpus_per_node", "layers", "hops_per_step", "tokens_per_step",
 })
 

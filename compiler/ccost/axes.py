@@ -61,10 +61,11 @@ AXES: tuple[Axis, ...] = (
     Axis("dp", "data", "data-parallel degree (replicas)", "4", "data-parallel replicas", "data-parallel replicas",
          place=3, shards="batch"),
     Axis("cp", "context",
-         "train: context-parallel degree; each sequence's tokens are split over cp ranks and attention passes K "
-         "and V around the ring (the plan uses tp·cp·pp·ep·dp GPUs)", "2", "context-parallel degree",
+         "context-parallel degree; each sequence is split over cp ranks (its tokens in prefill and training, "
+         "its KV cache in decode) and ring attention passes K and V between them (the plan uses tp·cp·pp·ep·dp "
+         "GPUs)", "2", "context-parallel degree",
          "context-parallel degree: each sequence split over cp ranks (only when above 1)",
-         place=1, shards="sequence", phases=("train",), optional=True, searchable=False),
+         place=1, shards="sequence", optional=True),
 )
 
 BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}

@@ -43,6 +43,14 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
   AllGather of the layer's parameters before the forward and again before the backward, and a
   ReduceScatter of its gradients (3·L collectives per step), on the dp·ep ranks for dense parameters
   and the dp ranks for experts.
+* **CP** (context parallelism, ``cp``; training: ``ccost.training``): the cp ranks sit next to the tp
+  ranks (Megatron's tp-cp-ep-dp-pp) and split every sequence: a prefill's tokens (activations, FLOPs and
+  KV cache per rank ÷ cp), a decode step's context (KV cache and attention ÷ cp; the new token's weight
+  GEMMs run on every cp rank). Weights are replicated over cp. Ring attention: per layer each rank sends
+  its local KV block (its KV cache of one layer, KV_GPU·pp/L) to its ring neighbour cp − 1 times, a
+  point-to-point send each, (cp − 1)·L per step; every step runs at the pace of the ring's slowest link
+  (inter-node once tp·cp exceeds the NVLink domain). Decode with cp passes the whole KV cache around each
+  step (engines that pass the queries instead are cheaper: not modelled).
 * **Compute**, per GPU and stage: the roofline max(bytes read / HBM bandwidth, FLOPs / achieved FLOP/s).
   Bytes read: this GPU's weights (for a MoE model, every local expert: with B·top_k routed tokens most
   experts are hit; at tiny batch this overestimates) plus, in decode with ``seq``, the KV cache of B
@@ -645,13 +653,17 @@ def lower(static: Static, x: Inputs) -> Program:
     coll: list[Collective] = []
 
     # --- sizes ---------------------------------------------------------------------------------------
+    # Context parallelism in a prefill: each of the cp ranks holds S/cp of every sequence's tokens (a decode
+    # step's one new token is not split: the cp ranks split its context, the KV cache).
+    S_r = named("S_cp", x.S / x.cp, "tokens per sequence on one cp rank: S/cp") if _splits_tokens(static) else x.S
     if static.steady:
         # Serving pipeline in steady state: every collective carries one micro-batch (B/M sequences) and
         # the counts are one micro-batch's path through every stage (ccost.analysis._steady).
-        m_act = named("m_act", x.B / x.M * x.S * x.d * x.b_act,
+        m_act = named("m_act", x.B / x.M * S_r * x.d * x.b_act,
                       "activations of one layer for one micro-batch: (B/M)·S·d·bytes")
     else:
-        m_act = named("m_act", x.B * x.S * x.d * x.b_act, "activations of one layer: B·S·d·bytes")
+        m_act = named("m_act", x.B * S_r * x.d * x.b_act, "activations of one layer: B·S·d·bytes"
+                      + (" (S/cp on this rank)" if _splits_tokens(static) else ""))
 
     # --- tensor parallelism: 2 AllReduces per layer, forward (and 2 more backward) ----------------------
     n_tp = named("count_TP", (4 if train else 2) * x.L,
@@ -664,7 +676,7 @@ def lower(static: Static, x: Inputs) -> Program:
 
     # --- expert parallelism: 2 All-to-Alls per MoE layer ---------------------------------------------------
     if static.moe:
-        m_ep = named("m_EP", (x.B / x.M if static.steady else x.B) * x.S * x.k * x.d * x.b_act,
+        m_ep = named("m_EP", (x.B / x.M if static.steady else x.B) * S_r * x.k * x.d * x.b_act,
                      "tokens routed per rank" + (" per micro-batch: (B/M)" if static.steady else ": B")
                      + "·S·k·d·bytes")
         n_ep = named("count_EP", (4 if train else 2) * x.L_moe, "All-to-Alls per step: dispatch + combine per "
@@ -744,7 +756,39 @@ def lower(static: Static, x: Inputs) -> Program:
     comp = _compute(static, x, weights_gpu, params_gpu, b_w, p_dense_gpu if static.moe else None,
                     p_exp_gpu if static.moe else None, n_dense if static.moe else None,
                     n_expert1 if static.moe else None)
+    if static.cp and static.kv:
+        coll += _ring_attention(static, x, comp.kv_gpu)
     return Program(static, x, tuple(coll), comp)
+
+
+def _splits_tokens(static: Static) -> bool:
+    """Context parallelism splits a prefill's tokens cp ways (a decode step's context only)."""
+    return static.cp and static.phase == "prefill"
+
+
+def _ring_attention(static: Static, x: Inputs, kv_gpu: Num) -> list[Collective]:
+    """Context parallelism (``cp``, decode and prefill; training: ``ccost.training``): ring attention. Each
+    of the cp ranks holds 1/cp of every sequence's KV cache (prefill: of its tokens) and, per layer, sends
+    its local KV block to its ring neighbour cp − 1 times, so every rank's queries meet the whole context.
+    The block is this GPU's KV cache of one layer, KV_GPU·pp/L (per micro-batch in a steady pipeline).
+    The cp ranks sit next to the tp ranks (Megatron's tp-cp-ep-dp-pp): the ring leaves the NVLink domain
+    when tp·cp > D, and then every step runs at the pace of its slowest link, the inter-node one. The
+    transfers are counted exposed (``overlap`` hides a share, as for every collective)."""
+    steady = static.steady
+    m_kv = named("m_KV", kv_gpu * x.pp / x.L / x.M if steady else kv_gpu * x.pp / x.L,
+                 "KV block a cp rank passes per layer: its KV cache of one layer, KV_GPU·pp/L"
+                 + (" per micro-batch (/M)" if steady else ""))
+    n_cp = named("count_CP", (x.cp - 1) * x.L, "ring steps per step: cp − 1 per layer, L layers on the critical path")
+    purpose = "context-parallel ring attention: KV blocks to the next cp rank"
+    if static.inter is None:
+        return [_p2p(static, "CP", purpose, n_cp, m_kv, static.intra, static.intra_name, x)]
+    s_cp = named("s_CP", axes.stride(x, "cp", _on(static)), "ranks between consecutive cp ranks")
+    cross = named("x_CP", minimum(1, floor((x.cp * s_cp - 1) / x.D)),
+                  "1 when the cp ring spans NVLink domains (its slowest link paces every step), else 0")
+    return [_p2p(static, "CP", purpose + " (inside a domain)", n_cp * (1 - cross), m_kv, static.intra,
+                 static.intra_name, x),
+            _p2p(static, "CPx", purpose + " (across domains)", n_cp * cross, m_kv, static.inter,
+                 static.inter_name, x)]
 
 
 def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: Num | None,
@@ -768,16 +812,24 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
         else:
             kv_tok = named("kv_token", 2 * x.L * x.d * x.b_kv, "KV-cache bytes per token: 2·L·d·bytes")
             kv_split = x.tp
-        kv_gpu = named("KV_GPU", x.B * x.ctx * kv_tok / (kv_split * x.pp),
-                       "KV cache on one GPU: B·S_ctx·kv_token/(tp_kv·pp)")
+        if static.cp:
+            kv_gpu = named("KV_GPU", x.B * x.ctx * kv_tok / (kv_split * x.pp * x.cp),
+                           "KV cache on one GPU: B·S_ctx·kv_token/(tp_kv·pp·cp), 1/cp of every sequence")
+        else:
+            kv_gpu = named("KV_GPU", x.B * x.ctx * kv_tok / (kv_split * x.pp),
+                           "KV cache on one GPU: B·S_ctx·kv_token/(tp_kv·pp)")
         kv_one = named("KV_1", x.ep * x.B * x.ctx * kv_tok, "KV cache of the model instance's sequences")
     else:
         kv_gpu = 0.0
         kv_one = 0.0
     bytes_gpu = named("bytes_GPU", weights_gpu + kv_gpu, "bytes read per step per GPU") if static.kv_read \
         else weights_gpu
-    flops_gpu = named("F_GPU", x.c_F * x.params_active * x.B * x.S / (x.tp * x.pp),
-                      "FLOPs per step per GPU: c_F·N_active·B·S/(tp·pp)")
+    if _splits_tokens(static):
+        flops_gpu = named("F_GPU", x.c_F * x.params_active * x.B * x.S / (x.tp * x.pp * x.cp),
+                          "FLOPs per step per GPU: c_F·N_active·B·S/(tp·pp·cp)")
+    else:
+        flops_gpu = named("F_GPU", x.c_F * x.params_active * x.B * x.S / (x.tp * x.pp),
+                          "FLOPs per step per GPU: c_F·N_active·B·S/(tp·pp)")
     operators: tuple = ()
     T_host: Num = 0.0
     if static.compute_given:
@@ -789,7 +841,7 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
         T_mem_mb = T_flop_mb = t_mb = named("t_mb", T_stage / x.M, "one micro-batch on one stage: T_stage/M")
     elif static.roofline == "operator":
         ops = _operators(static, x, "", 1.0, weights_gpu, _times(p_dense_gpu, b_w), _times(p_exp_gpu, b_w), b_w,
-                         n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep)
+                         n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep, cp=x.cp if static.cp else None)
         bytes_gpu, flops_gpu = ops.bytes, ops.flops
         T_mem = named("T_mem", costs.memory_time(bytes_gpu, x.BW_hbm),
                       "stage: every operator's bytes / HBM bandwidth (for the bound)")
@@ -809,7 +861,7 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
         T_one = one.T + (x.t_layer * x.L + _host(static, x, x.ep * x.B, named_=False) if static.overheads else 0.0)
         T_one = named("T_1", T_one, "the same work on one GPU (the instance's ep·B sequences), no communication")
         mb = _operators(static, x, ",mb", 1 / x.M, weights_gpu, _times(p_dense_gpu, b_w), _times(p_exp_gpu, b_w),
-                        b_w, n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep)
+                        b_w, n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep, cp=x.cp if static.cp else None)
         bytes_mb, flops_mb = mb.bytes, mb.flops
         T_mem_mb = named("T_mem,mb", costs.memory_time(bytes_mb, x.BW_hbm), "micro-batch: bytes / HBM bandwidth")
         T_flop_mb = mb.T_flop
@@ -916,7 +968,7 @@ class Operators:
 
 def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_dense: Num | None,
                w_experts: Num | None, b_w: Num | None, n_dense: Num | None, n_expert1: Num | None, kv: Num,
-               seqs: Num, tp: Num, pp: Num, route: Num = 1.0) -> Operators:
+               seqs: Num, tp: Num, pp: Num, route: Num = 1.0, cp: Num | None = None) -> Operators:
     """Decode and prefill, per operator class, each bounded on its own and added (issue 13):
 
     * **weight GEMMs** (every weight outside the routed experts): this GPU's weights / HBM bandwidth
@@ -931,10 +983,13 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
       at ``attention_efficiency`` of the peak.
 
     ``share`` scales the tokens (1/M for one micro-batch: the weights are read whole each time);
-    ``seqs`` and ``tp``, ``pp`` say whose work it is (B, tp, pp for a stage; ep·B, 1, 1 for one GPU)."""
+    ``seqs`` and ``tp``, ``pp`` say whose work it is (B, tp, pp for a stage; ep·B, 1, 1 for one GPU);
+    ``cp``, the context-parallel degree of a stage: a prefill's tokens, a decode step's context split cp ways."""
     t = tag
-    tokens = named(f"T_tok{t}", seqs * x.S * share, "tokens this GPU processes" + (" (one micro-batch)" if t == ",mb"
-                                                                                    else ""))
+    split = cp is not None and static.phase == "prefill"
+    tokens = named(f"T_tok{t}", seqs * x.S * share / cp if split else seqs * x.S * share,
+                   "tokens this GPU processes" + (" (one micro-batch)" if t == ",mb" else "")
+                   + (": S/cp of each sequence" if split else ""))
     layers = x.L / pp
     rows = []
     if n_dense is not None:
@@ -960,6 +1015,8 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
         total_b, total_f, T_flop, T = total_b + w_e, total_f + f_e, T_flop + te_f, T + T_e
     if static.kv:
         ctx = x.ctx if static.kv_read else (x.S + 1) / 2
+        if cp is not None and static.kv_read:  # decode: this cp rank's share of the context
+            ctx = ctx / cp
         # c_F = 2 FLOPs per multiply-add: QKᵀ and PV are d_head multiply-adds each per context token
         # (MLA, absorbed: kv_lora_rank + qk_rope_head_dim for the scores, kv_lora_rank for the values).
         per_head = x.c_F * (x.d_c + x.kv_lat) if static.mla else x.c_F * 2 * x.hd

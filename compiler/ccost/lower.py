@@ -91,6 +91,7 @@ from typing import Any
 import numpy as np
 
 from ccost import axes, costs, derive, units
+from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.derive import floor, maximum, minimum, named
 from ccost.diagnostics import Diagnostics, error
@@ -227,19 +228,18 @@ def _plan_fields_ok(plan: S.Plan, diags: Diagnostics) -> None:
         v = getattr(plan, name)
         if not (isinstance(v, (int, float)) and v >= 1):
             diags.add(error("E203", f"plan `{plan.name}`: {name} must be at least 1, got {v}", at(name)))
-    if plan.gpus > cluster.gpus:
+    if not rules.fits_cluster(plan.gpus, cluster.gpus):
         diags.add(error(
-            "E301", f"plan `{plan.name}` needs {axes.label()} = {axes.values(plan, on=())} = "
-            f"{plan.gpus} GPUs, but cluster `{cluster.name}` has {cluster.gpus}", at("tp"),
+            "E301", rules.too_many_gpus(plan, cluster), at("tp"),
             "lower a parallel degree, or use a cluster with more nodes"))
-    elif plan.gpus > cluster.domain and cluster.inter_node is None:
+    elif not rules.in_one_domain(plan.gpus, cluster.domain) and cluster.inter_node is None:
         diags.add(error(
             "E302", f"plan `{plan.name}` spans {plan.gpus} GPUs, more than one NVLink domain of "
             f"{cluster.domain}, but cluster `{cluster.name}` has no inter_node link", at("tp"),
             f"give cluster `{cluster.name}` an `inter_node = ...` link"))
     if model.layers < 1 or model.hidden < 1:
         diags.add(error("E401", f"model `{model.name}` needs layers and hidden of at least 1", model.span))
-    elif plan.pp > model.layers:
+    elif not rules.pp_at_most_layers(plan.pp, model.layers):
         diags.add(error("E401", f"plan `{plan.name}`: pp = {plan.pp} stages for {model.layers} layers "
                         "leaves stages without a layer", at("pp"), f"use pp ≤ {model.layers}"))
     if not (model.params or model.weight_bytes):

@@ -47,6 +47,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ccost import axes as PA
+from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.diagnostics import CcostError, Diagnostic, Span, error
 
@@ -664,14 +665,16 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
         for f in PA.NAMES[1:]:  # tp·pp·ep·dp·cp, the order of axes.product
             gpus = gpus * axis(f)
         gpus = np.broadcast_to(gpus, (n,))
+        fails = np.logical_not  # the rules (ccost.layout_rules) say where a layout keeps them
         layout_fails = {
-            "max_gpus": gpus > st.max_gpus,
-            "pp_at_most_layers": np.broadcast_to(pp > model.layers, (n,)),
-            "inter_node_link": (gpus > cluster.domain) if cluster.inter_node is None else None,
-            "tp_in_domain": np.broadcast_to(tp > cluster.domain, (n,)) if st.tp_in_domain else None,
-            "tp_divides_kv_heads": np.broadcast_to(np.mod(kv_heads, tp) != 0, (n,))
+            "max_gpus": fails(rules.fits_cluster(gpus, st.max_gpus)),
+            "pp_at_most_layers": np.broadcast_to(fails(rules.pp_at_most_layers(pp, model.layers)), (n,)),
+            "inter_node_link": fails(rules.in_one_domain(gpus, cluster.domain)) if cluster.inter_node is None else None,
+            "tp_in_domain": np.broadcast_to(fails(rules.tp_in_domain(tp, cluster.domain)), (n,))
+            if st.tp_in_domain else None,
+            "tp_divides_kv_heads": np.broadcast_to(fails(rules.tp_divides_kv_heads(tp, kv_heads)), (n,))
             if (st.tp_divides_kv_heads and kv_heads) else None,
-            "pp_divides_layers": np.broadcast_to(np.mod(model.layers, pp) != 0, (n,))
+            "pp_divides_layers": np.broadcast_to(fails(rules.pp_divides_layers(pp, model.layers)), (n,))
             if st.pp_divides_layers else None,
         }
         alive = np.ones(n, dtype=bool)

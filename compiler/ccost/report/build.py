@@ -14,6 +14,7 @@ from typing import Any
 from ccost import axes, units
 from ccost import spec as S
 from ccost.analysis import COMPARE_METRICS  # compare `by` -> the key it ranks on, as analysis.rank does
+from ccost.analysis import VALUE_KEYS  # checklist item id -> the key its value prints as (analysis.ITEMS)
 from ccost.evaluate import GPU_AXES  # the sweep fields along which optima mean something
 from ccost.report import view as V
 from ccost.report.provenance import Provenance
@@ -363,8 +364,7 @@ def checklist(name: str, doc_plan: Mapping[str, Any]) -> V.PlanChecklist:
 
 # What the value of each checklist item measures (the ten items of “Communication Cost Math — Distributed Inference” §7),
 # so it prints with its unit: bytes, seconds or a fraction.
-CHECKLIST_UNITS = {1: "weight_bytes", 2: "volume_bytes", 4: "comm_time_s", 5: "overhead", 6: "overhead",
-                   9: "efficiency", 10: "bubble", 11: "memory_bytes"}
+CHECKLIST_UNITS = VALUE_KEYS
 
 
 def _checklist_value(item_id: Any, v: Any) -> str:

@@ -154,7 +154,7 @@ def test_sweep_point_beyond_cluster_is_reported_not_raised():
     s = evaluate.sweep_document(spec.sweeps["tp_scaling"], spec.policy)
     bad = [p for p in s["points"] if "error" in p]
     assert [p["tp"] for p in bad] == [16, 32, 64]
-    assert "16 GPUs" in bad[0]["error"] and "has 8" in bad[0]["error"]
+    assert "16 GPUs" in bad[0]["error"] and "has 1 node × 8 = 8" in bad[0]["error"]  # E301, one wording
 
 
 def test_continuous_optimum_only_where_the_notes_model_applies():

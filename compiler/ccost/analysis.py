@@ -31,11 +31,12 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from ccost import costs, derive, lower, results, units
+from ccost import axes, costs, derive, lower, results, units
+from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.derive import named
 
@@ -123,7 +124,7 @@ def analyse(program: lower.Program) -> Metrics:
                        "compute of the pipelined step: (M + P − 1)·t_mb")
     step = named("T_step", T_pipe + exposed / in_flight,
                  "pipelined step time: T_pipe + T_exposed/(P·(1 − bubble))")
-    gpus = named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
+    gpus = gpus_used(program)
     speedup = named("speedup", x.dp * costs.speedup(c.T_one, step), "against one GPU: dp·T_1/T_step")
     eff = named("efficiency", speedup / gpus, "speedup / N", style="percent")
     thr = named("throughput", c.tokens_step / step, "tokens/s: tokens_step/T_step")
@@ -156,7 +157,7 @@ def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, 
     in_flight = named("in_flight", derive.minimum(x.M, x.pp), "stages busy at once: min(M, P)")
     bubble = named("bubble", (x.pp - in_flight) / x.pp, "idle stages in steady state: (P − min(M, P))/P",
                    style="percent")
-    gpus = named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
+    gpus = gpus_used(program)
     speedup = named("speedup", x.dp * costs.speedup(c.T_one, step), "against one GPU: dp·T_1/T_step")
     eff = named("efficiency", speedup / gpus, "speedup / N", style="percent")
     thr = named("throughput", c.tokens_step / step, "tokens/s: tokens_step/T_step")
@@ -166,6 +167,13 @@ def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, 
                 style="percent")
     return Metrics(T_comm, T_lat, T_bw, exposed, c.T_compute, latency, step, ovh, bubble, in_flight, gpus,
                    speedup, eff, thr, thr_gpu, volume, hops, eta)
+
+
+def gpus_used(program: lower.Program):
+    """N, the GPUs of the plan: the product of its degrees (``ccost.axes``; an optional axis only when the
+    plan prices it), named for the derivation."""
+    on = lower._on(program.static)
+    return named("N", axes.product(program.inputs, on), f"GPUs: {axes.label(on)}")
 
 
 def regime(m: Metrics) -> str:
@@ -185,20 +193,7 @@ def finite(x) -> float | None:
 # ---------------------------------------------------------------------------------------------------
 # The checklist of “Communication Cost Math — Distributed Inference” §7 (ten items) plus memory (item 11)
 
-TITLES = {
-    1: "per-GPU weight bytes and compute time",
-    2: "communication volume and hops per step",
-    3: "α and β measured, not spec-sheet",
-    4: "T_comm = α·hops + β·volume",
-    5: "overhead = T_comm / T_compute",
-    6: "overhead above the policy: reconsider the strategy",
-    7: "TP degree divides the KV heads",
-    8: "TP group inside one NVLink domain",
-    9: "efficiency = speedup / N above the policy",
-    10: "pipeline bubble (P−1)/(M+P−1)",
-    11: "memory per GPU fits (weights, KV cache, gradients, optimizer)",
-    12: "cost per million tokens (policy max_cost_per_mtok)",
-}
+#: The items' titles by id (``ITEMS``, below the judges).
 
 
 def _item(i: int, status: str, value, threshold, note: str) -> dict:
@@ -212,13 +207,24 @@ _t, _b, _gb, _p = results.fmt_time, results.fmt_bytes, results.fmt_gb, results.f
 def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics) -> list[dict]:
     """The notes' ten checks (numbered 1–10 as in “Communication Cost Math — Distributed Inference” §7) and memory (11), each with a status
     (pass, warn, fail, n/a), the value it was judged on, the threshold and one sentence."""
-    model, cluster = plan.model, plan.cluster
-    c = program.compute
-    f = finite
-    items: list[dict] = []
-    static = program.static
+    k = _Ctx(plan, policy, program, m)
+    return [item.judge(k) for item in ITEMS if item.judge is not None]
 
-    # 1. weights per GPU and compute time
+
+@dataclass(frozen=True)
+class _Ctx:
+    """What a checklist item is judged on."""
+
+    plan: S.Plan
+    policy: S.Policy
+    program: lower.Program
+    m: Metrics
+
+
+def _judge_1(k: _Ctx) -> dict:
+    """1. weights per GPU and compute time"""
+    plan, policy, program, m = k.plan, k.policy, k.program, k.m
+    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
     t_mem, t_flop = f(c.T_mem), f(c.T_flop)
     if static.compute_given:
         bound = "given in the plan"
@@ -238,125 +244,170 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
         status = "warn"
         note += (f" model `{model.name}` gives no active_params: every parameter is counted as active and "
                  "replicated on each EP rank (conservative).")
-    items.append(_item(1, status, f(c.mem_weights), None, note))
+    return (_item(1, status, f(c.mem_weights), None, note))
 
-    # 2. volume and hops
+
+def _judge_2(k: _Ctx) -> dict:
+    """2. volume and hops"""
+    plan, policy, program, m = k.plan, k.policy, k.program, k.m
+    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
     vol, hops = f(m.volume), f(m.hops)
     per = "token" if plan.phase == "decode" else "step"
     if not vol and not hops:
-        items.append(_item(2, "n/a", 0.0, None, "No collective: a single GPU per replica."))
+        return (_item(2, "n/a", 0.0, None, "No collective: a single GPU per replica."))
     else:
-        items.append(_item(2, "pass", vol, None,
+        return (_item(2, "pass", vol, None,
                            f"{_b(vol)} sent per GPU and {units.format_quantity(hops, units.DIMENSIONLESS)} "
                            f"hops per {per}."))
 
-    # 3. α, β measured?
+
+def _judge_3(k: _Ctx) -> dict:
+    """3. α, β measured?"""
+    plan, policy, program, m = k.plan, k.policy, k.program, k.m
+    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
     used = _links_used(program, cluster)
     if not used:
-        items.append(_item(3, "n/a", None, None, "No communication, so no link parameters are used."))
+        return (_item(3, "n/a", None, None, "No communication, so no link parameters are used."))
     else:
         not_measured = [ln for ln in used if not ln.measured]
         srcs = "; ".join(f"{ln.name}: {ln.source or 'no source given'}" for ln in used)
         no_alpha = [ln for ln in used if ln.measured and "alpha not measurable" in (ln.source or "")]
         if no_alpha and not not_measured:
-            items.append(_item(3, "warn", "bandwidth only", "measured",
+            return (_item(3, "warn", "bandwidth only", "measured",
                                f"Measured, but α is not ({srcs}): the log of "
                                f"{', '.join(ln.name for ln in no_alpha)} has no latency-bound size; measure small "
                                "messages too (`-b 8`) and calibrate again."))
         elif not_measured:
-            items.append(_item(3, "warn", "spec sheet", "measured",
+            return (_item(3, "warn", "spec sheet", "measured",
                                f"Spec-sheet α/β ({srcs}): measure them with nccl-tests and `ccost calibrate`; "
                                "spec sheets are optimistic."))
         else:
             # Issue 15: the profile that priced the plan counts too (its overheads, efficiencies, floor).
             stack = plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
             if (stack.source or "").strip().lower().startswith("measured"):
-                items.append(_item(3, "pass", "measured", "measured",
+                return (_item(3, "pass", "measured", "measured",
                                    f"Measured α/β ({srcs}) and stack profile ({stack.name}: {stack.source})."))
             else:
-                items.append(_item(3, "warn", "stack not measured", "measured",
+                return (_item(3, "warn", "stack not measured", "measured",
                                    f"Measured α/β ({srcs}), but the stack profile `{stack.name}` is not measured "
                                    f"({stack.source or 'no source given'}): fit it to your step times with "
                                    "`ccost calibrate --steps`."))
 
-    # 4. T_comm
+
+def _judge_4(k: _Ctx) -> dict:
+    """4. T_comm"""
+    plan, policy, program, m = k.plan, k.policy, k.program, k.m
+    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
+    per = "token" if plan.phase == "decode" else "step"
     T_comm, T_lat, T_bw = f(m.T_comm), f(m.T_lat), f(m.T_bw)
     rg = regime(m)
-    items.append(_item(4, "pass" if T_comm else "n/a", T_comm, None,
+    return (_item(4, "pass" if T_comm else "n/a", T_comm, None,
                        f"T_comm = {_t(T_lat)} latency + {_t(T_bw)} bandwidth = {_t(T_comm)} per {per} ({rg})."))
 
-    # 5, 6. overhead
+
+def _judge_5(k: _Ctx) -> dict:
+    """5. overhead"""
+    plan, policy, program, m = k.plan, k.policy, k.program, k.m
+    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
+    T_comm = f(m.T_comm)
     ovh = f(m.overhead)
-    items.append(_item(5, "pass", ovh, None,
+    return (_item(5, "pass", ovh, None,
                        f"Overhead {_t(T_comm)} / {_t(f(m.T_compute))} = {_p(ovh)}."))
+
+
+def _judge_6(k: _Ctx) -> dict:
+    """6. overhead above the policy"""
+    plan, policy, program, m = k.plan, k.policy, k.program, k.m
+    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
+    ovh = f(m.overhead)
     if ovh is None:
-        items.append(_item(6, "n/a", None, policy.max_overhead, "Overhead undefined (no compute time)."))
+        return (_item(6, "n/a", None, policy.max_overhead, "Overhead undefined (no compute time)."))
     elif ovh > policy.max_overhead:
-        items.append(_item(6, "fail", ovh, policy.max_overhead,
+        return (_item(6, "fail", ovh, policy.max_overhead,
                            f"Overhead {_p(ovh)} exceeds {_p(policy.max_overhead)}: reconsider the strategy "
                            "(a cheaper AllReduce, TP inside the node, PP across nodes, a larger batch)."))
     else:
-        items.append(_item(6, "pass", ovh, policy.max_overhead,
+        return (_item(6, "pass", ovh, policy.max_overhead,
                            f"Overhead {_p(ovh)} is within {_p(policy.max_overhead)}."))
 
-    # 7. TP divides KV heads
+
+def _judge_7(k: _Ctx) -> dict:
+    """7. TP divides KV heads"""
+    plan, policy, program, m = k.plan, k.policy, k.program, k.m
+    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
     kvh = model.kv_heads or model.heads
     if plan.tp == 1:
-        items.append(_item(7, "n/a", plan.tp, kvh, "No tensor parallelism."))
+        return (_item(7, "n/a", plan.tp, kvh, "No tensor parallelism."))
     elif not kvh:
-        items.append(_item(7, "n/a", plan.tp, None, f"model `{model.name}` gives no kv_heads to check."))
-    elif kvh % plan.tp == 0:
-        items.append(_item(7, "pass", plan.tp, kvh, f"tp = {plan.tp} divides {kvh} KV heads "
+        return (_item(7, "n/a", plan.tp, None, f"model `{model.name}` gives no kv_heads to check."))
+    elif rules.tp_divides_kv_heads(plan.tp, kvh):
+        return (_item(7, "pass", plan.tp, kvh, f"tp = {plan.tp} divides {kvh} KV heads "
                                                      f"({kvh // plan.tp} per GPU)."))
     else:
         what = ("each KV head is replicated on " f"{plan.tp // kvh if plan.tp % kvh == 0 else 'several'} GPUs"
                 if plan.tp > kvh else "the KV heads split unevenly")
-        items.append(_item(7, "warn", plan.tp, kvh,
+        return (_item(7, "warn", plan.tp, kvh,
                            f"tp = {plan.tp} does not divide {kvh} KV heads: {what}, wasting KV-cache memory "
                            "and bandwidth."))
 
-    # 8. TP group inside one NVLink domain
+
+def _judge_8(k: _Ctx) -> dict:
+    """8. TP group inside one NVLink domain"""
+    plan, policy, program, m = k.plan, k.policy, k.program, k.m
+    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
     dom = cluster.domain
     if plan.tp == 1:
-        items.append(_item(8, "n/a", plan.tp, dom, "No tensor parallelism."))
-    elif plan.tp <= dom:
-        items.append(_item(8, "pass", plan.tp, dom, f"The {plan.tp} TP ranks share one NVLink domain of {dom}."))
+        return (_item(8, "n/a", plan.tp, dom, "No tensor parallelism."))
+    elif rules.tp_in_domain(plan.tp, dom):
+        return (_item(8, "pass", plan.tp, dom, f"The {plan.tp} TP ranks share one NVLink domain of {dom}."))
     else:
         tp_coll = next((k for k in program.collectives if k.key == "TP"), None)
         how = f" (priced {tp_coll.group.used})" if tp_coll is not None and tp_coll.group is not None else ""
-        items.append(_item(8, "warn", plan.tp, dom,
+        return (_item(8, "warn", plan.tp, dom,
                            f"The TP group of {plan.tp} spans {math.ceil(plan.tp / dom)} NVLink domains of {dom}: "
                            f"every AllReduce crosses the slow link{how}. Keep TP ≤ {dom}; use PP across nodes."))
 
-    # 9. efficiency
+
+def _judge_9(k: _Ctx) -> dict:
+    """9. efficiency"""
+    plan, policy, program, m = k.plan, k.policy, k.program, k.m
+    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
     eff = f(m.efficiency)
     n = plan.gpus
     if n == 1:
-        items.append(_item(9, "n/a", eff, policy.min_efficiency, "One GPU: nothing to scale."))
+        return (_item(9, "n/a", eff, policy.min_efficiency, "One GPU: nothing to scale."))
     elif eff is not None and eff < policy.min_efficiency:
-        items.append(_item(9, "fail", eff, policy.min_efficiency,
+        return (_item(9, "fail", eff, policy.min_efficiency,
                            f"Efficiency {_p(eff)} on {n} GPUs is below {_p(policy.min_efficiency)}: use a "
                            "smaller N per replica and data parallelism for throughput."))
     else:
-        items.append(_item(9, "pass", eff, policy.min_efficiency,
+        return (_item(9, "pass", eff, policy.min_efficiency,
                            f"Efficiency {_p(eff)} on {n} GPUs (speedup {units.format_quantity(f(m.speedup) or 0, units.DIMENSIONLESS, 3)}×)."))
 
-    # 10. bubble
+
+def _judge_10(k: _Ctx) -> dict:
+    """10. bubble"""
+    plan, policy, program, m = k.plan, k.policy, k.program, k.m
+    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
     bub = f(m.bubble)
     if plan.pp == 1:
-        items.append(_item(10, "n/a", 0.0, BUBBLE_WARN, "No pipeline parallelism."))
+        return (_item(10, "n/a", 0.0, BUBBLE_WARN, "No pipeline parallelism."))
     else:
         st = "warn" if bub > BUBBLE_WARN else "pass"
         v = plan.virtual_stages if (static.train and plan.schedule == "interleaved") else 1
         formula = (f"Bubble (({plan.pp}−1)/{v})/({plan.microbatches}+({plan.pp}−1)/{v})" if v > 1
                    else f"Bubble ({plan.pp}−1)/({plan.microbatches}+{plan.pp}−1)")
-        items.append(_item(10, st, bub, BUBBLE_WARN,
+        return (_item(10, st, bub, BUBBLE_WARN,
                            f"{formula} = {_p(bub)}"
                            + (f": more micro-batches (M ≥ {math.ceil(9 * (plan.pp - 1) / v)})"
                               + (" or an interleaved schedule" if static.train and v == 1 else "")
                               + f" bring it under {_p(BUBBLE_WARN)}." if st == "warn" else ".")))
 
-    # 11. memory
+
+def _judge_11(k: _Ctx) -> dict:
+    """11. memory"""
+    plan, policy, program, m = k.plan, k.policy, k.program, k.m
+    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
     mem, limit = f(c.mem_total), f(c.mem_limit)
     fits = mem is not None and limit is not None and mem <= limit
     parts = [f"weights {_gb(f(c.mem_weights))}"]
@@ -370,15 +421,45 @@ def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics
         parts.append(f"activations {_gb(f(c.mem_activations))}")
     detail = " + ".join(parts)
     if fits:
-        items.append(_item(11, "pass", mem, limit, f"{_gb(mem)} per GPU ({detail}) fits within {_gb(limit)} "
+        return (_item(11, "pass", mem, limit, f"{_gb(mem)} per GPU ({detail}) fits within {_gb(limit)} "
                                                     f"({_p(policy.max_memory)} of {_gb(cluster.gpu.memory)})."))
     else:
-        items.append(_item(11, "fail", mem, limit,
+        return (_item(11, "fail", mem, limit,
                            f"{_gb(mem)} per GPU ({detail}) exceeds {_gb(limit)} ({_p(policy.max_memory)} of "
                            f"{_gb(cluster.gpu.memory)}): shard more (tp, pp, FSDP"
                            + (", optimizer_sharding, sequence_parallel, recompute = full" if static.train else "")
                            + ") or lower the batch."))
-    return items
+
+
+@dataclass(frozen=True)
+class Item:
+    """One checklist item: its number, title, the result key its value prints as (bytes, seconds, a
+    fraction: ``report.build``), and the judge that gives its dict (status, value, threshold, note) for a
+    plan; None for an item judged elsewhere (12, cost: ``ccost.evaluate``)."""
+
+    id: int
+    title: str
+    value_key: str | None
+    judge: Callable[[_Ctx], dict] | None
+
+
+ITEMS: tuple[Item, ...] = (
+    Item(1, "per-GPU weight bytes and compute time", 'weight_bytes', _judge_1),
+    Item(2, "communication volume and hops per step", 'volume_bytes', _judge_2),
+    Item(3, "α and β measured, not spec-sheet", None, _judge_3),
+    Item(4, "T_comm = α·hops + β·volume", 'comm_time_s', _judge_4),
+    Item(5, "overhead = T_comm / T_compute", 'overhead', _judge_5),
+    Item(6, "overhead above the policy: reconsider the strategy", 'overhead', _judge_6),
+    Item(7, "TP degree divides the KV heads", None, _judge_7),
+    Item(8, "TP group inside one NVLink domain", None, _judge_8),
+    Item(9, "efficiency = speedup / N above the policy", 'efficiency', _judge_9),
+    Item(10, "pipeline bubble (P−1)/(M+P−1)", 'bubble', _judge_10),
+    Item(11, "memory per GPU fits (weights, KV cache, gradients, optimizer)", 'memory_bytes', _judge_11),
+    Item(12, "cost per million tokens (policy max_cost_per_mtok)", None, None),
+)
+TITLES = {i.id: i.title for i in ITEMS}
+#: What the value of each item measures, so it prints with its unit.
+VALUE_KEYS = {i.id: i.value_key for i in ITEMS if i.value_key}
 
 
 def _links_used(program: lower.Program, cluster: S.Cluster) -> list[S.Link]:

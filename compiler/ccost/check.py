@@ -1467,8 +1467,12 @@ class _Checker:
 _AXIS = {"tp": "tensor", "pp": "pipeline", "ep": "expert", "dp": "data"}
 
 
+from ccost import axes  # noqa: E402  (the layout rules below; the checker above reads no degree list)
+from ccost import layout_rules as rules  # noqa: E402
+
+
 def _divisors(n: int, limit: int) -> str:
-    return ", ".join(str(k) for k in range(1, min(n, limit) + 1) if n % k == 0)
+    return rules.divisors(n, limit)
 
 
 def _std_link_names() -> set[str]:
@@ -1506,7 +1510,7 @@ def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
     link: `nodes = 2` alone would only lead to the next error)."""
     c = p.cluster
     own = getattr(where, "written", frozenset())  # the fields this block writes itself
-    written = sorted((where(d, (d,)).line, where(d, (d,)).column, d) for d in ("tp", "pp", "ep", "dp", "cp")
+    written = sorted((where(d, (d,)).line, where(d, (d,)).column, d) for d in axes.NAMES
                      if getattr(p, d) > 1 and d in own)
     degree = written[-1][2] if written else None
     if degree:
@@ -1514,8 +1518,7 @@ def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
     elif "cluster" in own:
         span = where("cluster", ("cluster",))
     else:
-        span = where("__plan__", ("cluster", "tp", "pp", "ep", "dp", "cp"))
-    node_word = "node" if c.nodes == 1 else "nodes"
+        span = where("__plan__", ("cluster", *axes.NAMES))
     lower = []
     for d in [w[2] for w in reversed(written)]:  # the degree under the caret first
         others = p.gpus // getattr(p, d)
@@ -1531,11 +1534,7 @@ def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
                      f"nodes ({_inter_node_example(c, getattr(where, 'visible', dict)())})")
     else:
         fixes.append(f"give cluster `{c.name}` `nodes = {need_nodes}`")
-    return error(
-        "E301", f"plan `{p.name}` needs tp·pp·ep·dp{'·cp' if p.cp > 1 else ''} = {p.tp}·{p.pp}·{p.ep}·{p.dp}"
-        f"{f'·{p.cp}' if p.cp > 1 else ''} = {p.gpus} GPUs, but "
-        f"cluster `{c.name}` has {c.nodes} {node_word} × {c.gpus_per_node} = {c.gpus}",
-        span, help="; or ".join(fixes))
+    return error("E301", rules.too_many_gpus(p, c), span, help="; or ".join(fixes))
 
 
 def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
@@ -1546,10 +1545,10 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     reads from the plan it extends (which reports it already)."""
     out: list[Diagnostic] = []
     c, m = p.cluster, p.model
-    too_big = p.gpus > c.gpus
-    if too_big and where("__plan__", ("cluster", "tp", "pp", "ep", "dp", "cp")) is not None:
+    too_big = not rules.fits_cluster(p.gpus, c.gpus)
+    if too_big and where("__plan__", ("cluster", *axes.NAMES)) is not None:
         out.append(_too_many_gpus(p, where))
-    if p.tp > c.domain and not too_big and c.inter_node is not None \
+    if not rules.tp_in_domain(p.tp, c.domain) and not too_big and c.inter_node is not None \
             and where("tp", ("tp", "cluster")) is not None:
         # (more GPUs than the cluster has is E301 above; no inter-node link at all is the cluster's E302)
         out.append(warning(
@@ -1559,7 +1558,8 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
             where("tp", ("tp", "cluster")),
             help=f"legitimate but costly: compare with tp = {c.domain} and pipeline or data parallelism "
                  "across nodes"))
-    if m.kv_heads and p.tp > 1 and m.kv_heads % p.tp and where("tp", ("tp", "model")) is not None:
+    if m.kv_heads and p.tp > 1 and not rules.tp_divides_kv_heads(p.tp, m.kv_heads) \
+            and where("tp", ("tp", "model")) is not None:
         if p.tp % m.kv_heads == 0:
             detail = f"each KV head is replicated on {p.tp // m.kv_heads} GPUs"
         else:
@@ -1567,17 +1567,17 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
         out.append(warning("W302", f"tp = {p.tp} does not divide kv_heads = {m.kv_heads} of model `{m.name}`: "
                            f"{detail}", where("tp", ("tp", "model")),
                            help=f"tp values that divide {m.kv_heads}: {_divisors(m.kv_heads, 1 << 20)}"))
-    if p.pp > 1 and m.layers % p.pp and where("pp", ("pp", "model")) is not None:
+    if p.pp > 1 and not rules.pp_divides_layers(p.pp, m.layers) and where("pp", ("pp", "model")) is not None:
         lo, hi = m.layers // p.pp, -(-m.layers // p.pp)
         out.append(warning("W303", f"pp = {p.pp} does not divide layers = {m.layers} of model `{m.name}`: "
                            f"stages get {lo} or {hi} layers and the largest sets the pace", where("pp", ("pp", "model")),
                            help=f"pp values that divide {m.layers}: {_divisors(m.layers, 64)}"))
     if p.ep > 1 and where("ep", ("ep", "model")) is not None:
-        if not m.experts:
+        if not rules.ep_has_experts(p.ep, m.experts or 0):
             out.append(warning("W304", f"ep = {p.ep} but model `{m.name}` has no experts: expert parallelism "
                                "has nothing to shard", where("ep", ("ep", "model")),
                                help="set `experts` on the model, or use `ep = 1`"))
-        elif m.experts % p.ep:
+        elif not rules.ep_divides_experts(p.ep, m.experts):
             out.append(warning("W304", f"ep = {p.ep} does not divide experts = {m.experts} of model "
                                f"`{m.name}`: some GPUs hold more experts than others", where("ep", ("ep", "model")),
                                help=f"ep values that divide {m.experts}: {_divisors(m.experts, 1 << 20)}"))
@@ -1624,7 +1624,7 @@ def _check_serve(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
 
 
 TRAINING_FIELDS = ("schedule", "virtual_stages", "recompute", "sequence_parallel", "optimizer_sharding",
-                   "master_weights", "cp")
+                   "master_weights", *axes.TRAIN_ONLY)
 
 
 def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:

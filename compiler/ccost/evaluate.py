@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccost import __version__, analysis, costs, derive, economics, lower
+from ccost import __version__, analysis, axes, costs, derive, economics, lower
 from ccost import spec as S
 from ccost.derive import Step
 from ccost.diagnostics import CcostError, Diagnostics, error
@@ -243,7 +243,7 @@ def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, ite
         "regime": analysis.regime(m),
         # extra keys
         "phase": plan.phase,
-        "layout": {"tp": plan.tp, "pp": plan.pp, "ep": plan.ep, "dp": plan.dp, "batch": plan.batch,
+        "layout": {**{a.name: getattr(plan, a.name) for a in axes.used(plan)}, "batch": plan.batch,
                    "seq": plan.seq, "microbatches": plan.microbatches, "fsdp": plan.fsdp,
                    "allreduce": plan.allreduce, "cross_node": plan.cross_node,
                    "overlap": plan.overlap},
@@ -361,7 +361,7 @@ def _searches(spec: S.Spec, diags: Diagnostics, progress=None) -> dict:
 
 #: Sweep fields that change how many GPUs a plan uses: only along them is there a time-optimal and a
 #: cost-optimal point (more GPUs buy time at a price). A sweep over overlap, batch or the model has none.
-GPU_AXES = frozenset({"tp", "pp", "ep", "dp"})
+GPU_AXES = frozenset(axes.NAMES)
 
 
 #: The serve figures a sweep point of a serve plan adds (its `serve` section's keys).

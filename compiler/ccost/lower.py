@@ -43,6 +43,14 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
   AllGather of the layer's parameters before the forward and again before the backward, and a
   ReduceScatter of its gradients (3·L collectives per step), on the dp·ep ranks for dense parameters
   and the dp ranks for experts.
+* **CP** (context parallelism, ``cp``; training: ``ccost.training``): the cp ranks sit next to the tp
+  ranks (Megatron's tp-cp-ep-dp-pp) and split every sequence: a prefill's tokens (activations, FLOPs and
+  KV cache per rank ÷ cp), a decode step's context (KV cache and attention ÷ cp; the new token's weight
+  GEMMs run on every cp rank). Weights are replicated over cp. Ring attention: per layer each rank sends
+  its local KV block (its KV cache of one layer, KV_GPU·pp/L) to its ring neighbour cp − 1 times, a
+  point-to-point send each, (cp − 1)·L per step; every step runs at the pace of the ring's slowest link
+  (inter-node once tp·cp exceeds the NVLink domain). Decode with cp passes the whole KV cache around each
+  step (engines that pass the queries instead are cheaper: not modelled).
 * **Compute**, per GPU and stage: the roofline max(bytes read / HBM bandwidth, FLOPs / achieved FLOP/s).
   Bytes read: this GPU's weights (for a MoE model, every local expert: with B·top_k routed tokens most
   experts are hit; at tiny batch this overestimates) plus, in decode with ``seq``, the KV cache of B
@@ -82,7 +90,8 @@ from typing import Any
 
 import numpy as np
 
-from ccost import costs, derive, units
+from ccost import axes, costs, derive, units
+from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.derive import floor, maximum, minimum, named
 from ccost.diagnostics import Diagnostics, error
@@ -215,23 +224,22 @@ def _plan_fields_ok(plan: S.Plan, diags: Diagnostics) -> None:
                         "give the plan `model = ...` and `cluster = ...`"))
         return
     gpu = cluster.gpu
-    for name in ("tp", "pp", "ep", "dp", "batch", "microbatches", "cp"):
+    for name in (*axes.MANDATORY, "batch", "microbatches", *axes.OPTIONAL):
         v = getattr(plan, name)
         if not (isinstance(v, (int, float)) and v >= 1):
             diags.add(error("E203", f"plan `{plan.name}`: {name} must be at least 1, got {v}", at(name)))
-    if plan.gpus > cluster.gpus:
+    if not rules.fits_cluster(plan.gpus, cluster.gpus):
         diags.add(error(
-            "E301", f"plan `{plan.name}` needs tp·pp·ep·dp = {plan.tp}·{plan.pp}·{plan.ep}·{plan.dp} = "
-            f"{plan.gpus} GPUs, but cluster `{cluster.name}` has {cluster.gpus}", at("tp"),
+            "E301", rules.too_many_gpus(plan, cluster), at("tp"),
             "lower a parallel degree, or use a cluster with more nodes"))
-    elif plan.gpus > cluster.domain and cluster.inter_node is None:
+    elif not rules.in_one_domain(plan.gpus, cluster.domain) and cluster.inter_node is None:
         diags.add(error(
             "E302", f"plan `{plan.name}` spans {plan.gpus} GPUs, more than one NVLink domain of "
             f"{cluster.domain}, but cluster `{cluster.name}` has no inter_node link", at("tp"),
             f"give cluster `{cluster.name}` an `inter_node = ...` link"))
     if model.layers < 1 or model.hidden < 1:
         diags.add(error("E401", f"model `{model.name}` needs layers and hidden of at least 1", model.span))
-    elif plan.pp > model.layers:
+    elif not rules.pp_at_most_layers(plan.pp, model.layers):
         diags.add(error("E401", f"plan `{plan.name}`: pp = {plan.pp} stages for {model.layers} layers "
                         "leaves stages without a layer", at("pp"), f"use pp ≤ {model.layers}"))
     if not (model.params or model.weight_bytes):
@@ -309,7 +317,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         one_shot_volume=getattr(plan, "one_shot_volume", "egress") or "egress",
         schedule=plan.schedule, recompute=plan.recompute, sp=bool(plan.sequence_parallel) and plan.tp > 1,
         zero=plan.optimizer_sharding, overlap_given="overlap" in plan.spans,
-        tp_overlap=bool(stack.tp_comm_overlap), cp=plan.phase == "train" and plan.cp > 1,
+        tp_overlap=bool(stack.tp_comm_overlap), **{a: True for a in axes.active(plan)},
         stack=stack.name, stack_source=stack.source, stack_default=plan.stack is None,
         overheads=bool(stack.step_overhead or stack.layer_overhead
                        or (stack.seq_overhead and plan.phase != "train")), floor=bool(stack.collective_floor),
@@ -322,7 +330,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
     act = S.DTYPE_BYTES[model.activations]
     s_step = 1 if plan.phase == "decode" else (plan.seq or 1)
     values = dict(
-        tp=plan.tp, pp=plan.pp, ep=plan.ep, dp=plan.dp, B=plan.batch, S=s_step, ctx=plan.seq or 0,
+        **{a.name: axes.degree(plan, a.name, plan.phase) for a in axes.AXES if not a.optional}, B=plan.batch, S=s_step, ctx=plan.seq or 0,
         M=plan.microbatches, overlap=plan.overlap, L=model.layers, d=model.hidden,
         h=model.heads or 1, h_kv=model.kv_heads or model.heads or 1,
         params=params, params_active=active, E=model.experts or 1, k=model.top_k or 1,
@@ -340,7 +348,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         k_node=min(model.top_k or 1, model.route_nodes or (model.top_k or 1)), R_peak=gpu.flops,
         c_fwd=2.0, b_master=S.DTYPE_BYTES[plan.master_weights],
         BW_elem=gpu.hbm_bandwidth * stack.elementwise_efficiency,
-        cp=plan.cp if plan.phase == "train" else 1,
+        **{a.name: axes.degree(plan, a.name, plan.phase) for a in axes.AXES if a.optional},
         t_step=stack.step_overhead, t_layer=stack.layer_overhead, T_floor=stack.collective_floor,
         t_seq=stack.seq_overhead if plan.phase != "train" else 0.0,
         hd=model.head_dim or (model.hidden / model.heads if model.heads else 1),
@@ -378,10 +386,7 @@ _DTYPE_NOTE = "bytes per element"
 
 # symbol, dimension, description — the names a reviewer reads in ``ccost explain``.
 _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
-    "tp": ("tp", units.DIMENSIONLESS, "tensor-parallel degree"),
-    "pp": ("pp", units.DIMENSIONLESS, "pipeline stages"),
-    "ep": ("ep", units.DIMENSIONLESS, "expert-parallel degree"),
-    "dp": ("dp", units.DIMENSIONLESS, "data-parallel replicas"),
+    **{a.name: (a.name, units.DIMENSIONLESS, a.leaf) for a in axes.AXES},
     "B": ("B", units.DIMENSIONLESS, "batch: sequences per replica"),
     "S": ("S", units.DIMENSIONLESS, "tokens per sequence per step"),
     "ctx": ("S_ctx", units.DIMENSIONLESS, "context tokens held in the KV cache (seq)"),
@@ -417,7 +422,6 @@ _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
     "R_peak": ("R_peak", units.FLOP_RATE, "peak dense FLOP/s per GPU"),
     "c_fwd": ("c_fwd", units.COMPUTE, "FLOPs per multiply-add"),
     "b_master": ("b_master", units.INFORMATION, "master-weight bytes per parameter"),
-    "cp": ("cp", units.DIMENSIONLESS, "context-parallel degree"),
     "BW_elem": ("BW_elem", units.BANDWIDTH, "HBM bandwidth the elementwise kernels achieve"),
     "t_step": ("t_step", units.TIME, "stack: fixed time per step"),
     "t_layer": ("t_layer", units.TIME, "stack: time per layer per step"),
@@ -435,7 +439,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
     sym, dim, desc = _LEAVES[key]
     gpu = cluster.gpu
     source = None
-    if key in ("tp", "pp", "ep", "dp", "B", "ctx", "M", "overlap", "T_given", "cp"):
+    if key in axes.NAMES or key in ("B", "ctx", "M", "overlap", "T_given"):
         source = f"plan {plan.name}"
     elif key == "S":
         source = "decode: one new token per sequence" if plan.phase == "decode" else f"plan {plan.name}: seq"
@@ -575,6 +579,11 @@ class Program:
     train: Any = None  # training: the schedule's terms (ccost.training.TrainTerms)
 
 
+def _on(static: Static) -> frozenset[str]:
+    """The optional axes (``axes.OPTIONAL``) the plan prices: each has a flag of its name in ``Static``."""
+    return frozenset(n for n in axes.OPTIONAL if getattr(static, n))
+
+
 def _group_per_domain(p: Num, stride: Num, D: Num) -> Num:
     """Ranks of a group of ``p`` at ``stride`` that share one NVLink domain: clamp(D/stride, 1, p)."""
     return minimum(maximum(D / stride, 1), p)
@@ -644,13 +653,17 @@ def lower(static: Static, x: Inputs) -> Program:
     coll: list[Collective] = []
 
     # --- sizes ---------------------------------------------------------------------------------------
+    # Context parallelism in a prefill: each of the cp ranks holds S/cp of every sequence's tokens (a decode
+    # step's one new token is not split: the cp ranks split its context, the KV cache).
+    S_r = named("S_cp", x.S / x.cp, "tokens per sequence on one cp rank: S/cp") if _splits_tokens(static) else x.S
     if static.steady:
         # Serving pipeline in steady state: every collective carries one micro-batch (B/M sequences) and
         # the counts are one micro-batch's path through every stage (ccost.analysis._steady).
-        m_act = named("m_act", x.B / x.M * x.S * x.d * x.b_act,
+        m_act = named("m_act", x.B / x.M * S_r * x.d * x.b_act,
                       "activations of one layer for one micro-batch: (B/M)·S·d·bytes")
     else:
-        m_act = named("m_act", x.B * x.S * x.d * x.b_act, "activations of one layer: B·S·d·bytes")
+        m_act = named("m_act", x.B * S_r * x.d * x.b_act, "activations of one layer: B·S·d·bytes"
+                      + (" (S/cp on this rank)" if _splits_tokens(static) else ""))
 
     # --- tensor parallelism: 2 AllReduces per layer, forward (and 2 more backward) ----------------------
     n_tp = named("count_TP", (4 if train else 2) * x.L,
@@ -663,13 +676,14 @@ def lower(static: Static, x: Inputs) -> Program:
 
     # --- expert parallelism: 2 All-to-Alls per MoE layer ---------------------------------------------------
     if static.moe:
-        m_ep = named("m_EP", (x.B / x.M if static.steady else x.B) * x.S * x.k * x.d * x.b_act,
+        m_ep = named("m_EP", (x.B / x.M if static.steady else x.B) * S_r * x.k * x.d * x.b_act,
                      "tokens routed per rank" + (" per micro-batch: (B/M)" if static.steady else ": B")
                      + "·S·k·d·bytes")
         n_ep = named("count_EP", (4 if train else 2) * x.L_moe, "All-to-Alls per step: dispatch + combine per "
                      "MoE layer" + (", forward and backward" if train else ""))
         coll.append(_collective(
-            static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, x.tp, m_ep, x,
+            static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, axes.stride(x, "ep", _on(static)),
+            m_ep, x,
             note="volume (P−1)/P·m per rank, the convention of “Communication Cost Analysis” §2 (“Communication Cost Math — Distributed Inference” §2 omits the "
                  "factor)"))
 
@@ -680,14 +694,16 @@ def lower(static: Static, x: Inputs) -> Program:
         n_dense = named("N_dense", x.params_active - x.k * n_expert1,
                         "parameters outside the routed experts: N_active − k·N_expert")
         n_experts = named("N_experts", x.params - n_dense, "parameters of all routed experts")
-        p_dense_gpu = named("N_dense,GPU", n_dense / (x.tp * x.pp), "dense parameters on one GPU")
-        p_exp_gpu = named("N_experts,GPU", n_experts / (x.tp * x.pp * x.ep), "expert parameters on one GPU")
+        p_dense_gpu = named("N_dense,GPU", n_dense / axes.split(x, "weights", "layers"), "dense parameters on one GPU")
+        p_exp_gpu = named("N_experts,GPU", n_experts / axes.split(x, "weights", "layers", "experts"),
+                          "expert parameters on one GPU")
         params_gpu = named("N_GPU", p_dense_gpu + p_exp_gpu, "parameters on one GPU (before FSDP sharding)")
         b_w = named("b_w", x.W / x.params, "weight bytes per parameter")
         weights_gpu = named("W_GPU", b_w * params_gpu, "weight bytes on one GPU")
     else:
-        params_gpu = named("N_GPU", x.params / (x.tp * x.pp), "parameters on one GPU (before FSDP sharding)")
-        weights_gpu = named("W_GPU", x.W / (x.tp * x.pp), "weight bytes on one GPU")
+        params_gpu = named("N_GPU", x.params / axes.split(x, "weights", "layers"),
+                           "parameters on one GPU (before FSDP sharding)")
+        weights_gpu = named("W_GPU", x.W / axes.split(x, "weights", "layers"), "weight bytes on one GPU")
         b_w = None
 
     # --- data parallelism -------------------------------------------------------------------------------
@@ -725,7 +741,7 @@ def lower(static: Static, x: Inputs) -> Program:
     boundaries = named("count_PP", passes * (x.pp - 1), "stage-boundary sends per step"
                        + (" (activations forward, gradients backward)" if train else ""))
     if static.inter is not None:
-        stage_stride = named("s_PP", x.tp * x.ep * x.dp, "ranks between consecutive stages")
+        stage_stride = named("s_PP", axes.stride(x, "pp", _on(static)), "ranks between consecutive stages")
         crossing = named("count_PP,x", passes * minimum(x.pp - 1, floor((x.pp - 1) * stage_stride / x.D)),
                          "stage boundaries that cross NVLink domains")
         inside = named("count_PP,in", boundaries - crossing, "stage boundaries inside one NVLink domain")
@@ -740,7 +756,39 @@ def lower(static: Static, x: Inputs) -> Program:
     comp = _compute(static, x, weights_gpu, params_gpu, b_w, p_dense_gpu if static.moe else None,
                     p_exp_gpu if static.moe else None, n_dense if static.moe else None,
                     n_expert1 if static.moe else None)
+    if static.cp and static.kv:
+        coll += _ring_attention(static, x, comp.kv_gpu)
     return Program(static, x, tuple(coll), comp)
+
+
+def _splits_tokens(static: Static) -> bool:
+    """Context parallelism splits a prefill's tokens cp ways (a decode step's context only)."""
+    return static.cp and static.phase == "prefill"
+
+
+def _ring_attention(static: Static, x: Inputs, kv_gpu: Num) -> list[Collective]:
+    """Context parallelism (``cp``, decode and prefill; training: ``ccost.training``): ring attention. Each
+    of the cp ranks holds 1/cp of every sequence's KV cache (prefill: of its tokens) and, per layer, sends
+    its local KV block to its ring neighbour cp − 1 times, so every rank's queries meet the whole context.
+    The block is this GPU's KV cache of one layer, KV_GPU·pp/L (per micro-batch in a steady pipeline).
+    The cp ranks sit next to the tp ranks (Megatron's tp-cp-ep-dp-pp): the ring leaves the NVLink domain
+    when tp·cp > D, and then every step runs at the pace of its slowest link, the inter-node one. The
+    transfers are counted exposed (``overlap`` hides a share, as for every collective)."""
+    steady = static.steady
+    m_kv = named("m_KV", kv_gpu * x.pp / x.L / x.M if steady else kv_gpu * x.pp / x.L,
+                 "KV block a cp rank passes per layer: its KV cache of one layer, KV_GPU·pp/L"
+                 + (" per micro-batch (/M)" if steady else ""))
+    n_cp = named("count_CP", (x.cp - 1) * x.L, "ring steps per step: cp − 1 per layer, L layers on the critical path")
+    purpose = "context-parallel ring attention: KV blocks to the next cp rank"
+    if static.inter is None:
+        return [_p2p(static, "CP", purpose, n_cp, m_kv, static.intra, static.intra_name, x)]
+    s_cp = named("s_CP", axes.stride(x, "cp", _on(static)), "ranks between consecutive cp ranks")
+    cross = named("x_CP", minimum(1, floor((x.cp * s_cp - 1) / x.D)),
+                  "1 when the cp ring spans NVLink domains (its slowest link paces every step), else 0")
+    return [_p2p(static, "CP", purpose + " (inside a domain)", n_cp * (1 - cross), m_kv, static.intra,
+                 static.intra_name, x),
+            _p2p(static, "CPx", purpose + " (across domains)", n_cp * cross, m_kv, static.inter,
+                 static.inter_name, x)]
 
 
 def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: Num | None,
@@ -764,16 +812,24 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
         else:
             kv_tok = named("kv_token", 2 * x.L * x.d * x.b_kv, "KV-cache bytes per token: 2·L·d·bytes")
             kv_split = x.tp
-        kv_gpu = named("KV_GPU", x.B * x.ctx * kv_tok / (kv_split * x.pp),
-                       "KV cache on one GPU: B·S_ctx·kv_token/(tp_kv·pp)")
+        if static.cp:
+            kv_gpu = named("KV_GPU", x.B * x.ctx * kv_tok / (kv_split * x.pp * x.cp),
+                           "KV cache on one GPU: B·S_ctx·kv_token/(tp_kv·pp·cp), 1/cp of every sequence")
+        else:
+            kv_gpu = named("KV_GPU", x.B * x.ctx * kv_tok / (kv_split * x.pp),
+                           "KV cache on one GPU: B·S_ctx·kv_token/(tp_kv·pp)")
         kv_one = named("KV_1", x.ep * x.B * x.ctx * kv_tok, "KV cache of the model instance's sequences")
     else:
         kv_gpu = 0.0
         kv_one = 0.0
     bytes_gpu = named("bytes_GPU", weights_gpu + kv_gpu, "bytes read per step per GPU") if static.kv_read \
         else weights_gpu
-    flops_gpu = named("F_GPU", x.c_F * x.params_active * x.B * x.S / (x.tp * x.pp),
-                      "FLOPs per step per GPU: c_F·N_active·B·S/(tp·pp)")
+    if _splits_tokens(static):
+        flops_gpu = named("F_GPU", x.c_F * x.params_active * x.B * x.S / (x.tp * x.pp * x.cp),
+                          "FLOPs per step per GPU: c_F·N_active·B·S/(tp·pp·cp)")
+    else:
+        flops_gpu = named("F_GPU", x.c_F * x.params_active * x.B * x.S / (x.tp * x.pp),
+                          "FLOPs per step per GPU: c_F·N_active·B·S/(tp·pp)")
     operators: tuple = ()
     T_host: Num = 0.0
     if static.compute_given:
@@ -785,7 +841,7 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
         T_mem_mb = T_flop_mb = t_mb = named("t_mb", T_stage / x.M, "one micro-batch on one stage: T_stage/M")
     elif static.roofline == "operator":
         ops = _operators(static, x, "", 1.0, weights_gpu, _times(p_dense_gpu, b_w), _times(p_exp_gpu, b_w), b_w,
-                         n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep)
+                         n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep, cp=x.cp if static.cp else None)
         bytes_gpu, flops_gpu = ops.bytes, ops.flops
         T_mem = named("T_mem", costs.memory_time(bytes_gpu, x.BW_hbm),
                       "stage: every operator's bytes / HBM bandwidth (for the bound)")
@@ -805,7 +861,7 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
         T_one = one.T + (x.t_layer * x.L + _host(static, x, x.ep * x.B, named_=False) if static.overheads else 0.0)
         T_one = named("T_1", T_one, "the same work on one GPU (the instance's ep·B sequences), no communication")
         mb = _operators(static, x, ",mb", 1 / x.M, weights_gpu, _times(p_dense_gpu, b_w), _times(p_exp_gpu, b_w),
-                        b_w, n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep)
+                        b_w, n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep, cp=x.cp if static.cp else None)
         bytes_mb, flops_mb = mb.bytes, mb.flops
         T_mem_mb = named("T_mem,mb", costs.memory_time(bytes_mb, x.BW_hbm), "micro-batch: bytes / HBM bandwidth")
         T_flop_mb = mb.T_flop
@@ -912,7 +968,7 @@ class Operators:
 
 def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_dense: Num | None,
                w_experts: Num | None, b_w: Num | None, n_dense: Num | None, n_expert1: Num | None, kv: Num,
-               seqs: Num, tp: Num, pp: Num, route: Num = 1.0) -> Operators:
+               seqs: Num, tp: Num, pp: Num, route: Num = 1.0, cp: Num | None = None) -> Operators:
     """Decode and prefill, per operator class, each bounded on its own and added (issue 13):
 
     * **weight GEMMs** (every weight outside the routed experts): this GPU's weights / HBM bandwidth
@@ -927,10 +983,13 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
       at ``attention_efficiency`` of the peak.
 
     ``share`` scales the tokens (1/M for one micro-batch: the weights are read whole each time);
-    ``seqs`` and ``tp``, ``pp`` say whose work it is (B, tp, pp for a stage; ep·B, 1, 1 for one GPU)."""
+    ``seqs`` and ``tp``, ``pp`` say whose work it is (B, tp, pp for a stage; ep·B, 1, 1 for one GPU);
+    ``cp``, the context-parallel degree of a stage: a prefill's tokens, a decode step's context split cp ways."""
     t = tag
-    tokens = named(f"T_tok{t}", seqs * x.S * share, "tokens this GPU processes" + (" (one micro-batch)" if t == ",mb"
-                                                                                    else ""))
+    split = cp is not None and static.phase == "prefill"
+    tokens = named(f"T_tok{t}", seqs * x.S * share / cp if split else seqs * x.S * share,
+                   "tokens this GPU processes" + (" (one micro-batch)" if t == ",mb" else "")
+                   + (": S/cp of each sequence" if split else ""))
     layers = x.L / pp
     rows = []
     if n_dense is not None:
@@ -956,6 +1015,8 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
         total_b, total_f, T_flop, T = total_b + w_e, total_f + f_e, T_flop + te_f, T + T_e
     if static.kv:
         ctx = x.ctx if static.kv_read else (x.S + 1) / 2
+        if cp is not None and static.kv_read:  # decode: this cp rank's share of the context
+            ctx = ctx / cp
         # c_F = 2 FLOPs per multiply-add: QKᵀ and PV are d_head multiply-adds each per context token
         # (MLA, absorbed: kv_lora_rank + qk_rope_head_dim for the scores, kv_lora_rank for the values).
         per_head = x.c_F * (x.d_c + x.kv_lat) if static.mla else x.c_F * 2 * x.hd

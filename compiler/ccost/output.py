@@ -26,14 +26,14 @@ import json
 import math
 from typing import Any
 
-from ccost import units
+from ccost import axes, units
 from ccost.results import fmt_bytes, fmt_gb, fmt_num, fmt_pct, fmt_time  # noqa: F401  (the writers' names)
 
 SIGNIFICANT_DIGITS = 7
 
 # Keys whose integral values are counts or byte sizes: written as integers.
 _INT_KEYS = frozenset({
-    "gpus", "count", "hops", "group_size", "tp", "pp", "ep", "dp", "batch", "seq", "microbatches",
+    "gpus", "count", "hops", "group_size", *axes.NAMES, "batch", "seq", "microbatches",
     "id", "nodes", "gpus_per_node", "layers", "hops_per_step", "tokens_per_step",
 })
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ccost import units
+from ccost.axes import AXES
 
 SCHEMA_VERSION = 1
 
@@ -111,11 +112,8 @@ def _keys() -> list[Key]:
           "regime", normative=True),
         K(f"{plan}.phase", "string", "text", "`decode`, `prefill`, `train` or `serve`", "phase"),
         K(f"{plan}.layout", "object", "", "the plan's parallel layout and choices, as checked", "layout"),
+        *[K(f"{plan}.layout.{a.name}", "integer", "count", a.result_doc, a.name, optional=a.optional) for a in AXES],
         *[K(f"{plan}.layout.{f}", t, u, m, f) for f, t, u, m in (
-            ("tp", "integer", "count", "tensor-parallel degree"),
-            ("pp", "integer", "count", "pipeline stages"),
-            ("ep", "integer", "count", "expert-parallel degree"),
-            ("dp", "integer", "count", "data-parallel replicas"),
             ("batch", "integer", "count", "sequences per replica"),
             ("seq", "integer|null", "count", "tokens per sequence (null when not given)"),
             ("microbatches", "integer", "count", "pipeline micro-batches"),

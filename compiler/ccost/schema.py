@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ccost import spec as S
+from ccost.axes import AXES, Axis, label
 from ccost import units as U
 from ccost.units import Dim
 
@@ -307,6 +308,11 @@ def _count(name: str, doc: str, example: str, **kw) -> Field:
     return Field(name, INT, doc, example, minimum=1, maximum=MAX_DEGREE, **kw)
 
 
+def _degree(a: Axis) -> Field:
+    """A plan's parallel degree, from its ``ccost.axes`` record."""
+    return _count(a.name, a.doc, a.example, default=1)
+
+
 # --- link ---------------------------------------------------------------------------------------------
 register(BlockKind(
     "link", "One kind of connection between GPUs: α (latency per hop) and bandwidth (per GPU, per direction).",
@@ -533,10 +539,7 @@ register(BlockKind(
               "sequence length (train)", "2048", **R_TOKENS,
               required_if=lambda v: v.get("phase") in ("prefill", "train"),
               required_doc="required for `prefill` and `train`"),
-        _count("tp", "tensor-parallel degree", "8", default=1),
-        _count("pp", "pipeline-parallel degree (stages)", "2", default=1),
-        _count("ep", "expert-parallel degree", "8", default=1),
-        _count("dp", "data-parallel degree (replicas)", "4", default=1),
+        *(_degree(a) for a in AXES if not a.optional),
         Field("fsdp", BOOL, "train: shard parameters, AllGather per layer, ReduceScatter gradients",
               "true", default=False),
         Field("microbatches", INT, "pipeline micro-batches M", "32", default=1, **R_MICROBATCHES),
@@ -578,8 +581,7 @@ register(BlockKind(
               "`fsdp = true` shards the parameters as well", "zero1", default="none"),
         Field("master_weights", DTYPE, "train: dtype of the optimizer's master copy of the weights", "fp32",
               default="fp32"),
-        _count("cp", "train: context-parallel degree; each sequence's tokens are split over cp ranks and "
-               "attention passes K and V around the ring (the plan uses tp·cp·pp·ep·dp GPUs)", "2", default=1),
+        *(_degree(a) for a in AXES if a.optional),
         Field("concurrency", INT, "serve: requests running at once per replica (per dp·ep rank group), a "
               "closed loop: a finished request is replaced at once. It is the batch of the serve step; `batch` "
               "is not read", "32", **R_TOKENS, required_if=lambda v: v.get("phase") == "serve",
@@ -655,7 +657,7 @@ register(BlockKind(
         Field("top", INT, "how many of the best layouts to list", "20", default=10, minimum=1, maximum=1000),
         Field("limit", INT, "the most points the search may have (about a second per million points)",
               "50_000_000", default=10_000_000, default_doc="`10_000_000`", minimum=1, maximum=1_000_000_000),
-        Field("max_gpus", INT, "keep layouts with tp·pp·ep·dp at most this", "64",
+        Field("max_gpus", INT, f"keep layouts with {label()} at most this", "64",
               default_doc="the cluster's GPUs", **R_GPUS),
         Field("fits_memory", BOOL, "keep layouts whose memory per GPU fits the policy's `max_memory` share of "
               "HBM", "false", default=True),

@@ -46,11 +46,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ccost import axes as PA
+from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.diagnostics import CcostError, Diagnostic, Span, error
 
 #: Fields a search can vary as arrays: plan field → ``lower.Inputs`` attribute (seq feeds two inputs).
-ARRAY_AXES: Mapping[str, str] = {"tp": "tp", "pp": "pp", "ep": "ep", "dp": "dp", "batch": "B",
+ARRAY_AXES: Mapping[str, str] = {**{a.name: a.name for a in PA.AXES if a.searchable}, "batch": "B",
                                  "microbatches": "M", "seq": "S", "overlap": "overlap"}
 #: Fields a search varies with one pass per value (they change which formulas run).
 STATIC_AXES = ("allreduce", "fsdp", "cross_node", "one_shot_volume")
@@ -68,7 +70,7 @@ CHUNK = 1 << 15
 
 #: The constraints, in the order they are applied and counted: (key, what it keeps).
 CONSTRAINTS: tuple[tuple[str, str], ...] = (
-    ("max_gpus", "tp·pp·ep·dp ≤ max_gpus (default: the cluster's GPUs)"),
+    ("max_gpus", f"{PA.label()} ≤ max_gpus (default: the cluster's GPUs)"),
     ("pp_at_most_layers", "pp ≤ layers (every pipeline stage needs a layer)"),
     ("inter_node_link", "a plan that spans NVLink domains needs the cluster's inter_node link"),
     ("tp_in_domain", "tp ≤ the NVLink domain"),
@@ -128,7 +130,7 @@ def fleet_diagnostics(search: S.Search, where: Callable[..., Span | None]) -> li
     axes = dict(search.axes)
     seqs = axes.get("seq") or (base.seq,)
     out: list[Diagnostic] = []
-    layout = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "cp": 1}  # the smallest layout: only the combination counts
+    layout = dict.fromkeys(PA.NAMES, 1)  # the smallest layout: only the combination counts
     if "serve" in (axes.get("phase") or ()):  # several steps per point (ccost.serve), not one program
         out.append(error("E404", f"search `{search.name}`: `serve` cannot be a value of the `phase` axis: a serve "
                          "plan prices a decode and a mixed step per point, which the layout search does not",
@@ -586,15 +588,20 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
         # stands for every combination of the other axes), and only the layouts that pass them are
         # priced (compressed arrays, not a Python loop).
         tp, pp = axis("tp"), axis("pp")
-        gpus = np.broadcast_to(tp * pp * axis("ep") * axis("dp") * float(plan.cp), (n,))
+        gpus = tp
+        for f in PA.NAMES[1:]:  # tp·pp·ep·dp·cp, the order of axes.product
+            gpus = gpus * axis(f)
+        gpus = np.broadcast_to(gpus, (n,))
+        fails = np.logical_not  # the rules (ccost.layout_rules) say where a layout keeps them
         layout_fails = {
-            "max_gpus": gpus > st.max_gpus,
-            "pp_at_most_layers": np.broadcast_to(pp > model.layers, (n,)),
-            "inter_node_link": (gpus > cluster.domain) if cluster.inter_node is None else None,
-            "tp_in_domain": np.broadcast_to(tp > cluster.domain, (n,)) if st.tp_in_domain else None,
-            "tp_divides_kv_heads": np.broadcast_to(np.mod(kv_heads, tp) != 0, (n,))
+            "max_gpus": fails(rules.fits_cluster(gpus, st.max_gpus)),
+            "pp_at_most_layers": np.broadcast_to(fails(rules.pp_at_most_layers(pp, model.layers)), (n,)),
+            "inter_node_link": fails(rules.in_one_domain(gpus, cluster.domain)) if cluster.inter_node is None else None,
+            "tp_in_domain": np.broadcast_to(fails(rules.tp_in_domain(tp, cluster.domain)), (n,))
+            if st.tp_in_domain else None,
+            "tp_divides_kv_heads": np.broadcast_to(fails(rules.tp_divides_kv_heads(tp, kv_heads)), (n,))
             if (st.tp_divides_kv_heads and kv_heads) else None,
-            "pp_divides_layers": np.broadcast_to(np.mod(model.layers, pp) != 0, (n,))
+            "pp_divides_layers": np.broadcast_to(fails(rules.pp_divides_layers(pp, model.layers)), (n,))
             if st.pp_divides_layers else None,
         }
         alive = np.ones(n, dtype=bool)
@@ -647,18 +654,27 @@ def _prepare_pass(search: S.Search, policy: S.Policy, plan: S.Plan, fixed: Mappi
     from ccost import lower
 
     try:
-        return lower.prepare(plan, policy)
+        return _optional_axes(search, lower.prepare(plan, policy))
     except CcostError as exc:
         if not _fleet_of(search):
             raise
-        degrees = {f: int(v[first]) for f, v in vals.items() if f in ("tp", "pp", "ep", "dp")}
+        degrees = {f: int(v[first]) for f, v in vals.items() if f in PA.NAMES}
         try:
-            return lower.prepare(replace(plan, **degrees), policy)
+            return _optional_axes(search, lower.prepare(replace(plan, **degrees), policy))
         except CcostError:
             raise CcostError(error(
                 "E404", f"search `{search.name}`: the combination {_combo_label(fixed)} cannot be evaluated: "
                 + "; ".join(d.message for d in exc.diagnostics if d.is_error),
                 search.span, "drop that value from its axis, or fix the block it names")) from None
+
+
+def _optional_axes(search: Search, prepared):
+    """An optional axis (``axes.OPTIONAL``: priced only above 1) that the search varies is priced at every
+    point: its flag in ``lower.Static`` is on (a degree of 1 then costs nothing: a group of one rank)."""
+    static, x0 = prepared
+    varied = {f for f, v in search.axes if f in PA.OPTIONAL and any(d > 1 for d in v)
+              and PA.BY_NAME[f].applies(static.phase)}
+    return (replace(static, **dict.fromkeys(varied, True)), x0) if varied else prepared
 
 
 def _proxy(d: dict):
@@ -759,7 +775,7 @@ def merge(job: _Job, results: list) -> _Acc:
 
 #: The array axes the layout constraints read: a *layout* is one combination of them; the other array axes
 #: (batch, microbatches, seq, overlap) make the *columns* every layout is priced at.
-LAYOUT_AXES = ("tp", "pp", "ep", "dp")
+LAYOUT_AXES = tuple(a.name for a in PA.AXES if a.searchable)
 
 
 class _Grid:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+from ccost import axes
 from ccost.diagnostics import Span
 
 DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
@@ -253,9 +254,10 @@ class Plan(Entity):
 
     @property
     def gpus(self) -> int:
-        """tp·pp·ep·dp: EP is its own axis here (each of the ep ranks holds 1/ep of the experts and runs
-        attention on its own share of the tokens); ``batch`` is per replica (per dp·ep rank group)."""
-        return self.tp * self.pp * self.ep * self.dp * self.cp
+        """tp·pp·ep·dp (·cp), the product of every degree of ``ccost.axes``: EP is its own axis here (each of
+        the ep ranks holds 1/ep of the experts and runs attention on its own share of the tokens); ``batch``
+        is per replica (per dp·ep rank group)."""
+        return axes.gpus(self)
 
 
 @dataclass(frozen=True)

@@ -440,8 +440,7 @@ def analyse_train(program):
     latency = named("T_latency", c.T_compute + tt.exposed, "compute + exposed communication, no bubble")
     ovh = named("overhead", costs.overhead(T_comm, c.T_compute), "T_comm / T_compute", style="percent")
     in_flight = named("in_flight", x.pp * (1 - tt.bubble), "stages busy at once: P·(1 − bubble)")
-    gpus = named("N", x.tp * x.pp * x.ep * x.dp * x.cp, "GPUs: tp·pp·ep·dp·cp") if program.static.cp \
-        else named("N", x.tp * x.pp * x.ep * x.dp, "GPUs: tp·pp·ep·dp")
+    gpus = A.gpus_used(program)
     speedup = named("speedup", x.dp * costs.speedup(c.T_one, tt.step), "against one GPU: dp·T_1/T_step")
     eff = named("efficiency", speedup / gpus, "speedup / N", style="percent")
     thr = named("throughput", c.tokens_step / tt.step, "tokens/s: tokens_step/T_step")

@@ -23,13 +23,13 @@ _STATUS = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "n/a": "n/a "}
 
 def render(spec, plan_name: str) -> str:
     """The text ``ccost explain`` prints."""
-    from ccost import evaluate, output
+    from ccost import axes, evaluate, output
 
     sections = evaluate.explain_sections(spec, plan_name)
     plan = spec.plans[plan_name]
     result = evaluate.evaluate_plan(plan, spec.policy)
     out = [f"plan {plan_name}" + (f" — {plan.title}" if plan.title else "") + f"  ({spec.path})",
-           f"phase {plan.phase}; tp={plan.tp} pp={plan.pp} ep={plan.ep} dp={plan.dp}, "
+           f"phase {plan.phase}; " + " ".join(f"{a.name}={getattr(plan, a.name)}" for a in axes.used(plan)) + ", "
            + (f"concurrency {plan.concurrency}, {plan.input_tokens} in / {plan.output_tokens} out, chunks of "
               f"{plan.chunk_tokens or plan.input_tokens}" if plan.phase == "serve" else
               f"batch {plan.batch}" + (f", seq {plan.seq}" if plan.seq else "")) + f"; AllReduce {plan.allreduce}"]

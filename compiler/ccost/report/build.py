@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ccost import axes, units
 from ccost import spec as S
-from ccost import units
 from ccost.analysis import COMPARE_METRICS  # compare `by` -> the key it ranks on, as analysis.rank does
+from ccost.analysis import VALUE_KEYS  # checklist item id -> the key its value prints as (analysis.ITEMS)
 from ccost.evaluate import GPU_AXES  # the sweep fields along which optima mean something
 from ccost.report import view as V
 from ccost.report.provenance import Provenance
@@ -139,14 +140,15 @@ def build_inputs(spec: S.Spec, plan_names: Sequence[str]) -> V.InputsSection:
                (f"{m.experts} experts, top-{m.top_k}" if m.is_moe else "—")) for m in models.values()),
         (False, True, True, True, True, True, False, False), wide=True)))
     given = any(p.compute_time is not None for p in plans)  # a column only when some plan sets it
+    on = frozenset().union(*(axes.shown(p) for p in plans))  # an optional degree: a column part when some plan uses it
     tables.append(("Plans: layouts", V.Table(
-        ("plan", "model / cluster", "phase", "batch", "seq", "tp·pp·ep·dp", "micro-batches", "AllReduce",
+        ("plan", "model / cluster", "phase", "batch", "seq", axes.label(on), "micro-batches", "AllReduce",
          "cross-node", "overlap", *(("compute time given",) if given else ())),
         tuple((p.name, f"{p.model.name if p.model else '—'} / {p.cluster.name if p.cluster else '—'}",
                p.phase, f"{p.concurrency:,} requests" if p.phase == "serve" else f"{p.batch:,}",
                (f"{p.input_tokens:,} in / {p.output_tokens:,} out" if p.phase == "serve" else
                 f"{p.seq:,}" if p.seq else "—"),
-               f"{p.tp}·{p.pp}·{p.ep}·{p.dp}" + (" (FSDP)" if p.fsdp else ""), f"{p.microbatches}",
+               axes.values(p, on) + (" (FSDP)" if p.fsdp else ""), f"{p.microbatches}",
                p.allreduce, getattr(p, "cross_node", "auto"), units.format_percent(p.overlap),
                *((_q(p.compute_time, T),) if given else ()))
               for p in plans),
@@ -362,8 +364,7 @@ def checklist(name: str, doc_plan: Mapping[str, Any]) -> V.PlanChecklist:
 
 # What the value of each checklist item measures (the ten items of “Communication Cost Math — Distributed Inference” §7),
 # so it prints with its unit: bytes, seconds or a fraction.
-CHECKLIST_UNITS = {1: "weight_bytes", 2: "volume_bytes", 4: "comm_time_s", 5: "overhead", 6: "overhead",
-                   9: "efficiency", 10: "bubble", 11: "memory_bytes"}
+CHECKLIST_UNITS = VALUE_KEYS
 
 
 def _checklist_value(item_id: Any, v: Any) -> str:

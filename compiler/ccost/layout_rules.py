@@ -1,0 +1,90 @@
+"""The layout rules of a plan, written once: does its layout fit the cluster and divide the model evenly?
+
+``ccost.check`` warns with them (E301, W301–W304), ``ccost.lower`` refuses a plan it cannot price (E301,
+E401), the checklist judges items 7 and 8 with them and the search applies them as constraints to
+whole arrays of layouts. So every predicate works on Python numbers and on numpy arrays alike: only
+arithmetic and comparisons, no ``if`` on a degree, no ``and``/``or`` between results (a search combines
+them with ``&``/``|`` or ``numpy.logical_not``). Each returns True where the layout keeps the rule.
+
+``RULES`` names them; a ``ccost.axes`` record lists the ones its degree must keep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ccost import axes
+
+Num = Any  # int | float | numpy array
+
+
+def fits_cluster(gpus: Num, cluster_gpus: Num) -> Num:
+    """E301: the plan's degrees need no more GPUs than the cluster has."""
+    return gpus <= cluster_gpus
+
+
+def in_one_domain(gpus: Num, domain: Num) -> Num:
+    """The plan stays inside one NVLink domain (else the cluster needs an inter-node link: E302)."""
+    return gpus <= domain
+
+
+def tp_in_domain(tp: Num, domain: Num) -> Num:
+    """W301, checklist item 8: the tensor-parallel group stays inside one NVLink domain."""
+    return tp <= domain
+
+
+def tp_divides_kv_heads(tp: Num, kv_heads: Num) -> Num:
+    """W302, checklist item 7: each TP rank holds the same number of KV heads."""
+    return kv_heads % tp == 0
+
+
+def pp_at_most_layers(pp: Num, layers: Num) -> Num:
+    """E401: every pipeline stage gets a layer."""
+    return pp <= layers
+
+
+def pp_divides_layers(pp: Num, layers: Num) -> Num:
+    """W303: every stage gets the same number of layers."""
+    return layers % pp == 0
+
+
+def ep_has_experts(ep: Num, experts: Num) -> Num:
+    """W304: expert parallelism needs experts to shard (``experts`` 0 for a dense model)."""
+    return (ep == 1) | (experts > 0)
+
+
+def ep_divides_experts(ep: Num, experts: Num) -> Num:
+    """W304: each EP rank holds the same number of experts (a dense model: nothing to divide)."""
+    return (experts == 0) | (experts % ep == 0)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    codes: str  # the diagnostics and checklist items that apply it
+    holds: Callable[..., Num]
+
+
+RULES: dict[str, Rule] = {r.name: r for r in (
+    Rule("fits_cluster", "E301, search max_gpus", fits_cluster),
+    Rule("in_one_domain", "E302, search inter_node_link", in_one_domain),
+    Rule("tp_in_domain", "W301, checklist 8, search tp_in_domain", tp_in_domain),
+    Rule("tp_divides_kv_heads", "W302, checklist 7, search tp_divides_kv_heads", tp_divides_kv_heads),
+    Rule("pp_at_most_layers", "E401, search pp_at_most_layers", pp_at_most_layers),
+    Rule("pp_divides_layers", "W303, search pp_divides_layers", pp_divides_layers),
+    Rule("ep_has_experts", "W304", ep_has_experts),
+    Rule("ep_divides_experts", "W304", ep_divides_experts),
+)}
+
+
+def divisors(n: int, limit: int) -> str:
+    """The degrees up to ``limit`` that divide ``n``, for a help text: "1, 2, 4, 8"."""
+    return ", ".join(str(k) for k in range(1, min(n, limit) + 1) if n % k == 0)
+
+
+def too_many_gpus(plan: Any, cluster: Any) -> str:
+    """E301's one wording (``check`` and ``lower``): the degrees, their product and the cluster's GPUs."""
+    node_word = "node" if cluster.nodes == 1 else "nodes"
+    return (f"plan `{plan.name}` needs {axes.label(axes.shown(plan))} = {axes.values(plan)} = {plan.gpus} GPUs, "
+            f"but cluster `{cluster.name}` has {cluster.nodes} {node_word} × {cluster.gpus_per_node} = {cluster.gpus}")

@@ -1,0 +1,140 @@
+"""Context parallelism (cp) in serving, added through its ccost.axes record and its collective in
+ccost.lower: ring attention passes KV blocks between the cp ranks; the sequence is split cp ways."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ccost import evaluate
+from ccost.check import check_text
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Two nodes of 8 GPUs; links with round numbers so a transfer's time is easy to check by hand.
+SPEC = '''import "std/models.ccost"
+import "std/stacks.ccost"
+link nv { alpha = 2 us; bandwidth = 400 GB/s }
+link ib { alpha = 5 us; bandwidth = 50 GB/s }
+gpu h100 { memory = 80 GB; hbm_bandwidth = 3.35 TB/s; flops = 989 TFLOP/s }
+cluster two { gpu = h100; nodes = 2; gpus_per_node = 8; intra_node = nv; inter_node = ib }
+plan one { model = llama3_70b; cluster = two; phase = prefill; seq = 32768; stack = ideal; tp = 1 }
+plan cp2 { model = llama3_70b; cluster = two; phase = prefill; seq = 32768; stack = ideal; tp = 1; cp = 2 }
+plan tp8 { model = llama3_70b; cluster = two; phase = prefill; seq = 32768; stack = ideal; tp = 8 }
+plan tp8cp2 { model = llama3_70b; cluster = two; phase = prefill; seq = 32768; stack = ideal; tp = 8; cp = 2 }
+plan dec { model = llama3_70b; cluster = two; phase = decode; seq = 32768; batch = 4; stack = ideal; tp = 8 }
+plan dec_cp2 { model = llama3_70b; cluster = two; phase = decode; seq = 32768; batch = 4; stack = ideal; tp = 4; cp = 2 }
+search s {
+  base = tp8
+  tp = [1, 2, 4, 8]
+  cp = [1, 2]
+  fits_memory = false
+}
+'''
+
+
+@pytest.fixture(scope="module")
+def spec_path(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cp")
+    path = folder / "cp.ccost"
+    path.write_text(SPEC)
+    return path
+
+
+@pytest.fixture(scope="module")
+def docs(spec_path):
+    r = check_text(spec_path.read_text(), str(spec_path))
+    assert not r.errors, [d.message for d in r.errors]
+    return {n: p.doc for n, p in evaluate.evaluate(r.spec).plans.items()}
+
+
+def ring(doc):
+    return [c for c in doc["collectives"] if c["purpose"].startswith("context-parallel ring")]
+
+
+def test_ring_step_bytes_and_time_by_hand(docs):
+    # Llama-3-70B prefill of 32,768 tokens, cp = 2, tp = 1: each rank holds 16,384 tokens; its KV block of
+    # one layer is K and V of 8 KV heads of 128 elements at 2 bytes per token.
+    block = 2 * 8 * 128 * 16384 * 2
+    assert block == 67_108_864  # 64 MiB
+    (cp,) = [c for c in ring(docs["cp2"]) if c["count"] > 0]
+    assert cp["message_bytes"] == block
+    assert cp["count"] == (2 - 1) * 80  # cp − 1 sends per layer, 80 layers
+    assert cp["group_size"] == 2 and cp["link"] == "nv"  # both ranks in one NVLink domain
+    # one send: α + m/B = 2 µs + 64 MiB / 400 GB/s
+    t_send = 2e-6 + block / 400e9
+    assert cp["time_s"] == pytest.approx(t_send, rel=1e-6)
+    assert cp["total_time_s"] == pytest.approx(80 * t_send, rel=1e-6)
+    assert not ring(docs["one"])  # no cp, no ring
+
+
+def test_the_sequence_is_split_cp_ways(docs):
+    one, two = docs["one"], docs["cp2"]
+    assert two["gpus"] == 2 and one["gpus"] == 1
+    # KV cache per GPU: 32,768 tokens · 80 layers · 2 · 8 · 128 · 2 B, halved
+    kv = 32768 * 80 * 2 * 8 * 128 * 2
+    assert one["memory"]["kv_cache_bytes"] == kv
+    assert two["memory"]["kv_cache_bytes"] == kv / 2
+    # weights replicated over cp, tokens of the step unchanged (cp splits sequences, adds none)
+    assert two["weight_bytes_per_gpu"] == one["weight_bytes_per_gpu"]
+    assert two["tokens_per_step"] == one["tokens_per_step"] == 32768
+    assert two["compute"]["flops_per_gpu"] == pytest.approx(one["compute"]["flops_per_gpu"] / 2, rel=1e-9)
+    assert two["compute_time_s"] < one["compute_time_s"]
+    assert two["layout"]["cp"] == 2 and "cp" not in one["layout"]
+
+
+def test_the_ring_leaves_the_domain_when_tp_cp_does(docs):
+    # tp = 8, cp = 2: ranks 0–7 and 8–15 form the cp pairs (cp next to tp), so every ring step crosses ib
+    (cx,) = [c for c in ring(docs["tp8cp2"]) if c["count"] > 0]
+    assert cx["link"] == "ib"
+    block = 2 * 1 * 128 * 16384 * 2  # one KV head per TP rank
+    assert cx["message_bytes"] == block
+    assert cx["time_s"] == pytest.approx(5e-6 + block / 50e9, rel=1e-6)
+    # the TP AllReduce carries this rank's 16,384 tokens
+    (tp,) = [c for c in docs["tp8cp2"]["collectives"] if c["purpose"].startswith("tensor-parallel")]
+    assert tp["message_bytes"] == 16384 * 8192 * 2
+
+
+def test_decode_splits_the_context(docs):
+    dec, two = docs["dec"], docs["dec_cp2"]
+    # tp 8 holds one KV head per GPU; tp 4 · cp 2 holds two heads of half the context: the same bytes
+    assert two["memory"]["kv_cache_bytes"] == dec["memory"]["kv_cache_bytes"]
+    (cp,) = [c for c in ring(two) if c["count"] > 0]
+    # the local KV block of one layer: 4 sequences · 16,384 tokens · 2 · 2 heads · 128 · 2 B
+    assert cp["message_bytes"] == 4 * 16384 * 2 * 2 * 128 * 2
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "ccost", *args], capture_output=True, text=True, cwd=REPO)
+
+
+def test_end_to_end(spec_path, tmp_path):
+    r = run("check", str(spec_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "W305" not in r.stdout + r.stderr  # cp is priced in serving: no "applies only to training"
+    r = run("eval", str(spec_path), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["plans"]["cp2"]["layout"]["cp"] == 2
+    r = run("explain", str(spec_path), "cp2")
+    assert r.returncode == 0, r.stderr
+    assert "tp=1 pp=1 ep=1 dp=1 cp=2," in r.stdout
+    assert "m_KV = KV_GPU·pp/L" in r.stdout.replace(" = KV_GPU × pp / L", "")
+    assert "N = tp·pp·ep·dp·cp" in r.stdout
+    out = tmp_path / "r.html"
+    r = run("report", str(spec_path), "--format", "html", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    html = out.read_text()
+    assert "tp·pp·ep·dp·cp" in html and "context-parallel ring" in html
+    # the search varies cp as an array axis
+    sdoc = doc["searches"]["s"]
+    assert sdoc["axes"]["cp"] == [1, 2]
+    rows = {(r["tp"], r["cp"]): r for r in sdoc["top"]}
+    # the arrays price each point as `ccost eval` prices the plan: with cp, and at cp = 1 exactly without it
+    for (tp, cp), name in (((8, 2), "tp8cp2"), ((8, 1), "tp8")):
+        assert rows[tp, cp]["step_time_s"] == pytest.approx(doc["plans"][name]["step_time_s"], rel=1e-6)
+        assert rows[tp, cp]["gpus"] == tp * cp

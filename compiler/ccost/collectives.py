@@ -218,6 +218,12 @@ def algorithm(kind: str, name: str | None = None) -> Algorithm:
     """The algorithm that prices ``kind``: ``name`` (None: the default) for a kind with a choice; a kind
     with one model ignores ``name`` (a caller may pass the plan's AllReduce algorithm along). A wrong pair
     raises ValueError."""
+    try:
+        hit = _RESOLVED.get((kind, name))  # the pricing path's pairs, resolved once
+    except TypeError:  # an unhashable name: the slow path says what is wrong with it
+        hit = None
+    if hit is not None:
+        return hit
     c = collective(kind)
     if not c.choice:
         return next(iter(c.algorithms.values()))
@@ -226,6 +232,13 @@ def algorithm(kind: str, name: str | None = None) -> Algorithm:
         raise ValueError(f"unknown {c.title} algorithm {name!r}; expected one of "
                          f"{', '.join(c.algorithms)} (use auto_allreduce for '{AUTO}')")
     return alg
+
+
+# (kind, name) -> Algorithm for every pair the cost core meets: each kind's own names and None, and the
+# AllReduce names a plan passes along to the kinds with one model. Anything else takes the slow path.
+_RESOLVED = {(c.kind, n): c.algorithms.get(n) or c.algorithms[c.default]
+             for c in CATALOGUE.values() for n in (None, *c.algorithms, *ALGORITHMS)
+             if n in c.algorithms or n is None or not c.choice}
 
 
 def by_test(test: str) -> Collective | None:

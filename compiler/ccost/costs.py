@@ -18,7 +18,8 @@ Conventions (SI floats):
 At P = 1 every collective costs exactly 0 (no hop, no byte), in every mode.
 
 Hops and volume per kind and algorithm (DESIGN "The cost model"; the notes “Communication Cost Analysis” and
-“Communication Cost Math — Distributed Inference”):
+“Communication Cost Math — Distributed Inference”). The formulas, default algorithms and two-level stages
+are the records of ``ccost.collectives``, which the functions below look up instead of branching on the kind:
 
 =============  ==========  ====================  =========================================================
 kind           algorithm   hops                  volume per GPU
@@ -43,19 +44,21 @@ from typing import Any
 
 import numpy as np
 
-from ccost import derive, units
-from ccost.derive import ceil, choose, log2, maximum, minimum, named
+from ccost import collectives, derive, units
+from ccost.collectives import ONE_SHOT_VOLUMES, one_if_many
+from ccost.derive import choose, maximum, named
 
-KINDS = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "p2p")
+# The kinds, algorithms and their formulas are the records of ``ccost.collectives``; these names stay
+# here for the callers that read them off the cost core.
+KINDS = collectives.KINDS
 #: The AllReduce algorithms the model prices; "auto" (``auto_allreduce``) picks the cheapest of them.
-ALLREDUCE_ALGORITHMS = ("ring", "tree", "one_shot", "two_shot")
+ALLREDUCE_ALGORITHMS = collectives.ALGORITHMS
 #: The one algorithm modelled for each other kind (its name is what reports print).
-DEFAULT_ALGORITHM = {"allreduce": "ring", "allgather": "ring", "reducescatter": "ring",
-                     "alltoall": "pairwise", "broadcast": "tree", "p2p": "direct"}
+DEFAULT_ALGORITHM = collectives.DEFAULT_ALGORITHM
 #: How a group was priced, in the order of the index arrays that ``group_cost`` returns in array mode.
 GROUP_MODES = ("intra", "flat", "hierarchical")
 #: AllReduce algorithms of custom kernels (vLLM, TensorRT-LLM) that need NVLink peer access: one domain only.
-CUSTOM_ALLREDUCE = ("one_shot", "two_shot")
+CUSTOM_ALLREDUCE = collectives.CUSTOM_ALGORITHMS
 CROSS_NODE = ("auto", "flat", "hierarchical")
 
 Num = Any  # float | np.ndarray | derive.Value: every formula below accepts all three
@@ -66,23 +69,9 @@ def _tag(name: str, tag: str | None) -> str:
 
 
 def _algorithm(kind: str, algorithm: str | None) -> str:
-    """Validate (kind, algorithm); a wrong pair is a programming error (the checker validated the spec)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown collective kind {kind!r}; expected one of {', '.join(KINDS)}")
-    if kind == "allreduce":
-        alg = algorithm or "ring"
-        if alg not in ALLREDUCE_ALGORITHMS:
-            raise ValueError(f"unknown AllReduce algorithm {alg!r}; expected one of "
-                             f"{', '.join(ALLREDUCE_ALGORITHMS)} (use auto_allreduce for 'auto')")
-        return alg
-    # The other kinds have one model each; a caller may pass the plan's AllReduce algorithm along.
-    return DEFAULT_ALGORITHM[kind]
-
-
-def _one_if_many(p: Num) -> Num:
-    """1 for a group of two or more ranks, 0 for a single rank: min(P − 1, 1). Arithmetic rather than
-    ``if`` so that arrays work and P = 1 costs exactly 0 in every mode."""
-    return minimum(p - 1, 1)
+    """Validate (kind, algorithm) and name the algorithm that prices it (the kind's default when it has
+    one model); a wrong pair is a programming error (the checker validated the spec)."""
+    return collectives.algorithm(kind, algorithm).name
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -97,23 +86,7 @@ def hops(kind: str, algorithm: str | None, p: Num) -> Num:
     Tree and broadcast use ⌈log₂P⌉ (a binary tree over P ranks has that depth), so hops stay whole
     numbers when P is not a power of two; for powers of two this is the notes' 2·log₂P.
     """
-    alg = _algorithm(kind, algorithm)
-    if kind == "allreduce":
-        if alg == "ring":
-            return 2 * (p - 1)
-        if alg == "tree":
-            return 2 * ceil(log2(p))
-        if alg == "one_shot":
-            return _one_if_many(p)
-        return 2 * _one_if_many(p)  # two_shot: reduce-scatter + all-gather, each one direct exchange
-    if kind in ("allgather", "reducescatter", "alltoall"):
-        return p - 1
-    if kind == "broadcast":
-        return ceil(log2(p))
-    return _one_if_many(p)  # p2p
-
-
-ONE_SHOT_VOLUMES = ("egress", "ring")
+    return collectives.algorithm(kind, algorithm).hops(p)
 
 
 def volume(kind: str, algorithm: str | None, p: Num, m: Num, one_shot_volume: str = "egress") -> Num:
@@ -130,26 +103,24 @@ def volume(kind: str, algorithm: str | None, p: Num, m: Num, one_shot_volume: st
     All-to-All follows “Communication Cost Analysis”, (P−1)/P·m: the share a rank keeps for itself never
     leaves it (“Communication Cost Math — Distributed Inference” omits that factor).
     """
-    alg = _algorithm(kind, algorithm)
-    if kind == "allreduce":
-        if alg == "one_shot":
-            if one_shot_volume not in ONE_SHOT_VOLUMES:
-                raise ValueError(f"one_shot_volume must be one of {ONE_SHOT_VOLUMES}, not {one_shot_volume!r}")
-            if one_shot_volume == "egress":
-                return one_shot_direct_volume(p, m)
-        return 2 * (p - 1) / p * m
-    if kind in ("allgather", "reducescatter", "alltoall"):
-        return (p - 1) / p * m
-    if kind == "broadcast":
-        return log2(p) * m
-    return _one_if_many(p) * m  # p2p
+    return _volume(collectives.algorithm(kind, algorithm), p, m, one_shot_volume)
+
+
+def _volume(alg: collectives.Algorithm, p: Num, m: Num, one_shot_volume: str) -> Num:
+    """``alg``'s volume under the plan's convention: its egress when it has one and the plan charges it."""
+    if alg.egress is not None:
+        if one_shot_volume not in ONE_SHOT_VOLUMES:
+            raise ValueError(f"one_shot_volume must be one of {ONE_SHOT_VOLUMES}, not {one_shot_volume!r}")
+        if one_shot_volume == "egress":
+            return alg.egress(p, m)
+    return alg.volume(p, m)
 
 
 def one_shot_direct_volume(p: Num, m: Num) -> Num:
     """Per-GPU egress of a one-shot AllReduce that writes its whole buffer to each of the P−1 peers:
     (P−1)·m: what ``volume`` charges one-shot by default (A1: 2.585 ms; 1.606 ms with the notes' ring
     volume)."""
-    return (p - 1) * m
+    return collectives.CATALOGUE["allreduce"].algorithms["one_shot"].egress(p, m)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -189,7 +160,8 @@ def collective_cost(kind: str, algorithm: str | None, p: Num, m: Num, alpha: Num
     >>> round(collective_cost("allreduce", "ring", 8, 14e9, 5e-6, 450e9).time * 1e3, 2)
     54.51
     """
-    alg = _algorithm(kind, algorithm)
+    rec = collectives.algorithm(kind, algorithm)
+    alg = rec.name
     # Step names and descriptions only matter to derivations; float mode skips building them (it is
     # the hot path of evaluation), the arithmetic is the same either way.
     V = derive.Value
@@ -197,13 +169,13 @@ def collective_cost(kind: str, algorithm: str | None, p: Num, m: Num, alpha: Num
         alpha, bandwidth = curve.at(m, tag)
     deriving = (isinstance(p, V) or isinstance(m, V) or isinstance(alpha, V) or isinstance(bandwidth, V)
                 or isinstance(one_shot_latency, V))
-    h = hops(kind, alg, p)
-    v = volume(kind, alg, p, m, one_shot_volume)
+    h = rec.hops(p)
+    v = _volume(rec, p, m, one_shot_volume)
     if deriving:
         h = named(_tag("hops", tag), h, f"{kind} {alg} hops on {_pname(p)} ranks")
         v = named(_tag("volume", tag), v, f"{kind} {alg} bytes sent per GPU")
     hop_latency = alpha
-    if kind == "allreduce" and alg in ("one_shot", "two_shot") and one_shot_latency is not None:
+    if rec.custom and one_shot_latency is not None:
         # A two-shot AllReduce is two phases of the same custom kernel (reduce-scatter, all-gather by
         # direct peer writes), each ending in the cross-GPU barrier that a one-shot pays once: each shot
         # costs the one-shot latency, not a ring hop's α (issue 13: with 2α, two-shot beat one-shot at every
@@ -229,7 +201,7 @@ def _floored(kind: str, p: Num, m: Num, t: Num, lat: Num, bw_time: Num, curve: "
     curve's own time at this size (what nccl-tests measured, whichever algorithm NCCL ran)."""
     lo = None
     if floor is not None:
-        lo = floor * _one_if_many(p)
+        lo = floor * one_if_many(p)
         if derive.is_value(lo):
             lo = named(_tag("T_floor", tag), lo, "the link's floor: the smallest time the log measured")
     if curve is not None and curve.kind == kind and curve.ranks is not None:
@@ -255,7 +227,7 @@ def floored(cost: Cost, floor: Num, p: Num, tag: str | None = None) -> Cost:
     least ``floor`` (kernel launch and synchronisation: NCCL measures 15–30 µs for tiny AllReduces). The
     latency term absorbs the difference, so latency + bandwidth time is still the time; a group of one
     rank still costs 0. The cheapest algorithm is unchanged by a floor (max(·, f) keeps the order)."""
-    f = floor * _one_if_many(p)
+    f = floor * one_if_many(p)
     lat = maximum(cost.latency, f - cost.bandwidth_time)
     t = lat + cost.bandwidth_time
     if any(isinstance(v, derive.Value) for v in (cost.time, floor, p)):
@@ -381,7 +353,8 @@ def _hops_text(alg: str, p: Num, h: Num) -> str:
     pv = float(derive.value_of(p))
     ps = units.format_quantity(pv, units.DIMENSIONLESS)
     pow2 = pv >= 1 and pv == int(pv) and (int(pv) & (int(pv) - 1)) == 0
-    text = {"ring": f"2·({ps} − 1)", "tree": f"2·log₂{ps}" if pow2 else f"2·⌈log₂{ps}⌉"}.get(alg)
+    write = collectives.algorithm("allreduce", alg).hops_of
+    text = write(ps, pow2) if write else None
     return f"{text} = {_fmt_hops(h)}" if text else _fmt_hops(h)
 
 
@@ -615,7 +588,7 @@ def group_cost(kind: str, algorithm: str | None, p: Num, m: Num, per_node: Num, 
     """
     if cross_node not in CROSS_NODE:
         raise ValueError(f"cross_node must be one of {', '.join(CROSS_NODE)}, not {cross_node!r}")
-    if kind == "allreduce" and algorithm == "auto":
+    if algorithm == collectives.AUTO and collectives.collective(kind).choice:
         return _group_cost_auto(p, m, per_node, intra, inter, cross_node, tag, candidates, one_shot_volume)
     return _group(kind, _algorithm(kind, algorithm), p, m, per_node, intra, inter, cross_node, tag, tag,
                   one_shot_volume)
@@ -661,26 +634,16 @@ def _spanning(kind: str, alg: str, p: Num, m: Num, g: Num, intra: LinkParams, in
     flat = inter.cost(kind, alg, p, m, _tag_join(tag, "flat"), osv)
     n = named(_tag("n", base_tag), p / g, "nodes the group spans, p/g")
 
-    def on(k: str, a: str | None, ranks: Num, size: Num, link: LinkParams, label: str) -> tuple[str, Cost]:
-        # Only an AllReduce stage uses the algorithm; the others are named without it.
-        t = _tag_join(tag if k == "allreduce" else base_tag, label.replace(" ", "-"))
-        return label, link.cost(k, a, ranks, size, t, osv)
-
-    if kind == "allreduce":
-        stages = [on("reducescatter", None, g, m, intra, "RS intra"),
-                  on("allreduce", alg, n, m / g, inter, "AR inter"),
-                  on("allgather", None, g, m, intra, "AG intra")]
-    elif kind == "allgather":
-        stages = [on("allgather", None, n, m / g, inter, "AG inter"), on("allgather", None, g, m, intra, "AG intra")]
-    elif kind == "reducescatter":
-        stages = [on("reducescatter", None, g, m, intra, "RS intra"),
-                  on("reducescatter", None, n, m / g, inter, "RS inter")]
-    elif kind == "alltoall":
-        stages = [on("alltoall", None, g, m, intra, "A2A intra"), on("alltoall", None, n, m, inter, "A2A inter")]
-    elif kind == "broadcast":
-        stages = [on("broadcast", None, n, m, inter, "BC inter"), on("broadcast", None, g, m, intra, "BC intra")]
-    else:  # p2p
-        stages = [("P2P inter", flat)]
+    stages = []
+    for s in collectives.collective(kind).stages:  # the kind's two-level form, stage by stage
+        if s.ranks == "p":  # the whole group on the inter-node link: the flat collective itself
+            stages.append((s.label, flat))
+            continue
+        ranks, link = (g, intra) if s.ranks == "g" else (n, inter)
+        size = m / g if s.size == "m/g" else m
+        # Only the stage that runs the algorithm is named after it; the others share the base tag.
+        t = _tag_join(tag if s.algorithm else base_tag, s.label.replace(" ", "-"))
+        stages.append((s.label, link.cost(s.kind, alg if s.algorithm else None, ranks, size, t, osv)))
     cs = [c for _, c in stages]
     hier = Cost(kind, alg,
                 _sum(c.hops for c in cs), _sum(c.volume for c in cs), _sum(c.latency for c in cs),
@@ -693,7 +656,7 @@ def _spanning(kind: str, alg: str, p: Num, m: Num, g: Num, intra: LinkParams, in
     h = share * flat.hops
     v = share * flat.volume
     hop_latency = inter.alpha
-    if kind == "allreduce" and alg in ("one_shot", "two_shot") and inter.one_shot_latency is not None:
+    if collectives.algorithm(kind, alg).custom and inter.one_shot_latency is not None:
         hop_latency = inter.one_shot_latency
     lat = hop_latency * h
     bwt = v / inter.bandwidth

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 from ccost import spec as S
 from ccost.axes import AXES, Axis, label
+from ccost.collectives import KINDS
 from ccost import units as U
 from ccost.units import Dim
 
@@ -127,8 +128,8 @@ MONEY_RATE = quantity(U.MONEY_RATE)
 ENERGY_PRICE = quantity(U.ENERGY_PRICE)
 
 DTYPE = enum(*S.DTYPE_BYTES.keys())
-#: The collectives a measured curve can come from (``ccost.costs.KINDS``; kept here so the schema stays numpy-free).
-CURVE_COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "p2p")
+#: The collectives a measured curve can come from: the catalogue's kinds (``ccost.collectives``, numpy-free).
+CURVE_COLLECTIVES = KINDS
 COMPARE_BY = ("latency", "throughput", "overhead", "efficiency")
 
 # Sizes are bounded so that a typo (tp = 1e30) is a clear error, not a numpy overflow later (DESIGN §8).

@@ -49,6 +49,7 @@ from typing import Any
 from ccost import axes as PA
 from ccost import layout_rules as rules
 from ccost import spec as S
+from ccost.collectives import ALGORITHMS  # the AllReduce algorithms a point can end up with (auto: one each)
 from ccost.diagnostics import CcostError, Diagnostic, Span, error
 
 #: Fields a search can vary as arrays: plan field → ``lower.Inputs`` attribute (seq feeds two inputs).
@@ -185,8 +186,6 @@ def settings(search: S.Search, policy: S.Policy) -> Settings:
                     search.tp_divides_kv_heads, search.pp_divides_layers, mo, me)
 
 
-#: AllReduce algorithms a point can end up with (``auto`` picks one of them per point).
-ALGORITHMS = ("ring", "tree", "one_shot", "two_shot")
 
 #: What a search records for each point it keeps (top, Pareto front): document key → metric.
 RECORD = ("gpus", "latency_s", "step_time_s", "throughput_per_gpu", "throughput_tokens_s", "efficiency", "overhead",

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from ccost import axes
+from ccost import collectives as C
 from ccost.diagnostics import Span
 
 DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
@@ -25,7 +26,7 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
 PHASES = ("decode", "prefill", "train", "serve")
 ROOFLINES = ("operator", "step")
 PIPELINES = ("steady", "flush")
-ALLREDUCE_ALGORITHMS = ("ring", "tree", "one_shot", "two_shot", "auto")
+ALLREDUCE_ALGORITHMS = C.ALGORITHMS + (C.AUTO,)
 # How a collective group that spans nodes is priced: a flat ring waiting on its slowest link, hierarchical
 # (intra-node reduce-scatter, inter-node allreduce on 1/g of the data, intra-node all-gather), or the cheaper.
 CROSS_NODE = ("auto", "flat", "hierarchical")
@@ -33,7 +34,7 @@ CROSS_NODE = ("auto", "flat", "hierarchical")
 SCHEDULES = ("gpipe", "one_f_one_b", "interleaved")
 RECOMPUTE = ("none", "selective", "full")
 OPTIMIZER_SHARDING = ("none", "zero1", "zero2")
-ONE_SHOT_VOLUMES = ("egress", "ring")
+ONE_SHOT_VOLUMES = C.ONE_SHOT_VOLUMES
 
 _EMPTY: Mapping[str, Span] = MappingProxyType({})
 

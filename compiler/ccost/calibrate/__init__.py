@@ -20,6 +20,7 @@ from pathlib import Path
 from ccost.calibrate.block import link_block, quality_lines, source_string, summary_lines
 from ccost.calibrate.fit import Fit, Holdout, Piece, Point, fit_test, parse_size_range, select_test
 from ccost.calibrate.logs import NcclLog, Row, Test, Timing, parse_log
+from ccost.collectives import ALGORITHM_NAMES, ALGORITHMS, DEFAULT_ALGORITHM
 
 __all__ = ["Fit", "Holdout", "Piece", "Point", "NcclLog", "Row", "Test", "Timing", "fit_for_link",
            "fit_log", "fit_test", "link_block", "parse_log", "plot_svg", "quality_lines", "read_log",
@@ -77,7 +78,7 @@ def fit_for_link(link, spec_dir: Path | str, intra=None):
     for p in parts[1:]:
         if m := _RANKS.match(p):
             ranks = int(m.group(1))
-        elif p in ("ring", "tree", "one_shot", "two_shot", "pairwise", "direct"):
+        elif p in ALGORITHM_NAMES:
             algorithm = p
         elif p == "in-place":
             in_place = True
@@ -109,7 +110,7 @@ def fit_for_link(link, spec_dir: Path | str, intra=None):
             continue
         if candidate.is_file():
             log = read_log(candidate, ranks, display=str(candidate))
-            alg = algorithm if algorithm in ("ring", "tree", "one_shot", "two_shot") else "ring"
+            alg = algorithm if algorithm in ALGORITHMS else DEFAULT_ALGORITHM["allreduce"]
             if hierarchical:
                 from ccost import costs
                 from ccost.calibrate.hier import fit_hierarchical

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ccost import collectives
 from ccost.calibrate.logs import MAX_SIZE, NcclLog, Test
+from ccost.collectives import ALGORITHMS
 from ccost.diagnostics import CcostError, Span, error
 
 MIN_POINTS = 4  # sizes per piece: two parameters and enough left over to see a bad fit
@@ -36,8 +38,6 @@ LARGE = 64 * 2**20  # the issue's "large messages": the error at >= 64 MiB is re
 LATENCY_BOUND_SHARE = 0.5
 MAX_PIECES = 4
 CLEAR_GAIN = 2.0 / 3.0  # an extra piece must cut the RMS relative error to at most 2/3 of what it was
-
-ALGORITHMS = ("ring", "tree", "one_shot", "two_shot")
 
 
 @dataclass(frozen=True)
@@ -299,7 +299,7 @@ def select_test(log: NcclLog, test: str | None = None) -> Test:
         if t.kind == "allreduce":
             return t
     for t in log.tests:
-        if t.kind in ("allgather", "reducescatter", "alltoall", "broadcast", "p2p"):
+        if t.kind in collectives.CATALOGUE:
             return t
     return log.tests[0]
 
@@ -345,10 +345,7 @@ def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: 
             + (f" ({len(excluded)} rows excluded: N/A or #wrong)" if excluded else ""),
             Span.point(t.file, t.line, 1), "measure a wider size range, e.g. `-b 8 -e 8G -f 2`"))
     hops, ratio = _formulas(t.kind, algorithm, t.ranks, t.file, t.line)
-    if t.kind != "allreduce":  # one modelled algorithm per other kind (costs.DEFAULT_ALGORITHM)
-        from ccost import costs
-
-        algorithm = costs.DEFAULT_ALGORITHM.get(t.kind, algorithm)
+    algorithm = collectives.algorithm(t.kind, algorithm).name  # a kind with one model: that one
     sizes = np.array([p.size for p in points], dtype=float)
     times = np.array([p.time for p in points], dtype=float)
     pieces = fit_pieces(sizes, times)
@@ -356,11 +353,8 @@ def fit_test(t: Test, algorithm: str = "ring", in_place: bool = False, holdout: 
     if outside:
         notes.append(f"{outside} sizes outside --sizes {size_range_text(size_range)} were left out of "
                      "the fit")
-    if t.kind == "broadcast":
-        notes.append("ccost prices a broadcast as a binomial tree (log2 P hops, log2 P x m per GPU) while NCCL "
-                     "pipelines a ring (m per GPU): the bandwidth from this log prices broadcasts on this many "
-                     "ranks right, but other collectives log2 P times too fast; calibrate those from their own "
-                     "logs")
+    if collectives.CATALOGUE[t.kind].calibration_note:
+        notes.append(collectives.CATALOGUE[t.kind].calibration_note)
     if unvalidated:
         notes.append(f"{unvalidated} rows were not validated by nccl-tests (#wrong = N/A, run with -c 0)")
 
@@ -449,9 +443,8 @@ def curve_time(kind: str, algorithm: str, ranks: int, curve, floor: float | None
 
     c = costs.Curve(tuple(x[0] for x in curve), tuple(x[1] for x in curve), tuple(x[2] for x in curve),
                     kind, float(ranks))
-    alg = algorithm if kind == "allreduce" else None
     link = costs.LinkParams(curve[0][1], curve[-1][2], floor, None, c, floor)
-    return link.cost(kind, alg, float(ranks), np.asarray(sizes, dtype=float)).time
+    return link.cost(kind, algorithm, float(ranks), np.asarray(sizes, dtype=float)).time
 
 
 def _link_numbers(pieces: tuple[Piece, ...], hops: float, ratio: float, t: Test

@@ -30,32 +30,30 @@ import math
 import re
 from dataclasses import dataclass
 
+from ccost.collectives import CATALOGUE
 from ccost.diagnostics import CcostError, Diagnostic, Span, error, warning
 
-# nccl-tests binary name -> ccost collective kind (INTERFACE.md's `kind` values; `reduce` has no ccost
-# formula and is parsed but not fitted).
+# nccl-tests binary name -> ccost collective kind (INTERFACE.md's `kind` values): each collective's own
+# test (``collectives.CATALOGUE``), then the tests ccost has no formula for, parsed but not fitted
+# (hypercube measures an all-gather).
 TEST_KINDS: dict[str, str] = {
-    "all_reduce": "allreduce",
-    "all_gather": "allgather",
-    "reduce_scatter": "reducescatter",
-    "alltoall": "alltoall",
-    "broadcast": "broadcast",
+    **{c.test: c.kind for c in CATALOGUE.values()},
     "reduce": "reduce",
-    "sendrecv": "p2p",
     "hypercube": "allgather",
     "gather": "gather",
     "scatter": "scatter",
 }
+# nccl-tests' busbw scale s (factor s·(n−1)/n) of the tests that are no ccost collective.
+_OTHER_BUSBW = {"gather": 1.0, "scatter": 1.0}
+
 
 # busbw = algbw x this factor (nccl-tests doc/PERFORMANCE.md; SOURCES.md of the shared logs).
 def busbw_factor(kind: str, ranks: int) -> float:
     """nccl-tests' bus-bandwidth factor: what it multiplies algbw by to get busbw."""
-    n = ranks
-    if kind == "allreduce":
-        return 2.0 * (n - 1) / n
-    if kind in ("allgather", "reducescatter", "alltoall", "gather", "scatter"):
-        return (n - 1) / n
-    return 1.0
+    if kind in CATALOGUE:
+        return CATALOGUE[kind].busbw_factor(ranks)
+    s = _OTHER_BUSBW.get(kind)
+    return 1.0 if s is None else s * (ranks - 1) / ranks
 
 
 MAX_LOG_BYTES = 64 * 1024 * 1024  # a nccl-tests log is kilobytes; a bigger file is not one
@@ -231,12 +229,10 @@ def _ranks_from_busbw(rows: list[Row], kind: str) -> int | None:
         return None
     ratios.sort()
     f = ratios[len(ratios) // 2]
-    if kind == "allreduce" and f < 1.999:
-        p = 2.0 / (2.0 - f)
-    elif kind in ("allgather", "reducescatter", "alltoall") and f < 0.999:
-        p = 1.0 / (1.0 - f)
-    else:
+    s = CATALOGUE[kind].busbw if kind in CATALOGUE else None
+    if s is None or f >= s - 0.001:  # a factor of 1, or one too close to s to tell P
         return None
+    p = s / (s - f)  # f = s·(P−1)/P
     if abs(p - round(p)) > 0.05 * p:
         return None
     return int(round(p))

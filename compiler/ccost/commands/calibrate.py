@@ -18,6 +18,8 @@ HELP = "fit alpha and bandwidth from nccl-tests logs; print a link block ready t
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ccost.collectives import ALGORITHMS
+
     p.description = (
         "Fit T = a + b*size (piecewise, by relative error) to the times nccl-tests printed, convert it "
         "through the collective's hop and volume formulas into alpha per hop and bandwidth per GPU per "
@@ -38,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--title", default=None,
                    help="title of the link block, one line without control characters (default: test, "
                         "ranks, GPUs)")
-    p.add_argument("--algorithm", default="ring", choices=("ring", "tree", "one_shot", "two_shot"),
+    p.add_argument("--algorithm", default="ring", choices=ALGORITHMS,
                    help="AllReduce algorithm whose hop and volume formulas convert the fit (default ring, "
                    "what NCCL uses for large messages on one node)")
     p.add_argument("--ranks", type=int, default=None, metavar="N",

@@ -1,0 +1,163 @@
+"""The collective catalogue (issue 12): the one place that knows each collective's formulas and names.
+
+The expected formulas are written out by hand here from the α-β model of the reference notes
+(“Communication Cost Analysis” §2, “Communication Cost Math — Distributed Inference” §1; DESIGN "The cost
+model"), not read back from the code: ring AllReduce 2(P−1) hops and 2(P−1)/P·m, tree 2·⌈log₂P⌉ hops,
+AllGather / ReduceScatter / All-to-All P−1 hops and (P−1)/P·m, the binomial-tree Broadcast ⌈log₂P⌉ hops
+and log₂P·m, a point-to-point send one hop and m; a group of one rank costs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ccost import collectives, costs
+from ccost.calibrate import logs
+
+M = 3.0 * 2**20  # bytes: any size; the formulas are linear in it
+
+
+def hand(kind: str, alg: str, p: int, m: float, egress: bool = False) -> tuple[float, float]:
+    """(hops, bytes per GPU) of one collective, as the notes write them."""
+    if p == 1:
+        return 0.0, 0.0
+    lg = math.log2(p)
+    ring = 2 * (p - 1) / p * m
+    table = {
+        ("allreduce", "ring"): (2 * (p - 1), ring),
+        ("allreduce", "tree"): (2 * math.ceil(lg), ring),
+        ("allreduce", "one_shot"): (1, (p - 1) * m if egress else ring),
+        ("allreduce", "two_shot"): (2, ring),
+        ("allgather", "ring"): (p - 1, (p - 1) / p * m),
+        ("reducescatter", "ring"): (p - 1, (p - 1) / p * m),
+        ("alltoall", "pairwise"): (p - 1, (p - 1) / p * m),
+        ("broadcast", "tree"): (math.ceil(lg), lg * m),
+        ("p2p", "direct"): (1, m),
+    }
+    return table[(kind, alg)]
+
+
+PAIRS = [(c.kind, a) for c in collectives.CATALOGUE.values() for a in c.algorithms]
+
+
+def test_the_catalogue_holds_every_collective_and_algorithm_the_notes_price():
+    assert collectives.KINDS == ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "p2p")
+    assert collectives.ALGORITHMS == ("ring", "tree", "one_shot", "two_shot")
+    assert collectives.CUSTOM_ALGORITHMS == ("one_shot", "two_shot")
+    assert dict(collectives.DEFAULT_ALGORITHM) == {
+        "allreduce": "ring", "allgather": "ring", "reducescatter": "ring", "alltoall": "pairwise",
+        "broadcast": "tree", "p2p": "direct"}
+    assert len(PAIRS) == 9
+
+
+@pytest.mark.parametrize("kind,alg", PAIRS)
+def test_hops_and_volume_follow_the_notes_for_1_to_16_ranks(kind, alg):
+    for p in range(1, 17):
+        h, v = hand(kind, alg, p, M)
+        assert costs.hops(kind, alg, p) == h, (kind, alg, p)
+        assert costs.volume(kind, alg, p, M, one_shot_volume="ring") == pytest.approx(v, rel=1e-15, abs=0), p
+        he, ve = hand(kind, alg, p, M, egress=True)
+        assert costs.volume(kind, alg, p, M) == pytest.approx(ve, rel=1e-15, abs=0), p  # the default: egress
+
+
+@pytest.mark.parametrize("kind,alg", PAIRS)
+def test_the_formulas_are_array_safe(kind, alg):
+    """The search prices whole grids: a rank array gives, element by element, the scalar results."""
+    ps = np.arange(1, 17, dtype=float)
+    h = np.asarray(costs.hops(kind, alg, ps))
+    v = np.asarray(costs.volume(kind, alg, ps, M))
+    assert h.shape == v.shape == (16,)
+    assert list(h) == [costs.hops(kind, alg, float(p)) for p in ps]
+    assert list(v) == [costs.volume(kind, alg, float(p), M) for p in ps]
+
+
+def test_one_collective_costs_alpha_hops_plus_volume_over_bandwidth():
+    alpha, bw, one = 2e-6, 450e9, 8e-6
+    for kind, alg in PAIRS:
+        h, v = hand(kind, alg, 8, M, egress=True)
+        hop = one if alg in ("one_shot", "two_shot") else alpha  # a custom kernel's shot: its own latency
+        c = costs.collective_cost(kind, alg, 8, M, alpha, bw, one_shot_latency=one)
+        assert (c.kind, c.algorithm) == (kind, alg)
+        assert c.time == pytest.approx(hop * h + v / bw, rel=1e-14)
+
+
+def test_the_kinds_with_one_model_ignore_the_plans_allreduce_algorithm():
+    for kind in ("allgather", "reducescatter", "alltoall", "broadcast", "p2p"):
+        assert collectives.algorithm(kind, "tree").name == collectives.DEFAULT_ALGORITHM[kind]
+    with pytest.raises(ValueError, match="unknown AllReduce algorithm 'auto'"):
+        collectives.algorithm("allreduce", "auto")
+    with pytest.raises(ValueError, match="unknown collective kind 'allscatter'"):
+        collectives.collective("allscatter")
+
+
+# The two-level form of each kind on p = 32 ranks, g = 8 a node, n = 4 nodes: the stages by hand.
+HIER = {
+    "allreduce": [("reducescatter", "ring", 8, M, "intra"), ("allreduce", "tree", 4, M / 8, "inter"),
+                  ("allgather", "ring", 8, M, "intra")],
+    "allgather": [("allgather", "ring", 4, M / 8, "inter"), ("allgather", "ring", 8, M, "intra")],
+    "reducescatter": [("reducescatter", "ring", 8, M, "intra"), ("reducescatter", "ring", 4, M / 8, "inter")],
+    "alltoall": [("alltoall", "pairwise", 8, M, "intra"), ("alltoall", "pairwise", 4, M, "inter")],
+    "broadcast": [("broadcast", "tree", 4, M, "inter"), ("broadcast", "tree", 8, M, "intra")],
+    "p2p": [("p2p", "direct", 32, M, "inter")],
+}
+
+
+@pytest.mark.parametrize("kind", collectives.KINDS)
+def test_the_hierarchical_form_is_its_stages_each_on_its_own_link(kind):
+    links = {"intra": (2e-6, 450e9), "inter": (5e-6, 50e9)}
+    intra, inter = costs.LinkParams(*links["intra"]), costs.LinkParams(*links["inter"])
+    g = costs.group_cost(kind, "tree", 32, M, 8, intra, inter, cross_node="hierarchical")
+    want = 0.0
+    for k, alg, p, m, link in HIER[kind]:
+        h, v = hand(k, alg, p, m, egress=True)
+        a, b = links[link]
+        want += a * h + v / b
+    assert g.used == "hierarchical"
+    assert g.chosen.time == pytest.approx(want, rel=1e-14)
+    assert [label.split()[1] for label, _ in g.hierarchical.stages] == [s[4] for s in HIER[kind]]
+
+
+def test_each_collective_names_its_nccl_test_and_busbw_factor():
+    # nccl-tests doc/PERFORMANCE.md: busbw = algbw × 2(n−1)/n (AllReduce), (n−1)/n (AllGather,
+    # ReduceScatter, AlltoAll), 1 (Broadcast, SendRecv).
+    tests = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+             "alltoall": "alltoall", "broadcast": "broadcast", "p2p": "sendrecv"}
+    for kind, test in tests.items():
+        assert collectives.collective(kind).test == test
+        assert collectives.by_test(test + "_perf").kind == kind
+        assert logs.TEST_KINDS[test] == kind
+    for n in (2, 3, 8, 16):
+        assert logs.busbw_factor("allreduce", n) == pytest.approx(2 * (n - 1) / n)
+        for kind in ("allgather", "reducescatter", "alltoall", "gather", "scatter"):
+            assert logs.busbw_factor(kind, n) == pytest.approx((n - 1) / n)
+        for kind in ("broadcast", "p2p", "reduce"):
+            assert logs.busbw_factor(kind, n) == 1.0
+
+
+COMPILER = Path(__file__).resolve().parent.parent / "compiler" / "ccost"
+
+
+def test_the_catalogue_is_the_only_place_that_spells_the_algorithms_or_the_kinds():
+    """No module writes the AllReduce algorithm tuple or the kind tuple again: they import them."""
+    spelled = re.compile(r'"ring",\s*"tree",\s*"one_shot"|"allreduce",\s*"allgather",\s*"reducescatter"')
+    assert spelled.search('ALGORITHMS = ("ring", "tree", "one_shot", "two_shot")')  # what it looks for
+    assert spelled.search('CURVE = ("allreduce", "allgather",\n  "reducescatter")')
+    files = list(COMPILER.rglob("*.py"))
+    assert len(files) > 50
+    found = sorted(str(f.relative_to(COMPILER)) for f in files
+                   if spelled.search(f.read_text(encoding="utf-8")))
+    assert found == []  # collectives.py builds both tuples from its records
+
+
+def test_the_checker_can_read_the_catalogue_without_numpy():
+    import subprocess
+    import sys
+
+    probe = "import sys, ccost.collectives, ccost.spec\nprint('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -8,7 +8,9 @@ One table drives everything that needs to know the language (DESIGN principle 3)
   step: regenerate with ``ccost schema > docs/language.md``).
 
 Adding a block kind (the search engineer's ``search``, say) is one ``register(BlockKind(...))`` call with
-its fields and a builder that turns checked values into a frozen entity; the checker needs no change. A
+its fields and a builder that turns checked values into a frozen entity; the checker, the parser (its
+keyword terminals and ``kind`` rule are filled in from ``block_kinds()``) and the Pygments lexer need no
+change. A
 kind that sweeps over another kind's fields (``sweep`` over ``plan``) sets ``varies``.
 """
 
@@ -733,9 +735,19 @@ FUNCTIONS: dict[str, tuple[str, str]] = {
 LIST_FUNCTIONS = frozenset({"pow2", "range"})
 
 
+#: Words of the language besides the block kinds; with them, the words that are not names.
+RESERVED_WORDS = ("import", "extends", "true", "false")
+
+
+def block_kinds() -> tuple[str, ...]:
+    """The block kinds, in the order of this table (and of the docs). The parser's grammar rule and
+    keyword terminals, its messages and the Pygments lexer are generated from this list."""
+    return tuple(SCHEMA)
+
+
 def keywords() -> frozenset[str]:
     """Words that are not names (LANGUAGE.md §2)."""
-    return frozenset({"import", "extends", "true", "false"} | set(SCHEMA))
+    return frozenset(set(RESERVED_WORDS) | set(SCHEMA))
 
 
 # --------------------------------------------------------------------------------------------------

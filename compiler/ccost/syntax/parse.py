@@ -6,8 +6,8 @@
 
 How it works, and why:
 
-* The grammar (``grammar/ccost.lark``) is LALR with Lark's contextual lexer, built once per process.
-  The contextual lexer is what lets a unit (``GB/s``) be one token right after a number and a name
+* The grammar (``grammar/ccost.lark``, its block kinds filled in from ``ccost.schema``) is LALR with
+  Lark's contextual lexer, built once per process. The contextual lexer is what lets a unit (``GB/s``) be one token right after a number and a name
   everywhere else, and lets keywords be field names (``model = llama3``).
 * A small postlexer drops newlines inside ``( )`` and ``[ ]`` (so lists and calls may span lines),
   refuses brackets nested deeper than ``MAX_DEPTH`` (E006), and applies *repairs* (below).
@@ -33,6 +33,7 @@ from typing import Iterator
 from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
+from ccost import schema as SC
 from ccost.diagnostics import CcostError, Diagnostic, Span, error
 from ccost.resources import resource_dir
 from ccost.syntax import tree as T
@@ -41,8 +42,8 @@ MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec is a few KB; 4 MiB is a generated or 
 MAX_DEPTH = 200  # brackets or operators nested deeper than this are certainly not a capacity plan
 MAX_ERRORS = 50  # recovery rounds; each round re-parses the file, so bound the work
 
-BLOCK_KINDS = ("link", "gpu", "cluster", "model", "stack", "plan", "sweep", "compare", "policy", "search")
-KEYWORDS = frozenset(BLOCK_KINDS + ("import", "extends", "true", "false"))
+BLOCK_KINDS = SC.block_kinds()  # the schema's; the grammar's `kind` rule and terminals come from it too
+KEYWORDS = SC.keywords()
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 _OPEN = {"LPAR": "RPAR", "LSQB": "RSQB"}
@@ -225,11 +226,22 @@ def _cache_path(grammar: str) -> str | bool:
                                 f"{sys.version_info[1]}.cache")
 
 
+def grammar_text() -> str:
+    """The Lark grammar: ``grammar/ccost.lark`` with the block kinds of the schema filled in (its ``kind``
+    rule, the keywords a field name may be, and one keyword terminal per kind)."""
+    text = (resource_dir("grammar") / "ccost.lark").read_text(encoding="utf-8")
+    kinds = SC.block_kinds()
+    for k in kinds:
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", k), f"block kind {k!r} cannot be a grammar keyword"
+    terminals = "\n".join(f"{k.upper()}.2: /{k}\\b/" for k in kinds)
+    return text.replace("@KINDS@", " | ".join(k.upper() for k in kinds)).replace("@KIND_TERMINALS@", terminals)
+
+
 def _parser() -> Lark:
     """The Lark parser, built on first use and kept for the process (tables cached, see ``_cache_path``)."""
     global _PARSER
     if _PARSER is None:
-        grammar = (resource_dir("grammar") / "ccost.lark").read_text(encoding="utf-8")
+        grammar = grammar_text()
         _PARSER = Lark(grammar, parser="lalr", lexer="contextual", strict=True, propagate_positions=True,
                        maybe_placeholders=True, postlex=_PostLex(), lexer_callbacks={"COMMENT": _on_comment},
                        cache=_cache_path(grammar))

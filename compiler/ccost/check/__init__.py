@@ -41,8 +41,8 @@ from ccost.check.plan import _VALIDATORS as _VALIDATORS
 from ccost.diagnostics import CcostError, Diagnostic, Span, error
 from ccost.spec import Spec
 
-__all__ = ["FIELD_ALIASES", "HINT_BUDGET", "MAX_IMPORT_DEPTH", "MAX_SWEEP_POINTS", "PASSES", "CheckResult", "Reader",
-           "check_file", "check_text", "load_spec", "project_root"]
+__all__ = ["FIELD_ALIASES", "HINT_BUDGET", "MAX_IMPORT_DEPTH", "MAX_SWEEP_POINTS", "PASSES", "CheckResult",
+           "Reader", "check_file", "check_text", "load_spec", "project_root"]
 
 #: Did-you-mean searches compare a misspelt name with every candidate; the checker stops offering them
 #: after this many comparisons in one run, so 20,000 unknown names cost time linear in their number.
@@ -51,11 +51,11 @@ HINT_BUDGET = 200_000
 #: The passes, in order. Each takes the context the previous ones filled in; fields, expressions and
 #: entities are computed on demand by ``build_spec`` and memoised on the context.
 PASSES: tuple[Callable[[Context], None], ...] = (
-    load.load,  # the spec and its imports, parsed        -> ctx.files, ctx.sources
-    scope.declare,  # one table of names; fields by name  -> ctx.blocks, ctx.names
-    scope.compute_visibility,  # the names each file sees -> ctx.visible
-    scope.resolve_extends,  # every extends chain, once    -> ctx.bad_blocks
-    build.build_spec,  # values, entities, rules, Spec     -> ctx.spec
+    load.load,                 # the spec and its imports, parsed     -> ctx.files, ctx.sources
+    scope.declare,             # one table of names; fields by name   -> ctx.blocks, ctx.names
+    scope.compute_visibility,  # the names each file sees             -> ctx.visible
+    scope.resolve_extends,     # every extends chain, once            -> ctx.bad_blocks
+    build.build_spec,          # values, entities, rules (plan.py)    -> ctx.spec
 )
 
 

@@ -164,6 +164,26 @@ def test_a_new_block_kind_is_one_table_entry(monkeypatch):
         SC.SCHEMA.update(saved)
 
 
+def test_block_kinds_of_the_parser_and_the_lexer_come_from_the_schema(monkeypatch):
+    """A kind registered in the schema is a keyword of the grammar (LALR, strict), of the parser's messages
+    and of the Pygments lexer, with no edit to grammar/ccost.lark or ccost/lexer.py."""
+    from lark import Lark
+
+    from ccost import lexer
+    from ccost.syntax import parse as P
+
+    assert P.BLOCK_KINDS == tuple(SC.SCHEMA) and P.KEYWORDS == SC.keywords()
+    assert "@" not in P.grammar_text()  # every placeholder filled in
+    monkeypatch.setitem(SC.SCHEMA, "budget", SC.SCHEMA["policy"])  # a stand-in: only the name matters here
+    grammar = P.grammar_text()
+    assert "BUDGET.2: /budget\\b/" in grammar
+    tree = Lark(grammar, parser="lalr", lexer="contextual", strict=True).parse("budget b { budget = 1 }\n")
+    block = next(tree.find_data("block"))
+    assert [t.type for t in next(block.find_data("kind")).children] == ["BUDGET"]
+    assert [t.type for t in next(block.find_data("field")).children] == ["BUDGET"]  # a keyword as a field
+    assert "|budget)" in lexer._Kinds("({kinds})").get()
+
+
 def test_check_path_does_not_import_heavy_libraries():
     probe = ("import sys, io, contextlib\nfrom ccost.cli import main\n"
              "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"

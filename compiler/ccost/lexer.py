@@ -9,16 +9,30 @@ A word followed by ``=`` is always a field; a block kind followed by a name, a t
 
 from __future__ import annotations
 
-from pygments.lexer import RegexLexer, bygroups, words
+from pygments.lexer import Future, RegexLexer, bygroups, words
 from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Text, Whitespace
 
-BLOCK_KINDS = ("link", "gpu", "cluster", "model", "stack", "plan", "sweep", "compare", "policy", "search")
 FUNCTIONS = ("min", "max", "ceil", "floor", "log2", "sqrt")
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _NUMBER = r"(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?"
 # A unit follows its number after spaces on the same line: 450 GB/s, 2 µs, 30 %, 400 Gbit/s, 80 GiB.
 _UNIT = r"%|[A-Za-zµμ][A-Za-z0-9µμ]*(?:/[A-Za-zµμ][A-Za-z0-9µμ]*)?"
+
+
+class _Kinds(Future):
+    """A regex with the schema's block kinds as an alternation in place of ``{kinds}``, built when the lexer
+    is first used (Pygments resolves a ``Future`` then): importing this module, which Pygments does to find
+    its lexers, stays as cheap as before; the schema (no Pint, no numpy) is read only to highlight."""
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+
+    def get(self) -> str:
+        from ccost.schema import block_kinds
+
+        return self.pattern.replace("{kinds}", "|".join(block_kinds()))
+
 
 # A unit is a number's annotation, not a name: its own token type, styled like numbers by default.
 Unit = Number.Unit
@@ -41,9 +55,8 @@ class CcostLexer(RegexLexer):
             # field = expression (checked before block kinds: `model = x` is a field)
             (rf"({_NAME})([ \t]*)(=)(?!=)", bygroups(Name.Attribute, Whitespace, Operator)),
             # KIND NAME ... / KIND "title" / KIND {  (policy has no name)
-            (rf"({'|'.join(BLOCK_KINDS)})\b([ \t]+)({_NAME})",
-             bygroups(Keyword.Declaration, Whitespace, Name.Class)),
-            (rf"({'|'.join(BLOCK_KINDS)})\b(?=[ \t]*[{{\"])", Keyword.Declaration),
+            (_Kinds(rf"({{kinds}})\b([ \t]+)({_NAME})"), bygroups(Keyword.Declaration, Whitespace, Name.Class)),
+            (_Kinds(r'({kinds})\b(?=[ \t]*[{"])'), Keyword.Declaration),
             (r"(import)\b", Keyword.Namespace),
             (rf"(extends)\b([ \t]+)({_NAME})", bygroups(Keyword, Whitespace, Name.Class)),
             (r"extends\b", Keyword),

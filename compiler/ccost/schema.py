@@ -8,7 +8,9 @@ One table drives everything that needs to know the language (DESIGN principle 3)
   step: regenerate with ``ccost schema > docs/language.md``).
 
 Adding a block kind (the search engineer's ``search``, say) is one ``register(BlockKind(...))`` call with
-its fields and a builder that turns checked values into a frozen entity; the checker needs no change. A
+its fields and a builder that turns checked values into a frozen entity; the checker, the parser (its
+keyword terminals and ``kind`` rule are filled in from ``block_kinds()``) and the Pygments lexer need no
+change. A
 kind that sweeps over another kind's fields (``sweep`` over ``plan``) sets ``varies``.
 """
 
@@ -134,6 +136,9 @@ COMPARE_BY = ("latency", "throughput", "overhead", "efficiency")
 
 # Sizes are bounded so that a typo (tp = 1e30) is a clear error, not a numpy overflow later (DESIGN §8).
 MAX_DEGREE = 1 << 20
+MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec is a few KB; 4 MiB is a generated or wrong file (E002)
+#: Imports nested deeper than this are a generated or circular mistake, not a project (the checker's E113).
+MAX_IMPORT_DEPTH = 100
 
 # Physically plausible ranges of the numeric fields (issue 11), in SI units, in one place. Every finite
 # value inside them gives finite results in every command (the property test in tests/test_finite.py draws
@@ -770,9 +775,19 @@ def range_values(func: str, args: list[float]) -> list[int] | str:
     return f"unknown range function `{func}`"
 
 
+#: Words of the language besides the block kinds; with them, the words that are not names.
+RESERVED_WORDS = ("import", "extends", "true", "false")
+
+
+def block_kinds() -> tuple[str, ...]:
+    """The block kinds, in the order of this table (and of the docs). The parser's grammar rule and
+    keyword terminals, its messages and the Pygments lexer are generated from this list."""
+    return tuple(SCHEMA)
+
+
 def keywords() -> frozenset[str]:
     """Words that are not names (LANGUAGE.md §2)."""
-    return frozenset({"import", "extends", "true", "false"} | set(SCHEMA))
+    return frozenset(set(RESERVED_WORDS) | set(SCHEMA))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -855,9 +870,9 @@ def markdown() -> str:
     for sig, doc in FUNCTIONS.values():
         w(f"| `{sig}` | {doc} |")
     w("")
-    from ccost.syntax.parse import MAX_FILE_BYTES
-    from ccost.syntax.parse import MAX_IMPORT_DEPTH as depth
     from ccost.userfiles import size_text
+
+    depth = MAX_IMPORT_DEPTH
 
     w("## Imports")
     w("")

@@ -18,14 +18,15 @@ import re
 
 from ccost import schema as SC
 from ccost import units as U
-from ccost.resources import resource_dir
 
 SCOPE = "source.ccost"
 
 
 def terminals() -> dict[str, str]:
     """The regex terminals of grammar/ccost.lark: ``{"NUMBER": "...", "STRING": "...", ...}``."""
-    text = (resource_dir("grammar") / "ccost.lark").read_text(encoding="utf-8")
+    from ccost.syntax.parse import grammar_text  # the file with the schema's block kinds filled in
+
+    text = grammar_text()
     out: dict[str, str] = {}
     for m in re.finditer(r"(?m)^([A-Z_]+)(?:\.\d+)?:\s*/(.*)/\s*$", text):
         out[m.group(1)] = m.group(2)

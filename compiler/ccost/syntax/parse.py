@@ -6,8 +6,8 @@
 
 How it works, and why:
 
-* The grammar (``grammar/ccost.lark``) is LALR with Lark's contextual lexer, built once per process.
-  The contextual lexer is what lets a unit (``GB/s``) be one token right after a number and a name
+* The grammar (``grammar/ccost.lark``, its block kinds filled in from ``ccost.schema``) is LALR with
+  Lark's contextual lexer, built once per process. The contextual lexer is what lets a unit (``GB/s``) be one token right after a number and a name
   everywhere else, and lets keywords be field names (``model = llama3``).
 * A small postlexer drops newlines inside ``( )`` and ``[ ]`` (so lists and calls may span lines),
   refuses brackets nested deeper than ``MAX_DEPTH`` (E006), and applies *repairs* (below).
@@ -33,18 +33,18 @@ from typing import Iterator
 from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
+from ccost import schema as SC
 from ccost.diagnostics import CcostError, Diagnostic, Span, error
 from ccost.resources import resource_dir
 from ccost.syntax import tree as T
 
-MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec is a few KB; 4 MiB is a generated or wrong file
+from ccost.schema import MAX_FILE_BYTES, MAX_IMPORT_DEPTH  # noqa: E402, F401  (the language's limits)
+
 MAX_DEPTH = 200  # brackets or operators nested deeper than this are certainly not a capacity plan
 MAX_ERRORS = 50  # recovery rounds; each round re-parses the file, so bound the work
-#: Imports nested deeper than this are a generated or circular mistake, not a project (the checker's E113).
-MAX_IMPORT_DEPTH = 100
 
-BLOCK_KINDS = ("link", "gpu", "cluster", "model", "stack", "plan", "sweep", "compare", "policy", "search")
-KEYWORDS = frozenset(BLOCK_KINDS + ("import", "extends", "true", "false"))
+BLOCK_KINDS = SC.block_kinds()  # the schema's; the grammar's `kind` rule and terminals come from it too
+KEYWORDS = SC.keywords()
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 _OPEN = {"LPAR": "RPAR", "LSQB": "RSQB"}
@@ -227,11 +227,22 @@ def _cache_path(grammar: str) -> str | bool:
                                 f"{sys.version_info[1]}.cache")
 
 
+def grammar_text() -> str:
+    """The Lark grammar: ``grammar/ccost.lark`` with the block kinds of the schema filled in (its ``kind``
+    rule, the keywords a field name may be, and one keyword terminal per kind)."""
+    text = (resource_dir("grammar") / "ccost.lark").read_text(encoding="utf-8")
+    kinds = SC.block_kinds()
+    for k in kinds:
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", k), f"block kind {k!r} cannot be a grammar keyword"
+    terminals = "\n".join(f"{k.upper()}.2: /{k}\\b/" for k in kinds)
+    return text.replace("@KINDS@", " | ".join(k.upper() for k in kinds)).replace("@KIND_TERMINALS@", terminals)
+
+
 def _parser() -> Lark:
     """The Lark parser, built on first use and kept for the process (tables cached, see ``_cache_path``)."""
     global _PARSER
     if _PARSER is None:
-        grammar = (resource_dir("grammar") / "ccost.lark").read_text(encoding="utf-8")
+        grammar = grammar_text()
         _PARSER = Lark(grammar, parser="lalr", lexer="contextual", strict=True, propagate_positions=True,
                        maybe_placeholders=True, postlex=_PostLex(), lexer_callbacks={"COMMENT": _on_comment},
                        cache=_cache_path(grammar))
@@ -807,14 +818,14 @@ class _Builder(Transformer_NonRecursive):
         kind, name, title, ext_kw, ext_name, _lb, members, _rb = children
         span = self._span(meta)
         kind_span = self._tok(kind)
-        if kind.value == "policy":
+        if not SC.SCHEMA[kind.value].named:  # policy
             if name is not None:
-                self.diags.append(error("E001", f"a policy block has no name; found `{name.value}`",
+                self.diags.append(error("E001", f"a {kind.value} block has no name; found `{name.value}`",
                                         self._tok(name), "write `policy { max_overhead = 30 % }`"))
         elif name is None:
             self.diags.append(error("E001", f"a `{kind.value}` block needs a name",
                                     Span(self.path, kind.line, kind.end_column, kind.line, kind.end_column + 1),
-                                    f"write `{kind.value} NAME {{ ... }}`, like `{kind.value} {_EXAMPLE_NAME[kind.value]} {{`"))
+                                    f"write `{kind.value} NAME {{ ... }}`, like `{kind.value} {_example_name(kind.value)} {{`"))
         if name is not None and name.value in KEYWORDS:
             self.diags.append(error("E110", f"`{name.value}` is a keyword and cannot name a block",
                                     self._tok(name), f"pick another name, like `my_{name.value}`"))
@@ -897,5 +908,10 @@ class _Builder(Transformer_NonRecursive):
         return self._bin("/", meta, children)
 
 
-_EXAMPLE_NAME = {"link": "nvlink4", "gpu": "h100", "cluster": "hgx", "model": "llama3_70b", "stack": "vllm_h100", "plan": "tp8",
-                 "sweep": "tp_scaling", "compare": "layouts", "search": "best", "policy": ""}
+# The name in the help for a block without one: the schema's example's (`plan tp8 ...`), but for these
+# two, whose help said so before the schema's examples were written.
+_EXAMPLE_NAME = {"compare": "layouts", "search": "best"}
+
+
+def _example_name(kind: str) -> str:
+    return _EXAMPLE_NAME.get(kind) or SC.SCHEMA[kind].example.split()[1]

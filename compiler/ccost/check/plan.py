@@ -1,0 +1,258 @@
+"""Rules on built entities that need no cost model: a plan's degrees against its cluster and model (E301,
+W301-W306), a link's measured curve (E203), a search's own rules. ``_VALIDATORS`` maps a block kind to its
+rule; the build pass (``ccost.check.build``) runs it on each entity it builds.
+
+``where(field, reads)`` places a diagnostic, or is None when the block inherits everything the rule reads
+from the block it extends (which reports it already); ``where.written`` is the set of fields the block
+writes itself and ``where.visible()`` the names it can see.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from ccost import axes
+from ccost import layout_rules as rules
+from ccost import units as U
+from ccost.check.load import _std_dir
+from ccost.diagnostics import Diagnostic, Span, error, warning
+
+
+def _divisors(n: int, limit: int) -> str:
+    return rules.divisors(n, limit)
+
+
+def _std_link_names() -> set[str]:
+    import re
+
+    folder = _std_dir()
+    if folder is None:
+        return set()
+    try:
+        with open(os.path.join(folder, "links.ccost"), encoding="utf-8") as fh:
+            text = fh.read(1 << 20)
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return set(re.findall(r"^link\s+(\w+)", text, flags=re.M))
+
+
+def _inter_node_example(c, visible: dict[str, str]) -> str:
+    """How to give cluster ``c`` an inter-node link, in a way that checks in this spec: a link it already
+    has, else the std library's (when importing it clashes with no name of the spec), else a block."""
+    own = sorted(n for n, kind in visible.items() if kind == "link"
+                 and (c.intra_node is None or n != c.intra_node.name))
+    if own:
+        return f"such as `inter_node = {own[0]}`"
+    std = _std_link_names()
+    if "ib_ndr" in std and not (std & set(visible)):
+        return 'such as `inter_node = ib_ndr`, from `import "std/links.ccost"`'
+    return ("a `link` block of your own, such as `link ib { alpha = 3 us; bandwidth = 50 GB/s }` and "
+            "`inter_node = ib`")
+
+
+def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
+    """E301: the plan's degrees need more GPUs than its cluster has. The caret goes on a degree the block
+    writes (the last one written, usually the one just raised), and the help gives fixes that each check:
+    a degree lowered to what fits, or a cluster with enough nodes (and, when it has none, an inter-node
+    link: `nodes = 2` alone would only lead to the next error)."""
+    c = p.cluster
+    own = getattr(where, "written", frozenset())  # the fields this block writes itself
+    written = sorted((where(d, (d,)).line, where(d, (d,)).column, d) for d in axes.NAMES
+                     if getattr(p, d) > 1 and d in own)
+    degree = written[-1][2] if written else None
+    if degree:
+        span = where(degree, (degree,))
+    elif "cluster" in own:
+        span = where("cluster", ("cluster",))
+    else:
+        span = where("__plan__", ("cluster", *axes.NAMES))
+    lower = []
+    for d in [w[2] for w in reversed(written)]:  # the degree under the caret first
+        others = p.gpus // getattr(p, d)
+        fits = c.gpus // others
+        if fits >= 1:
+            lower.append(f"`{d} = {fits}`")
+    fixes = []
+    if lower:
+        fixes.append(" or ".join(lower) + f" fits the {c.gpus} GPUs of `{c.name}`")
+    need_nodes = -(-p.gpus // c.gpus_per_node)
+    if c.inter_node is None:
+        fixes.append(f"give cluster `{c.name}` `nodes = {need_nodes}` and an `inter_node` link between the "
+                     f"nodes ({_inter_node_example(c, getattr(where, 'visible', dict)())})")
+    else:
+        fixes.append(f"give cluster `{c.name}` `nodes = {need_nodes}`")
+    return error("E301", rules.too_many_gpus(p, c), span, help="; or ".join(fixes))
+
+
+def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """Checks that need no cost model: degrees fit the cluster (E301), TP inside the NVLink domain (W301),
+    TP divides kv_heads (W302), PP divides layers (W303), EP divides experts (W304).
+
+    ``where(field, reads)`` places a diagnostic, or is None when the plan inherits everything the check
+    reads from the plan it extends (which reports it already)."""
+    out: list[Diagnostic] = []
+    c, m = p.cluster, p.model
+    too_big = not rules.fits_cluster(p.gpus, c.gpus)
+    if too_big and where("__plan__", ("cluster", *axes.NAMES)) is not None:
+        out.append(_too_many_gpus(p, where))
+    if not rules.tp_in_domain(p.tp, c.domain) and not too_big and c.inter_node is not None \
+            and where("tp", ("tp", "cluster")) is not None:
+        # (more GPUs than the cluster has is E301 above; no inter-node link at all is the cluster's E302)
+        out.append(warning(
+            "W301", f"the tensor-parallel group of plan `{p.name}` (tp = {p.tp}) is larger than the NVLink "
+            f"domain of cluster `{c.name}` ({c.domain} GPUs): its AllReduces cross the slower inter-node link "
+            f"`{c.inter_node.name}`",
+            where("tp", ("tp", "cluster")),
+            help=f"legitimate but costly: compare with tp = {c.domain} and pipeline or data parallelism "
+                 "across nodes"))
+    if m.kv_heads and p.tp > 1 and not rules.tp_divides_kv_heads(p.tp, m.kv_heads) \
+            and where("tp", ("tp", "model")) is not None:
+        if p.tp % m.kv_heads == 0:
+            detail = f"each KV head is replicated on {p.tp // m.kv_heads} GPUs"
+        else:
+            detail = "the KV heads split unevenly across the group"
+        out.append(warning("W302", f"tp = {p.tp} does not divide kv_heads = {m.kv_heads} of model `{m.name}`: "
+                           f"{detail}", where("tp", ("tp", "model")),
+                           help=f"tp values that divide {m.kv_heads}: {_divisors(m.kv_heads, 1 << 20)}"))
+    if p.pp > 1 and not rules.pp_divides_layers(p.pp, m.layers) and where("pp", ("pp", "model")) is not None:
+        lo, hi = m.layers // p.pp, -(-m.layers // p.pp)
+        out.append(warning("W303", f"pp = {p.pp} does not divide layers = {m.layers} of model `{m.name}`: "
+                           f"stages get {lo} or {hi} layers and the largest sets the pace", where("pp", ("pp", "model")),
+                           help=f"pp values that divide {m.layers}: {_divisors(m.layers, 64)}"))
+    if p.ep > 1 and where("ep", ("ep", "model")) is not None:
+        if not rules.ep_has_experts(p.ep, m.experts or 0):
+            out.append(warning("W304", f"ep = {p.ep} but model `{m.name}` has no experts: expert parallelism "
+                               "has nothing to shard", where("ep", ("ep", "model")),
+                               help="set `experts` on the model, or use `ep = 1`"))
+        elif not rules.ep_divides_experts(p.ep, m.experts):
+            out.append(warning("W304", f"ep = {p.ep} does not divide experts = {m.experts} of model "
+                               f"`{m.name}`: some GPUs hold more experts than others", where("ep", ("ep", "model")),
+                               help=f"ep values that divide {m.experts}: {_divisors(m.experts, 1 << 20)}"))
+    out += _check_training(p, where)
+    out += _check_serve(p, where)
+    out += _check_stack_phase(p, where)
+    return out
+
+
+def _check_stack_phase(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """A training plan on a stack with a host time per sequence (W305): training charges the stack's
+    fixed time per step, not per running sequence (a serving engine's sampling and detokenising)."""
+    st = getattr(p, "stack", None)
+    if p.phase != "train" or st is None or not getattr(st, "seq_overhead", 0) or "stack" not in p.spans:
+        return []
+    span = where("stack", ("stack",))
+    if span is None:
+        return []
+    return [warning("W305", f"plan `{p.name}` trains on stack `{st.name}`, whose `seq_overhead` is not charged in "
+                    "training (host time per running sequence is a serving cost)", span,
+                    help="use a training stack (e.g. `training_default`), or leave `seq_overhead` out of this one")]
+
+
+SERVE_FIELDS = ("concurrency", "input_tokens", "output_tokens", "chunk_tokens")
+
+
+def _check_serve(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """Serving fields on a plan that does not serve, and `batch`/`seq` on one that does (W306): legal, but
+    nothing reads them (ccost.serve)."""
+    if p.phase != "serve":
+        written = [f for f in SERVE_FIELDS if f in p.spans]
+        if written and where(written[0], (*written, "phase")) is not None:
+            return [warning("W306", f"plan `{p.name}` is a {p.phase} plan: " + ", ".join(f"`{f}`" for f in written)
+                            + (" applies" if len(written) == 1 else " apply") + " only to `phase = serve`",
+                            where(written[0], (*written, "phase")), help="remove them, or set `phase = serve`")]
+        return []
+    written = [f for f in ("batch", "seq") if f in p.spans]
+    if written and where(written[0], (*written, "phase")) is not None:
+        return [warning("W306", f"plan `{p.name}` is a serve plan: " + " and ".join(f"`{f}`" for f in written)
+                        + (" is" if len(written) == 1 else " are") + " not read (the serve step's batch is `concurrency`, its contexts come from "
+                        "`input_tokens` and `output_tokens`)", where(written[0], (*written, "phase")),
+                        help="remove them; set `concurrency`, `input_tokens` and `output_tokens`")]
+    return []
+
+
+TRAINING_FIELDS = ("schedule", "virtual_stages", "recompute", "sequence_parallel", "optimizer_sharding",
+                   "master_weights", *axes.TRAIN_ONLY)
+
+
+def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """Training choices that change nothing as written (W305): they are legal, but the author meant
+    something else."""
+    out: list[Diagnostic] = []
+    if p.phase != "train":
+        written = [f for f in TRAINING_FIELDS if f in p.spans]
+        if written and where(written[0], (*written, "phase")) is not None:
+            out.append(warning("W305", f"plan `{p.name}` is a {p.phase} plan: "
+                               + ", ".join(f"`{f}`" for f in written)
+                               + (" applies" if len(written) == 1 else " apply") + " only to training",
+                               where(written[0], (*written, "phase")),
+                               help="remove them, or set `phase = train`"))
+        return out
+    reads = ("schedule", "virtual_stages", "pp", "microbatches")
+    if p.schedule == "interleaved" and where("schedule", reads) is not None:
+        if p.pp == 1:
+            out.append(warning("W305", f"plan `{p.name}` has `schedule = interleaved` but pp = 1: there is no "
+                               "pipeline to interleave", where("schedule", reads), help="set pp > 1"))
+        elif p.virtual_stages < 2:
+            out.append(warning("W305", f"plan `{p.name}` has `schedule = interleaved` with virtual_stages = 1: "
+                               "that is plain 1F1B, bubble (P−1)/(M+P−1)", where("schedule", reads),
+                               help="give `virtual_stages = 2` or more (model chunks per GPU)"))
+        elif p.microbatches % p.pp:
+            out.append(warning("W305", f"plan `{p.name}`: the interleaved schedule runs micro-batches in groups "
+                               f"of pp = {p.pp}, but microbatches = {p.microbatches} is not a multiple of it "
+                               "(Megatron-LM refuses this layout)", where("microbatches", reads),
+                               help=f"use microbatches = {(p.microbatches // p.pp + 1) * p.pp}"))
+    elif p.virtual_stages > 1 and where("virtual_stages", reads) is not None:
+        out.append(warning("W305", f"plan `{p.name}`: virtual_stages = {p.virtual_stages} only applies to "
+                           f"`schedule = interleaved` (this plan runs {p.schedule})",
+                           where("virtual_stages", reads), help="add `schedule = interleaved`"))
+    if p.sequence_parallel and p.tp == 1 and where("sequence_parallel", ("sequence_parallel", "tp")) is not None:
+        out.append(warning("W305", f"plan `{p.name}`: sequence_parallel splits over the tp ranks, but tp = 1",
+                           where("sequence_parallel", ("sequence_parallel", "tp")),
+                           help="remove it, or use tp > 1"))
+    if p.optimizer_sharding != "none" and p.fsdp and where("optimizer_sharding", ("optimizer_sharding", "fsdp")) \
+            is not None:
+        out.append(warning("W305", f"plan `{p.name}`: fsdp = true already shards the optimizer state, "
+                           f"gradients and parameters; optimizer_sharding = {p.optimizer_sharding} adds nothing",
+                           where("optimizer_sharding", ("optimizer_sharding", "fsdp")),
+                           help="remove `optimizer_sharding`"))
+    return out
+
+
+def _check_search(s, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    from ccost.search import validate  # the search's own rules (searchable fields, size limit E402)
+
+    return validate(s, where)
+
+
+def _check_link(link, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """A measured curve is one piece per entry of each list, starting at 0 B and going up (E203)."""
+    out: list[Diagnostic] = []
+    starts = link.curve_from
+    if not starts:
+        return out
+    reads = ("curve_from", "curve_alpha", "curve_bandwidth")
+    n = len(starts)
+    for name in ("curve_alpha", "curve_bandwidth"):
+        vals = getattr(link, name)
+        if vals and len(vals) != n and (span := where(name, reads)) is not None:
+            out.append(error("E203", f"`{name}` of link `{link.name}` has {len(vals)} value"
+                             f"{'s' if len(vals) != 1 else ''} but `curve_from` starts {n} piece"
+                             f"{'s' if n != 1 else ''}", span,
+                             help="give one value per piece, in the order of `curve_from`"))
+    if (span := where("curve_from", reads)) is not None:
+        if starts[0] != 0:
+            out.append(error("E203", f"the first piece of link `{link.name}`'s curve starts at "
+                             f"{U.format_quantity(starts[0], U.INFORMATION)}, so smaller messages have no piece",
+                             span, help="start the first piece at `0 B`"))
+        elif any(b <= a for a, b in zip(starts, starts[1:])):
+            out.append(error("E203", f"`curve_from` of link `{link.name}` must go up: each piece starts "
+                             "above the one before", span, help="list the pieces from the smallest messages"))
+    return out
+
+
+_VALIDATORS: dict[str, Callable[[Any, Callable[[str], Span]], list[Diagnostic]]] = {
+    "link": _check_link,
+    "plan": _check_plan,
+    "search": _check_search,
+}

@@ -10,6 +10,14 @@ import os
 import pytest
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--update-expectations", action="store_true", default=False,
+        help="rewrite the inline `# E:` / `# W:` comments of tests/bad/*.ccost from ccost check's actual "
+             "output (tests/test_bad_corpus.py), then pass; read the diff before committing it",
+    )
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_chart_cache(tmp_path_factory):
     old = os.environ.get("XDG_CACHE_HOME")

@@ -464,7 +464,7 @@ def test_enum_word_where_a_number_belongs():
 def test_non_utf8_file_still_shows_its_line(capsys):
     assert cli.main(["check", str(REPO / "tests" / "bad" / "non_utf8.ccost")]) == 2
     err = capsys.readouterr().err
-    assert "error[E002]" in err and "4 |   bandwidth = \ufffd450 GB/s" in err
+    assert "error[E002]" in err and "3 |   bandwidth = \ufffd450 GB/s  # E:15: E002" in err
     assert "\n  |               ^\n" in err  # under column 15, the bad byte
 
 

@@ -71,6 +71,9 @@ def run_everything(text: str, review: bool = False) -> None:
                           "review HTML")
 
 
+# slow (~2.5 s, 60 drawn plans): out of the inner loop, run in full by CI; test_one_gpu_plan_works_in_every_command
+# and the example specs keep the inner loop's coverage of the path
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_plans_drawn_from_the_schema_ranges_give_finite_results(data):

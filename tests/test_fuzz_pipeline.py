@@ -34,6 +34,8 @@ def _mutant(seed: int) -> tuple[str, str]:
     return path, fuzz.mutate(rng, text)
 
 
+# slow (~4.5 s, 150 mutants): out of the inner loop, run in full by CI's `python -m pytest`
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_mutants_through_check_eval_explain_and_the_writers(seed):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from ccost.check import HINT_BUDGET, check_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -31,6 +32,8 @@ def test_cycle_in_a_long_chain_is_reported_once_per_member():
     assert len(result.errors) == 3  # y, which leads into the cycle, is broken silently
 
 
+# slow (~3 s): a 10k-plan linearity check, run by CI; the small cases above stay in the inner loop
+@pytest.mark.slow
 def test_ten_thousand_unknown_names_each_get_an_error():
     n = 10000  # quadratic, this took minutes (bench/check_scaling.py times 20,000)
     result = check_text(unknown_refs(n), "refs.ccost")
@@ -39,6 +42,7 @@ def test_ten_thousand_unknown_names_each_get_an_error():
     assert all(d.span is not None and d.notes for d in e101)  # each keeps its place and what is in scope
 
 
+@pytest.mark.slow  # ~3 s, as above
 def test_ten_thousand_plans_with_references_check_clean():
     # each block used to build a map of every name it can see (for one rare hint): 20,000 plans took
     # 227 s against 6.2 s for 5,000; now 8.3 s against 1.8 s (bench/check_scaling.py)

@@ -68,6 +68,9 @@ async def _session(uri: str, text: str, requests):
     return published.get(uri), results
 
 
+# slow (~1 s: the server as a subprocess over pipes): run by CI; the in-process tests of each request stay
+# in the inner loop
+@pytest.mark.slow
 def test_the_server_over_pipes_diagnoses_hovers_completes_and_jumps(tmp_path):
     root, main = _project(tmp_path)
     text = main.read_text().replace("tp = 2 }", "tp = 2 }\nlink broken { alpha = 2 us; bandwidth = 450 GBps }")
@@ -110,6 +113,7 @@ def test_the_server_over_pipes_diagnoses_hovers_completes_and_jumps(tmp_path):
     assert std.uri.endswith("/models.ccost") and "std" in std.uri
 
 
+@pytest.mark.slow  # as above: a server subprocess
 def test_formatting_over_pipes_is_ccost_fmt(tmp_path):
     spec = tmp_path / "f.ccost"
     text = "link l {alpha=2 us;   bandwidth = 450 GB/s}\n"

@@ -1,7 +1,7 @@
 """Tests of the .ccost grammar and parser (``ccost.syntax.parse``).
 
-Inline expectations for bad inputs (``tests/parse_errors/*.ccost`` here; ``tests/bad/*.ccost`` for the
-checker uses the same convention)::
+Expectations for bad inputs (``tests/parse_errors/*.ccost``; the checker's corpus ``tests/bad/*.ccost``
+has moved to comments on the lines they mean, with an update mode: see tests/test_bad_corpus.py)::
 
     # E: E004 3:12 two members on one line
 

@@ -379,6 +379,8 @@ assert w.HTML and ctypes.util.find_library is real, "find_library is restored"
 """
 
 
+# slow (~1.5 s: two fresh interpreters import WeasyPrint): out of the inner loop, run by CI
+@pytest.mark.slow
 def test_weasyprint_library_lookups_are_remembered(tmp_path):
     import json
     import os

@@ -80,6 +80,8 @@ def test_scheduler_from_the_environment(cluster, capsys, monkeypatch):
     assert code == 0 and calls == [cluster.scheduler_address]
 
 
+# slow (~1 s waiting for a connection that cannot come): run by CI
+@pytest.mark.slow
 def test_unreachable_scheduler_is_a_diagnostic(capsys, monkeypatch):
     from ccost import remote
 

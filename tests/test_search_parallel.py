@@ -52,6 +52,9 @@ def test_merge_is_the_reductions_of_all_points_whatever_the_split():
     assert _dump(merged) == _dump(whole)
 
 
+# slow (~1 s: spawns worker processes from a fresh interpreter): run by CI; the two-process tests stay in the
+# inner loop
+@pytest.mark.slow
 def test_workers_are_spawn_safe():
     # what a worker gets (the job and a task) pickles and runs in a fresh interpreter (`spawn`, the
     # start method of macOS and Windows), not only in a forked copy of this process

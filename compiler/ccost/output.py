@@ -11,8 +11,9 @@ Number formatting (decided once, for JSON and YAML alike):
   more than any number the notes print and far inside the 0.5 % the conformance tests ask for, while
   keeping last-bit noise out of diffs. Whole numbers (146800640.0 bytes) are exact already and are never
   rounded;
-- an integral value of a key that counts things (any ``*bytes*`` key, ``count``, ``hops``, ``gpus``,
-  ``group_size``, the parallel degrees) is written as an integer;
+- an integral value of a key that counts things (a key whose record in ``ccost.results`` is
+  ``integral``: byte sizes, ``integer`` keys, ``count``, ``hops``, ``group_size``, ...) is written as an
+  integer;
 - NaN and infinities never reach a document (analysis turns them into ``None``); ``null`` is written for
   None. ``json.dumps(allow_nan=False)`` makes sure of it.
 
@@ -26,20 +27,18 @@ import json
 import math
 from typing import Any
 
-from ccost import units
+from ccost import results, units
 from ccost.results import fmt_bytes, fmt_gb, fmt_num, fmt_pct, fmt_time  # noqa: F401  (the writers' names)
 
 SIGNIFICANT_DIGITS = 7
 
-# Keys whose integral values are counts or byte sizes: written as integers.
-_INT_KEYS = frozenset({
-    "gpus", "count", "hops", "group_size", "tp", "pp", "ep", "dp", "batch", "seq", "microbatches",
-    "id", "nodes", "gpus_per_node", "layers", "hops_per_step", "tokens_per_step",
-})
+# Keys whose integral values are counts or byte sizes: written as integers (the `integral` records of
+# ccost.results, by their last segment).
+_INT_KEYS = results.integral_names()
 
 
 def _is_int_key(key: str | None) -> bool:
-    return key is not None and (key in _INT_KEYS or "bytes" in key)
+    return key is not None and key in _INT_KEYS
 
 
 def stable_number(x: float, key: str | None = None) -> int | float | None:

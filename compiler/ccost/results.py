@@ -9,7 +9,10 @@ is typed twice:
   fails;
 - ``markdown()`` — the key table of ``docs/interface.md`` (between its ``result-keys`` markers; a test
   checks that the committed table is this output);
-- ``label(key)`` — the words ``ccost diff`` prints instead of a raw key.
+- ``label_in(key, context)`` and ``record(key)`` — how every writer shows a key: ``ccost eval``'s JSON
+  (``integral`` keys as integers) and text, the review (``dimension`` picks the format; the label of each
+  context — a narrow column, a search, a comparison, the key numbers — is a field of the record), and
+  ``ccost diff``. No writer keeps a table of labels, units or integral keys of its own.
 
 Paths: ``.`` separates keys, ``[]`` marks a list, ``<plan>``-style segments are names the spec chooses
 (a plan, sweep, comparison, search, a swept field, an efficiency threshold, an algorithm).
@@ -76,7 +79,7 @@ DIMS = ("time", "bytes", "gb", "fraction", "ratio", "rate", "count", "money", "p
         "energy")
 UNIT_DIMS = {"s": "time", "B": "bytes", "fraction": "fraction", "ratio": "ratio", "tokens/s": "rate",
              "1/s": "rate", "count": "count", "USD": "money", "USD/h": "money", "W": "power", "FLOP": "flop",
-             "FLOP/s": "flop_rate", "J": "energy", "tokens/J": "rate"}
+             "FLOP/s": "flop_rate", "J": "energy"}
 
 
 def _m(type_: str, unit: str, meaning: str, label: str, normative: bool, **kw) -> Key:

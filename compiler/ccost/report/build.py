@@ -548,7 +548,7 @@ def search_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.Se
     cons = []
     for c in s.get("constraints") or ():
         cname = str(c.get("constraint", ""))  # not `name`: that is the search's, used below
-        # max_overhead / min_efficiency / max_memory thresholds are fractions (view.FRACTION_KEYS)
+        # max_overhead / min_efficiency / max_memory thresholds are fractions (their schema field type)
         cons.append((cname, str(c.get("rule", "")),
                      *[V.fmt_value("count", c.get(k)) for k in ("tested", "failed", "removed")],
                      V.fmt_value(cname, c.get("threshold"))))

@@ -444,7 +444,7 @@ class Item:
 
 
 ITEMS: tuple[Item, ...] = (
-    Item(1, "per-GPU weight bytes and compute time", 'weight_bytes', _judge_1),
+    Item(1, "per-GPU weight bytes and compute time", 'weight_bytes_per_gpu', _judge_1),
     Item(2, "communication volume and hops per step", 'volume_bytes', _judge_2),
     Item(3, "α and β measured, not spec-sheet", None, _judge_3),
     Item(4, "T_comm = α·hops + β·volume", 'comm_time_s', _judge_4),
@@ -454,7 +454,7 @@ ITEMS: tuple[Item, ...] = (
     Item(8, "TP group inside one NVLink domain", None, _judge_8),
     Item(9, "efficiency = speedup / N above the policy", 'efficiency', _judge_9),
     Item(10, "pipeline bubble (P−1)/(M+P−1)", 'bubble', _judge_10),
-    Item(11, "memory per GPU fits (weights, KV cache, gradients, optimizer)", 'memory_bytes', _judge_11),
+    Item(11, "memory per GPU fits (weights, KV cache, gradients, optimizer)", 'memory_bytes_per_gpu', _judge_11),
     Item(12, "cost per million tokens (policy max_cost_per_mtok)", None, None),
 )
 TITLES = {i.id: i.title for i in ITEMS}

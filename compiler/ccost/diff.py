@@ -308,32 +308,22 @@ def _std_imports(spec: S.Spec | None, root: str | None) -> set[str]:
 # ---------------------------------------------------------------------------------------------------
 # Results: the INTERFACE.md document, plan by plan
 
+_DIFF_DIMS = {"time": units.TIME, "bytes": units.INFORMATION, "gb": units.INFORMATION, "money": units.MONEY,
+              "power": units.POWER, "fraction": "fraction", "ratio": "ratio", "rate": "rate"}
+
+
 def metric_dim(metric: str) -> Any:
-    """How a result metric is shown, from its key (INTERFACE.md: times in seconds end in ``_s``, sizes in
-    bytes name ``bytes``, shares are fractions). Returns a units Dim, ``"fraction"``, ``"ratio"``,
-    ``"rate"`` (tokens/s) or None (a plain number)."""
-    if metric.startswith("throughput") or metric.endswith(("tokens_s", "_per_s", "_per_s_per_gpu")):
-        return "rate"  # tokens (or requests) per second: `_s` here is "per second", not a time
-    if metric.endswith("_usd"):  # money (issue 17): cost.cost_per_mtok_usd, cost.cost_per_hour_usd
-        return units.MONEY
-    if metric.endswith("_w"):  # power in W
-        return units.POWER
-    if metric.endswith("_s"):
-        return units.TIME
-    if "bytes" in metric:
-        return units.INFORMATION
-    if metric in ("overhead", "efficiency", "bubble", "overlap") or metric.endswith("_fraction"):
-        return "fraction"
-    if metric == "speedup":
-        return "ratio"
-    return None
+    """How a result metric is shown, from its record in ``ccost.results``. Returns a units Dim,
+    ``"fraction"``, ``"ratio"``, ``"rate"`` (tokens or requests per second) or None (a plain number)."""
+    rec = R.record(metric)
+    return _DIFF_DIMS.get(rec.dimension) if rec is not None else None
 
 
 def format_metric(value: Any, metric: str) -> str:
     dim = metric_dim(metric)
     if dim in ("ratio", "rate") and _number(value):
         text = units.format_quantity(value, units.DIMENSIONLESS, digits=4)
-        return text + ("×" if dim == "ratio" else " requests/s" if "requests" in metric else " tokens/s")
+        return text + ("×" if dim == "ratio" else f" {R.record(metric).unit.replace('1/s', 'requests/s')}")
     return format_input(value, None if dim in ("ratio", "rate") else dim)
 
 

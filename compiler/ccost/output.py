@@ -11,8 +11,9 @@ Number formatting (decided once, for JSON and YAML alike):
   more than any number the notes print and far inside the 0.5 % the conformance tests ask for, while
   keeping last-bit noise out of diffs. Whole numbers (146800640.0 bytes) are exact already and are never
   rounded;
-- an integral value of a key that counts things (any ``*bytes*`` key, ``count``, ``hops``, ``gpus``,
-  ``group_size``, the parallel degrees) is written as an integer;
+- an integral value of a key that counts things (a key whose record in ``ccost.results`` is
+  ``integral``: byte sizes, ``integer`` keys, ``count``, ``hops``, ``group_size``, ...) is written as an
+  integer;
 - NaN and infinities never reach a document (analysis turns them into ``None``); ``null`` is written for
   None. ``json.dumps(allow_nan=False)`` makes sure of it.
 
@@ -26,20 +27,18 @@ import json
 import math
 from typing import Any
 
-from ccost import axes, units
+from ccost import results, units
 from ccost.results import fmt_bytes, fmt_gb, fmt_num, fmt_pct, fmt_time  # noqa: F401  (the writers' names)
 
 SIGNIFICANT_DIGITS = 7
 
-# Keys whose integral values are counts or byte sizes: written as integers.
-_INT_KEYS = frozenset({
-    "gpus", "count", "hops", "group_size", *axes.NAMES, "batch", "seq", "microbatches",
-    "id", "nodes", "gpus_per_node", "layers", "hops_per_step", "tokens_per_step",
-})
+# Keys whose integral values are counts or byte sizes: written as integers (the `integral` records of
+# ccost.results, by their last segment).
+_INT_KEYS = results.integral_names()
 
 
 def _is_int_key(key: str | None) -> bool:
-    return key is not None and (key in _INT_KEYS or "bytes" in key)
+    return key is not None and key in _INT_KEYS
 
 
 def stable_number(x: float, key: str | None = None) -> int | float | None:
@@ -157,28 +156,29 @@ def serve_lines(sv: dict | None) -> list[tuple[str, str]]:
 def plan_text(name: str, p: dict) -> str:
     """One plan of the document as text: headline numbers, collectives, checklist."""
     out = [f"plan {name}" + (f" — {p['title']}" if p.get("title") and p["title"] != name else "")]
+    L = lambda key: results.label_in(key, "text")  # noqa: E731
     kv = [
-        ("GPUs", fmt_num(p["gpus"])),
-        ("weights per GPU", fmt_gb(p["weight_bytes_per_gpu"])),
-        ("memory per GPU", fmt_gb(p["memory_bytes_per_gpu"])
+        (L("gpus"), fmt_num(p["gpus"])),
+        (L("weight_bytes_per_gpu"), fmt_gb(p["weight_bytes_per_gpu"])),
+        (L("memory_bytes_per_gpu"), fmt_gb(p["memory_bytes_per_gpu"])
          + ("" if p["fits_memory"] else "  (does NOT fit)")),
-        ("compute", fmt_time(p["compute_time_s"])),
-        ("communication", fmt_time(p["comm_time_s"])
+        (L("compute_time_s"), fmt_time(p["compute_time_s"])),
+        (L("comm_time_s"), fmt_time(p["comm_time_s"])
          + f"  (latency {fmt_time(p['latency_term_s'])}, bandwidth {fmt_time(p['bandwidth_term_s'])})"),
-        ("exposed communication", fmt_time(p["exposed_comm_s"])),
-        ("step time", fmt_time(p["step_time_s"])
+        (L("exposed_comm_s"), fmt_time(p["exposed_comm_s"])),
+        (L("step_time_s"), fmt_time(p["step_time_s"])
          + ((f"  ({p['training']['schedule']}; without the bubble: {fmt_time(p['latency_s'])})"
              if p.get("training") else
              f"  (pipelined; one pass through the stages: {fmt_time(p['latency_s'])})")
             if p.get("latency_s") not in (None, p["step_time_s"]) else "")),
-        ("overhead", fmt_pct(p["overhead"])),
-        ("speedup", "—" if p["speedup"] is None else f"{fmt_num(p['speedup'], 3)}×"),
-        ("efficiency", fmt_pct(p["efficiency"])),
-        ("pipeline bubble", fmt_pct(p["bubble"])),
-        ("regime", p["regime"]),
+        (L("overhead"), fmt_pct(p["overhead"])),
+        (L("speedup"), "—" if p["speedup"] is None else f"{fmt_num(p['speedup'], 3)}×"),
+        (L("efficiency"), fmt_pct(p["efficiency"])),
+        (L("bubble"), fmt_pct(p["bubble"])),
+        (L("regime"), p["regime"]),
     ]
     if "throughput_tokens_s" in p:
-        kv.append(("throughput", f"{fmt_num(p['throughput_tokens_s'], 4)} tokens/s "
+        kv.append((L("throughput_tokens_s"), f"{fmt_num(p['throughput_tokens_s'], 4)} tokens/s "
                                  f"({fmt_num(p.get('throughput_per_gpu'), 4)} per GPU)"))
     kv += serve_lines(p.get("serve"))
     kv += cost_lines(p.get("cost") or {})
@@ -226,12 +226,16 @@ def _point_label(point: dict, fields: list[str]) -> str:
     return ", ".join(f"{f} = {fmt_field(f, point[f])}" for f in fields if f in point)
 
 
+#: A serve plan's sweep points: its request figures beside the step (ccost.serve).
+SERVE_POINT_METRICS = ("ttft_s", "tpot_s", "requests_per_s", "output_tokens_per_s")
+
+
 def sweep_text(name: str, s: dict) -> str:
     fields = list(s["field"])
     out = [f"sweep {name}" + (f" — {s['title']}" if s.get("title") else "")]
     rows = []
     serve = any("ttft_s" in pt for pt in s["points"])  # a serve plan's sweep: its request figures too
-    extra = ["TTFT", "TPOT", "requests/s", "output tokens/s"] if serve else []
+    extra = [results.label_in(k) for k in SERVE_POINT_METRICS] if serve else []
     for pt in s["points"]:
         if pt.get("error"):
             rows.append([*(fmt_field(f, pt[f]) for f in fields), "—", "—", "—", "—"] + ["—"] * len(extra))
@@ -241,7 +245,8 @@ def sweep_text(name: str, s: dict) -> str:
                      fmt_pct(pt["efficiency"]), fmt_pct(pt["overhead"])]
                     + ([fmt_time(pt["ttft_s"]), fmt_time(pt["tpot_s"]), fmt_num(pt["requests_per_s"], 4),
                         fmt_num(pt["output_tokens_per_s"], 4)] if serve else []))
-    out.append(_indent(table([*fields, "step time", "speedup", "efficiency", "overhead", *extra], rows,
+    heads = [results.label_in(k) for k in ("step_time_s", "speedup", "efficiency", "overhead")]
+    out.append(_indent(table([*fields, *heads, *extra], rows,
                              "r" * len(fields) + "rrrr" + "r" * len(extra))))
     for pt in s["points"]:
         if pt.get("error"):
@@ -285,6 +290,10 @@ def to_text(doc: dict) -> str:
 
 #: Pareto points the text output lists at most (JSON/YAML carry the whole front).
 TEXT_FRONT = 25
+
+
+#: The metric columns of a search's layout tables in the text output.
+SEARCH_TEXT_METRICS = ("gpus", "latency_s", "throughput_per_gpu", "efficiency", "overhead", "memory_bytes_per_gpu")
 
 
 def search_text(name: str, s: dict) -> str:
@@ -333,8 +342,7 @@ def search_text(name: str, s: dict) -> str:
                  *((fmt_num(p.get("cost_per_mtok_usd"), 4),) if priced else ())]
                 for p in points]
 
-    headers = [*axes, "GPUs", "latency", "tokens/s/GPU", "efficiency", "overhead", "memory/GPU",
-               *(("USD/Mtok",) if priced else ())]
+    headers = [*axes, *[results.label_in(k, "search") for k in SEARCH_TEXT_METRICS], *(("USD/Mtok",) if priced else ())]
     align = "r" * len(axes) + "rrrrrr" + ("r" if priced else "")
     if s["top"]:
         out += ["", f"  top {len(s['top'])} by {s['objective']}:",

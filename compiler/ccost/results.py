@@ -9,7 +9,10 @@ is typed twice:
   fails;
 - ``markdown()`` — the key table of ``docs/interface.md`` (between its ``result-keys`` markers; a test
   checks that the committed table is this output);
-- ``label(key)`` — the words ``ccost diff`` prints instead of a raw key.
+- ``label_in(key, context)`` and ``record(key)`` — how every writer shows a key: ``ccost eval``'s JSON
+  (``integral`` keys as integers) and text, the review (``dimension`` picks the format; the label of each
+  context — a narrow column, a search, a comparison, the key numbers — is a field of the record), and
+  ``ccost diff``. No writer keeps a table of labels, units or integral keys of its own.
 
 Paths: ``.`` separates keys, ``[]`` marks a list, ``<plan>``-style segments are names the spec chooses
 (a plan, sweep, comparison, search, a swept field, an efficiency threshold, an algorithm).
@@ -19,7 +22,7 @@ change it (scripts should ignore keys they do not know).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ccost import units
 from ccost.axes import AXES
@@ -31,40 +34,91 @@ NUM = "number|null"  # a finite float, or null where it is undefined (never NaN:
 
 @dataclass(frozen=True)
 class Key:
+    """One key of the document, and how every writer shows it (``ccost eval``'s JSON and text, the review,
+    ``ccost diff``): no writer keeps its own table of labels, units or integral keys."""
+
     path: str
     type: str  # JSON types joined by |: number, integer, string, boolean, null, object, array, any
     unit: str  # s, B, B/s, FLOP, fraction (0.3 = 30 %), tokens/s, count, ratio, text, ...
     meaning: str
-    label: str = ""  # how a person reads it (ccost diff); defaults to the last segment
+    label: str = ""  # how a person reads it (ccost diff, ccost eval's text); defaults to the last segment
     optional: bool = False  # absent from some documents or records
     normative: bool = False  # one of INTERFACE.md's keys
+    # How the value is printed, by dimension (one of DIMS); "" takes it from the unit (UNIT_DIMS).
+    dim: str = ""
+    # Whole values are written as integers (JSON, YAML): counts; byte sizes and `integer` keys always are.
+    integral: bool = False
+    # The label in each context whose wording differs on purpose; "" falls back as the comment says.
+    short: str = ""  # a narrow table column (sweep and search tables); else label
+    search: str = ""  # a search's layout tables; else short
+    compare: str = ""  # the review's comparison rows; else label
+    review: str = ""  # the review's key numbers, which carry a definition where it helps; else label
+    text: str = ""  # the plan block of ``ccost eval``'s text; else label
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit(".", 1)[-1]
+
+    @property
+    def dimension(self) -> str:
+        return self.dim or UNIT_DIMS.get(self.unit, "")
+
+    def label_in(self, context: str = "label") -> str:
+        """The label in ``context`` (one of CONTEXTS), with the fallbacks of the fields' comments."""
+        lab = self.label or self.name
+        short = self.short or lab
+        return {"label": lab, "short": short, "search": self.search or short, "compare": self.compare or lab,
+                "review": self.review or lab, "text": self.text or lab}[context]
 
 
-# The numbers a plan, a sweep point and a search record share: type, unit, meaning, label, normative.
-_METRICS: dict[str, tuple[str, str, str, str, bool]] = {
-    "gpus": ("integer", "count", "GPUs the plan uses: tp·pp·ep·dp", "GPUs", True),
-    "weight_bytes_per_gpu": (NUM, "B", "weight bytes one GPU holds (FSDP: its shard plus one gathered layer)",
-                             "weights per GPU", True),
-    "memory_bytes_per_gpu": (NUM, "B", "memory one GPU holds: weights + KV cache (+ gradients and optimizer "
-                             "state in training)", "memory per GPU", True),
-    "fits_memory": ("boolean", "", "memory per GPU within the policy's `max_memory` share of the GPU's memory",
-                    "fits in memory", True),
-    "compute_time_s": (NUM, "s", "compute per step (roofline, or `compute_time` given)", "compute time", True),
-    "comm_time_s": (NUM, "s", "communication per step: Σ count × time of each collective", "T_comm", True),
-    "latency_term_s": (NUM, "s", "latency term of T_comm: Σ count·α·hops", "latency term", True),
-    "bandwidth_term_s": (NUM, "s", "bandwidth term of T_comm: Σ count·volume/B", "bandwidth term", True),
-    "exposed_comm_s": (NUM, "s", "communication not hidden behind compute: T_comm·(1 − overlap)",
-                       "exposed communication", True),
-    "step_time_s": (NUM, "s", "one step: compute + exposed communication (pipelined when pp > 1)",
-                    "step time", True),
-    "overhead": (NUM, "fraction", "T_comm / T_compute", "overhead", True),
-    "speedup": (NUM, "ratio", "single-GPU step time / this step time (times dp)", "speedup", True),
-    "efficiency": (NUM, "fraction", "speedup / GPUs", "efficiency", True),
-    "bubble": (NUM, "fraction", "pipeline bubble (P−1)/(M+P−1)", "pipeline bubble", True),
-    "latency_s": (NUM, "s", "one pass of the batch through every stage in turn (the notes' per-token "
-                  "latency); `compare ... by = latency` ranks on it", "latency", False),
-    "throughput_tokens_s": (NUM, "tokens/s", "tokens per step / step time", "throughput", False),
-    "throughput_per_gpu": (NUM, "tokens/s", "throughput / GPUs", "throughput per GPU", False),
+#: The contexts a label can differ in (the fields of Key of the same names, and "label").
+CONTEXTS = ("label", "short", "search", "compare", "review", "text")
+
+#: How values are printed: time (s → ms, µs), bytes (binary units), gb (decimal units, to read against a GPU's
+#: 80 GB), fraction (%), ratio (×), rate (per second, 4 digits), count, money, power, flop, flop_rate.
+DIMS = ("time", "bytes", "gb", "fraction", "ratio", "rate", "count", "money", "power", "flop", "flop_rate",
+        "energy")
+UNIT_DIMS = {"s": "time", "B": "bytes", "fraction": "fraction", "ratio": "ratio", "tokens/s": "rate",
+             "1/s": "rate", "count": "count", "USD": "money", "USD/h": "money", "W": "power", "FLOP": "flop",
+             "FLOP/s": "flop_rate", "J": "energy"}
+
+
+def _m(type_: str, unit: str, meaning: str, label: str, normative: bool, **kw) -> Key:
+    """A shared metric's record; ``_metrics`` places it under each prefix."""
+    return Key("", type_, unit, meaning, label, normative=normative, **kw)
+
+
+# The numbers a plan, a sweep point and a search record share, with every context's label.
+_METRICS: dict[str, Key] = {
+    "gpus": _m("integer", "count", "GPUs the plan uses: tp·pp·ep·dp", "GPUs", True),
+    "weight_bytes_per_gpu": _m(NUM, "B", "weight bytes one GPU holds (FSDP: its shard plus one gathered layer)",
+                               "weights per GPU", True, dim="gb"),
+    "memory_bytes_per_gpu": _m(NUM, "B", "memory one GPU holds: weights + KV cache (+ gradients and optimizer "
+                               "state in training)", "memory per GPU", True, dim="gb", short="memory/GPU"),
+    "fits_memory": _m("boolean", "", "memory per GPU within the policy's `max_memory` share of the GPU's memory",
+                      "fits in memory", True, short="fits"),
+    "compute_time_s": _m(NUM, "s", "compute per step (roofline, or `compute_time` given)", "compute time", True,
+                         short="compute", text="compute"),
+    "comm_time_s": _m(NUM, "s", "communication per step: Σ count × time of each collective", "T_comm", True,
+                      text="communication"),
+    "latency_term_s": _m(NUM, "s", "latency term of T_comm: Σ count·α·hops", "latency term", True),
+    "bandwidth_term_s": _m(NUM, "s", "bandwidth term of T_comm: Σ count·volume/B", "bandwidth term", True),
+    "exposed_comm_s": _m(NUM, "s", "communication not hidden behind compute: T_comm·(1 − overlap)",
+                         "exposed communication", True, review="exposed comm", compare="exposed comm"),
+    # a search ranks by latency_s (one pass through the stages), so its step_time_s is named "pipelined step"
+    "step_time_s": _m(NUM, "s", "one step: compute + exposed communication (pipelined when pp > 1)",
+                      "step time", True, search="pipelined step"),
+    "overhead": _m(NUM, "fraction", "T_comm / T_compute", "overhead", True, review="overhead (T_comm / T_compute)"),
+    "speedup": _m(NUM, "ratio", "single-GPU step time / this step time (times dp)", "speedup", True,
+                  review="speedup vs 1 GPU"),
+    "efficiency": _m(NUM, "fraction", "speedup / GPUs", "efficiency", True, review="efficiency (speedup / N)"),
+    "bubble": _m(NUM, "fraction", "pipeline bubble (P−1)/(M+P−1)", "pipeline bubble", True, short="bubble"),
+    "latency_s": _m(NUM, "s", "one pass of the batch through every stage in turn (the notes' per-token "
+                    "latency); `compare ... by = latency` ranks on it", "latency", False),
+    "throughput_tokens_s": _m(NUM, "tokens/s", "tokens per step / step time", "throughput", False,
+                              short="tokens/s", compare="tokens/s"),
+    "throughput_per_gpu": _m(NUM, "tokens/s", "throughput / GPUs", "throughput per GPU", False,
+                             short="tokens/s/GPU", compare="tokens/s per GPU"),
 }
 
 
@@ -74,9 +128,9 @@ def _metrics(prefix: str, names: tuple[str, ...], optional: bool = False,
     names for a plan, a tuple marks exactly those, False none (search records are ccost's own)."""
     out = []
     for n in names:
-        typ, unit, meaning, lab, norm = _METRICS[n]
-        mark = n in normative if isinstance(normative, tuple) else (norm and normative)
-        out.append(Key(f"{prefix}.{n}", typ, unit, meaning, lab, optional, mark))
+        m = _METRICS[n]
+        mark = n in normative if isinstance(normative, tuple) else (m.normative and normative)
+        out.append(replace(m, path=f"{prefix}.{n}", optional=optional, normative=mark))
     return out
 
 
@@ -125,7 +179,8 @@ def _keys() -> list[Key]:
         K(f"{plan}.eta", NUM, "fraction", "scaling efficiency η = T_compute / (T_compute + exposed "
           "communication)", "η"),
         *_metrics(plan, ("throughput_tokens_s", "throughput_per_gpu")),
-        K(f"{plan}.tokens_per_step", NUM, "count", "tokens one step produces or processes", "tokens per step"),
+        K(f"{plan}.tokens_per_step", NUM, "count", "tokens one step produces or processes", "tokens per step",
+          integral=True),
         K(f"{plan}.single_gpu_time_s", NUM, "s", "the same work on one GPU, no communication (speedup's base)",
           "single-GPU time"),
         K(f"{plan}.compute", "object", "", "how the compute time was found"),
@@ -140,14 +195,16 @@ def _keys() -> list[Key]:
           "bytes read per GPU"),
         K(f"{plan}.compute.flops_per_gpu", NUM, "FLOP", "FLOPs one GPU does per step", "FLOPs per GPU"),
         K(f"{plan}.memory", "object", "", "what the memory per GPU is made of"),
-        *[K(f"{plan}.memory.{f}", NUM, "B", m, lab) for f, m, lab in (
+        *[K(f"{plan}.memory.{f}", NUM, "B", m, lab, dim="gb") for f, m, lab in (
             ("weights_bytes", "weights on one GPU", "weights"),
             ("kv_cache_bytes", "KV cache on one GPU", "KV cache"),
             ("gradient_bytes", "gradients on one GPU (training)", "gradients"),
             ("optimizer_bytes", "optimizer state on one GPU (training)", "optimizer state"),
             ("activation_bytes", "activations one GPU holds (training: the micro-batches in flight and the "
-             "logits)", "activations"),
-            ("limit_bytes", "the policy's usable memory: max_memory × the GPU's memory", "memory limit"))],
+             "logits)", "activations"))],
+        # the review's memory table reads the limit against the parts above it
+        K(f"{plan}.memory.limit_bytes", NUM, "B", "the policy's usable memory: max_memory × the GPU's memory",
+          "memory limit", dim="gb", review="usable (policy)"),
         K(f"{plan}.training", "object", "", "training plans: schedule, FLOPs and what is hidden "
           "(ccost.training)", "training", optional=True),
         *[K(f"{plan}.training.{f}", t, u, mn, f.replace("_", " "), optional=True) for f, t, u, mn in (
@@ -192,7 +249,8 @@ def _keys() -> list[Key]:
             ("mean_step_time_s", NUM, "s", "the mean step time", "mean step"),
             ("ttft_s", NUM, "s", "time to first token: the request's prefill chunks (and its wait for prefill "
              "when saturated)", "TTFT"),
-            ("tpot_s", NUM, "s", "time per output token after the first (mean inter-token latency, ITL)", "TPOT"),
+            ("tpot_s", NUM, "s", "time per output token after the first (mean inter-token latency, ITL)",
+             "TPOT"),
             ("request_latency_s", NUM, "s", "a request from admission to its last token: TTFT + (O − 1)·TPOT",
              "request latency"),
             ("requests_per_s", NUM, "1/s", "requests completed per second, Little's law: requests running / "
@@ -206,7 +264,8 @@ def _keys() -> list[Key]:
             ("total_tokens_per_s_per_gpu", NUM, "tokens/s", "prompt + output tokens per second per GPU",
              "total tokens/s per GPU"))],
         K(f"{plan}.volume_bytes_per_step", NUM, "B", "bytes one GPU sends per step", "volume per step"),
-        K(f"{plan}.hops_per_step", NUM, "count", "latency steps per step: Σ count·hops", "hops per step"),
+        K(f"{plan}.hops_per_step", NUM, "count", "latency steps per step: Σ count·hops", "hops per step",
+          integral=True),
         K(f"{plan}.collectives", "array", "", "the collectives of one step, each priced", normative=True),
         K(coll, "object", "", "one kind of collective of the step", normative=True),
         K(f"{coll}.kind", "string", "text", "allreduce, allgather, reducescatter, alltoall, broadcast or p2p",
@@ -215,11 +274,11 @@ def _keys() -> list[Key]:
           normative=True),
         K(f"{coll}.algorithm", "string", "text", "ring, tree, one_shot, two_shot, pairwise, direct",
           normative=True),
-        K(f"{coll}.count", "number", "count", "how many per step", normative=True),
-        K(f"{coll}.group_size", NUM, "count", "ranks in the group, P", normative=True),
+        K(f"{coll}.count", "number", "count", "how many per step", normative=True, integral=True),
+        K(f"{coll}.group_size", NUM, "count", "ranks in the group, P", normative=True, integral=True),
         K(f"{coll}.link", "string", "text", "the link it runs on (`a+b` when it spans both)", normative=True),
         K(f"{coll}.message_bytes", NUM, "B", "message m, per GPU", normative=True),
-        K(f"{coll}.hops", NUM, "count", "latency steps of one collective", normative=True),
+        K(f"{coll}.hops", NUM, "count", "latency steps of one collective", normative=True, integral=True),
         K(f"{coll}.volume_bytes", NUM, "B", "bytes one GPU sends in one collective", normative=True),
         K(f"{coll}.latency_s", NUM, "s", "α·hops of one collective", normative=True),
         K(f"{coll}.bandwidth_s", NUM, "s", "volume / bandwidth of one collective", normative=True),
@@ -231,7 +290,7 @@ def _keys() -> list[Key]:
           "(`split` is the notes' A3 estimate, for comparison only)", optional=True),
         *[K(f"{coll}.alternatives.{alt}", "object", "", f"the collective priced {alt}", optional=True)
           for alt in ("flat", "hierarchical", "split")],
-        *[K(f"{coll}.alternatives.{alt}.{f}", NUM, u, m, optional=True)
+        *[K(f"{coll}.alternatives.{alt}.{f}", NUM, u, m, optional=True, integral=f == "hops")
           for alt in ("flat", "hierarchical", "split")
           for f, u, m in (("hops", "count", "latency steps"), ("volume_bytes", "B", "bytes one GPU sends"),
                           ("latency_s", "s", "α·hops"), ("bandwidth_s", "s", "volume / bandwidth"),
@@ -305,7 +364,8 @@ def _keys() -> list[Key]:
           "fraction)", optional=True, normative=True),
         *_metrics("sweeps.<sweep>.points[]", POINT_METRICS, optional=True,
                   normative=("step_time_s", "speedup", "efficiency", "overhead")),
-        *[K(f"sweeps.<sweep>.points[].{f}", NUM, u, m, lab, optional=True) for f, u, m, lab in (
+        *[K(f"sweeps.<sweep>.points[].{f}", NUM, u, m, lab, optional=True,
+            short="output tok/s" if f == "output_tokens_per_s" else "") for f, u, m, lab in (
             ("ttft_s", "s", "serve plans: time to first token", "TTFT"),
             ("tpot_s", "s", "serve plans: time per output token (inter-token latency)", "TPOT"),
             ("requests_per_s", "1/s", "serve plans: requests completed per second", "requests/s"),
@@ -366,7 +426,7 @@ def _keys() -> list[Key]:
         K("searches.<search>.constraints[].threshold", "number|boolean|null", "constraint's", "its limit "
           "(max_gpus a count; max_overhead and min_efficiency fractions)", optional=True),
         K("searches.<search>.constraints[].limit_bytes", NUM, "B", "fits_memory: the usable memory per GPU (absent when the searched clusters' GPUs differ)",
-          optional=True),
+          optional=True, dim="gb"),
         K("searches.<search>.constraints[].best_removed", "object", "", "the best layout it removed (a layout "
           "record, below)", optional=True),
         K("searches.<search>.top", "array", "", "the best layouts by the objective, best first",
@@ -389,29 +449,49 @@ def _keys() -> list[Key]:
             K(f"{rec}.cost_per_mtok_usd", "number", "USD", "cost per million tokens at the base plan's load "
               "(the plan's `cost.cost_per_mtok_usd`); only when the cluster is priced", optional=True),
         ]
-    return keys
+    # byte sizes and integer keys are whole: written as integers whatever their float value
+    return [replace(k, integral=True) if k.unit == "B" or k.type.startswith("integer") else k for k in keys]
 
 
 KEYS: tuple[Key, ...] = tuple(_keys())
 BY_PATH: dict[str, Key] = {k.path: k for k in KEYS}
 
+#: Where a key named by itself (``step_time_s``, ``serve.ttft_s``, ``time_s``) is looked up, in turn.
+SCOPES = ("plans.<plan>", "plans.<plan>.layout", "plans.<plan>.serve", "plans.<plan>.collectives[]", "sweeps.<sweep>.points[]",
+          "searches.<search>.top[]", "searches.<search>.constraints[]", "searches.<search>")
+
+
+def record(key: str) -> Key | None:
+    """The record of a key named by its path below a plan, a collective, a sweep point or a search record
+    (the names the writers use), or None."""
+    for scope in SCOPES:
+        k = BY_PATH.get(f"{scope}.{key}")
+        if k is not None:
+            return k
+    return None
+
+
+def label_in(key: str, context: str = "label") -> str:
+    """``key``'s label in ``context`` (see Key); a key without a record: the key, unit suffix dropped."""
+    k = record(key)
+    return k.label_in(context) if k is not None else key.removesuffix("_s").replace("_", " ")
+
+
+def integral_names() -> frozenset[str]:
+    """The last segments of the integral keys: ccost.output writes their whole values as integers."""
+    return frozenset(k.name for k in KEYS if k.integral)
+
 # ---------------------------------------------------------------------------------------------------
 # Labels for people (ccost diff): the plan-level keys by their last segment.
 
-_PLAN_PREFIX = "plans.<plan>."
-
-
 def label(key: str) -> str:
     """``step_time_s`` → ``step time``; ``memory.kv_cache_bytes`` → ``KV cache``; unknown keys unchanged
-    but for underscores."""
-    k = BY_PATH.get(_PLAN_PREFIX + key)
-    if k is not None and k.label:
-        return k.label
-    return key.removesuffix("_s").replace("_", " ")
+    but for underscores (ccost diff)."""
+    return label_in(key)
 
 
 def unit(key: str) -> str:
-    k = BY_PATH.get(_PLAN_PREFIX + key)
+    k = record(key)
     return k.unit if k is not None else ""
 
 

@@ -166,7 +166,7 @@ def key_numbers_table(doc_plan: Mapping[str, Any]) -> V.Table:
         if key in doc_plan:
             rows.append((V.label(key), V.fmt_value(key, doc_plan[key])))
     if "throughput_tokens_s" in doc_plan:
-        rows.append(("throughput", throughput(doc_plan)))
+        rows.append((V.label("throughput_tokens_s"), throughput(doc_plan)))
     rows += serve_rows(doc_plan.get("serve"))
     tr = doc_plan.get("training")
     if tr:
@@ -326,29 +326,28 @@ def plan_section(name: str, doc_plan: Mapping[str, Any], steps: Sequence[Any],
                          memory_table(doc_plan))
 
 
-MEMORY_PARTS = (("weights_bytes", "weights"), ("kv_cache_bytes", "KV cache"), ("gradient_bytes", "gradients"),
-                ("optimizer_bytes", "optimizer state"), ("activation_bytes", "activations"))
+MEMORY_PARTS = ("weights_bytes", "kv_cache_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes")
 
 
 def memory_table(doc_plan: Mapping[str, Any]) -> V.Table:
     """Each part of the memory per GPU (the parts that are not zero), the total and the usable limit."""
     mem = doc_plan.get("memory") or {}
     rows = []
-    for key, lab in MEMORY_PARTS:
+    for key in MEMORY_PARTS:
         v = mem.get(key)
         if v:
-            what = lab
+            what = V.label(f"memory.{key}")
             if key == "activation_bytes" and doc_plan.get("training"):
                 t = doc_plan["training"]
                 what += (f" ({t['recompute']} recomputation, {V.fmt_value('', t['microbatches_in_flight'])} "
                          f"micro-batches in flight, {t['schedule']})")
             elif key in ("optimizer_bytes", "gradient_bytes") and doc_plan.get("training"):
                 what += f" (sharding: {doc_plan['training']['optimizer_sharding']})"
-            rows.append((what, V.fmt_value("memory_bytes", v)))
+            rows.append((what, V.fmt_value(f"memory.{key}", v)))
     if not rows:
         return V.Table(("part", "bytes per GPU"), (), (False, True))
     rows.append(("total", V.fmt_value("memory_bytes_per_gpu", doc_plan.get("memory_bytes_per_gpu"))))
-    rows.append(("usable (policy)", V.fmt_value("memory_bytes", mem.get("limit_bytes"))))
+    rows.append((V.label("memory.limit_bytes"), V.fmt_value("memory.limit_bytes", mem.get("limit_bytes"))))
     return V.Table(("part", "bytes per GPU"), tuple(rows), (False, True))
 
 
@@ -362,8 +361,7 @@ def checklist(name: str, doc_plan: Mapping[str, Any]) -> V.PlanChecklist:
     return V.PlanChecklist(name, doc_plan.get("title") or name, rows, verdict_counts(rows))
 
 
-# What the value of each checklist item measures (the ten items of “Communication Cost Math — Distributed Inference” §7),
-# so it prints with its unit: bytes, seconds or a fraction.
+# The result key whose record (ccost.results) gives the unit of each checklist item's value (analysis.ITEMS).
 CHECKLIST_UNITS = VALUE_KEYS
 
 
@@ -394,11 +392,6 @@ def verdict_counts(rows: Sequence[V.ChecklistRow]) -> str:
 # ----------------------------------------------------------------------------------------------------
 # Sweeps and comparisons.
 
-SHORT_LABELS = {"step_time_s": "step time", "compute_time_s": "compute", "comm_time_s": "T_comm",
-                "speedup": "speedup", "efficiency": "efficiency", "overhead": "overhead",
-                "memory_bytes_per_gpu": "memory/GPU", "fits_memory": "fits"}
-SHORT_LABELS.update({"ttft_s": "TTFT", "tpot_s": "TPOT", "requests_per_s": "requests/s",
-                     "output_tokens_per_s": "output tok/s"})
 #: A serve plan's sweep (ccost.serve): its decode step, request figures and memory.
 SERVE_SWEEP_METRICS = ("step_time_s", "ttft_s", "tpot_s", "requests_per_s", "output_tokens_per_s",
                        "memory_bytes_per_gpu", "fits_memory")
@@ -437,7 +430,7 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
     has_optima = bool(opt) or any(cost.values())
     if not has_optima:  # a sweep over overlap, batch or the model: no optimum column to fill
         rows = [r[:-1] if not r[-1].startswith("not evaluated") else r for r in rows]
-    headers = tuple(fields + [SHORT_LABELS.get(m, V.label(m)) for m in metrics]
+    headers = tuple(fields + [V.label(m, "short") for m in metrics]
                     + (["optimum"] if has_optima or any(p.get("error") for p in points) else []))
     table = V.Table(headers, tuple(rows),
                     tuple([True] * (len(fields) + len(metrics)) + [False]), highlight=tuple(highlight))
@@ -513,11 +506,6 @@ COMPARE_ROWS = ("gpus", "step_time_s", "compute_time_s", "comm_time_s", "latency
 
 SEARCH_METRICS = ("gpus", "latency_s", "step_time_s", "throughput_tokens_s", "throughput_per_gpu", "efficiency",
                   "overhead", "bubble", "memory_bytes_per_gpu")
-# latency_s: one step through every stage (what the search ranks by); step_time_s: the pipelined step
-SEARCH_LABELS = {"gpus": "GPUs", "latency_s": "latency", "step_time_s": "pipelined step",
-                 "throughput_tokens_s": "tokens/s",
-                 "throughput_per_gpu": "tokens/s/GPU", "efficiency": "efficiency", "overhead": "overhead",
-                 "bubble": "bubble", "memory_bytes_per_gpu": "memory/GPU"}
 
 
 #: Columns a page holds at the wide tables' font; a search with more axes than that leaves room for shows
@@ -532,11 +520,10 @@ def _search_points(points: Sequence[Mapping[str, Any]], axes: Sequence[str], lim
     for p in list(points)[:limit]:
         layout = ([", ".join(f"{a}={_search_axis(p, a)}" for a in axes)] if joined
                   else [_search_axis(p, a) for a in axes])
-        rows.append(tuple(layout + [_count(p.get(m)) if m.startswith("throughput") else V.fmt_value(m, p.get(m))
-                                    for m in metrics]))
+        rows.append(tuple(layout + [V.fmt_value(m, p.get(m)) for m in metrics]))
     caption = f"first {limit} of {len(points)}" if len(points) > limit else ""
     heads = ["layout"] if joined else list(axes)
-    return V.Table(tuple(heads + [SEARCH_LABELS[m] for m in metrics]), tuple(rows),
+    return V.Table(tuple(heads + [V.label(m, "search") for m in metrics]), tuple(rows),
                    tuple([False] * len(heads) + [True] * len(metrics)), caption=caption,
                    wide=len(heads) + len(metrics) > 9)
 
@@ -561,7 +548,7 @@ def search_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.Se
     cons = []
     for c in s.get("constraints") or ():
         cname = str(c.get("constraint", ""))  # not `name`: that is the search's, used below
-        # max_overhead / min_efficiency / max_memory thresholds are fractions (view.FRACTION_KEYS)
+        # max_overhead / min_efficiency / max_memory thresholds are fractions (their schema field type)
         cons.append((cname, str(c.get("rule", "")),
                      *[V.fmt_value("count", c.get(k)) for k in ("tested", "failed", "removed")],
                      V.fmt_value(cname, c.get("threshold"))))
@@ -592,11 +579,6 @@ def search_figure(name: str, s: Mapping[str, Any]) -> V.Figure | None:
                          f"{s.get('objective', 'the objective')} are ringed.")
 
 
-COMPARE_LABELS = {"overhead": "overhead", "efficiency": "efficiency", "speedup": "speedup",
-                  "latency_s": "latency", "throughput_tokens_s": "tokens/s",
-                  "throughput_per_gpu": "tokens/s per GPU"}
-
-
 
 def compare_section(name: str, c: Mapping[str, Any], plans: Mapping[str, Mapping[str, Any]],
                     charts: bool) -> V.CompareSection:
@@ -607,8 +589,7 @@ def compare_section(name: str, c: Mapping[str, Any], plans: Mapping[str, Mapping
     ranked_key = COMPARE_METRICS.get(by, ("",))[0]
 
     def cell(k: str, p: str) -> str:
-        v = plans[p].get(k)
-        return _count(v) if k.startswith("throughput") else V.fmt_value(k, v)
+        return V.fmt_value(k, plans[p].get(k))
 
     keys = [k for k in COMPARE_ROWS if any(k in plans[p] for p in ranking)]
     if any("throughput_tokens_s" in plans[p] for p in ranking):
@@ -617,9 +598,9 @@ def compare_section(name: str, c: Mapping[str, Any], plans: Mapping[str, Mapping
         keys.remove(ranked_key)
     rows = []
     if ranked_key and any(ranked_key in plans[p] for p in ranking):
-        rows.append((f"{COMPARE_LABELS.get(ranked_key, V.label(ranked_key))} (ranked by)",
+        rows.append((f"{V.label(ranked_key, 'compare')} (ranked by)",
                      *[cell(ranked_key, p) for p in ranking]))
-    rows += [(COMPARE_LABELS.get(k, V.label(k)), *[cell(k, p) for p in ranking]) for k in keys]
+    rows += [(V.label(k, "compare"), *[cell(k, p) for p in ranking]) for k in keys]
     table = V.Table(headers, tuple(rows), (False, *[True] * len(ranking)), wide=len(ranking) > 3)
     figure = None
     keys = ("compute_time_s", "latency_term_s", "bandwidth_term_s", "step_time_s")
@@ -647,8 +628,8 @@ def summary(doc: Mapping[str, Any], checklists: Sequence[V.PlanChecklist],
     recs = tuple((c.get("title") or n, c.get("recommendation") or "")
                  for n, c in (doc.get("compares") or {}).items())
     has_tp = any("throughput_tokens_s" in p for p in plans.values())
-    headers = ("plan", "GPUs", "step time", "T_comm", "overhead", "efficiency", "memory fit",
-               *(("throughput",) if has_tp else ()))
+    headers = ("plan", *[V.label(k, "label") for k in SUMMARY_COLUMNS[:-1]], "memory fit",
+               *((V.label("throughput_tokens_s", "label"),) if has_tp else ()))
     rows = []
     for n, p in plans.items():
         fit = V.fmt_value("fits_memory", p.get("fits_memory"))

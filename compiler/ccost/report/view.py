@@ -14,35 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccost import output, units
+from ccost import output, results, schema, units
 from ccost.report.provenance import Provenance
 
 # ----------------------------------------------------------------------------------------------------
 # Formatting of result-document values, by key. SI floats in, text out.
 
-# Memory sizes print in decimal units, as `ccost eval` does (output.fmt_gb), to read against 80 GB.
-MEMORY_KEYS = {"weight_bytes_per_gpu", "memory_bytes_per_gpu", "memory_bytes", "limit_bytes", "weight_bytes"}
-
-FRACTION_KEYS = {"overhead", "efficiency", "bubble", "overlap", "max_overhead", "min_efficiency",
-                 "max_memory", "memory_fraction", "efficiency_threshold"}
-
-LABELS = {
-    "gpus": "GPUs",
-    "step_time_s": "step time",
-    "compute_time_s": "compute time",
-    "comm_time_s": "T_comm",
-    "latency_term_s": "latency term",
-    "bandwidth_term_s": "bandwidth term",
-    "exposed_comm_s": "exposed comm",
-    "overhead": "overhead (T_comm / T_compute)",
-    "speedup": "speedup vs 1 GPU",
-    "efficiency": "efficiency (speedup / N)",
-    "bubble": "pipeline bubble",
-    "regime": "regime",
-    "weight_bytes_per_gpu": "weights per GPU",
-    "memory_bytes_per_gpu": "memory per GPU",
-    "fits_memory": "fits in memory",
-}
+# Result keys print by their record in ccost.results (its dimension and labels); plan inputs by their field
+# type in ccost.schema (a fraction field prints in %).
+_INPUT_FRACTIONS = frozenset(f.name for b in schema.SCHEMA.values() for f in b.fields if f.type.kind == "fraction")
 
 # The key numbers of a plan, in the order the summary and the plan sections show them.
 KEY_NUMBERS = ("gpus", "step_time_s", "compute_time_s", "comm_time_s", "latency_term_s",
@@ -71,30 +51,38 @@ def fmt_value(key: str, value: Any) -> str:
         return str(value)
     if isinstance(value, float) and not math.isfinite(value):
         return units.format_quantity(value, units.DIMENSIONLESS)
-    if key.endswith(("_per_s", "_per_s_per_gpu")):  # a rate (requests, tokens per second), not a time
+    rec = results.record(key)
+    dim = rec.dimension if rec is not None else ""
+    if dim == "rate":  # tokens (requests) per second, not a time
         return _sig(value)
-    if key.endswith("_s") or key.endswith("_time") or key in ("alpha", "latency", "one_shot_latency"):
+    if dim == "time":
         return output.fmt_time(value)
-    if key in MEMORY_KEYS:
+    if dim == "gb":
         return output.fmt_gb(value)  # decimal, like the capacities it is compared with (80 GB)
-    if key.endswith("_bytes") or "_bytes_" in key or key in ("memory", "weight_bytes"):
+    if dim == "bytes":
         return output.fmt_bytes(value)
-    if key.endswith("bandwidth") or key.endswith("_bytes_per_s"):
-        return units.format_quantity(value, units.BANDWIDTH)
-    if key.endswith("flops"):
-        return units.format_quantity(value, units.FLOP_RATE)
-    if key in FRACTION_KEYS:
+    if dim == "fraction" or (rec is None and key in _INPUT_FRACTIONS):
         return output.fmt_pct(value)
-    if key == "speedup":
+    if dim == "ratio":
         return f"{_sig(value, 3)}×"
+    if rec is None:  # an input field, or a key of a derivation step
+        if key.endswith("_s") or key.endswith("_time") or key in ("alpha", "latency", "one_shot_latency"):
+            return output.fmt_time(value)
+        if key.endswith("_bytes") or "_bytes_" in key or key in ("memory", "weight_bytes"):
+            return output.fmt_bytes(value)
+        if key.endswith("bandwidth") or key.endswith("_bytes_per_s"):
+            return units.format_quantity(value, units.BANDWIDTH)
+        if key.endswith("flops"):
+            return units.format_quantity(value, units.FLOP_RATE)
     if isinstance(value, int) or float(value).is_integer():
         return f"{int(value):,}"
     return _sig(value)
 
 
-def label(key: str) -> str:
-    """A result key as a column heading: ``LABELS``, else the key with its unit suffix dropped."""
-    return LABELS.get(key, key.removesuffix("_s").replace("_", " "))
+def label(key: str, context: str = "review") -> str:
+    """A result key as the review heads it (``context``: review, short, search, compare; see
+    ``ccost.results.Key``), else the key with its unit suffix dropped."""
+    return results.label_in(key, context)
 
 
 # ----------------------------------------------------------------------------------------------------

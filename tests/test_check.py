@@ -520,3 +520,18 @@ def test_training_choices_without_effect_warn():
     r = check_text(BASE + "plan p { model = m70; cluster = two; phase = decode; recompute = full }", "t")
     assert [d.code for d in r.warnings] == ["W305"] and "`recompute` applies only to training" in \
         r.warnings[0].message
+
+
+def test_a_missing_reference_is_helped_with_a_name_the_file_sees():
+    # The schema's example (`hgx`) is not a cluster of the std library: the help names one the file sees.
+    r = check_text('import "std/clusters.ccost"\nimport "std/models.ccost"\n'
+                   'plan p { model = llama3_70b; phase = decode; tp = 8 }\n', "t.ccost")
+    (d,) = [d for d in r.errors if d.code == "E104"]
+    assert d.help.startswith("add `cluster = dgx_a100` (or dgx_b200, hgx_h100,"), d.help
+    # nothing of that kind in scope: say where the bundled ones are
+    r = check_text("plan p { phase = decode; tp = 8 }\n", "t.ccost")
+    helps = sorted(d.help for d in r.errors if d.code == "E104")
+    assert helps == ['add `cluster = NAME` naming a cluster block: import "std/clusters.ccost" for the bundled '
+                     'ones, or declare one',
+                     'add `model = NAME` naming a model block: import "std/models.ccost" for the bundled ones, '
+                     'or declare one']

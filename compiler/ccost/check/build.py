@@ -17,6 +17,7 @@ from ccost.check.expressions import num
 from ccost.check.fields import check_items, value
 from ccost.check.plan import _VALIDATORS
 from ccost.check.scope import members as members_of
+from ccost.check.scope import names_of_kind
 from ccost.diagnostics import Span, error
 from ccost.spec import Policy, Spec
 from ccost.syntax import tree as T
@@ -106,7 +107,7 @@ def _build(ctx: Context, b: Block) -> Any:
                 continue
             cond = "" if f.required else f", {f.required_doc}"
             ctx.add(error(f.missing_code, f"{b.label} is missing `{f.name}`{cond}: {f.doc}", b.where,
-                          help=f"add `{f.name} = {f.example}`"))
+                          help=_add_help(ctx, b, f)))
             bad = True
     varied = _varied(ctx, b, members) if kind.varies else ()
     if varied is None:
@@ -268,3 +269,21 @@ def _range_items(ctx: Context, e: T.Call, scope: File) -> tuple | None:
                       if too_many else f"write it like `{SC.FUNCTIONS[e.func][0]}`"))
         return None
     return tuple(T.Number(value=float(v), text=str(v), unit=None, span=e.span) for v in vals)
+
+
+_STD_KINDS = ("model", "cluster", "gpu", "link", "stack")  # the kinds specs/std/ has a file of (KIND + "s.ccost")
+
+
+def _add_help(ctx: Context, b: Block, f: SC.Field) -> str:
+    """How to add a missing field: its schema example, or for a reference a block of that kind the file
+    sees (the schema's example name may not exist here), listing the others when there are a few."""
+    if f.type.kind != "ref":
+        return f"add `{f.name} = {f.example}`"
+    seen = names_of_kind(ctx, b.file.key, f.type.ref)
+    if not seen:
+        bundled = f"std/{f.type.ref}s.ccost"
+        where = f"import \"{bundled}\" for the bundled ones, or declare one" if f.type.ref in _STD_KINDS else \
+            "declare one"
+        return f"add `{f.name} = NAME` naming a {f.type.ref} block: {where}"
+    others = f" (or {', '.join(seen[1:6])}{', …' if len(seen) > 6 else ''})" if len(seen) > 1 else ""
+    return f"add `{f.name} = {seen[0]}`{others}"

@@ -398,3 +398,21 @@ def test_rank_puts_plans_that_break_the_policy_after_those_that_meet_it():
     # when every plan breaks the policy, the metric alone ranks them and the choice carries a caution
     order, text = analysis.rank("latency", {"a": doc(0.02, fails=(6,)), "b": doc(0.01, fails=(9,))})
     assert order == ["b", "a"] and "Caution: checklist item 9 fails for it." in text
+
+
+def test_compare_text_says_why_a_faster_plan_is_ranked_below():
+    from ccost.output import compare_text
+
+    def doc(latency, fails=(), fits=True):
+        return {"latency_s": latency, "fits_memory": fits, "overhead": 0.1, "efficiency": 0.9, "regime": "x",
+                "checklist": [{"id": i, "status": "fail" if i in fails else "pass"} for i in range(1, 12)]}
+
+    plans = {"slow_ok": doc(2.0), "fast_bad": doc(1.0, fails=(6, 9)), "huge": doc(0.5, fits=False)}
+    order, text = analysis.rank("latency", plans)
+    assert order == ["slow_ok", "fast_bad", "huge"]
+    c = {"title": "t", "by": "latency", "ranking": order, "recommendation": text,
+         "values": {n: plans[n]["latency_s"] for n in order}}
+    lines = compare_text("c", c, plans).splitlines()
+    assert lines[1] == "  1. slow_ok   2 s"
+    assert lines[2] == "  2. fast_bad  1 s  (breaks the policy: checklist 6, 9 failed)"
+    assert lines[3] == "  3. huge      500 ms  (does not fit memory)"

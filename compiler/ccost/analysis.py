@@ -538,6 +538,15 @@ def _policy_fails(doc: dict) -> list[str]:
     return [str(i["id"]) for i in doc.get("checklist", []) if i["status"] == "fail"]
 
 
+def ranked_down(doc: dict) -> str | None:
+    """Why ``rank`` puts a plan after others whatever its metric: it does not fit memory, or it breaks the
+    policy (its failed checklist items); None for a plan ranked by its metric alone."""
+    if not doc.get("fits_memory", True):
+        return "does not fit memory"
+    fails = _policy_fails(doc)
+    return f"breaks the policy: checklist {', '.join(fails)} failed" if fails else None
+
+
 def rank(compare_by: str, plans: dict[str, dict]) -> tuple[list[str], str]:
     """Ranking of plan documents by the compare metric: plans that do not fit memory last, then the plans
     that break a policy threshold (a failed checklist item) after those that meet the policy, whatever

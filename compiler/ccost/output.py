@@ -261,7 +261,11 @@ def sweep_text(name: str, s: dict) -> str:
     return "\n".join(out)
 
 
-def compare_text(name: str, c: dict) -> str:
+def compare_text(name: str, c: dict, plans: dict | None = None) -> str:
+    """A comparison's ranking, one plan a line, each ranked down whatever its metric (memory, policy: see
+    ``analysis.rank``) saying why, then the recommendation."""
+    from ccost.analysis import ranked_down
+
     out = [f"compare {name}" + (f" — {c['title']}" if c.get("title") else "") + f" (by {c['by']})"]
     values = c.get("values") or {}
     fmt = {"latency": fmt_time, "overhead": fmt_pct, "efficiency": fmt_pct,
@@ -269,7 +273,8 @@ def compare_text(name: str, c: dict) -> str:
     width = max((len(p) for p in c["ranking"]), default=0)
     for i, plan in enumerate(c["ranking"], 1):
         shown = f"  {fmt(values[plan])}" if plan in values else ""
-        out.append(f"  {i}. {plan.ljust(width)}{shown}")
+        why = ranked_down(plans[plan]) if plans and plan in plans else None
+        out.append(f"  {i}. {plan.ljust(width)}{shown}" + (f"  ({why})" if why else ""))
     out.append(f"  {c['recommendation']}")
     return "\n".join(out)
 
@@ -282,7 +287,7 @@ def to_text(doc: dict) -> str:
     for name, s in (doc.get("sweeps") or {}).items():
         out += ["", sweep_text(name, s)]
     for name, c in (doc.get("compares") or {}).items():
-        out += ["", compare_text(name, c)]
+        out += ["", compare_text(name, c, doc.get("plans"))]
     for name, s in (doc.get("searches") or {}).items():  # issue 7: top layouts, Pareto front, constraints
         out += ["", search_text(name, s)]
     return "\n".join(out) + "\n"

@@ -538,13 +538,16 @@ def _policy_fails(doc: dict) -> list[str]:
     return [str(i["id"]) for i in doc.get("checklist", []) if i["status"] == "fail"]
 
 
-def ranked_down(doc: dict) -> str | None:
+def ranked_down(doc: dict, short: bool = False) -> str | None:
     """Why ``rank`` puts a plan after others whatever its metric: it does not fit memory, or it breaks the
-    policy (its failed checklist items); None for a plan ranked by its metric alone."""
+    policy (its failed checklist items); None for a plan ranked by its metric alone. ``short``: for a
+    table cell."""
     if not doc.get("fits_memory", True):
-        return "does not fit memory"
+        return "does not fit" if short else "does not fit memory"
     fails = _policy_fails(doc)
-    return f"breaks the policy: checklist {', '.join(fails)} failed" if fails else None
+    if not fails:
+        return None
+    return f"checklist {', '.join(fails)} fail" if short else f"breaks the policy: checklist {', '.join(fails)} failed"
 
 
 def rank(compare_by: str, plans: dict[str, dict]) -> tuple[list[str], str]:

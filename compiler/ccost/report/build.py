@@ -15,6 +15,7 @@ from ccost import axes, units
 from ccost import spec as S
 from ccost.analysis import COMPARE_METRICS  # compare `by` -> the key it ranks on, as analysis.rank does
 from ccost.analysis import VALUE_KEYS  # checklist item id -> the key its value prints as (analysis.ITEMS)
+from ccost.analysis import ranked_down  # why rank put a plan below a better metric
 from ccost.evaluate import GPU_AXES  # the sweep fields along which optima mean something
 from ccost.report import view as V
 from ccost.report.provenance import Provenance
@@ -600,6 +601,10 @@ def compare_section(name: str, c: Mapping[str, Any], plans: Mapping[str, Mapping
     if ranked_key and any(ranked_key in plans[p] for p in ranking):
         rows.append((f"{V.label(ranked_key, 'compare')} (ranked by)",
                      *[cell(ranked_key, p) for p in ranking]))
+    # What ranks a plan before the ranked row does (memory, then the policy: analysis.rank), when it matters.
+    why = [ranked_down(plans[p], short=True) for p in ranking]
+    if any(why):
+        rows.append(("policy and memory (ranked first)", *[w or "meets both" for w in why]))
     rows += [(V.label(k, "compare"), *[cell(k, p) for p in ranking]) for k in keys]
     table = V.Table(headers, tuple(rows), (False, *[True] * len(ranking)), wide=len(ranking) > 3)
     figure = None

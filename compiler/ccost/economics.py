@@ -14,7 +14,7 @@ The model, in words (the review says it too):
   (its TDP: the upper bound of what it draws busy) + the node's ``host_power`` / ``gpus_per_node``, or,
   when the cluster gives no host power, the plan's stack's ``host_power`` (per GPU).
   The plan's facility power ``P = N·P_GPU·PUE``.
-* **Cost per hour** ``C_hour = (N·p_GPU + P·p_E)·1 h``: the N GPUs the plan uses (tp·pp·ep·dp) at their
+* **Cost per hour** ``C_hour = (N·p_GPU + P·p_E)·1 h``: the N GPUs the plan uses (tp·pp·ep·dp, ·cp) at their
   price, plus the energy bill at ``electricity_price`` p_E (0 unless given: a cloud price includes power).
 * **Cost per million tokens** at the plan's ``load`` (the share of the month it runs at its throughput;
   the GPUs are paid for every hour): ``C_Mtok = C_rate·10⁶ / (throughput·load)``. Tokens are the plan's

@@ -88,9 +88,13 @@ def _m(type_: str, unit: str, meaning: str, label: str, normative: bool, **kw) -
     return Key("", type_, unit, meaning, label, normative=normative, **kw)
 
 
+# tp·pp·ep·dp, and the optional degrees (cp) that multiply it when above 1, from the axis registry.
+_GPU_PRODUCT = "·".join(a.name for a in AXES if not a.optional) + "".join(
+    f" (·{a.name} when above 1)" for a in AXES if a.optional)
+
 # The numbers a plan, a sweep point and a search record share, with every context's label.
 _METRICS: dict[str, Key] = {
-    "gpus": _m("integer", "count", "GPUs the plan uses: tp·pp·ep·dp", "GPUs", True),
+    "gpus": _m("integer", "count", "GPUs the plan uses: " + _GPU_PRODUCT, "GPUs", True),
     "weight_bytes_per_gpu": _m(NUM, "B", "weight bytes one GPU holds (FSDP: its shard plus one gathered layer)",
                                "weights per GPU", True, dim="gb"),
     "memory_bytes_per_gpu": _m(NUM, "B", "memory one GPU holds: weights + KV cache (+ gradients and optimizer "

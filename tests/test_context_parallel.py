@@ -138,3 +138,27 @@ def test_end_to_end(spec_path, tmp_path):
     for (tp, cp), name in (((8, 2), "tp8cp2"), ((8, 1), "tp8")):
         assert rows[tp, cp]["step_time_s"] == pytest.approx(doc["plans"][name]["step_time_s"], rel=1e-6)
         assert rows[tp, cp]["gpus"] == tp * cp
+
+
+def test_ring_sends_hide_behind_the_attention_of_the_block_held():
+    # Under the operator roofline (serving_default) each send runs behind the attention of one layer
+    # against the block already held: t_block = T_attn·pp/(L·cp), hidden min(T_send, t_block) per send.
+    spec = SPEC.replace("plan one {", "plan op { model = llama3_70b; cluster = two; phase = prefill; "
+                        "seq = 32768; stack = serving_default; tp = 8; cp = 2 }\nplan one {")
+    r = check_text(spec, "/nowhere/cp.ccost")
+    assert not r.errors, [d.message for d in r.errors]
+    doc = evaluate.evaluate(r.spec).plans["op"].doc
+    eff = r.spec.stacks["serving_default"].attention_efficiency
+    # attention of this rank, by hand: 16,384 of its tokens against a causal context of (32,768 + 1)/2,
+    # 64/8 = 8 heads here, 2 FLOPs per multiply-add over QKᵀ and PV (2·128), 80 layers; FLOP-bound
+    # (its 0.67 GB of KV written take 0.22 ms of HBM time).
+    f_attn = 16384 * (32768 + 1) / 2 * 8 * 2 * 2 * 128 * 80
+    t_attn = f_attn / (989e12 * eff)
+    t_block = t_attn * 1 / (80 * 2)
+    (cx,) = [c for c in ring(doc) if c["count"] > 0]
+    assert cx["time_s"] < t_block  # an 8 MiB block over IB hides entirely behind 1.1 ms of attention
+    hidden = cx["count"] * min(cx["time_s"], t_block)
+    assert doc["exposed_comm_s"] == pytest.approx(doc["comm_time_s"] - hidden, rel=1e-9)
+    # the whole-step roofline (ideal stack) has no attention term to hide behind: every send is exposed
+    plain = evaluate.evaluate(r.spec).plans["tp8cp2"].doc
+    assert plain["exposed_comm_s"] == pytest.approx(plain["comm_time_s"], rel=1e-12)

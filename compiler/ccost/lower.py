@@ -532,6 +532,9 @@ class Collective:
     #: which one was charged), so the review can show both; None for every other algorithm.
     one_shot_other: costs.GroupCost | None = None
     one_shot_volume: str | None = None  # the convention charged, when one_shot_other is set
+    #: The part of ``total`` that runs behind compute by construction (ring attention's sends behind the
+    #: attention of the block already held); None for a collective nothing hides but ``overlap``.
+    hidden: Num | None = None
 
 
 @dataclass(frozen=True)
@@ -757,7 +760,7 @@ def lower(static: Static, x: Inputs) -> Program:
                     p_exp_gpu if static.moe else None, n_dense if static.moe else None,
                     n_expert1 if static.moe else None)
     if static.cp and static.kv:
-        coll += _ring_attention(static, x, comp.kv_gpu)
+        coll += _ring_attention(static, x, comp)
     return Program(static, x, tuple(coll), comp)
 
 
@@ -766,29 +769,50 @@ def _splits_tokens(static: Static) -> bool:
     return static.cp and static.phase == "prefill"
 
 
-def _ring_attention(static: Static, x: Inputs, kv_gpu: Num) -> list[Collective]:
+def _ring_attention(static: Static, x: Inputs, comp: Compute) -> list[Collective]:
     """Context parallelism (``cp``, decode and prefill; training: ``ccost.training``): ring attention. Each
     of the cp ranks holds 1/cp of every sequence's KV cache (prefill: of its tokens) and, per layer, sends
     its local KV block to its ring neighbour cp − 1 times, so every rank's queries meet the whole context.
     The block is this GPU's KV cache of one layer, KV_GPU·pp/L (per micro-batch in a steady pipeline).
     The cp ranks sit next to the tp ranks (Megatron's tp-cp-ep-dp-pp): the ring leaves the NVLink domain
-    when tp·cp > D, and then every step runs at the pace of its slowest link, the inter-node one. The
-    transfers are counted exposed (``overlap`` hides a share, as for every collective)."""
+    when tp·cp > D, and then every step runs at the pace of its slowest link, the inter-node one.
+
+    Each send runs while the rank computes attention against the block it already holds, as ring
+    attention implementations do (and as ``ccost.training`` prices it): per step, min(T_send, t_block) of
+    the send is hidden, with t_block = T_attn·pp/(L·cp) the attention of one layer against one block
+    (the operator roofline's attention row; under the whole-step roofline, or with ``compute_time``
+    given, there is no attention time to hide behind and the sends count exposed). ``overlap`` then
+    hides its share of what is left, as for every collective."""
     steady = static.steady
+    kv_gpu = comp.kv_gpu
     m_kv = named("m_KV", kv_gpu * x.pp / x.L / x.M if steady else kv_gpu * x.pp / x.L,
                  "KV block a cp rank passes per layer: its KV cache of one layer, KV_GPU·pp/L"
                  + (" per micro-batch (/M)" if steady else ""))
     n_cp = named("count_CP", (x.cp - 1) * x.L, "ring steps per step: cp − 1 per layer, L layers on the critical path")
+    attn = [r[3] for r in comp.operators if r[0] == "attention"]
+    t_blk = None
+    if attn:
+        t_blk = named("t_attn,block", attn[0] * x.pp / (x.L * x.cp) / (x.M if steady else 1),
+                      "attention of one layer against one KV block on this rank: T_attn·pp/(L·cp)"
+                      + (" per micro-batch (/M)" if steady else ""))
     purpose = "context-parallel ring attention: KV blocks to the next cp rank"
     if static.inter is None:
-        return [_p2p(static, "CP", purpose, n_cp, m_kv, static.intra, static.intra_name, x)]
-    s_cp = named("s_CP", axes.stride(x, "cp", _on(static)), "ranks between consecutive cp ranks")
-    cross = named("x_CP", minimum(1, floor((x.cp * s_cp - 1) / x.D)),
-                  "1 when the cp ring spans NVLink domains (its slowest link paces every step), else 0")
-    return [_p2p(static, "CP", purpose + " (inside a domain)", n_cp * (1 - cross), m_kv, static.intra,
-                 static.intra_name, x),
-            _p2p(static, "CPx", purpose + " (across domains)", n_cp * cross, m_kv, static.inter,
-                 static.inter_name, x)]
+        parts = [("CP", purpose, n_cp, static.intra, static.intra_name)]
+    else:
+        s_cp = named("s_CP", axes.stride(x, "cp", _on(static)), "ranks between consecutive cp ranks")
+        cross = named("x_CP", minimum(1, floor((x.cp * s_cp - 1) / x.D)),
+                      "1 when the cp ring spans NVLink domains (its slowest link paces every step), else 0")
+        parts = [("CP", purpose + " (inside a domain)", n_cp * (1 - cross), static.intra, static.intra_name),
+                 ("CPx", purpose + " (across domains)", n_cp * cross, static.inter, static.inter_name)]
+    out = []
+    for key, what, count, link, link_name in parts:
+        k = _p2p(static, key, what, count, m_kv, link, link_name, x)
+        if t_blk is not None:
+            hid = named(f"T_{key},hidden", count * minimum(k.cost.time, t_blk),
+                        "sends hidden behind the attention of the block held: count·min(T_send, t_attn,block)")
+            k = replace(k, hidden=hid)
+        out.append(k)
+    return out
 
 
 def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: Num | None,

@@ -581,6 +581,10 @@ def search_figure(name: str, s: Mapping[str, Any]) -> V.Figure | None:
 
 
 
+#: The comparison row that is not a result key: what ranks plans before the metric (analysis.ranked_down).
+RANKED_FIRST_ROW = "policy and memory (ranked first)"
+
+
 def compare_section(name: str, c: Mapping[str, Any], plans: Mapping[str, Mapping[str, Any]],
                     charts: bool) -> V.CompareSection:
     ranking = [p for p in c.get("ranking") or [] if p in plans]
@@ -604,7 +608,7 @@ def compare_section(name: str, c: Mapping[str, Any], plans: Mapping[str, Mapping
     # What ranks a plan before the ranked row does (memory, then the policy: analysis.rank), when it matters.
     why = [ranked_down(plans[p], short=True) for p in ranking]
     if any(why):
-        rows.append(("policy and memory (ranked first)", *[w or "meets both" for w in why]))
+        rows.append((RANKED_FIRST_ROW, *[w or "meets both" for w in why]))
     rows += [(V.label(k, "compare"), *[cell(k, p) for p in ranking]) for k in keys]
     table = V.Table(headers, tuple(rows), (False, *[True] * len(ranking)), wide=len(ranking) > 3)
     figure = None

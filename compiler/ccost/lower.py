@@ -646,10 +646,9 @@ def lower(static: Static, x: Inputs) -> Program:
     Runs on floats, arrays and derivation values alike; in array mode every input may be an array and the
     results broadcast.
     """
+    # training has its own model (per micro-batch, schedules, activations): ccost.phases picks it
+    assert not static.train, "a training plan is lowered by ccost.training (ccost.phases.lower)"
     train = static.train
-    if train:  # training has its own model: per micro-batch, schedules, activations (ccost.training)
-        from ccost import training
-        return training.lower_train(static, x)
     coll: list[Collective] = []
 
     # --- sizes ---------------------------------------------------------------------------------------

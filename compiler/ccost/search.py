@@ -2,7 +2,7 @@
 
 A ``search`` block names a base plan, lists (or ranges) of values for some of its fields, constraints and
 an objective. ``run_search`` evaluates **every** point through the same functions as a single plan
-(``lower.prepare`` → ``lower.with_arrays`` → ``lower.lower`` → ``analysis.analyse``), with numpy arrays
+(``lower.prepare`` → ``lower.with_arrays`` → ``phases.lower`` → ``phases.analyse``), with numpy arrays
 in place of the floats: there is no second implementation of the cost model, so a point of a search is
 bit for bit the plan ``dataclasses.replace(base, tp=..., ...)`` evaluated on its own (a test checks it).
 
@@ -541,7 +541,7 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
     (process or Dask) some of them."""
     import numpy as np
 
-    from ccost import analysis, economics, lower
+    from ccost import economics, lower, phases
 
     search, policy = job.search, job.policy
     base = search.base
@@ -617,7 +617,7 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
             vals.update(cvals)
             static, x0 = prepared
             acc.priced += rows.size * (c1 - c0)
-            _price_chunk(lower, analysis, static, x0, plan, vals,
+            _price_chunk(lower, phases, static, x0, plan, vals,
                          p_i * per_pass + row_off[rows][:, None] + col_off, st, count, names[6:], acc.top,
                          acc.front, top_select, acc.best_removed, acc.mem_limit, pr)
             if progress is not None and b_i + 1 < len(blocks):
@@ -876,7 +876,7 @@ def _keep_freed_memory() -> None:
         pass
 
 
-def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, checks, top, front, top_select,
+def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks, top, front, top_select,
                  best_removed, mem_limit, pr=None):
     """Price the points of one block that passed the layout constraints (``vals``: field → array, arrays
     that broadcast to ``index``'s shape: layouts × columns, see ``_Grid``; ``index``: each point's number in
@@ -896,8 +896,8 @@ def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, chec
                 inputs["S"] = v
         else:
             inputs[ARRAY_AXES[f]] = v
-    prog = lower.lower(static, lower.with_arrays(x0, **inputs))
-    m = analysis.analyse(prog)
+    prog = phases.lower(static, lower.with_arrays(x0, **inputs))
+    m = phases.analyse(prog)
     c = prog.compute
 
     def full(a):

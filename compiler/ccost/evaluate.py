@@ -22,6 +22,7 @@ from typing import Any
 
 from ccost import __version__, analysis, axes, costs, derive, economics, lower, phases
 from ccost import spec as S
+from ccost.check.plan import evaluation_errors
 from ccost.derive import Step
 from ccost.diagnostics import CcostError, Diagnostics, error
 
@@ -378,7 +379,7 @@ def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
     names = [f for f, _ in sw.fields]
     points = []
     for assign, plan in analysis.sweep_points(sw):
-        errs = lower.check_plan(plan)
+        errs = evaluation_errors(plan)
         point: dict[str, Any] = dict(assign)
         if errs:
             point["error"] = errs[0].message.replace(f"plan `{plan.name}`", "this point")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccost import analysis, check, derive, evaluate, lower
+from ccost import analysis, check, derive, evaluate, lower, phases
 from ccost import spec as S
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
@@ -44,10 +44,10 @@ def test_float_and_derivation_modes_are_bit_identical(name):
     spec = _load(name)
     for pname in _plans(spec):
         plan = spec.plans[pname]
-        pf = lower.lower_plan(plan, spec.policy)
-        pd = lower.lower_plan(plan, spec.policy, derivation=True)
-        vf = _metric_values(pf, analysis.analyse(pf))
-        vd = _metric_values(pd, analysis.analyse(pd))
+        pf = phases.lower_plan(plan, spec.policy)
+        pd = phases.lower_plan(plan, spec.policy, derivation=True)
+        vf = _metric_values(pf, phases.analyse(pf))
+        vd = _metric_values(pd, phases.analyse(pd))
         assert vf.keys() == vd.keys()
         for key in vf:
             a, b = derive.value_of(vf[key]), derive.value_of(vd[key])
@@ -79,7 +79,7 @@ def test_array_mode_matches_float_mode_elementwise():
         return np.array([float(lay[i]) for lay in layouts])
 
     xa = lower.with_arrays(x, tp=arr(0), pp=arr(1), dp=arr(2), B=arr(3))
-    ma = analysis.analyse(lower.lower(static, xa))
+    ma = phases.analyse(phases.lower(static, xa))
     for i, (tp, pp, dp, b) in enumerate(layouts):
         r = evaluate.evaluate_plan(replace(base, tp=tp, pp=pp, dp=dp, batch=b), spec.policy)
         assert ma.step[i] == r.metrics.step, (tp, pp, dp, b)
@@ -96,8 +96,8 @@ def test_array_mode_microbatches_with_kv_and_given_compute():
         static, x = lower.prepare(base, spec.policy)
         xa = lower.with_arrays(x, pp=np.array([float(p) for p, _ in layouts]),
                                M=np.array([float(m) for _, m in layouts]))
-        pa = lower.lower(static, xa)
-        ma = analysis.analyse(pa)
+        pa = phases.lower(static, xa)
+        ma = phases.analyse(pa)
         for i, (pp, m) in enumerate(layouts):
             r = evaluate.evaluate_plan(replace(base, pp=pp, microbatches=m), spec.policy)
             assert pa.compute.t_mb[i] == r.program.compute.t_mb, (pp, m)
@@ -112,7 +112,7 @@ def test_array_mode_auto_allreduce_and_moe():
     static, x = lower.prepare(base, spec.policy)
     xa = lower.with_arrays(x, tp=np.array([float(t) for t, _ in layouts]),
                            ep=np.array([float(e) for _, e in layouts]))
-    ma = analysis.analyse(lower.lower(static, xa))
+    ma = phases.analyse(phases.lower(static, xa))
     for i, (tp, ep) in enumerate(layouts):
         r = evaluate.evaluate_plan(replace(base, tp=tp, ep=ep), spec.policy)
         assert ma.step[i] == r.metrics.step
@@ -122,7 +122,7 @@ def test_array_mode_auto_allreduce_and_moe():
 def test_group_of_one_costs_nothing_in_array_mode():
     spec = _load("a1-tp-decode.ccost")
     static, x = lower.prepare(spec.plans["tp8"], spec.policy)
-    m = analysis.analyse(lower.lower(static, lower.with_arrays(x, tp=np.array([1.0, 8.0]))))
+    m = phases.analyse(phases.lower(static, lower.with_arrays(x, tp=np.array([1.0, 8.0]))))
     assert m.T_comm[0] == 0.0 and m.T_comm[1] > 0
 
 
@@ -235,7 +235,7 @@ def test_a3_decode_pipeline_rereads_the_weights_per_microbatch():
     assert A3_T_MB == pytest.approx(7.556 * MS, rel=1e-4)
     for name in ("tp8_pp2", "tp8_pp2_tree", "tp8_pp2_one_shot"):
         plan = spec.plans[name]
-        prog = lower.lower_plan(plan, spec.policy)
+        prog = phases.lower_plan(plan, spec.policy)
         assert prog.compute.bytes_mb == pytest.approx(25.3125e9, rel=1e-12)
         assert prog.compute.t_mb == pytest.approx(A3_T_MB, rel=1e-12)
         d = evaluate.evaluate_plan(plan, spec.policy).doc
@@ -255,7 +255,7 @@ def test_a3_decode_pipeline_rereads_the_weights_per_microbatch():
 def test_decode_microbatch_reads_its_share_of_the_kv_cache():
     spec = _load("a3-multi-node.ccost")
     plan = replace(spec.plans["tp8_pp2"], seq=4096, microbatches=4)
-    c = lower.lower_plan(plan, spec.policy).compute
+    c = phases.lower_plan(plan, spec.policy).compute
     # KV per token 2 (K, V) × 126 layers × 8 KV heads × 128 head dim (16384/128) × 2 B = 516,096 B;
     # 32 sequences × 4096 tokens, split over min(tp 8, 8 KV heads) × pp 2 = 16 GPUs: 4,227,858,432 B
     kv_gpu = 32 * 4096 * 516_096 / 16
@@ -282,24 +282,24 @@ def test_training_pipeline_schedule_and_flops():
     # = 1.6911e10 forward. Hardware FLOPs per GPU: 64 × 4096 / 16 × (3 × (8.1e11 + 1.6911e10) + 1.6911e10)
     # (selective recomputation re-runs the attention core) = 16384 × 2.4977e12 = 4.0922e16
     plan = replace(spec.plans["tp8_pp2"], phase="train", batch=64, seq=4096, microbatches=16)
-    prog = lower.lower_plan(plan, spec.policy)
+    prog = phases.lower_plan(plan, spec.policy)
     c, tt = prog.compute, prog.train
     attn = 2 * 126 * 4096 * 16384
     assert c.flops_gpu == pytest.approx(64 * 4096 / 16 * (3 * (8.1e11 + attn) + attn), rel=1e-12)
     assert tt.flops_model_token == pytest.approx(3 * (8.1e11 + attn), rel=1e-12)
-    m = analysis.analyse(prog)
+    m = phases.analyse(prog)
     # 1F1B, P = 2, M = 16: 16 + 1 slots; bubble 1/17; step = 17·(t_mb + c_mb) + T_once
     assert m.bubble == pytest.approx(1 / 17, rel=1e-12)
     assert m.step == pytest.approx(17 * (c.t_mb + tt.c_mb) + tt.once, rel=1e-12)
     assert tt.in_flight_mb == 2  # 1F1B keeps min(M, P) micro-batches on the first stage
     # interleaved with v = 2: (P−1)/v = 0.5 bubble slots: 0.5/16.5; first stage holds 2·(1 + 1/4) = 2.5
-    inter = lower.lower_plan(replace(plan, schedule="interleaved", virtual_stages=2), spec.policy)
-    mi = analysis.analyse(inter)
+    inter = phases.lower_plan(replace(plan, schedule="interleaved", virtual_stages=2), spec.policy)
+    mi = phases.analyse(inter)
     assert mi.bubble == pytest.approx(0.5 / 16.5, rel=1e-12)
     assert inter.train.in_flight_mb == pytest.approx(2.5, rel=1e-12)
     # GPipe: same bubble as 1F1B, all 16 micro-batches' activations held (8× the 1F1B layers' share)
-    gp = lower.lower_plan(replace(plan, schedule="gpipe"), spec.policy)
-    assert analysis.analyse(gp).bubble == pytest.approx(1 / 17, rel=1e-12)
+    gp = phases.lower_plan(replace(plan, schedule="gpipe"), spec.policy)
+    assert phases.analyse(gp).bubble == pytest.approx(1 / 17, rel=1e-12)
     assert gp.train.in_flight_mb == 16
     assert gp.compute.mem_activations > 7 * c.mem_activations
 
@@ -307,8 +307,8 @@ def test_training_pipeline_schedule_and_flops():
 def test_given_compute_time_is_split_over_the_microbatches():
     spec = _load("a3-multi-node.ccost")
     plan = replace(spec.plans["tp8_pp2"], compute_time=0.020, microbatches=8)
-    prog = lower.lower_plan(plan, spec.policy)
-    m = analysis.analyse(prog)
+    prog = phases.lower_plan(plan, spec.policy)
+    m = phases.analyse(prog)
     # T_stage = 20 ms / 2 = 10 ms, t_mb = 10/8 = 1.25 ms; (8 + 2 − 1) × 1.25 ms = 11.25 ms + exposed·9/16
     assert prog.compute.t_mb == pytest.approx(1.25 * MS, rel=1e-12)
     assert m.step == pytest.approx(11.25 * MS + m.exposed * 9 / 16, rel=1e-12)

@@ -1,5 +1,6 @@
-"""The package's import structure (issue 12): the layer contract of pyproject.toml holds, and the imports a
-module runs when it is imported form no cycle."""
+"""The package's import structure (issue 12): the layer contract of pyproject.toml holds with no exception,
+every import goes down the layers (those inside a function too), and the imports a module runs when it is
+imported form no cycle."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -38,15 +40,16 @@ def _modules() -> dict[str, pathlib.Path]:
     return out
 
 
-def _import_time_edges(name: str, path: pathlib.Path, modules: dict) -> set[str]:
+def _import_time_edges(name: str, path: pathlib.Path, modules: dict, in_functions: bool = False) -> set[str]:
     """The ccost modules ``name`` imports while it is itself imported: statements at module level, not
-    inside a function or an ``if TYPE_CHECKING:`` block."""
+    inside a function or an ``if TYPE_CHECKING:`` block. ``in_functions``: the imports inside functions
+    too (every import the module can run)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
 
     def visit(nodes):
         for node in nodes:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and not in_functions:
                 continue
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 visit(node.orelse)
@@ -96,3 +99,54 @@ def test_no_import_cycle_at_module_level():
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def _contract() -> dict:
+    (contract,) = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"][
+        "contracts"]
+    return contract
+
+
+def test_the_layer_contract_has_no_exceptions():
+    contract = _contract()
+    assert contract["type"] == "layers"
+    assert not {"ignore_imports", "unmatched_ignore_imports_alerting"} & set(contract), \
+        "an import against the layers is fixed, not ignored"
+
+
+def _layer_of() -> dict[str, int]:
+    """Top-level module or package of ccost → its layer's index in the contract, 0 the highest."""
+    out = {}
+    for i, layer in enumerate(_contract()["layers"]):
+        for name in layer.replace(":", "|").split("|"):
+            out[name.strip().strip("()")] = i
+    return out
+
+
+def _upward(edges: dict[str, set[str]], layer_of: dict[str, int]) -> list[str]:
+    """The imports ``a -> b`` whose target sits in a higher layer than the importer."""
+    def top(m):
+        return m.split(".")[1] if m.count(".") else m
+
+    return sorted(f"{a} -> {b}" for a, bs in edges.items() for b in bs
+                  if top(a) in layer_of and top(b) in layer_of and layer_of[top(b)] < layer_of[top(a)])
+
+
+def test_no_import_goes_up_not_even_inside_a_function():
+    """The same rule as the contract, read from the source itself: an import inside a function counts (it
+    runs when the function does), so a lazy import cannot hide an upward dependency."""
+    modules = _modules()
+    layer_of = _layer_of()
+    tops = {m.split(".")[1] for m in modules if m.count(".")}
+    assert tops <= set(layer_of), f"modules in no layer of the contract: {sorted(tops - set(layer_of))}"
+    edges = {m: _import_time_edges(m, p, modules, in_functions=True) for m, p in modules.items()}
+    # the walk sees imports inside functions (ccost.search imports ccost.economics only when it runs)
+    assert "ccost.economics" in edges["ccost.search"]
+    assert "ccost.economics" not in _import_time_edges("ccost.search", modules["ccost.search"], modules)
+    assert _upward(edges, layer_of) == []
+
+
+def test_an_upward_import_is_found():
+    layer_of = {"evaluate": 0, "lower": 1, "check": 2}
+    assert _upward({"ccost.lower": {"ccost.check.plan"}, "ccost.evaluate": {"ccost.lower"}}, layer_of) == []
+    assert _upward({"ccost.check.plan": {"ccost.evaluate"}}, layer_of) == ["ccost.check.plan -> ccost.evaluate"]

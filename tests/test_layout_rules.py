@@ -9,6 +9,7 @@ import numpy as np
 
 from ccost import analysis, axes, layout_rules as rules, lower
 from ccost.check import check_text
+from ccost.check.plan import evaluation_errors
 
 
 def test_every_axis_rule_is_a_rule():
@@ -40,7 +41,7 @@ def test_e301_has_one_wording_in_check_and_lower():
     (e,) = [d for d in r.errors if d.code == "E301"]
     assert e.message == "plan `p` needs tp·pp·ep·dp = 8·1·1·2 = 16 GPUs, but cluster `c` has 1 node × 8 = 8"
     ok = check_text(BASE + "plan p { model = m; cluster = c; phase = decode; tp = 8 }", "t").spec.plans["p"]
-    (le,) = [d for d in lower.check_plan(replace(ok, dp=2)) if d.code == "E301"]
+    (le,) = [d for d in evaluation_errors(replace(ok, dp=2)) if d.code == "E301"]
     assert le.message == e.message
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from ccost import evaluate, lower
 from ccost import spec as S
+from ccost.check.plan import evaluation_errors
 from ccost.diagnostics import CcostError
 
 MS, US = 1e-3, 1e-6
@@ -287,9 +288,11 @@ def test_single_gpu_has_no_collectives_and_unit_speedup():
     assert d["regime"] == "no communication"
 
 
-def test_lower_reports_check_plan_errors_without_raising():
-    assert [d.code for d in lower.check_plan(plan(tp=16))] == ["E301"]
-    assert lower.check_plan(plan(tp=8)) == []
+def test_the_errors_lower_refuses_a_plan_with_are_reported_without_raising():
+    assert [d.code for d in evaluation_errors(plan(tp=16))] == ["E301"]
+    assert evaluation_errors(plan(tp=8)) == []
+    with pytest.raises(CcostError):
+        lower.prepare(plan(tp=16), POLICY)
 
 
 def test_moe_without_active_params_is_conservative_and_still_pays_alltoall():

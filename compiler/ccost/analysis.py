@@ -91,9 +91,8 @@ def costs_nothing(k: lower.Collective) -> bool:
 
 def analyse(program: lower.Program) -> Metrics:
     """Totals, step time, overhead, bubble, speedup, efficiency and throughput of a lowered plan."""
-    if program.train is not None:  # training: the schedule's own step (ccost.training)
-        from ccost import training
-        return training.analyse_train(program)
+    # training: the schedule's own step, ccost.training.analyse_train (ccost.phases picks it)
+    assert program.train is None, "a training step is analysed by ccost.training (ccost.phases.analyse)"
     x, c = program.inputs, program.compute
     coll = [k for k in program.collectives if not costs_nothing(k)]
     # A plan without a collective (one GPU) sums no terms: a zero of the right dimension in derive mode.

@@ -2,12 +2,13 @@
 
 The pipeline of this stage, top to bottom::
 
-    plan ─lower.prepare─▶ Static + Inputs ─lower.lower─▶ Program ─analysis.analyse─▶ Metrics ─▶ document
+    plan ─lower.prepare─▶ Static + Inputs ─phases.lower─▶ Program ─phases.analyse─▶ Metrics ─▶ document
                            (floats | arrays | Values)   collectives, compute, memory      + checklist
 
 ``evaluate(spec)`` runs it in float mode for ``ccost eval`` and the report; ``explain(spec, plan)`` runs the
-*same* functions on derivation values, so every number in a derivation is bit-identical to the one in
-``eval --format json`` (a test checks it on every example spec). Search calls ``lower.lower`` with arrays.
+*same* functions on derivation values (``ccost.phases`` picks ``lower``/``analysis`` or, for a training
+plan, ``training``), so every number in a derivation is bit-identical to the one in
+``eval --format json`` (a test checks it on every example spec). Search calls ``phases.lower`` with arrays.
 
 ``results_document`` follows INTERFACE.md's normative keys and order (extra keys are marked below); the
 writers in ``ccost.output`` make its numbers stable. Machine units: seconds, bytes, fractions.
@@ -19,8 +20,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccost import __version__, analysis, axes, costs, derive, economics, lower
+from ccost import __version__, analysis, axes, costs, derive, economics, lower, phases
 from ccost import spec as S
+from ccost.check.plan import evaluation_errors
 from ccost.derive import Step
 from ccost.diagnostics import CcostError, Diagnostics, error
 
@@ -55,8 +57,8 @@ def evaluate_plan(plan: S.Plan, policy: S.Policy) -> PlanResult:
     evaluated: a diagnostic, never a traceback or a NaN."""
     if plan.phase == "serve":
         return _evaluate_serve(plan, policy)
-    program = lower.lower_plan(plan, policy)
-    metrics = analysis.analyse(program)
+    program = phases.lower_plan(plan, policy)
+    metrics = phases.analyse(program)
     econ = plan_economics(plan, policy, metrics)
     items = analysis.checklist(plan, policy, program, metrics)
     items.append(cost_item(plan, policy, econ))
@@ -377,7 +379,7 @@ def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
     names = [f for f, _ in sw.fields]
     points = []
     for assign, plan in analysis.sweep_points(sw):
-        errs = lower.check_plan(plan)
+        errs = evaluation_errors(plan)
         point: dict[str, Any] = dict(assign)
         if errs:
             point["error"] = errs[0].message.replace(f"plan `{plan.name}`", "this point")
@@ -477,8 +479,8 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
         from ccost import serve
         return _sections(serve.explain_groups(
             plan, spec.policy, lambda m: plan_economics(plan, spec.policy, m, derivation=True).values))
-    program = lower.lower_plan(plan, spec.policy, derivation=True)
-    m = analysis.analyse(program)
+    program = phases.lower_plan(plan, spec.policy, derivation=True)
+    m = phases.analyse(program)
     c = program.compute
     groups: list[tuple[str, list]] = []
     for k in program.collectives:

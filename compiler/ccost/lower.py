@@ -85,16 +85,17 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from ccost import axes, costs, derive, units
-from ccost import layout_rules as rules
+from ccost import axes, check, costs, derive, units
 from ccost import spec as S
+from ccost.check.plan import evaluation_errors
 from ccost.derive import floor, maximum, minimum, named
-from ccost.diagnostics import Diagnostics, error
+from ccost.diagnostics import Diagnostics
 
 Num = Any  # float | np.ndarray | derive.Value
 
@@ -211,89 +212,10 @@ def with_arrays(x: Inputs, **arrays) -> Inputs:
     return replace(x, **arrays)
 
 
-def _plan_fields_ok(plan: S.Plan, diags: Diagnostics) -> None:
-    """Diagnose plans that the formulas cannot evaluate (rather than divide by zero or return NaN)."""
-    model, cluster = plan.model, plan.cluster
-    span = plan.span
-
-    def at(name: str):
-        return plan.spans.get(name, span)
-
-    if model is None or cluster is None or cluster.gpu is None or cluster.intra_node is None:
-        diags.add(error("E401", f"plan `{plan.name}` has no model or cluster to evaluate", span,
-                        "give the plan `model = ...` and `cluster = ...`"))
-        return
-    gpu = cluster.gpu
-    for name in (*axes.MANDATORY, "batch", "microbatches", *axes.OPTIONAL):
-        v = getattr(plan, name)
-        if not (isinstance(v, (int, float)) and v >= 1):
-            diags.add(error("E203", f"plan `{plan.name}`: {name} must be at least 1, got {v}", at(name)))
-    if not rules.fits_cluster(plan.gpus, cluster.gpus):
-        diags.add(error(
-            "E301", rules.too_many_gpus(plan, cluster), at("tp"),
-            "lower a parallel degree, or use a cluster with more nodes"))
-    elif not rules.in_one_domain(plan.gpus, cluster.domain) and cluster.inter_node is None:
-        diags.add(error(
-            "E302", f"plan `{plan.name}` spans {plan.gpus} GPUs, more than one NVLink domain of "
-            f"{cluster.domain}, but cluster `{cluster.name}` has no inter_node link", at("tp"),
-            f"give cluster `{cluster.name}` an `inter_node = ...` link"))
-    if model.layers < 1 or model.hidden < 1:
-        diags.add(error("E401", f"model `{model.name}` needs layers and hidden of at least 1", model.span))
-    elif not rules.pp_at_most_layers(plan.pp, model.layers):
-        diags.add(error("E401", f"plan `{plan.name}`: pp = {plan.pp} stages for {model.layers} layers "
-                        "leaves stages without a layer", at("pp"), f"use pp ≤ {model.layers}"))
-    if not (model.params or model.weight_bytes):
-        diags.add(error("E104", f"model `{model.name}` needs `params` or `weight_bytes`", model.span))
-    if plan.phase in ("prefill", "train") and not plan.seq:
-        diags.add(error("E104", f"plan `{plan.name}` is a {plan.phase} plan and needs `seq` (tokens per "
-                        "sequence)", at("phase"), "add e.g. `seq = 2048`"))
-    if not (0.0 <= plan.overlap <= 1.0):
-        diags.add(error("E203", f"plan `{plan.name}`: overlap must be between 0 % and 100 %, got "
-                        f"{plan.overlap:g}", at("overlap")))
-    if plan.compute_time is None:
-        if not gpu.hbm_bandwidth > 0:
-            diags.add(error("E401", f"plan `{plan.name}` cannot be priced: gpu `{gpu.name}` has no "
-                            "hbm_bandwidth (the memory-bound compute time needs it)", gpu.span,
-                            f"give gpu `{gpu.name}` an `hbm_bandwidth`, or the plan a `compute_time`"))
-        if not gpu.compute_rate > 0:
-            diags.add(error("E401", f"plan `{plan.name}` cannot be priced: gpu `{gpu.name}` has no flops",
-                            gpu.span, f"give gpu `{gpu.name}` `flops` (and `achieved_flops`)"))
-    elif not plan.compute_time > 0:
-        diags.add(error("E203", f"plan `{plan.name}`: compute_time must be positive", at("compute_time")))
-    for link in (cluster.intra_node, cluster.inter_node):
-        if link is not None and not (link.bandwidth > 0 and link.efficiency > 0 and link.alpha >= 0):
-            diags.add(error("E401", f"link `{link.name}` needs a positive bandwidth and efficiency and a "
-                            "non-negative alpha", link.span))
-    if model.is_moe:
-        if (model.experts or 1) > 1 and (model.top_k or 1) >= (model.experts or 1):
-            diags.add(error("E401", f"model `{model.name}`: top_k = {model.top_k} must be smaller than "
-                            f"experts = {model.experts} (every token would visit every expert)", model.span))
-        if model.active_params is not None and model.params is not None and model.active_params > model.params:
-            diags.add(error("E203", f"model `{model.name}`: active_params exceeds params", model.span))
-    if (plan.phase in ("decode", "prefill") and plan.seq and not model.kv_heads and not model.kv_lora_rank
-            and plan.compute_time is None):
-        diags.add(error("E104", f"model `{model.name}` gives neither `kv_heads` nor an MLA latent "
-                        f"(`kv_lora_rank`): plan `{plan.name}` holds a KV cache of {plan.seq} tokens and its size "
-                        "per token is unknown", model.span,
-                        "add `kv_heads = N` (multi-head attention: the number of heads), or for MLA "
-                        "`kv_lora_rank` and `qk_rope_head_dim`"))
-    if model.heads is not None and model.heads < 1:
-        diags.add(error("E203", f"model `{model.name}`: heads must be at least 1", model.span))
-
-
-def check_plan(plan: S.Plan) -> list:
-    """The diagnostics (errors) that keep a plan from being evaluated; empty when it can be."""
-    diags = Diagnostics()
-    _plan_fields_ok(plan, diags)
-    return diags.items
-
-
 def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[Static, Inputs]:
     """The ``Static`` choices and ``Inputs`` of a checked plan: floats, or (``derivation=True``) named
     derivation leaves with units and sources. Raises ``CcostError`` for a plan that cannot be evaluated."""
-    diags = Diagnostics()
-    _plan_fields_ok(plan, diags)
-    diags.raise_if_errors()
+    Diagnostics(evaluation_errors(plan)).raise_if_errors()
     model, cluster = plan.model, plan.cluster
     assert model is not None and cluster is not None and cluster.gpu is not None
     gpu = cluster.gpu
@@ -368,13 +290,9 @@ def default_stack(phase: str) -> S.Stack:
     ``std/stacks.ccost``). Without the bundled library (an installation error), the ideal profile."""
     name = S.DEFAULT_STACKS.get(phase, "serving_default")
     if name not in _DEFAULT_STACKS:
-        from ccost import check
-
         found = None
         folder = check._std_dir()
         if folder is not None:
-            import os
-
             spec, _ = check.load_spec(os.path.join(folder, "stacks.ccost"))
             found = spec.stacks.get(name)
         _DEFAULT_STACKS[name] = found or S.Stack(name, None, None, source="built-in ideal profile "
@@ -649,10 +567,9 @@ def lower(static: Static, x: Inputs) -> Program:
     Runs on floats, arrays and derivation values alike; in array mode every input may be an array and the
     results broadcast.
     """
+    # training has its own model (per micro-batch, schedules, activations): ccost.phases picks it
+    assert not static.train, "a training plan is lowered by ccost.training (ccost.phases.lower)"
     train = static.train
-    if train:  # training has its own model: per micro-batch, schedules, activations (ccost.training)
-        from ccost import training
-        return training.lower_train(static, x)
     coll: list[Collective] = []
 
     # --- sizes ---------------------------------------------------------------------------------------

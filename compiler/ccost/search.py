@@ -2,7 +2,7 @@
 
 A ``search`` block names a base plan, lists (or ranges) of values for some of its fields, constraints and
 an objective. ``run_search`` evaluates **every** point through the same functions as a single plan
-(``lower.prepare`` → ``lower.with_arrays`` → ``lower.lower`` → ``analysis.analyse``), with numpy arrays
+(``lower.prepare`` → ``lower.with_arrays`` → ``phases.lower`` → ``phases.analyse``), with numpy arrays
 in place of the floats: there is no second implementation of the cost model, so a point of a search is
 bit for bit the plan ``dataclasses.replace(base, tp=..., ...)`` evaluated on its own (a test checks it).
 
@@ -34,8 +34,9 @@ How it runs:
 Point order (for ties and for "the first in search order"): the static axes outermost in written order,
 then the array axes in written order, the last fastest.
 
-The module is importable without numpy (the checker builds ``Search`` entities and renders text); the
-evaluation imports numpy, ``ccost.lower`` and ``ccost.analysis`` when it runs.
+The search block's own rules (searchable fields, the size limit, fleet combinations: E205, E402, E404) are
+``ccost.check.search``, which the checker runs too. The module is importable without numpy; the evaluation
+imports numpy, ``ccost.lower`` and ``ccost.phases`` when it runs.
 """
 
 from __future__ import annotations
@@ -50,21 +51,19 @@ from ccost import axes as PA
 from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.collectives import ALGORITHMS  # the AllReduce algorithms a point can end up with (auto: one each)
-from ccost.diagnostics import CcostError, Diagnostic, Span, error
-
-#: Fields a search can vary as arrays: plan field → ``lower.Inputs`` attribute (seq feeds two inputs).
-ARRAY_AXES: Mapping[str, str] = {**{a.name: a.name for a in PA.AXES if a.searchable}, "batch": "B",
-                                 "microbatches": "M", "seq": "S", "overlap": "overlap"}
-#: Fields a search varies with one pass per value (they change which formulas run).
-STATIC_AXES = ("allreduce", "fsdp", "cross_node", "one_shot_volume")
-#: Fleet axes: which model, cluster, workload and software stack. Each combination is a sub-space of
-#: its own (the layout constraints use its model and cluster), priced one pass per value like the
-#: static axes; the records name the model, cluster and stack.
-FLEET_AXES = ("model", "cluster", "phase", "stack")
-SEARCHABLE = tuple(ARRAY_AXES) + STATIC_AXES + FLEET_AXES
+from ccost.check.search import (  # the search block's rules, applied by the checker too
+    ARRAY_AXES,
+    FLEET_AXES,
+    SEARCHABLE,
+    STATIC_AXES,
+    fleet_diagnostics,
+    size_text,
+)
+from ccost.check.search import combo_label as _combo_label
+from ccost.check.search import value_name as _name
+from ccost.diagnostics import CcostError, Diagnostic, error
 
 OBJECTIVES = ("latency", "throughput_per_gpu", "gpus")
-MAX_LIMIT = 1_000_000_000
 #: Points per chunk: big enough that numpy's per-call overhead vanishes, small enough for the cache and
 #: a bounded peak memory (a few hundred arrays of this length live at once).
 CHUNK = 1 << 15
@@ -82,79 +81,6 @@ CONSTRAINTS: tuple[tuple[str, str], ...] = (
     ("min_efficiency", "efficiency = speedup / GPUs ≥ min_efficiency"),
     ("finite", "the numbers are finite"),
 )
-
-
-def size_text(search: S.Search) -> str:
-    """'11 tp × 11 pp × 5 allreduce' — how a search's size comes about."""
-    return " × ".join(f"{len(v):,} {f}" for f, v in search.axes)
-
-
-def validate(search: S.Search, where: Callable[..., Span | None]) -> list[Diagnostic]:
-    """Checks of a search block beyond the field types: only searchable fields are varied, the search is
-    within its ``limit`` (E402, saying how large it is), ``max_gpus`` fits the cluster."""
-    out: list[Diagnostic] = []
-    for f, _ in search.axes:
-        if f not in SEARCHABLE:
-            out.append(error("E205", f"search `{search.name}` cannot vary `{f}`", where(f) or search.span,
-                             help="a search varies " + ", ".join(SEARCHABLE) + f"; to compare values of `{f}`, "
-                             "write one search per value, or a sweep"))
-    n = search.size
-    if n > search.limit:
-        out.append(error(
-            "E402", f"search `{search.name}` has {n:,} points ({size_text(search)}), more than its limit "
-            f"of {search.limit:,}", where("limit") or search.span,
-            help=f"narrow the lists, or raise the limit (`limit = {min(MAX_LIMIT, n):_}`, at most "
-                 f"{MAX_LIMIT:_}; about a second per million points)"))
-    base = search.base
-    clusters = dict(search.axes).get("cluster") or ((base.cluster,) if base is not None else ())
-    biggest = max((c for c in clusters if c is not None), key=lambda c: c.gpus, default=None)
-    if biggest is not None and search.max_gpus is not None and search.max_gpus > biggest.gpus:
-        out.append(error(
-            "E203", f"search `{search.name}`: max_gpus = {search.max_gpus:,} is more than cluster "
-            f"`{biggest.name}` has ({biggest.gpus:,})", where("max_gpus") or search.span,
-            help=f"use max_gpus ≤ {biggest.gpus:,}, or a larger cluster in the base plan"))
-    if not any(d.code == "E205" for d in out):
-        out += fleet_diagnostics(search, where)
-    return out
-
-
-def fleet_diagnostics(search: S.Search, where: Callable[..., Span | None]) -> list[Diagnostic]:
-    """E404 for each combination of the fleet axes (model × cluster × phase × stack) that no layout
-    could make a plan: a prefill or training phase without ``seq``, a GPU without the rates the
-    formulas need, a model without parameters. Layout problems (too many GPUs, stages without layers)
-    are not errors: the search's constraints count them."""
-    base = search.base
-    fleet = [(f, v) for f, v in search.axes if f in FLEET_AXES]
-    if base is None or not fleet or base.model is None or base.cluster is None:
-        return []
-    from ccost import lower  # (imports numpy: only for a fleet search, so `ccost check` stays light)
-    axes = dict(search.axes)
-    seqs = axes.get("seq") or (base.seq,)
-    out: list[Diagnostic] = []
-    layout = dict.fromkeys(PA.NAMES, 1)  # the smallest layout: only the combination counts
-    if "serve" in (axes.get("phase") or ()):  # several steps per point (ccost.serve), not one program
-        out.append(error("E404", f"search `{search.name}`: `serve` cannot be a value of the `phase` axis: a serve "
-                         "plan prices a decode and a mixed step per point, which the layout search does not",
-                         where("phase") or search.span,
-                         help="search decode (and prefill) layouts, then compare or sweep serve plans of the best"))
-    for combo in itertools.product(*(v for _, v in fleet)):
-        fixed = dict(zip((f for f, _ in fleet), combo))
-        if fixed.get("phase") == "serve":
-            continue
-        plan = replace(base, **fixed, **layout, seq=seqs[0])
-        errs = [d for d in lower.check_plan(plan) if d.is_error and d.code not in ("E301", "E302")
-                and "leaves stages without a layer" not in d.message]
-        if errs:
-            field = next((f for f in ("phase", "model", "cluster", "stack") if f in fixed), fleet[0][0])
-            out.append(error(
-                "E404", f"search `{search.name}`: the combination {_combo_label(fixed)} cannot be evaluated: "
-                + "; ".join(d.message for d in errs), where(field) or search.span,
-                help="drop that value from its axis"
-                     + (", or give the base plan `seq = ...`" if any("needs `seq`" in d.message for d in errs)
-                        else ", or fix the block it names")))
-        if len(out) >= 5:
-            break
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -365,15 +291,6 @@ def _fleet_of(search: S.Search) -> list[str]:
     return [f for f, _ in search.axes if f in FLEET_AXES]
 
 
-def _combo_label(fixed: Mapping[str, Any]) -> str:
-    return ", ".join(f"{f}={_name(v)}" for f, v in fixed.items())
-
-
-def _name(v) -> Any:
-    """A searched value as a record holds it: an entity by its name."""
-    return v.name if isinstance(v, S.Entity) else v
-
-
 @dataclass(frozen=True)
 class _Job:
     """Everything a worker needs to price chunks of a search (picklable: shipped to processes and Dask
@@ -541,7 +458,7 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
     (process or Dask) some of them."""
     import numpy as np
 
-    from ccost import analysis, economics, lower
+    from ccost import economics, lower, phases
 
     search, policy = job.search, job.policy
     base = search.base
@@ -617,7 +534,7 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
             vals.update(cvals)
             static, x0 = prepared
             acc.priced += rows.size * (c1 - c0)
-            _price_chunk(lower, analysis, static, x0, plan, vals,
+            _price_chunk(lower, phases, static, x0, plan, vals,
                          p_i * per_pass + row_off[rows][:, None] + col_off, st, count, names[6:], acc.top,
                          acc.front, top_select, acc.best_removed, acc.mem_limit, pr)
             if progress is not None and b_i + 1 < len(blocks):
@@ -876,7 +793,7 @@ def _keep_freed_memory() -> None:
         pass
 
 
-def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, checks, top, front, top_select,
+def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks, top, front, top_select,
                  best_removed, mem_limit, pr=None):
     """Price the points of one block that passed the layout constraints (``vals``: field → array, arrays
     that broadcast to ``index``'s shape: layouts × columns, see ``_Grid``; ``index``: each point's number in
@@ -896,8 +813,8 @@ def _price_chunk(lower, analysis, static, x0, plan, vals, index, st, count, chec
                 inputs["S"] = v
         else:
             inputs[ARRAY_AXES[f]] = v
-    prog = lower.lower(static, lower.with_arrays(x0, **inputs))
-    m = analysis.analyse(prog)
+    prog = phases.lower(static, lower.with_arrays(x0, **inputs))
+    m = phases.analyse(prog)
     c = prog.compute
 
     def full(a):

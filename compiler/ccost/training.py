@@ -1,7 +1,7 @@
 """Training: one optimizer step of a ``phase = train`` plan, per micro-batch and per GPU.
 
 ``lower_train(static, x)`` is ``ccost.lower.lower`` for training plans and ``analyse_train(program)`` is
-``ccost.analysis.analyse`` for them; like those, they run unchanged on floats, numpy arrays (a search) and
+``ccost.analysis.analyse`` for them (``ccost.phases`` picks by phase); like those, they run unchanged on floats, numpy arrays (a search) and
 derivation values (``ccost explain``), so nothing here branches on a number — only on the plan's
 structural choices in ``Static`` (schedule, recomputation, sequence parallelism, optimizer sharding, FSDP,
 whether the plan writes ``overlap``).
@@ -83,7 +83,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ccost import analysis as A
 from ccost import costs, derive, units
+from ccost import lower as LW
 from ccost.derive import floor, maximum, minimum, named
 
 Num = Any
@@ -113,8 +115,6 @@ def _zero(dim, *like):
 
 
 def lower_train(static, x):
-    from ccost import lower as LW
-
     coll: list = []
     P, M, t = x.pp, x.M, x.tp
     Ls = named("L_s", x.L / P, "layers per stage")
@@ -425,8 +425,6 @@ def lower_train(static, x):
 
 def analyse_train(program):
     """``ccost.analysis.Metrics`` of a training step (see the module docstring)."""
-    from ccost import analysis as A
-
     x, c, tt = program.inputs, program.compute, program.train
     coll = [k for k in program.collectives if not A.costs_nothing(k)]
     t0, b0, n0 = (derive.zero(d, c.T_compute) for d in (units.TIME, units.INFORMATION, units.DIMENSIONLESS))

@@ -298,7 +298,7 @@ class _Plans:
                 raise _err(f"plan `{r.plan}` prices to {t!r}, not a time", r.file, r.line)
 
     def predict(self, theta: dict, idx=None) -> np.ndarray:
-        from ccost import analysis, lower
+        from ccost import phases
         from ccost import spec as S
 
         stack = S.Stack("fitted", None, None, **{f: float(theta.get(f, self.start[f])) for f in FIELDS},
@@ -306,7 +306,7 @@ class _Plans:
         out = []
         for i in (range(len(self.rows)) if idx is None else idx):
             plan = replace(self.plans[i], stack=stack)
-            m = analysis.analyse(lower.lower_plan(plan, self.policies[i]))
+            m = phases.analyse(phases.lower_plan(plan, self.policies[i]))
             t = m.latency if self.rows[i].metric == "ttft" else m.step
             out.append(float(t))
         return np.array(out)

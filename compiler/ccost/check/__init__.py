@@ -36,8 +36,8 @@ from ccost.check.hints import FIELD_ALIASES
 from ccost.check.load import MAX_IMPORT_DEPTH, _default_reader, project_root
 
 # kept importable from here: ccost.lower finds the bundled library with it; tests replace a rule
+from ccost.check.build import _VALIDATORS as _VALIDATORS
 from ccost.check.load import _std_dir as _std_dir
-from ccost.check.plan import _VALIDATORS as _VALIDATORS
 from ccost.diagnostics import CcostError, Diagnostic, Span, error
 from ccost.spec import Spec
 

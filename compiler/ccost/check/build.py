@@ -1,5 +1,5 @@
 """Pass 5, build: a frozen entity for every block from its checked field values (the builders live in
-``ccost.schema``), the rules that need no cost model on it (``ccost.check.plan._VALIDATORS``), then the
+``ccost.schema``), the rules that need no cost model on it (``_VALIDATORS``), then the
 ``Spec``. Missing required fields (E104, or the field's own code), a sweep that varies nothing (E104) or
 has too many points (E402) are reported here.
 """
@@ -8,22 +8,31 @@ from __future__ import annotations
 
 import math
 from types import MappingProxyType
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ccost import schema as SC
 from ccost import units as U
 from ccost.check.context import ERR, Bad, Block, Context, File, unparen
 from ccost.check.expressions import num
 from ccost.check.fields import check_items, value
-from ccost.check.plan import _VALIDATORS
+from ccost.check.plan import _check_link, _check_plan
 from ccost.check.scope import members as members_of
 from ccost.check.scope import names_of_kind
-from ccost.diagnostics import Span, error
+from ccost.check.search import validate as _check_search
+from ccost.diagnostics import Diagnostic, Span, error
 from ccost.spec import Policy, Spec
 from ccost.syntax import tree as T
 
 # A sweep is evaluated point by point; beyond this many points it is a typo, not a study (DESIGN §8).
 MAX_SWEEP_POINTS = 100_000
+
+#: The rules that need no cost model, by block kind (``ccost.check.plan``, ``ccost.check.search``): each
+#: gets the built entity and ``where``, which places a diagnostic (see ``entity``).
+_VALIDATORS: dict[str, Callable[[Any, Callable[..., Span | None]], list[Diagnostic]]] = {
+    "link": _check_link,
+    "plan": _check_plan,
+    "search": _check_search,
+}
 
 
 def build_spec(ctx: Context) -> None:

@@ -1,6 +1,8 @@
 """Rules on built entities that need no cost model: a plan's degrees against its cluster and model (E301,
-W301-W306), a link's measured curve (E203), a search's own rules. ``_VALIDATORS`` maps a block kind to its
-rule; the build pass (``ccost.check.build``) runs it on each entity it builds.
+W301-W306), a link's measured curve (E203), and the errors that keep a plan from being evaluated
+(``evaluation_errors``: ``ccost.lower`` refuses such a plan with them, a search's E404 names them). The
+build pass (``ccost.check.build._VALIDATORS``) runs the first two on each entity it builds; a search's own
+rules are ``ccost.check.search``.
 
 ``where(field, reads)`` places a diagnostic, or is None when the block inherits everything the rule reads
 from the block it extends (which reports it already); ``where.written`` is the set of fields the block
@@ -16,7 +18,7 @@ from ccost import axes
 from ccost import layout_rules as rules
 from ccost import units as U
 from ccost.check.load import _std_dir
-from ccost.diagnostics import Diagnostic, Span, error, warning
+from ccost.diagnostics import Diagnostic, Diagnostics, Span, error, warning
 
 
 def _divisors(n: int, limit: int) -> str:
@@ -219,10 +221,79 @@ def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     return out
 
 
-def _check_search(s, where: Callable[..., Span | None]) -> list[Diagnostic]:
-    from ccost.search import validate  # the search's own rules (searchable fields, size limit E402)
+def evaluation_errors(plan: Any) -> list[Diagnostic]:
+    """The errors that keep a plan from being evaluated: what the formulas cannot price (rather than divide
+    by zero or return NaN). Empty when it can be. ``ccost.lower.prepare`` refuses a plan with them; a
+    search names them for a combination of its fleet axes that no layout could price (E404,
+    ``ccost.check.search``)."""
+    diags = Diagnostics()
+    model, cluster = plan.model, plan.cluster
+    span = plan.span
 
-    return validate(s, where)
+    def at(name: str):
+        return plan.spans.get(name, span)
+
+    if model is None or cluster is None or cluster.gpu is None or cluster.intra_node is None:
+        diags.add(error("E401", f"plan `{plan.name}` has no model or cluster to evaluate", span,
+                        "give the plan `model = ...` and `cluster = ...`"))
+        return diags.items
+    gpu = cluster.gpu
+    for name in (*axes.MANDATORY, "batch", "microbatches", *axes.OPTIONAL):
+        v = getattr(plan, name)
+        if not (isinstance(v, (int, float)) and v >= 1):
+            diags.add(error("E203", f"plan `{plan.name}`: {name} must be at least 1, got {v}", at(name)))
+    if not rules.fits_cluster(plan.gpus, cluster.gpus):
+        diags.add(error(
+            "E301", rules.too_many_gpus(plan, cluster), at("tp"),
+            "lower a parallel degree, or use a cluster with more nodes"))
+    elif not rules.in_one_domain(plan.gpus, cluster.domain) and cluster.inter_node is None:
+        diags.add(error(
+            "E302", f"plan `{plan.name}` spans {plan.gpus} GPUs, more than one NVLink domain of "
+            f"{cluster.domain}, but cluster `{cluster.name}` has no inter_node link", at("tp"),
+            f"give cluster `{cluster.name}` an `inter_node = ...` link"))
+    if model.layers < 1 or model.hidden < 1:
+        diags.add(error("E401", f"model `{model.name}` needs layers and hidden of at least 1", model.span))
+    elif not rules.pp_at_most_layers(plan.pp, model.layers):
+        diags.add(error("E401", f"plan `{plan.name}`: pp = {plan.pp} stages for {model.layers} layers "
+                        "leaves stages without a layer", at("pp"), f"use pp ≤ {model.layers}"))
+    if not (model.params or model.weight_bytes):
+        diags.add(error("E104", f"model `{model.name}` needs `params` or `weight_bytes`", model.span))
+    if plan.phase in ("prefill", "train") and not plan.seq:
+        diags.add(error("E104", f"plan `{plan.name}` is a {plan.phase} plan and needs `seq` (tokens per "
+                        "sequence)", at("phase"), "add e.g. `seq = 2048`"))
+    if not (0.0 <= plan.overlap <= 1.0):
+        diags.add(error("E203", f"plan `{plan.name}`: overlap must be between 0 % and 100 %, got "
+                        f"{plan.overlap:g}", at("overlap")))
+    if plan.compute_time is None:
+        if not gpu.hbm_bandwidth > 0:
+            diags.add(error("E401", f"plan `{plan.name}` cannot be priced: gpu `{gpu.name}` has no "
+                            "hbm_bandwidth (the memory-bound compute time needs it)", gpu.span,
+                            f"give gpu `{gpu.name}` an `hbm_bandwidth`, or the plan a `compute_time`"))
+        if not gpu.compute_rate > 0:
+            diags.add(error("E401", f"plan `{plan.name}` cannot be priced: gpu `{gpu.name}` has no flops",
+                            gpu.span, f"give gpu `{gpu.name}` `flops` (and `achieved_flops`)"))
+    elif not plan.compute_time > 0:
+        diags.add(error("E203", f"plan `{plan.name}`: compute_time must be positive", at("compute_time")))
+    for link in (cluster.intra_node, cluster.inter_node):
+        if link is not None and not (link.bandwidth > 0 and link.efficiency > 0 and link.alpha >= 0):
+            diags.add(error("E401", f"link `{link.name}` needs a positive bandwidth and efficiency and a "
+                            "non-negative alpha", link.span))
+    if model.is_moe:
+        if (model.experts or 1) > 1 and (model.top_k or 1) >= (model.experts or 1):
+            diags.add(error("E401", f"model `{model.name}`: top_k = {model.top_k} must be smaller than "
+                            f"experts = {model.experts} (every token would visit every expert)", model.span))
+        if model.active_params is not None and model.params is not None and model.active_params > model.params:
+            diags.add(error("E203", f"model `{model.name}`: active_params exceeds params", model.span))
+    if (plan.phase in ("decode", "prefill") and plan.seq and not model.kv_heads and not model.kv_lora_rank
+            and plan.compute_time is None):
+        diags.add(error("E104", f"model `{model.name}` gives neither `kv_heads` nor an MLA latent "
+                        f"(`kv_lora_rank`): plan `{plan.name}` holds a KV cache of {plan.seq} tokens and its size "
+                        "per token is unknown", model.span,
+                        "add `kv_heads = N` (multi-head attention: the number of heads), or for MLA "
+                        "`kv_lora_rank` and `qk_rope_head_dim`"))
+    if model.heads is not None and model.heads < 1:
+        diags.add(error("E203", f"model `{model.name}`: heads must be at least 1", model.span))
+    return diags.items
 
 
 def _check_link(link, where: Callable[..., Span | None]) -> list[Diagnostic]:
@@ -249,10 +320,3 @@ def _check_link(link, where: Callable[..., Span | None]) -> list[Diagnostic]:
             out.append(error("E203", f"`curve_from` of link `{link.name}` must go up: each piece starts "
                              "above the one before", span, help="list the pieces from the smallest messages"))
     return out
-
-
-_VALIDATORS: dict[str, Callable[[Any, Callable[[str], Span]], list[Diagnostic]]] = {
-    "link": _check_link,
-    "plan": _check_plan,
-    "search": _check_search,
-}

@@ -1,0 +1,112 @@
+"""A search block's own rules, beyond its field types: the fields a search can vary, its size limit (E402),
+``max_gpus`` against the cluster (E203), and the combinations of its fleet axes that no layout could
+price (E404, from the plan rules ``evaluation_errors``). The build pass (``ccost.check.build``) runs
+``validate`` on each search it builds; ``ccost.search`` applies the same rules before it runs one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from ccost import axes
+from ccost import spec as S
+from ccost.check.plan import evaluation_errors
+from ccost.diagnostics import Diagnostic, Span, error
+
+#: Fields a search can vary as arrays: plan field → ``lower.Inputs`` attribute (seq feeds two inputs).
+ARRAY_AXES: Mapping[str, str] = {**{a.name: a.name for a in axes.AXES if a.searchable}, "batch": "B",
+                                 "microbatches": "M", "seq": "S", "overlap": "overlap"}
+#: Fields a search varies with one pass per value (they change which formulas run).
+STATIC_AXES = ("allreduce", "fsdp", "cross_node", "one_shot_volume")
+#: Fleet axes: which model, cluster, workload and software stack. Each combination is a sub-space of
+#: its own (the layout constraints use its model and cluster), priced one pass per value like the
+#: static axes; the records name the model, cluster and stack.
+FLEET_AXES = ("model", "cluster", "phase", "stack")
+SEARCHABLE = tuple(ARRAY_AXES) + STATIC_AXES + FLEET_AXES
+#: The largest `limit` a search may set (E402 says so).
+MAX_LIMIT = 1_000_000_000
+
+
+def size_text(search: S.Search) -> str:
+    """'11 tp × 11 pp × 5 allreduce' — how a search's size comes about."""
+    return " × ".join(f"{len(v):,} {f}" for f, v in search.axes)
+
+
+def validate(search: S.Search, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """Checks of a search block beyond the field types: only searchable fields are varied, the search is
+    within its ``limit`` (E402, saying how large it is), ``max_gpus`` fits the cluster."""
+    out: list[Diagnostic] = []
+    for f, _ in search.axes:
+        if f not in SEARCHABLE:
+            out.append(error("E205", f"search `{search.name}` cannot vary `{f}`", where(f) or search.span,
+                             help="a search varies " + ", ".join(SEARCHABLE) + f"; to compare values of `{f}`, "
+                             "write one search per value, or a sweep"))
+    n = search.size
+    if n > search.limit:
+        out.append(error(
+            "E402", f"search `{search.name}` has {n:,} points ({size_text(search)}), more than its limit "
+            f"of {search.limit:,}", where("limit") or search.span,
+            help=f"narrow the lists, or raise the limit (`limit = {min(MAX_LIMIT, n):_}`, at most "
+                 f"{MAX_LIMIT:_}; about a second per million points)"))
+    base = search.base
+    clusters = dict(search.axes).get("cluster") or ((base.cluster,) if base is not None else ())
+    biggest = max((c for c in clusters if c is not None), key=lambda c: c.gpus, default=None)
+    if biggest is not None and search.max_gpus is not None and search.max_gpus > biggest.gpus:
+        out.append(error(
+            "E203", f"search `{search.name}`: max_gpus = {search.max_gpus:,} is more than cluster "
+            f"`{biggest.name}` has ({biggest.gpus:,})", where("max_gpus") or search.span,
+            help=f"use max_gpus ≤ {biggest.gpus:,}, or a larger cluster in the base plan"))
+    if not any(d.code == "E205" for d in out):
+        out += fleet_diagnostics(search, where)
+    return out
+
+
+def fleet_diagnostics(search: S.Search, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """E404 for each combination of the fleet axes (model × cluster × phase × stack) that no layout
+    could make a plan: a prefill or training phase without ``seq``, a GPU without the rates the
+    formulas need, a model without parameters. Layout problems (too many GPUs, stages without layers)
+    are not errors: the search's constraints count them."""
+    base = search.base
+    fleet = [(f, v) for f, v in search.axes if f in FLEET_AXES]
+    if base is None or not fleet or base.model is None or base.cluster is None:
+        return []
+    varied = dict(search.axes)
+    seqs = varied.get("seq") or (base.seq,)
+    out: list[Diagnostic] = []
+    layout = dict.fromkeys(axes.NAMES, 1)  # the smallest layout: only the combination counts
+    if "serve" in (varied.get("phase") or ()):  # several steps per point (ccost.serve), not one program
+        out.append(error("E404", f"search `{search.name}`: `serve` cannot be a value of the `phase` axis: a serve "
+                         "plan prices a decode and a mixed step per point, which the layout search does not",
+                         where("phase") or search.span,
+                         help="search decode (and prefill) layouts, then compare or sweep serve plans of the best"))
+    for combo in itertools.product(*(v for _, v in fleet)):
+        fixed = dict(zip((f for f, _ in fleet), combo))
+        if fixed.get("phase") == "serve":
+            continue
+        plan = replace(base, **fixed, **layout, seq=seqs[0])
+        errs = [d for d in evaluation_errors(plan) if d.is_error and d.code not in ("E301", "E302")
+                and "leaves stages without a layer" not in d.message]
+        if errs:
+            field = next((f for f in ("phase", "model", "cluster", "stack") if f in fixed), fleet[0][0])
+            out.append(error(
+                "E404", f"search `{search.name}`: the combination {combo_label(fixed)} cannot be evaluated: "
+                + "; ".join(d.message for d in errs), where(field) or search.span,
+                help="drop that value from its axis"
+                     + (", or give the base plan `seq = ...`" if any("needs `seq`" in d.message for d in errs)
+                        else ", or fix the block it names")))
+        if len(out) >= 5:
+            break
+    return out
+
+
+def combo_label(fixed: Mapping[str, Any]) -> str:
+    """'model=llama, cluster=h100x64' — one combination of a search's fleet axes."""
+    return ", ".join(f"{f}={value_name(v)}" for f, v in fixed.items())
+
+
+def value_name(v) -> Any:
+    """A searched value as a record holds it: an entity by its name."""
+    return v.name if isinstance(v, S.Entity) else v

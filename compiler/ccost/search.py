@@ -51,6 +51,7 @@ from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.collectives import ALGORITHMS  # the AllReduce algorithms a point can end up with (auto: one each)
 from ccost.diagnostics import CcostError, Diagnostic, Span, error
+from ccost.results import RECORD_METRICS
 
 #: Fields a search can vary as arrays: plan field → ``lower.Inputs`` attribute (seq feeds two inputs).
 ARRAY_AXES: Mapping[str, str] = {**{a.name: a.name for a in PA.AXES if a.searchable}, "batch": "B",
@@ -184,12 +185,6 @@ def settings(search: S.Search, policy: S.Policy) -> Settings:
         policy.min_efficiency if use_policy else None)
     return Settings(search.max_gpus or base.cluster.gpus, search.fits_memory, search.tp_in_domain,
                     search.tp_divides_kv_heads, search.pp_divides_layers, mo, me)
-
-
-
-#: What a search records for each point it keeps (top, Pareto front): document key → metric.
-RECORD = ("gpus", "latency_s", "step_time_s", "throughput_per_gpu", "throughput_tokens_s", "efficiency", "overhead",
-          "speedup", "compute_time_s", "comm_time_s", "bubble", "memory_bytes_per_gpu", "fits_memory")
 
 
 @dataclass
@@ -1020,7 +1015,7 @@ def _records(search, cols, order, decode) -> list[dict]:
         layout = decode(cols["index"][i])
         train = layout.get("phase", search.base.phase if search.base is not None else None) == "train"
         rec = {f: _name(v) for f, v in layout.items()}  # a model, cluster or stack by its name
-        for k in RECORD:
+        for k in RECORD_METRICS:  # what a search records for each point it keeps
             v = cols[k][i]
             rec[k] = bool(v) if k == "fits_memory" else (int(v) if k == "gpus" else float(v))
         # the algorithm the TP (training: and DP) AllReduce used; None when the group is one GPU
@@ -1039,7 +1034,7 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
     ``priced`` (passed the layout constraints), ``feasible``, ``rejected``, ``constraints`` (in order:
     ``constraint``, ``rule``, ``tested``, ``failed``, ``removed``, ``threshold`` or ``limit_bytes``, and for
     the priced ones ``best_removed``), ``top`` (best first) and ``pareto`` (fastest first). A point is its
-    layout (the searched fields) + ``RECORD`` + ``tp_algorithm`` (training: ``dp_algorithm``)."""
+    layout (the searched fields) + ``RECORD_METRICS`` + ``tp_algorithm`` (training: ``dp_algorithm``)."""
     def decode(i):
         return _decode(search, i, static_names, array_names, shape, per_pass)
 

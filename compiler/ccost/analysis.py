@@ -129,16 +129,7 @@ def analyse(program: lower.Program) -> Metrics:
                        "compute of the pipelined step: (M + P − 1)·t_mb")
     step = named("T_step", T_pipe + exposed / in_flight,
                  "pipelined step time: T_pipe + T_exposed/(P·(1 − bubble))")
-    gpus = gpus_used(program)
-    speedup = named("speedup", x.dp * costs.speedup(c.T_one, step), "against one GPU: dp·T_1/T_step")
-    eff = named("efficiency", speedup / gpus, "speedup / N", style="percent")
-    thr = named("throughput", c.tokens_step / step, "tokens/s: tokens_step/T_step")
-    thr_gpu = named("throughput_GPU", thr / gpus, "tokens/s per GPU")
-    eta = named("η", costs.efficiency_eta(c.T_compute, T_comm, x.overlap),
-                "scaling efficiency T_compute/(T_compute + T_comm·(1 − overlap)), “Communication Cost Analysis” §6",
-                style="percent")
-    return Metrics(T_comm, T_lat, T_bw, exposed, c.T_compute, latency, step, ovh, bubble, in_flight, gpus,
-                   speedup, eff, thr, thr_gpu, volume, hops, eta)
+    return _rated(program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume, hops)
 
 
 def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, ovh) -> Metrics:
@@ -162,6 +153,14 @@ def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, 
     in_flight = named("in_flight", derive.minimum(x.M, x.pp), "stages busy at once: min(M, P)")
     bubble = named("bubble", (x.pp - in_flight) / x.pp, "idle stages in steady state: (P − min(M, P))/P",
                    style="percent")
+    return _rated(program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume, hops)
+
+
+def _rated(program: lower.Program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume,
+           hops) -> Metrics:
+    """The Metrics of a serving schedule's step (flush or steady): what follows from the step time the same
+    way in both, speedup, efficiency, throughput and η."""
+    x, c = program.inputs, program.compute
     gpus = gpus_used(program)
     speedup = named("speedup", x.dp * costs.speedup(c.T_one, step), "against one GPU: dp·T_1/T_step")
     eff = named("efficiency", speedup / gpus, "speedup / N", style="percent")
@@ -208,12 +207,15 @@ def _item(i: int, status: str, value, threshold, note: str) -> dict:
 # The checklist's sentences format numbers exactly as the text output does (one set of helpers).
 _t, _b, _gb, _p = results.fmt_time, results.fmt_bytes, results.fmt_gb, results.fmt_pct
 
+#: What a judge gives: status (pass, warn, fail, n/a), the value judged, the threshold, one sentence.
+Verdict = tuple[str, Any, Any, str]
+
 
 def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics) -> list[dict]:
     """The notes' ten checks (numbered 1–10 as in “Communication Cost Math — Distributed Inference” §7) and memory (11), each with a status
     (pass, warn, fail, n/a), the value it was judged on, the threshold and one sentence."""
     k = _Ctx(plan, policy, program, m)
-    return [item.judge(k) for item in ITEMS if item.judge is not None]
+    return [_item(item.id, *item.judge(k)) for item in ITEMS if item.judge is not None]
 
 
 @dataclass(frozen=True)
@@ -225,221 +227,195 @@ class _Ctx:
     program: lower.Program
     m: Metrics
 
+    @property
+    def c(self) -> lower.Compute:
+        return self.program.compute
 
-def _judge_1(k: _Ctx) -> dict:
+    @property
+    def static(self) -> lower.Static:
+        return self.program.static
+
+    @property
+    def per(self) -> str:
+        """What one step of the plan is: a token while decoding, else a step."""
+        return "token" if self.plan.phase == "decode" else "step"
+
+
+def _judge_1(k: _Ctx) -> Verdict:
     """1. weights per GPU and compute time"""
-    plan, policy, program, m = k.plan, k.policy, k.program, k.m
-    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
-    t_mem, t_flop = f(c.T_mem), f(c.T_flop)
+    plan, c, static = k.plan, k.c, k.static
+    model, cluster = plan.model, plan.cluster
+    t_mem, t_flop = finite(c.T_mem), finite(c.T_flop)
     if static.compute_given:
         bound = "given in the plan"
     else:
         bound = "memory-bound" if (t_mem or 0) >= (t_flop or 0) else "FLOP-bound"
     status = "pass"
-    held = (f"{_gb(f(c.mem_weights))} of weights held per GPU (FSDP shard + one gathered layer), "
-            f"{_gb(f(c.weights_gpu))} used per step" if program.static.fsdp
-            else f"{_gb(f(c.weights_gpu))} of weights per GPU")
-    note = (f"{held}; compute {_t(f(c.T_compute))} per step ({bound}"
+    held = (f"{_gb(finite(c.mem_weights))} of weights held per GPU (FSDP shard + one gathered layer), "
+            f"{_gb(finite(c.weights_gpu))} used per step" if static.fsdp
+            else f"{_gb(finite(c.weights_gpu))} of weights per GPU")
+    note = (f"{held}; compute {_t(finite(c.T_compute))} per step ({bound}"
             + (f", {plan.microbatches} micro-batch{'es' if plan.microbatches > 1 else ''} on one GPU"
                if static.train else f", {plan.pp} stages in turn" if plan.pp > 1 else "") + ").")
     if bound == "FLOP-bound" and cluster.gpu.achieved_flops is None:
         status = "warn"
         note += f" gpu `{cluster.gpu.name}` has no achieved_flops: peak FLOP/s used, compute is optimistic."
-    if program.static.moe and model.active_params is None:
+    if static.moe and model.active_params is None:
         status = "warn"
         note += (f" model `{model.name}` gives no active_params: every parameter is counted as active and "
                  "replicated on each EP rank (conservative).")
-    return (_item(1, status, f(c.mem_weights), None, note))
+    return status, finite(c.mem_weights), None, note
 
 
-def _judge_2(k: _Ctx) -> dict:
+def _judge_2(k: _Ctx) -> Verdict:
     """2. volume and hops"""
-    plan, policy, program, m = k.plan, k.policy, k.program, k.m
-    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
-    vol, hops = f(m.volume), f(m.hops)
-    per = "token" if plan.phase == "decode" else "step"
+    vol, hops = finite(k.m.volume), finite(k.m.hops)
     if not vol and not hops:
-        return (_item(2, "n/a", 0.0, None, "No collective: a single GPU per replica."))
-    else:
-        return (_item(2, "pass", vol, None,
-                           f"{_b(vol)} sent per GPU and {units.format_quantity(hops, units.DIMENSIONLESS)} "
-                           f"hops per {per}."))
+        return "n/a", 0.0, None, "No collective: a single GPU per replica."
+    return "pass", vol, None, (f"{_b(vol)} sent per GPU and {units.format_quantity(hops, units.DIMENSIONLESS)} "
+                               f"hops per {k.per}.")
 
 
-def _judge_3(k: _Ctx) -> dict:
+def _judge_3(k: _Ctx) -> Verdict:
     """3. α, β measured?"""
-    plan, policy, program, m = k.plan, k.policy, k.program, k.m
-    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
-    used = _links_used(program, cluster)
+    plan, program = k.plan, k.program
+    used = _links_used(program, plan.cluster)
     if not used:
-        return (_item(3, "n/a", None, None, "No communication, so no link parameters are used."))
+        return "n/a", None, None, "No communication, so no link parameters are used."
     else:
         not_measured = [ln for ln in used if not ln.measured]
         srcs = "; ".join(f"{ln.name}: {ln.source or 'no source given'}" for ln in used)
         no_alpha = [ln for ln in used if ln.measured and "alpha not measurable" in (ln.source or "")]
         if no_alpha and not not_measured:
-            return (_item(3, "warn", "bandwidth only", "measured",
-                               f"Measured, but α is not ({srcs}): the log of "
-                               f"{', '.join(ln.name for ln in no_alpha)} has no latency-bound size; measure small "
-                               "messages too (`-b 8`) and calibrate again."))
+            return ("warn", "bandwidth only", "measured",
+                    f"Measured, but α is not ({srcs}): the log of "
+                    f"{', '.join(ln.name for ln in no_alpha)} has no latency-bound size; measure small "
+                    "messages too (`-b 8`) and calibrate again.")
         elif not_measured:
-            return (_item(3, "warn", "spec sheet", "measured",
-                               f"Spec-sheet α/β ({srcs}): measure them with nccl-tests and `ccost calibrate`; "
-                               "spec sheets are optimistic."))
+            return ("warn", "spec sheet", "measured",
+                    f"Spec-sheet α/β ({srcs}): measure them with nccl-tests and `ccost calibrate`; "
+                    "spec sheets are optimistic.")
         else:
             # Issue 15: the profile that priced the plan counts too (its overheads, efficiencies, floor).
             stack = plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
             if (stack.source or "").strip().lower().startswith("measured"):
-                return (_item(3, "pass", "measured", "measured",
-                                   f"Measured α/β ({srcs}) and stack profile ({stack.name}: {stack.source})."))
+                return ("pass", "measured", "measured",
+                        f"Measured α/β ({srcs}) and stack profile ({stack.name}: {stack.source}).")
             else:
-                return (_item(3, "warn", "stack not measured", "measured",
-                                   f"Measured α/β ({srcs}), but the stack profile `{stack.name}` is not measured "
-                                   f"({stack.source or 'no source given'}): fit it to your step times with "
-                                   "`ccost calibrate --steps`."))
+                return ("warn", "stack not measured", "measured",
+                        f"Measured α/β ({srcs}), but the stack profile `{stack.name}` is not measured "
+                        f"({stack.source or 'no source given'}): fit it to your step times with "
+                        "`ccost calibrate --steps`.")
 
 
-def _judge_4(k: _Ctx) -> dict:
+def _judge_4(k: _Ctx) -> Verdict:
     """4. T_comm"""
-    plan, policy, program, m = k.plan, k.policy, k.program, k.m
-    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
-    per = "token" if plan.phase == "decode" else "step"
-    T_comm, T_lat, T_bw = f(m.T_comm), f(m.T_lat), f(m.T_bw)
-    rg = regime(m)
-    return (_item(4, "pass" if T_comm else "n/a", T_comm, None,
-                       f"T_comm = {_t(T_lat)} latency + {_t(T_bw)} bandwidth = {_t(T_comm)} per {per} ({rg})."))
+    m = k.m
+    T_comm, T_lat, T_bw = finite(m.T_comm), finite(m.T_lat), finite(m.T_bw)
+    return ("pass" if T_comm else "n/a", T_comm, None,
+            f"T_comm = {_t(T_lat)} latency + {_t(T_bw)} bandwidth = {_t(T_comm)} per {k.per} ({regime(m)}).")
 
 
-def _judge_5(k: _Ctx) -> dict:
+def _judge_5(k: _Ctx) -> Verdict:
     """5. overhead"""
-    plan, policy, program, m = k.plan, k.policy, k.program, k.m
-    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
-    T_comm = f(m.T_comm)
-    ovh = f(m.overhead)
-    return (_item(5, "pass", ovh, None,
-                       f"Overhead {_t(T_comm)} / {_t(f(m.T_compute))} = {_p(ovh)}."))
+    ovh = finite(k.m.overhead)
+    return "pass", ovh, None, f"Overhead {_t(finite(k.m.T_comm))} / {_t(finite(k.m.T_compute))} = {_p(ovh)}."
 
 
-def _judge_6(k: _Ctx) -> dict:
+def _judge_6(k: _Ctx) -> Verdict:
     """6. overhead above the policy"""
-    plan, policy, program, m = k.plan, k.policy, k.program, k.m
-    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
-    ovh = f(m.overhead)
+    ovh, most = finite(k.m.overhead), k.policy.max_overhead
     if ovh is None:
-        return (_item(6, "n/a", None, policy.max_overhead, "Overhead undefined (no compute time)."))
-    elif ovh > policy.max_overhead:
-        return (_item(6, "fail", ovh, policy.max_overhead,
-                           f"Overhead {_p(ovh)} exceeds {_p(policy.max_overhead)}: reconsider the strategy "
-                           "(a cheaper AllReduce, TP inside the node, PP across nodes, a larger batch)."))
-    else:
-        return (_item(6, "pass", ovh, policy.max_overhead,
-                           f"Overhead {_p(ovh)} is within {_p(policy.max_overhead)}."))
+        return "n/a", None, most, "Overhead undefined (no compute time)."
+    if ovh > most:
+        return ("fail", ovh, most, f"Overhead {_p(ovh)} exceeds {_p(most)}: reconsider the strategy "
+                "(a cheaper AllReduce, TP inside the node, PP across nodes, a larger batch).")
+    return "pass", ovh, most, f"Overhead {_p(ovh)} is within {_p(most)}."
 
 
-def _judge_7(k: _Ctx) -> dict:
+def _judge_7(k: _Ctx) -> Verdict:
     """7. TP divides KV heads"""
-    plan, policy, program, m = k.plan, k.policy, k.program, k.m
-    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
+    tp, model = k.plan.tp, k.plan.model
     kvh = model.kv_heads or model.heads
-    if plan.tp == 1:
-        return (_item(7, "n/a", plan.tp, kvh, "No tensor parallelism."))
-    elif not kvh:
-        return (_item(7, "n/a", plan.tp, None, f"model `{model.name}` gives no kv_heads to check."))
-    elif rules.tp_divides_kv_heads(plan.tp, kvh):
-        return (_item(7, "pass", plan.tp, kvh, f"tp = {plan.tp} divides {kvh} KV heads "
-                                                     f"({kvh // plan.tp} per GPU)."))
-    else:
-        what = ("each KV head is replicated on " f"{plan.tp // kvh if plan.tp % kvh == 0 else 'several'} GPUs"
-                if plan.tp > kvh else "the KV heads split unevenly")
-        return (_item(7, "warn", plan.tp, kvh,
-                           f"tp = {plan.tp} does not divide {kvh} KV heads: {what}, wasting KV-cache memory "
-                           "and bandwidth."))
+    if tp == 1:
+        return "n/a", tp, kvh, "No tensor parallelism."
+    if not kvh:
+        return "n/a", tp, None, f"model `{model.name}` gives no kv_heads to check."
+    if rules.tp_divides_kv_heads(tp, kvh):
+        return "pass", tp, kvh, f"tp = {tp} divides {kvh} KV heads ({kvh // tp} per GPU)."
+    what = ("each KV head is replicated on " f"{tp // kvh if tp % kvh == 0 else 'several'} GPUs"
+            if tp > kvh else "the KV heads split unevenly")
+    return ("warn", tp, kvh,
+            f"tp = {tp} does not divide {kvh} KV heads: {what}, wasting KV-cache memory and bandwidth.")
 
 
-def _judge_8(k: _Ctx) -> dict:
+def _judge_8(k: _Ctx) -> Verdict:
     """8. TP group inside one NVLink domain"""
-    plan, policy, program, m = k.plan, k.policy, k.program, k.m
-    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
-    dom = cluster.domain
-    if plan.tp == 1:
-        return (_item(8, "n/a", plan.tp, dom, "No tensor parallelism."))
-    elif rules.tp_in_domain(plan.tp, dom):
-        return (_item(8, "pass", plan.tp, dom, f"The {plan.tp} TP ranks share one NVLink domain of {dom}."))
-    else:
-        tp_coll = next((k for k in program.collectives if k.key == "TP"), None)
-        how = f" (priced {tp_coll.group.used})" if tp_coll is not None and tp_coll.group is not None else ""
-        return (_item(8, "warn", plan.tp, dom,
-                           f"The TP group of {plan.tp} spans {math.ceil(plan.tp / dom)} NVLink domains of {dom}: "
-                           f"every AllReduce crosses the slow link{how}. Keep TP ≤ {dom}; use PP across nodes."))
+    tp, dom = k.plan.tp, k.plan.cluster.domain
+    if tp == 1:
+        return "n/a", tp, dom, "No tensor parallelism."
+    if rules.tp_in_domain(tp, dom):
+        return "pass", tp, dom, f"The {tp} TP ranks share one NVLink domain of {dom}."
+    tp_coll = next((c for c in k.program.collectives if c.key == "TP"), None)
+    how = f" (priced {tp_coll.group.used})" if tp_coll is not None and tp_coll.group is not None else ""
+    return ("warn", tp, dom,
+            f"The TP group of {tp} spans {math.ceil(tp / dom)} NVLink domains of {dom}: "
+            f"every AllReduce crosses the slow link{how}. Keep TP ≤ {dom}; use PP across nodes.")
 
 
-def _judge_9(k: _Ctx) -> dict:
+def _judge_9(k: _Ctx) -> Verdict:
     """9. efficiency"""
-    plan, policy, program, m = k.plan, k.policy, k.program, k.m
-    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
-    eff = f(m.efficiency)
-    n = plan.gpus
+    eff, least, n = finite(k.m.efficiency), k.policy.min_efficiency, k.plan.gpus
     if n == 1:
-        return (_item(9, "n/a", eff, policy.min_efficiency, "One GPU: nothing to scale."))
-    elif eff is not None and eff < policy.min_efficiency:
-        return (_item(9, "fail", eff, policy.min_efficiency,
-                           f"Efficiency {_p(eff)} on {n} GPUs is below {_p(policy.min_efficiency)}: use a "
-                           "smaller N per replica and data parallelism for throughput."))
-    else:
-        return (_item(9, "pass", eff, policy.min_efficiency,
-                           f"Efficiency {_p(eff)} on {n} GPUs (speedup {units.format_quantity(f(m.speedup) or 0, units.DIMENSIONLESS, 3)}×)."))
+        return "n/a", eff, least, "One GPU: nothing to scale."
+    if eff is not None and eff < least:
+        return ("fail", eff, least, f"Efficiency {_p(eff)} on {n} GPUs is below {_p(least)}: use a "
+                "smaller N per replica and data parallelism for throughput.")
+    speedup = units.format_quantity(finite(k.m.speedup) or 0, units.DIMENSIONLESS, 3)
+    return "pass", eff, least, f"Efficiency {_p(eff)} on {n} GPUs (speedup {speedup}×)."
 
 
-def _judge_10(k: _Ctx) -> dict:
+def _judge_10(k: _Ctx) -> Verdict:
     """10. bubble"""
-    plan, policy, program, m = k.plan, k.policy, k.program, k.m
-    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
-    bub = f(m.bubble)
+    plan, train = k.plan, k.static.train
+    bub = finite(k.m.bubble)
     if plan.pp == 1:
-        return (_item(10, "n/a", 0.0, BUBBLE_WARN, "No pipeline parallelism."))
-    else:
-        st = "warn" if bub > BUBBLE_WARN else "pass"
-        v = plan.virtual_stages if (static.train and plan.schedule == "interleaved") else 1
-        formula = (f"Bubble (({plan.pp}−1)/{v})/({plan.microbatches}+({plan.pp}−1)/{v})" if v > 1
-                   else f"Bubble ({plan.pp}−1)/({plan.microbatches}+{plan.pp}−1)")
-        return (_item(10, st, bub, BUBBLE_WARN,
-                           f"{formula} = {_p(bub)}"
-                           + (f": more micro-batches (M ≥ {math.ceil(9 * (plan.pp - 1) / v)})"
-                              + (" or an interleaved schedule" if static.train and v == 1 else "")
-                              + f" bring it under {_p(BUBBLE_WARN)}." if st == "warn" else ".")))
+        return "n/a", 0.0, BUBBLE_WARN, "No pipeline parallelism."
+    st = "warn" if bub > BUBBLE_WARN else "pass"
+    v = plan.virtual_stages if (train and plan.schedule == "interleaved") else 1
+    formula = (f"Bubble (({plan.pp}−1)/{v})/({plan.microbatches}+({plan.pp}−1)/{v})" if v > 1
+               else f"Bubble ({plan.pp}−1)/({plan.microbatches}+{plan.pp}−1)")
+    return (st, bub, BUBBLE_WARN,
+            f"{formula} = {_p(bub)}"
+            + (f": more micro-batches (M ≥ {math.ceil(9 * (plan.pp - 1) / v)})"
+               + (" or an interleaved schedule" if train and v == 1 else "")
+               + f" bring it under {_p(BUBBLE_WARN)}." if st == "warn" else "."))
 
 
-def _judge_11(k: _Ctx) -> dict:
+def _judge_11(k: _Ctx) -> Verdict:
     """11. memory"""
-    plan, policy, program, m = k.plan, k.policy, k.program, k.m
-    model, cluster, c, static, f = plan.model, plan.cluster, program.compute, program.static, finite
-    mem, limit = f(c.mem_total), f(c.mem_limit)
+    c = k.c
+    mem, limit = finite(c.mem_total), finite(c.mem_limit)
     fits = mem is not None and limit is not None and mem <= limit
-    parts = [f"weights {_gb(f(c.mem_weights))}"]
-    if f(c.mem_kv):
-        parts.append(f"KV cache {_gb(f(c.mem_kv))}")
-    if f(c.mem_grads):
-        parts.append(f"gradients {_gb(f(c.mem_grads))}")
-    if f(c.mem_optimizer):
-        parts.append(f"optimizer {_gb(f(c.mem_optimizer))}")
-    if f(c.mem_activations):
-        parts.append(f"activations {_gb(f(c.mem_activations))}")
-    detail = " + ".join(parts)
+    parts = [f"weights {_gb(finite(c.mem_weights))}"]
+    for what, nbytes in (("KV cache", c.mem_kv), ("gradients", c.mem_grads), ("optimizer", c.mem_optimizer),
+                         ("activations", c.mem_activations)):
+        if finite(nbytes):
+            parts.append(f"{what} {_gb(finite(nbytes))}")
+    held = f"{_gb(mem)} per GPU ({' + '.join(parts)})"
+    of_gpu = f"{_p(k.policy.max_memory)} of {_gb(k.plan.cluster.gpu.memory)}"
     if fits:
-        return (_item(11, "pass", mem, limit, f"{_gb(mem)} per GPU ({detail}) fits within {_gb(limit)} "
-                                                    f"({_p(policy.max_memory)} of {_gb(cluster.gpu.memory)})."))
-    else:
-        return (_item(11, "fail", mem, limit,
-                           f"{_gb(mem)} per GPU ({detail}) exceeds {_gb(limit)} ({_p(policy.max_memory)} of "
-                           f"{_gb(cluster.gpu.memory)}): shard more (tp, pp, FSDP"
-                           + (", optimizer_sharding, sequence_parallel, recompute = full" if static.train else "")
-                           + ") or lower the batch."))
+        return "pass", mem, limit, f"{held} fits within {_gb(limit)} ({of_gpu})."
+    return ("fail", mem, limit,
+            f"{held} exceeds {_gb(limit)} ({of_gpu}): shard more (tp, pp, FSDP"
+            + (", optimizer_sharding, sequence_parallel, recompute = full" if k.static.train else "")
+            + ") or lower the batch.")
 
 
 @dataclass(frozen=True)
 class Item:
     """One checklist item: its number, title, the result key its value prints as (bytes, seconds, a
-    fraction: ``report.build``), and the judge that gives its dict (status, value, threshold, note) for a
+    fraction: ``report.build``), and the judge that gives its Verdict (status, value, threshold, note) for a
     plan; None for an item judged elsewhere (12, cost: ``ccost.evaluate``)."""
 
     id: int

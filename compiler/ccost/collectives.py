@@ -139,6 +139,8 @@ def _p_minus_1(p: Num) -> Num:
 
 _RING_AR = "2(P−1)/P·m"
 _SHARE = "(P−1)/P·m"
+#: AllGather and ReduceScatter: a ring of P−1 steps, each rank sending the (P−1)/P of m it does not keep.
+_RING_SHARE = _algorithms(Algorithm("ring", _p_minus_1, _share_volume, "P−1", _SHARE))
 
 #: Every collective ccost prices, in the order reports and schemas list them.
 CATALOGUE: Mapping[str, Collective] = MappingProxyType({c.kind: c for c in (
@@ -160,12 +162,12 @@ CATALOGUE: Mapping[str, Collective] = MappingProxyType({c.kind: c for c in (
         "all_reduce", 2.0),
     Collective(
         "allgather", "AllGather",
-        _algorithms(Algorithm("ring", _p_minus_1, _share_volume, "P−1", _SHARE)),
+        _RING_SHARE,
         (Stage("allgather", "n", "m/g", "AG inter"), Stage("allgather", "g", "m", "AG intra")),
         "all_gather", 1.0),
     Collective(
         "reducescatter", "ReduceScatter",
-        _algorithms(Algorithm("ring", _p_minus_1, _share_volume, "P−1", _SHARE)),
+        _RING_SHARE,
         (Stage("reducescatter", "g", "m", "RS intra"), Stage("reducescatter", "n", "m/g", "RS inter")),
         "reduce_scatter", 1.0),
     Collective(

@@ -803,6 +803,17 @@ def regime(latency: Num, bandwidth_time: Num):
 # ---------------------------------------------------------------------------------------------------
 # Compute roofline and analysis
 
+def moe_parameters(params: Num, params_active: Num, experts: Num, top_k: Num) -> tuple[Num, Num, Num]:
+    """A mixture of experts' parameters, split: one expert, the dense part (outside the routed experts) and
+    all routed experts, from the total and the active count (k of E experts active a token)."""
+    n_expert1 = named("N_expert", (params - params_active) / (experts - top_k),
+                      "parameters of one expert: (N_params − N_active)/(E − k)")
+    n_dense = named("N_dense", params_active - top_k * n_expert1,
+                    "parameters outside the routed experts: N_active − k·N_expert")
+    n_experts = named("N_experts", params - n_dense, "parameters of all routed experts")
+    return n_expert1, n_dense, n_experts
+
+
 def memory_time(nbytes: Num, hbm_bandwidth: Num) -> Num:
     """Time to read ``nbytes`` from HBM: bytes / HBM bandwidth (decode is memory-bound)."""
     return nbytes / hbm_bandwidth

@@ -88,44 +88,28 @@ class Value:
 
     # -- arithmetic (the same Python float operation as float mode, so the bits agree) -----------------
     def __add__(self, other):
-        if _is_literal_zero(other):
-            return self
-        o = _as_value(other)
-        _same_dim(self, o, "+")
-        return Value(self.value + o.value, self.dim, "+", (self, o))
+        return self if _is_literal_zero(other) else _plus(self, _as_value(other))
 
     def __radd__(self, other):
-        if _is_literal_zero(other):
-            return self
-        o = _as_value(other)
-        _same_dim(o, self, "+")
-        return Value(o.value + self.value, self.dim, "+", (o, self))
+        return self if _is_literal_zero(other) else _plus(_as_value(other), self)
 
     def __sub__(self, other):
-        o = _as_value(other)
-        _same_dim(self, o, "−")
-        return Value(self.value - o.value, self.dim, "-", (self, o))
+        return _minus(self, _as_value(other))
 
     def __rsub__(self, other):
-        o = _as_value(other)
-        _same_dim(o, self, "−")
-        return Value(o.value - self.value, self.dim, "-", (o, self))
+        return _minus(_as_value(other), self)
 
     def __mul__(self, other):
-        o = _as_value(other)
-        return Value(self.value * o.value, units.dim_mul(self.dim, o.dim), "*", (self, o))
+        return _times(self, _as_value(other))
 
     def __rmul__(self, other):
-        o = _as_value(other)
-        return Value(o.value * self.value, units.dim_mul(o.dim, self.dim), "*", (o, self))
+        return _times(_as_value(other), self)
 
     def __truediv__(self, other):
-        o = _as_value(other)
-        return Value(self.value / o.value, units.dim_div(self.dim, o.dim), "/", (self, o))
+        return _over(self, _as_value(other))
 
     def __rtruediv__(self, other):
-        o = _as_value(other)
-        return Value(o.value / self.value, units.dim_div(o.dim, self.dim), "/", (o, self))
+        return _over(_as_value(other), self)
 
     def __neg__(self):
         return Value(-self.value, self.dim, "neg", (self,))
@@ -311,6 +295,26 @@ def _same_dim(a: Value, b: Value, sym: str) -> None:
         raise DimensionError(
             f"{_render(a, False)[0]} {sym} {_render(b, False)[0]}: "
             f"{units.dim_name(a.dim)} and {units.dim_name(b.dim)} do not mix")
+
+
+# The four operations on two Values, a on the left: each operator and its reflected form (``2 * v``) call
+# one of them, so the Python float operation is the same as float mode's and the bits agree.
+def _plus(a: Value, b: Value) -> Value:
+    _same_dim(a, b, "+")
+    return Value(a.value + b.value, a.dim, "+", (a, b))
+
+
+def _minus(a: Value, b: Value) -> Value:
+    _same_dim(a, b, "−")
+    return Value(a.value - b.value, a.dim, "-", (a, b))
+
+
+def _times(a: Value, b: Value) -> Value:
+    return Value(a.value * b.value, units.dim_mul(a.dim, b.dim), "*", (a, b))
+
+
+def _over(a: Value, b: Value) -> Value:
+    return Value(a.value / b.value, units.dim_div(a.dim, b.dim), "/", (a, b))
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -74,7 +74,8 @@ class ResultChange:
 
     @property
     def label(self) -> str:
-        return _SWEEP_LABELS.get(self.metric) or R.label(self.metric)
+        # a sweep's answers (its optima, ``_sweep_changes``) are keys of the sweep, not of a plan
+        return R.label(f"sweeps.<sweep>.{self.metric}" if self.plan.startswith("sweep ") else self.metric)
 
     @property
     def delta_text(self) -> str:
@@ -439,10 +440,6 @@ def _checklist_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any]) ->
             title = (ib.get(key) or ia.get(key) or {}).get("title", "")
             out.append(StatusChange(name, key, title, sa, sb))
     return out
-
-
-_SWEEP_LABELS = {"time_optimal": "time-optimal point", "cost_optimal": "cost-optimal points",
-                 "continuous_optimum": "continuous optimum N*"}
 
 
 def _point_text(v: Any) -> str:

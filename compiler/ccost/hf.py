@@ -65,20 +65,6 @@ class HfError(Exception):
 # Reading files safely
 
 
-def project_root(spec_path: str) -> str:
-    """The folder a spec's files must stay in: the nearest folder above the spec that holds ``.git``, else
-    the spec's own folder. (A private rule until the import confinement of issue 11 offers a shared one.)"""
-    start = os.path.dirname(os.path.realpath(spec_path)) or "."
-    cur = start
-    while True:
-        if os.path.exists(os.path.join(cur, ".git")):
-            return cur
-        parent = os.path.dirname(cur)
-        if parent == cur:
-            return start
-        cur = parent
-
-
 def read_bounded(path: str, limit: int, root: str | None = None, shown: str | None = None) -> str:
     """The text of a local regular file of at most ``limit`` bytes, inside ``root`` when given; HfError
     saying why not (naming the file as ``shown``). Nothing of a refused file's content is ever shown."""

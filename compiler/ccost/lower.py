@@ -609,11 +609,7 @@ def lower(static: Static, x: Inputs) -> Program:
 
     # --- parameters on this GPU (dense part replicated over ep, experts sharded) ---------------------------
     if static.moe:
-        n_expert1 = named("N_expert", (x.params - x.params_active) / (x.E - x.k),
-                          "parameters of one expert: (N_params − N_active)/(E − k)")
-        n_dense = named("N_dense", x.params_active - x.k * n_expert1,
-                        "parameters outside the routed experts: N_active − k·N_expert")
-        n_experts = named("N_experts", x.params - n_dense, "parameters of all routed experts")
+        n_expert1, n_dense, n_experts = costs.moe_parameters(x.params, x.params_active, x.E, x.k)
         p_dense_gpu = named("N_dense,GPU", n_dense / axes.split(x, "weights", "layers"), "dense parameters on one GPU")
         p_exp_gpu = named("N_experts,GPU", n_experts / axes.split(x, "weights", "layers", "experts"),
                           "expert parameters on one GPU")

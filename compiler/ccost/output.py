@@ -136,20 +136,21 @@ def serve_lines(sv: dict | None) -> list[tuple[str, str]]:
     if not sv:
         return []
     sat = "; prefill saturated: requests wait for a chunk" if sv["prefill_saturated"] else ""
+    L = lambda key: results.label_in(key, "text")  # noqa: E731
     return [
-        ("serve", f"{fmt_num(sv['concurrency'])} requests per replica ({fmt_num(sv['requests_running'])} in all), "
+        (L("serve"), f"{fmt_num(sv['concurrency'])} requests per replica ({fmt_num(sv['requests_running'])} in all), "
                   f"{fmt_num(sv['input_tokens'])} in / {fmt_num(sv['output_tokens'])} out, "
                   f"{fmt_num(sv['chunks_per_prompt'])} chunk(s) of ≤ {fmt_num(sv['chunk_tokens'])} tokens{sat}"),
         ("steps", f"decode {fmt_time(sv['decode_step_time_s'])}, mixed (decode + chunk) "
                   f"{fmt_time(sv['mixed_step_time_s'])}, {fmt_pct(sv['mixed_step_share'])} of steps mixed"),
-        ("TTFT", fmt_time(sv["ttft_s"])),
-        ("TPOT (inter-token)", fmt_time(sv["tpot_s"])),
-        ("request latency", fmt_time(sv["request_latency_s"])),
-        ("requests/s", fmt_num(sv["requests_per_s"], 4)),
-        ("output tokens/s", f"{fmt_num(sv['output_tokens_per_s'], 4)} "
-                            f"({fmt_num(sv['output_tokens_per_s_per_gpu'], 4)} per GPU)"),
-        ("total tokens/s", f"{fmt_num(sv['total_tokens_per_s'], 4)} "
-                           f"({fmt_num(sv['total_tokens_per_s_per_gpu'], 4)} per GPU; in + out)"),
+        (L("ttft_s"), fmt_time(sv["ttft_s"])),
+        (L("tpot_s"), fmt_time(sv["tpot_s"])),
+        (L("request_latency_s"), fmt_time(sv["request_latency_s"])),
+        (L("requests_per_s"), fmt_num(sv["requests_per_s"], 4)),
+        (L("output_tokens_per_s"), f"{fmt_num(sv['output_tokens_per_s'], 4)} "
+                                   f"({fmt_num(sv['output_tokens_per_s_per_gpu'], 4)} per GPU)"),
+        (L("total_tokens_per_s"), f"{fmt_num(sv['total_tokens_per_s'], 4)} "
+                                  f"({fmt_num(sv['total_tokens_per_s_per_gpu'], 4)} per GPU; in + out)"),
     ]
 
 

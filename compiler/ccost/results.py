@@ -232,7 +232,8 @@ def _keys() -> list[Key]:
         K(f"{plan}.serve", "object", "", "serve plans: continuous batching, a closed loop of `concurrency` "
           "requests (ccost.serve); the plan's other keys describe its decode step, its memory the peak context "
           "I + O, its throughput the output tokens/s", "serve", optional=True),
-        *[K(f"{plan}.serve.{f}", t, u, mn, lab, optional=True) for f, t, u, mn, lab in (
+        *[K(f"{plan}.serve.{f}", t, u, mn, lab, optional=True, **(wording[0] if wording else {}))
+          for f, t, u, mn, lab, *wording in (
             ("concurrency", "integer", "count", "requests running at once per replica (per dp·ep rank group)",
              "concurrency"),
             ("input_tokens", "integer", "count", "prompt tokens per request", "input tokens"),
@@ -244,7 +245,8 @@ def _keys() -> list[Key]:
             ("mean_chunk_tokens", NUM, "count", "prompt tokens per chunk on average, I/n_c", "mean chunk"),
             ("prefill_saturated", "boolean", "", "one chunk per step cannot keep up (C·n_c > n_c + O − 1): every "
              "step is mixed and requests wait for prefill", "prefill saturated"),
-            ("mixed_step_share", NUM, "fraction", "share of steps that carry a prompt chunk", "mixed steps"),
+            ("mixed_step_share", NUM, "fraction", "share of steps that carry a prompt chunk", "mixed steps",
+             {"review": "steps with a prompt chunk"}),
             ("decoding_in_mixed_step", NUM, "count", "requests decoding beside the chunk in a mixed step",
              "decoding in a mixed step"),
             ("decode_step_time_s", NUM, "s", "a step with every request decoding (= step_time_s)", "decode step"),
@@ -254,7 +256,7 @@ def _keys() -> list[Key]:
             ("ttft_s", NUM, "s", "time to first token: the request's prefill chunks (and its wait for prefill "
              "when saturated)", "TTFT"),
             ("tpot_s", NUM, "s", "time per output token after the first (mean inter-token latency, ITL)",
-             "TPOT"),
+             "TPOT", {"text": "TPOT (inter-token)", "review": "TPOT (inter-token)"}),
             ("request_latency_s", NUM, "s", "a request from admission to its last token: TTFT + (O − 1)·TPOT",
              "request latency"),
             ("requests_per_s", NUM, "1/s", "requests completed per second, Little's law: requests running / "
@@ -264,7 +266,8 @@ def _keys() -> list[Key]:
              "output tokens/s per GPU"),
             ("input_tokens_per_s", NUM, "tokens/s", "prompt tokens prefilled per second: requests/s × I",
              "input tokens/s"),
-            ("total_tokens_per_s", NUM, "tokens/s", "prompt + output tokens per second", "total tokens/s"),
+            ("total_tokens_per_s", NUM, "tokens/s", "prompt + output tokens per second", "total tokens/s",
+             {"review": "total tokens/s (in + out)"}),
             ("total_tokens_per_s_per_gpu", NUM, "tokens/s", "prompt + output tokens per second per GPU",
              "total tokens/s per GPU"))],
         K(f"{plan}.volume_bytes_per_step", NUM, "B", "bytes one GPU sends per step", "volume per step"),
@@ -336,7 +339,7 @@ def _keys() -> list[Key]:
         K(f"{plan}.cost.cost_per_hour_usd", NUM, "USD/h", "cost of one hour of the plan: N·p_GPU (+ facility "
           "power × electricity_price)", "cost per hour"),
         K(f"{plan}.cost.cost_per_month_usd", NUM, "USD", "cost of a month of 730 h, paid whatever the load",
-          "cost per month"),
+          "cost per month", review="per month (730 h)"),
         K(f"{plan}.cost.cost_per_mtok_usd", NUM, "USD", "cost per million tokens (of kind `tokens`) at the "
           "load: cost per hour·10⁶ / (throughput·load·1 h)", "cost per million tokens"),
         K(f"{plan}.cost.cost_per_mtok_output_usd", NUM, "USD", "decode: cost per million output tokens (the "
@@ -347,7 +350,8 @@ def _keys() -> list[Key]:
           "tokens per month"),
         K(f"{plan}.cost.power_per_gpu_w", NUM, "W", "power per GPU under load (TDP), host share included, "
           "before PUE", "power per GPU"),
-        K(f"{plan}.cost.power_w", NUM, "W", "facility power of the plan's GPUs: N·P_GPU·PUE", "power"),
+        K(f"{plan}.cost.power_w", NUM, "W", "facility power of the plan's GPUs: N·P_GPU·PUE", "power",
+          review="power (with PUE)"),
         K(f"{plan}.cost.energy_per_token_j", NUM, "J", "facility energy per token at full load: power / "
           "throughput", "energy per token"),
         K(f"{plan}.cost.tokens_per_joule", NUM, "tokens/J", "tokens per joule of facility energy: throughput / "
@@ -377,18 +381,20 @@ def _keys() -> list[Key]:
         K("sweeps.<sweep>.points[].error", "string", "text", "why the point could not be evaluated (then its "
           "numbers are absent)", optional=True),
         K("sweeps.<sweep>.time_optimal", "object|null", "", "the fastest point that fits memory; only for "
-          "sweeps that vary a GPU count (tp, pp, ep or dp), else null", optional=True, normative=True),
+          "sweeps that vary a GPU count (tp, pp, ep or dp), else null", "time-optimal point", optional=True,
+          normative=True),
         K("sweeps.<sweep>.time_optimal.<field>", "any", "field's", "its value of a varied field",
           optional=True, normative=True),
         K("sweeps.<sweep>.cost_optimal", "object", "", "per efficiency threshold, the point with the most GPUs "
           "that keeps efficiency at or above it; only for sweeps that vary a GPU count, else {}",
-          optional=True, normative=True),
+          "cost-optimal points", optional=True, normative=True),
         K("sweeps.<sweep>.cost_optimal.<threshold>", "object|null", "", "threshold as a fraction (\"0.7\"); "
           "null when no point reaches it", optional=True, normative=True),
         K("sweeps.<sweep>.cost_optimal.<threshold>.<field>", "any", "field's", "its value of a varied field",
           optional=True, normative=True),
         K("sweeps.<sweep>.continuous_optimum", NUM, "count", "N* = W·ln2/(2·α·c·L·BW) for a tp-only sweep of "
-          "a tree decode plan (the notes' model), else null", optional=True, normative=True),
+          "a tree decode plan (the notes' model), else null", "continuous optimum N*", optional=True,
+          normative=True),
         # comparisons
         K("compares", "object", "", "one entry per `compare` block", optional=True, normative=True),
         K("compares.<compare>", "object", "", "one comparison", optional=True, normative=True),
@@ -467,12 +473,12 @@ SCOPES = ("plans.<plan>", "plans.<plan>.layout", "plans.<plan>.serve", "plans.<p
 
 def record(key: str) -> Key | None:
     """The record of a key named by its path below a plan, a collective, a sweep point or a search record
-    (the names the writers use), or None."""
+    (the names the writers use), else by its whole path (``sweeps.<sweep>.time_optimal``), or None."""
     for scope in SCOPES:
         k = BY_PATH.get(f"{scope}.{key}")
         if k is not None:
             return k
-    return None
+    return BY_PATH.get(key)
 
 
 def label_in(key: str, context: str = "label") -> str:

@@ -61,7 +61,8 @@ from ccost.check.search import (  # the search block's rules, applied by the che
 )
 from ccost.check.search import combo_label as _combo_label
 from ccost.check.search import value_name as _name
-from ccost.diagnostics import CcostError, Diagnostic, error
+from ccost.diagnostics import CcostError, error
+from ccost.results import RECORD_METRICS
 
 OBJECTIVES = ("latency", "throughput_per_gpu", "gpus")
 #: Points per chunk: big enough that numpy's per-call overhead vanishes, small enough for the cache and
@@ -110,12 +111,6 @@ def settings(search: S.Search, policy: S.Policy) -> Settings:
         policy.min_efficiency if use_policy else None)
     return Settings(search.max_gpus or base.cluster.gpus, search.fits_memory, search.tp_in_domain,
                     search.tp_divides_kv_heads, search.pp_divides_layers, mo, me)
-
-
-
-#: What a search records for each point it keeps (top, Pareto front): document key → metric.
-RECORD = ("gpus", "latency_s", "step_time_s", "throughput_per_gpu", "throughput_tokens_s", "efficiency", "overhead",
-          "speedup", "compute_time_s", "comm_time_s", "bubble", "memory_bytes_per_gpu", "fits_memory")
 
 
 @dataclass
@@ -584,7 +579,7 @@ def _prepare_pass(search: S.Search, policy: S.Policy, plan: S.Plan, fixed: Mappi
                 search.span, "drop that value from its axis, or fix the block it names")) from None
 
 
-def _optional_axes(search: Search, prepared):
+def _optional_axes(search: S.Search, prepared):
     """An optional axis (``axes.OPTIONAL``: priced only above 1) that the search varies is priced at every
     point: its flag in ``lower.Static`` is on (a degree of 1 then costs nothing: a group of one rank)."""
     static, x0 = prepared
@@ -937,7 +932,7 @@ def _records(search, cols, order, decode) -> list[dict]:
         layout = decode(cols["index"][i])
         train = layout.get("phase", search.base.phase if search.base is not None else None) == "train"
         rec = {f: _name(v) for f, v in layout.items()}  # a model, cluster or stack by its name
-        for k in RECORD:
+        for k in RECORD_METRICS:  # what a search records for each point it keeps
             v = cols[k][i]
             rec[k] = bool(v) if k == "fits_memory" else (int(v) if k == "gpus" else float(v))
         # the algorithm the TP (training: and DP) AllReduce used; None when the group is one GPU
@@ -956,7 +951,7 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
     ``priced`` (passed the layout constraints), ``feasible``, ``rejected``, ``constraints`` (in order:
     ``constraint``, ``rule``, ``tested``, ``failed``, ``removed``, ``threshold`` or ``limit_bytes``, and for
     the priced ones ``best_removed``), ``top`` (best first) and ``pareto`` (fastest first). A point is its
-    layout (the searched fields) + ``RECORD`` + ``tp_algorithm`` (training: ``dp_algorithm``)."""
+    layout (the searched fields) + ``RECORD_METRICS`` + ``tp_algorithm`` (training: ``dp_algorithm``)."""
     def decode(i):
         return _decode(search, i, static_names, array_names, shape, per_pass)
 

@@ -128,11 +128,7 @@ def lower_train(static, x):
     # --- parameters on this GPU (dense part replicated over ep, experts sharded), as ccost.lower ----------
     b_w = named("b_w", x.W / x.params, "weight bytes per parameter")
     if static.moe:
-        n_expert1 = named("N_expert", (x.params - x.params_active) / (x.E - x.k),
-                          "parameters of one expert: (N_params − N_active)/(E − k)")
-        n_dense = named("N_dense", x.params_active - x.k * n_expert1,
-                        "parameters outside the routed experts: N_active − k·N_expert")
-        n_experts = named("N_experts", x.params - n_dense, "parameters of all routed experts")
+        n_expert1, n_dense, n_experts = costs.moe_parameters(x.params, x.params_active, x.E, x.k)
         p_dense = named("N_dense,GPU", n_dense / (t * P), "dense parameters on one GPU")
         p_exp = named("N_experts,GPU", n_experts / (t * P * x.ep), "expert parameters on one GPU")
         params_gpu = named("N_GPU", p_dense + p_exp, "parameters on one GPU (before sharding)")

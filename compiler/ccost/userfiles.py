@@ -39,6 +39,25 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
+def project_root(spec_path: str) -> str:
+    """The folder a spec's files (its imports, a model's config.json) must stay inside: the top of the git
+    work tree that holds the spec (the nearest folder upwards with a ``.git`` entry), or the spec's own
+    folder when it is not in git. Give the spec's real path to confine to where its symlinks lead.
+
+    >>> project_root("specs/a1-tp-decode.ccost")   # doctest: +SKIP
+    '/path/to/capacity-plans'
+    """
+    start = os.path.abspath(os.path.dirname(spec_path) or ".")
+    d = start
+    while True:
+        if os.path.lexists(os.path.join(d, ".git")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return start
+        d = parent
+
+
 def file_kind(mode: int) -> str:
     """What a non-regular file is, in words: ``a folder``, ``a named pipe (FIFO)``, ..."""
     if stat.S_ISDIR(mode):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ccost.calibrate.fit import LARGE, Fit, Piece, _curve, _piece_for, fit_pieces
+from ccost.calibrate.fit import LARGE, Fit, Piece, _curve, fit_pieces
 from ccost.diagnostics import CcostError, Span, error
 
 

@@ -1,4 +1,5 @@
-"""An SVG of measured times against the fitted model, log-log. matplotlib is imported here only.
+"""An SVG of measured times against the fitted model, log-log; ``figure`` and ``svg_text`` give every
+calibration plot (``ccost calibrate --steps``'s too) its style. matplotlib is imported here only.
 
 Deterministic: a bare ``Figure`` rendered by the SVG backend (no pyplot, no GUI), a fixed
 ``svg.hashsalt`` (element ids otherwise come from a random salt), no date in the metadata, fixed size and
@@ -8,6 +9,8 @@ fonts, so the same fit gives byte-identical SVG (and the committed review does n
 from __future__ import annotations
 
 import io
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -19,14 +22,7 @@ def plot_svg(fit: Fit, priced=None, priced_label: str | None = None) -> str:
 
     ``priced`` (sizes → seconds) is the price to draw; by default the link block's: its curve and floor
     through the cost core (``Fit.curve_priced``), with the one α-β line dotted for comparison."""
-    import matplotlib
-    from matplotlib.figure import Figure  # no pyplot: no global figure state, no GUI backend
-
-    rc = {"svg.hashsalt": "ccost-calibrate", "svg.fonttype": "path", "font.family": "DejaVu Sans",
-          "font.size": 9, "path.simplify": False}
-    with matplotlib.rc_context(rc):
-        fig = Figure(figsize=(7.0, 4.2))
-        ax = fig.add_subplot(1, 1, 1)
+    with figure((7.0, 4.2)) as (fig, ax):
         sizes = np.array([p.size for p in fit.points], dtype=float)
         times_us = np.array([p.time for p in fit.points]) * 1e6
         ax.loglog(sizes, times_us, "o", color="#1f4e79", markersize=4, label=f"measured ({fit.placement})",
@@ -70,9 +66,28 @@ def plot_svg(fit: Fit, priced=None, priced_label: str | None = None) -> str:
         ax.set_ylabel("time per collective (µs)")
         ax.set_title(f"{fit.test}, {fit.ranks} ranks, {fit.algorithm}: α = {fit.alpha * 1e6:.3g} µs, "
                      f"bandwidth = {fit.bandwidth / 1e9:.4g} GB/s", fontsize=9)
-        ax.grid(True, which="major", color="#e0e0e0", linewidth=0.6)
-        ax.legend(loc="upper left", fontsize=8, frameon=False)
-        fig.tight_layout()
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "ccost calibrate"})
+        return svg_text(fig, ax, "ccost calibrate")
+
+
+@contextmanager
+def figure(size: tuple[float, float]) -> Iterator[tuple[Any, Any]]:
+    """A figure of ``size`` inches with one pair of axes, in ccost's plot style (reproducible SVG: fixed
+    hash salt, text as paths); draw and call ``svg_text`` inside the ``with``."""
+    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: no global figure state, no GUI backend
+
+    rc = {"svg.hashsalt": "ccost-calibrate", "svg.fonttype": "path", "font.family": "DejaVu Sans",
+          "font.size": 9, "path.simplify": False}
+    with matplotlib.rc_context(rc):
+        fig = Figure(figsize=size)
+        yield fig, fig.add_subplot(1, 1, 1)
+
+
+def svg_text(fig, ax, creator: str) -> str:
+    """The figure as SVG text, with the grid and legend every calibration plot has; no date in it."""
+    ax.grid(True, which="major", color="#e0e0e0", linewidth=0.6)
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": creator})
     return buf.getvalue()

@@ -456,14 +456,9 @@ def stack_block(fit: StepFit, name: str, title: str | None, command: str | None)
 
 def plot_steps_svg(fit: StepFit) -> str:
     """Predicted against measured, log-log, with the y = x line and the hold-out predictions."""
-    import matplotlib
-    from matplotlib.figure import Figure
+    from ccost.calibrate.plot import figure, svg_text
 
-    rc = {"svg.hashsalt": "ccost-calibrate", "svg.fonttype": "path", "font.family": "DejaVu Sans",
-          "font.size": 9, "path.simplify": False}
-    with matplotlib.rc_context(rc):
-        fig = Figure(figsize=(5.0, 4.6))
-        ax = fig.add_subplot(1, 1, 1)
+    with figure((5.0, 4.6)) as (fig, ax):
         meas = np.array([r.measured for r in fit.rows]) * 1e3
         pred = np.array(fit.predicted) * 1e3
         ax.loglog(meas, pred, "o", color="#1f4e79", markersize=5, label="fitted", zorder=3)
@@ -476,9 +471,4 @@ def plot_steps_svg(fit: StepFit) -> str:
         ax.set_ylim(lo, hi)
         ax.set_xlabel("measured (ms)")
         ax.set_ylabel("predicted by ccost (ms)")
-        ax.grid(True, which="major", color="#e0e0e0", linewidth=0.6)
-        ax.legend(loc="upper left", fontsize=8, frameon=False)
-        fig.tight_layout()
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "ccost calibrate --steps"})
-    return buf.getvalue()
+        return svg_text(fig, ax, "ccost calibrate --steps")

@@ -149,26 +149,23 @@ def _ref(ctx: Context, e: T.Expr, t: SC.FieldType, f: SC.Field, owner: Block, sp
     raise AssertionError  # _wrong_type raises
 
 
-def _string(ctx: Context, e: T.Expr, t: SC.FieldType, f: SC.Field, owner: Block, span: Span) -> str:
-    if isinstance(e, T.String):
-        return e.value
-    if isinstance(e, T.Ref) and e.field is not None:
-        v, ft = deref(ctx, e, owner.file)
-        if ft.type.kind == "string":
-            return v
-    _wrong_type(ctx, f, t, _describe(e), span, help=f'put it in double quotes: `{f.name} = "..."`')
-    raise AssertionError  # _wrong_type raises
+def _literal(literal: type, help: Callable[[SC.Field], str]) -> Checker:
+    """The check of a string or bool field: a ``literal`` node, or a reference to a field of the same kind;
+    anything else is the wrong type, with ``help`` saying how to write the field."""
+    def check(ctx: Context, e: T.Expr, t: SC.FieldType, f: SC.Field, owner: Block, span: Span) -> Any:
+        if isinstance(e, literal):
+            return e.value
+        if isinstance(e, T.Ref) and e.field is not None:
+            v, ft = deref(ctx, e, owner.file)
+            if ft.type.kind == t.kind:
+                return v
+        _wrong_type(ctx, f, t, _describe(e), span, help=help(f))
+        raise AssertionError  # _wrong_type raises
+    return check
 
 
-def _bool(ctx: Context, e: T.Expr, t: SC.FieldType, f: SC.Field, owner: Block, span: Span) -> bool:
-    if isinstance(e, T.Bool):
-        return e.value
-    if isinstance(e, T.Ref) and e.field is not None:
-        v, ft = deref(ctx, e, owner.file)
-        if ft.type.kind == "bool":
-            return v
-    _wrong_type(ctx, f, t, _describe(e), span, help=f"write `{f.name} = true` or `{f.name} = false`")
-    raise AssertionError  # _wrong_type raises
+_string = _literal(T.String, lambda f: f'put it in double quotes: `{f.name} = "..."`')
+_bool = _literal(T.Bool, lambda f: f"write `{f.name} = true` or `{f.name} = false`")
 
 
 def _number(ctx: Context, e: T.Expr, t: SC.FieldType, f: SC.Field, owner: Block, span: Span) -> Any:

@@ -11,6 +11,7 @@ from ccost.check.context import Context, File
 from ccost.check.hints import suggest
 from ccost.diagnostics import CcostError, Diagnostic, error
 from ccost.syntax import tree as T
+from ccost.userfiles import project_root
 
 from ccost.syntax.parse import MAX_IMPORT_DEPTH  # noqa: F401  (imports nested deeper: E113)
 
@@ -21,24 +22,6 @@ def _default_reader(path: str) -> str:
     if not os.path.lexists(path) or os.path.isdir(path):  # the caller words both
         raise FileNotFoundError(path)
     return read_source(path)  # regular files only, bounded (ccost.userfiles)
-
-
-def project_root(spec_path: str) -> str:
-    """The folder a spec's imports must stay inside: the top of the git work tree that holds the spec
-    (the nearest folder upwards with a ``.git`` entry), or the spec's own folder when it is not in git.
-
-    >>> project_root("specs/a1-tp-decode.ccost")   # doctest: +SKIP
-    '/path/to/capacity-plans'
-    """
-    start = os.path.abspath(os.path.dirname(spec_path) or ".")
-    d = start
-    while True:
-        if os.path.lexists(os.path.join(d, ".git")):
-            return d
-        parent = os.path.dirname(d)
-        if parent == d:
-            return start
-        d = parent
 
 
 def _inside(path: str, folder: str) -> bool:

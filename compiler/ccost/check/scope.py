@@ -16,6 +16,7 @@ from ccost.check.hints import as_unit, did_you_mean, field_guess, hint
 from ccost.check.load import _default_reader
 from ccost.diagnostics import CcostError, Diagnostic, Span, error
 from ccost.syntax import tree as T
+from ccost.userfiles import project_root
 
 # ---------------------------------------------------------------------------------------------------
 # The passes
@@ -274,7 +275,7 @@ def _config_members(ctx: Context, b: Block, m: T.Member) -> dict[str, tuple[T.Me
     real = os.path.normpath(os.path.join(os.path.dirname(b.file.real), e.value))
     try:
         if ctx.read is _default_reader:
-            cfg = hf.load_config(real, hf.project_root(b.file.real), shown)
+            cfg = hf.load_config(real, project_root(b.file.key), shown)
         else:  # `ccost diff` reads the config from the same git revision as the spec
             cfg = hf.parse_json(ctx.read(real), shown)
         got = hf.imported(cfg)

@@ -185,17 +185,16 @@ def serve_rows(sv: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """A serve plan's request figures (ccost.serve) for its key-numbers table."""
     if not sv:
         return []
-    tok = _count
+    tok, L = _count, V.label
+    per_gpu = lambda key: f"{tok(sv[key])} ({tok(sv[key + '_per_gpu'])}/GPU)"  # noqa: E731
     return [
-        ("TTFT", V.fmt_value("ttft_s", sv["ttft_s"])),
-        ("TPOT (inter-token)", V.fmt_value("tpot_s", sv["tpot_s"])),
-        ("request latency", V.fmt_value("request_latency_s", sv["request_latency_s"])),
-        ("requests/s", tok(sv["requests_per_s"])),
-        ("output tokens/s", f"{tok(sv['output_tokens_per_s'])} ({tok(sv['output_tokens_per_s_per_gpu'])}/GPU)"),
-        ("total tokens/s (in + out)", f"{tok(sv['total_tokens_per_s'])} ({tok(sv['total_tokens_per_s_per_gpu'])}/GPU)"),
-        ("decode step / mixed step", f"{V.fmt_value('decode_step_time_s', sv['decode_step_time_s'])} / "
-                                     f"{V.fmt_value('mixed_step_time_s', sv['mixed_step_time_s'])}"),
-        ("steps with a prompt chunk", units.format_percent(sv["mixed_step_share"])
+        *[(L(k), V.fmt_value(k, sv[k])) for k in ("ttft_s", "tpot_s", "request_latency_s")],
+        (L("requests_per_s"), tok(sv["requests_per_s"])),
+        *[(L(k), per_gpu(k)) for k in ("output_tokens_per_s", "total_tokens_per_s")],
+        (f"{L('decode_step_time_s')} / {L('mixed_step_time_s')}",
+         f"{V.fmt_value('decode_step_time_s', sv['decode_step_time_s'])} / "
+         f"{V.fmt_value('mixed_step_time_s', sv['mixed_step_time_s'])}"),
+        (L("mixed_step_share"), units.format_percent(sv["mixed_step_share"])
          + (" (prefill saturated)" if sv["prefill_saturated"] else "")),
     ]
 
@@ -679,8 +678,9 @@ def cost_summary(plans: Mapping[str, Any]) -> tuple[V.Table | None, str]:
                      "—" if c.get("power_w") is None else units.format_quantity(c["power_w"], units.POWER),
                      "—" if c.get("tokens_per_joule") is None else
                      units.format_quantity(c["tokens_per_joule"], units.DIMENSIONLESS, digits=4)))
-    table = V.Table(("plan", "cost per million tokens", "load", "cost per hour", "per month (730 h)",
-                     "power (with PUE)", "tokens per joule"), tuple(rows),
+    heads = [V.label(f"cost.{k}") for k in ("cost_per_mtok_usd", "load", "cost_per_hour_usd", "cost_per_month_usd",
+                                            "power_w", "tokens_per_joule")]
+    table = V.Table(("plan", *heads), tuple(rows),
                     (False, True, True, True, True, True, True), wide=True)
     note = ("Cost per million tokens at the plan's load: the GPUs are paid for every hour, so the cost per "
             "hour × 10⁶ / (throughput × load). Power is the GPUs at TDP (plus the hosts' share and PUE where "

@@ -146,9 +146,16 @@ class StepGroup:
 
 
 @dataclass(frozen=True)
-class PlanSection:
+class Section:
+    """What every section of the review for a block of the spec has: the block's name (its anchor) and its
+    title (the name where the spec gives none)."""
+
     name: str
     title: str
+
+
+@dataclass(frozen=True)
+class PlanSection(Section):
     key_numbers: Table
     collectives: Table
     inputs: Table  # the derivation's inputs: symbol, value, meaning, where it came from
@@ -159,9 +166,7 @@ class PlanSection:
 
 
 @dataclass(frozen=True)
-class SweepSection:
-    name: str
-    title: str
+class SweepSection(Section):
     base: str
     fields: str
     table: Table
@@ -170,9 +175,7 @@ class SweepSection:
 
 
 @dataclass(frozen=True)
-class SearchSection:
-    name: str
-    title: str
+class SearchSection(Section):
     base: str
     objective: str
     counts: str
@@ -183,9 +186,7 @@ class SearchSection:
 
 
 @dataclass(frozen=True)
-class CompareSection:
-    name: str
-    title: str
+class CompareSection(Section):
     by: str
     ranking: tuple[str, ...]
     recommendation: str

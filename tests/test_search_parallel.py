@@ -67,10 +67,13 @@ def test_workers_are_spawn_safe():
     assert _dump(job.document(search.merge(job, accs))) == _dump(search.run_search(s, spec.policy))
 
 
-def test_progress_reports_every_point_with_jobs():
+def test_progress_reports_every_point_with_jobs(monkeypatch):
     spec = _spec(CASES["decode"])
     s = spec.searches["s"]
     seen = []
+    # a search this small is one task per worker; with tasks of any size it is TASKS_PER_WORKER per worker,
+    # and the bar moves as each finishes
+    monkeypatch.setattr(search, "TASK_MIN_PRICED", 1)
     search.run_search(s, spec.policy, chunk=50, jobs=2, progress=lambda d, t: seen.append((d, t)))
     assert seen[-1] == (s.size, s.size) and len(seen) > 3
     assert all(a[0] < b[0] for a, b in zip(seen, seen[1:]))  # done only goes up
@@ -115,3 +118,92 @@ def test_the_default_jobs_keep_a_small_search_here_and_an_explicit_jobs_shares_i
     with search.execution(jobs=2, auto=True):
         search.run_search(s, spec.policy, chunk=37)
     assert pooled == [1, 1]
+
+
+def _weights(job, task):
+    """The work of a task as ``balanced_tasks`` counts it, counted here layout by layout: the columns of
+    each layout that passes the layout constraints (twice that in an `auto` AllReduce pass, which prices
+    every algorithm), 1 for each that does not."""
+    import dataclasses
+
+    grid = job.grid()
+    total = 0
+    for p_i, start, stop in task:
+        _, plan, st = job.pass_setup(int(p_i))
+        lvals, _ = grid.layouts(int(start), int(stop))
+        for i in range(int(stop) - int(start)):
+            layout = {f: int(v[i]) for f, v in lvals.items()}
+            lp = dataclasses.replace(plan, **layout)
+            m, c = lp.model, lp.cluster
+            ok = lp.gpus <= st.max_gpus and lp.pp <= m.layers \
+                and (c.inter_node is not None or lp.gpus <= c.domain) \
+                and (not st.tp_in_domain or lp.tp <= c.domain) \
+                and (not st.tp_divides_kv_heads or (m.kv_heads or m.heads) % lp.tp == 0) \
+                and (not st.pp_divides_layers or m.layers % lp.pp == 0)
+            total += grid.n_columns * (2 if plan.allreduce == "auto" else 1) if ok else 1
+    return total
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("workers", [2, 3])
+def test_balanced_tasks_cover_the_search_in_order_with_equal_work(monkeypatch, case, workers):
+    spec = _spec(CASES[case])
+    s = next(iter(spec.searches.values()))
+    job = search._job(s, spec.policy, 37)
+    units = job.units()
+    for least, per in ((10**9, 1), (1, search.TASKS_PER_WORKER)):
+        monkeypatch.setattr(search, "TASK_MIN_PRICED", least)
+        parts = search.balanced_tasks(job, units, workers)
+        assert len(parts) == workers * per
+        # every layout of every pass once, in search order: the rows joined end to end are the units'
+        rows = [tuple(int(x) for x in r) for p in parts for r in p]
+        flat = [(p, i) for p, a, b in rows for i in range(a, b)]
+        assert flat == [(p, i) for p, a, b in units for i in range(a, b)]
+        work = [_weights(job, p) for p in parts]
+        # the work counted is the priced points (auto passes twice) plus one per layout that is not priced
+        layouts = sum(b - a for _, a, b in units)
+        priced = auto = 0
+        for p_i in range(len(units) and units[-1][0] + 1):
+            acc = search._run_units(job, [u for u in units if u[0] == p_i])
+            priced += acc.priced
+            auto += acc.priced if job.pass_setup(p_i)[1].allreduce == "auto" else 0
+        assert sum(work) == priced + auto + layouts - priced // job.grid().n_columns
+        # equal work: cut between layouts, so no task is off by more than one layout's weight
+        ideal = sum(work) / len(parts)
+        assert max(abs(w - ideal) for w in work) <= 2 * job.grid().n_columns
+        assert _dump(job.document(search.merge(job, [search._run_units(job, p) for p in parts]))) == \
+            _dump(search.run_search(s, spec.policy))
+
+
+def test_a_worker_unpickles_the_job_once_per_search(monkeypatch):
+    import pickle
+
+    spec = _spec(CASES["decode"])
+    s = spec.searches["s"]
+    job = search._job(s, spec.policy, 37)
+    blob = pickle.dumps(job)
+    loads = []
+    real = pickle.loads
+    monkeypatch.setattr(pickle, "loads", lambda b: loads.append(1) or real(b))
+    monkeypatch.setattr(search, "_WORKER_JOB", {})
+    parts = search.tasks(job.units(), 2)
+    accs = [search._run_task(7, blob, p) for p in parts]
+    assert len(loads) == 1 and len(parts) > 1
+    search._run_task(8, blob, parts[0])  # another search: decoded again, the last one dropped
+    assert len(loads) == 2 and list(search._WORKER_JOB) == [8]
+    assert _dump(job.document(search.merge(job, accs))) == _dump(search.run_search(s, spec.policy))
+
+
+def test_the_pool_is_kept_between_searches_and_shut_down():
+    spec = _spec(CASES["decode"])
+    s = spec.searches["s"]
+    search.shutdown()
+    assert not search.pool_running(2)
+    one = search.run_search(s, spec.policy, chunk=37, jobs=2)
+    pool = search._pool(2)
+    assert search.pool_running(2)
+    assert _dump(search.run_search(s, spec.policy, chunk=37, jobs=2)) == _dump(one)
+    assert search._pool(2) is pool  # the same worker processes
+    search.shutdown()
+    assert not search.pool_running(2)
+    assert _dump(search.run_search(s, spec.policy, chunk=37, jobs=2)) == _dump(one)  # started again

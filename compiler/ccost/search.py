@@ -228,7 +228,8 @@ def run_search(search: S.Search, policy: S.Policy, progress: Callable[[int, int]
         from ccost import remote
 
         _pickling()
-        acc = merge(job, remote.run(job, units, scheduler, progress, tasks=tasks, work=_run_units))
+        acc = merge(job, remote.run(job, units, scheduler, progress, work=_run_units,
+                                    tasks=lambda us, workers: balanced_tasks(job, us, workers)))
     elif jobs > 1 and len(units) > 1 and not (EXECUTION.auto and search.size < POOL_MIN_POINTS):
         acc = _run_pool(job, units, jobs, progress)
     else:
@@ -249,8 +250,10 @@ class Execution:
 EXECUTION = Execution()
 
 #: Below this many points a search runs in this process unless ``--jobs`` was given: starting and feeding
-#: worker processes costs more than a second core gives back (bench/search.py: bench (a), 692,120 points
-#: in 30 ms, ran 0.91x as fast on two processes; bench (c), 11 M points in 0.38 s, 1.75x).
+#: worker processes costs more than a second core gives back. Measured on (a) at 1–16 context lengths, two
+#: shared cores (load 2.2–2.6): with the pool's start included (the first search of a ``ccost eval``),
+#: 1.4 M points ran 0.61x as fast on two processes, 2.1 M points 1.15x, 11.8 M 1.48x; with the pool
+#: already running, 1.4 M points ran 1.09x and bench (a), 0.7 M points, 0.85x.
 POOL_MIN_POINTS = 2_000_000
 
 
@@ -343,6 +346,16 @@ class _Job:
         axes = dict(self.search.axes)
         seq0 = axes["seq"][0] if "seq" in axes else base.seq
         return replace(base, seq=seq0, **fixed)
+
+    def pass_setup(self, p_i: int) -> tuple[dict, S.Plan, Settings]:
+        """Pass ``p_i``'s fixed values (fleet and static axes), plan and constraints (in a fleet search each
+        cluster's own GPUs cap its points)."""
+        fixed = self.combo(p_i)
+        plan = self.pass_plan(fixed)
+        st = settings(replace(self.search, base=plan), self.policy)
+        if _fleet_of(self.search):
+            st = replace(st, max_gpus=min(st.max_gpus, plan.cluster.gpus))
+        return fixed, plan, st
 
     def document(self, acc: "_Acc") -> dict:
         search = self.search
@@ -459,7 +472,6 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
     base = search.base
     assert base is not None
     per_pass = job.per_pass
-    fleet = bool(_fleet_of(search))
     acc = _Acc(search.size, search.objective, search.top)
     tested, failed, removed = acc.tested, acc.failed, acc.removed
     names = [c for c, _ in CONSTRAINTS]
@@ -480,41 +492,15 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
     current = None  # (pass index, its plan, settings, pricing, [static, x0] once prepared, fixed)
     for p_i, start, stop in _coalesce(units, grid.layout_chunk):
         if current is None or current[0] != p_i:
-            fixed = job.combo(p_i)
-            plan = job.pass_plan(fixed)
-            st = settings(replace(search, base=plan), policy)
-            if fleet:  # each cluster's own GPUs cap its points
-                st = replace(st, max_gpus=min(st.max_gpus, plan.cluster.gpus))
+            fixed, plan, st = job.pass_setup(p_i)
             current = [p_i, plan, st, economics.pricing(plan.cluster), None, fixed]
         _, plan, st, pr, prepared, fixed = current
-        model, cluster = plan.model, plan.cluster
-        kv_heads = model.kv_heads or model.heads
         n = stop - start
         lvals, row_off = grid.layouts(start, stop)
-
-        def axis(f, vals=lvals):
-            return vals[f] if f in vals else float(getattr(plan, f))
-
         # Layout constraints need no pricing and read only tp, pp, ep, dp: tested once per layout (each
         # stands for every combination of the other axes), and only the layouts that pass them are
         # priced (compressed arrays, not a Python loop).
-        tp, pp = axis("tp"), axis("pp")
-        gpus = tp
-        for f in PA.NAMES[1:]:  # tp·pp·ep·dp·cp, the order of axes.product
-            gpus = gpus * axis(f)
-        gpus = np.broadcast_to(gpus, (n,))
-        fails = np.logical_not  # the rules (ccost.layout_rules) say where a layout keeps them
-        layout_fails = {
-            "max_gpus": fails(rules.fits_cluster(gpus, st.max_gpus)),
-            "pp_at_most_layers": np.broadcast_to(fails(rules.pp_at_most_layers(pp, model.layers)), (n,)),
-            "inter_node_link": fails(rules.in_one_domain(gpus, cluster.domain)) if cluster.inter_node is None else None,
-            "tp_in_domain": np.broadcast_to(fails(rules.tp_in_domain(tp, cluster.domain)), (n,))
-            if st.tp_in_domain else None,
-            "tp_divides_kv_heads": np.broadcast_to(fails(rules.tp_divides_kv_heads(tp, kv_heads)), (n,))
-            if (st.tp_divides_kv_heads and kv_heads) else None,
-            "pp_divides_layers": np.broadcast_to(fails(rules.pp_divides_layers(pp, model.layers)), (n,))
-            if st.pp_divides_layers else None,
-        }
+        layout_fails = _layout_fails(plan, st, lvals, n)
         alive = np.ones(n, dtype=bool)
         for k in names[:6]:
             alive = count(k, layout_fails[k], alive, grid.n_columns)
@@ -538,6 +524,36 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
         if progress is not None:
             progress(acc.done, total)
     return acc
+
+
+def _layout_fails(plan: S.Plan, st: Settings, lvals: dict, n: int) -> dict:
+    """The layout constraints (the first six of ``CONSTRAINTS``) at ``n`` layouts (``lvals``: field → values;
+    a field not searched is the plan's): constraint → where a layout fails it (None: not applied)."""
+    import numpy as np
+
+    model, cluster = plan.model, plan.cluster
+    kv_heads = model.kv_heads or model.heads
+
+    def axis(f):
+        return lvals[f] if f in lvals else float(getattr(plan, f))
+
+    tp, pp = axis("tp"), axis("pp")
+    gpus = tp
+    for f in PA.NAMES[1:]:  # tp·pp·ep·dp·cp, the order of axes.product
+        gpus = gpus * axis(f)
+    gpus = np.broadcast_to(gpus, (n,))
+    fails = np.logical_not  # the rules (ccost.layout_rules) say where a layout keeps them
+    return {
+        "max_gpus": fails(rules.fits_cluster(gpus, st.max_gpus)),
+        "pp_at_most_layers": np.broadcast_to(fails(rules.pp_at_most_layers(pp, model.layers)), (n,)),
+        "inter_node_link": fails(rules.in_one_domain(gpus, cluster.domain)) if cluster.inter_node is None else None,
+        "tp_in_domain": np.broadcast_to(fails(rules.tp_in_domain(tp, cluster.domain)), (n,))
+        if st.tp_in_domain else None,
+        "tp_divides_kv_heads": np.broadcast_to(fails(rules.tp_divides_kv_heads(tp, kv_heads)), (n,))
+        if (st.tp_divides_kv_heads and kv_heads) else None,
+        "pp_divides_layers": np.broadcast_to(fails(rules.pp_divides_layers(pp, model.layers)), (n,))
+        if st.pp_divides_layers else None,
+    }
 
 
 def _coalesce(units, most: int):
@@ -607,37 +623,116 @@ def _pickling() -> None:
     copyreg.pickle(MappingProxyType, _pickle_proxy)
 
 
-#: Tasks per worker: enough that the cores stay busy to the end and the progress bar moves, few enough
-#: that each task's setup and pickled reductions stay small against its work.
+#: Tasks per worker, at most: enough that the cores stay busy to the end and the progress bar moves, few
+#: enough that each task's setup and pickled reductions stay small against its work.
 TASKS_PER_WORKER = 8
+#: The least work worth a task of its own, in priced points (a point that passes the layout constraints;
+#: one that fails them costs about nothing): about 40 ms at 5 M priced points/s. Each task costs ~1 ms of
+#: setup, reductions and merging, and cuts the layout ranges a worker filters and prices at once:
+#: measured on bench (a), its 138,320 priced points as 13 tasks took 1.5x the CPU time of 2 tasks.
+TASK_MIN_PRICED = 200_000
 
 
 def tasks(units: list, workers: int) -> list:
-    """``units`` split into contiguous tasks (numpy arrays of (pass, first layout, end layout) rows), in
-    search order: ``TASKS_PER_WORKER`` per worker when there are enough units (each task repeats its
-    passes' setup and ships its reductions back; too few leave a core idle behind a long last task)."""
+    """``units`` split into contiguous tasks of about as many units each (numpy arrays of (pass, first
+    layout, end layout) rows), in search order, ``TASKS_PER_WORKER`` per worker when there are enough. Any
+    split gives the same reductions; ``balanced_tasks`` is the split a run uses."""
     import numpy as np
 
     per = max(1, -(-len(units) // max(1, TASKS_PER_WORKER * workers)))
     return [np.asarray(units[i:i + per], dtype=np.int64) for i in range(0, len(units), per)]
 
 
+#: The work of a priced point of a pass whose AllReduce is ``auto`` against one with a fixed algorithm: it
+#: prices every candidate and picks per point (bench (a): 8.8 ms a pass against 4.1–5.3 ms).
+AUTO_COST = 2
+
+
+def _unit_weights(job: _Job, units, grid) -> list:
+    """For each unit, the work of each of its layouts: its columns (the points it stands for; twice that
+    in an ``auto`` AllReduce pass, ``AUTO_COST``) when it passes the layout constraints, 1 when it does
+    not (filtered, never priced)."""
+    import numpy as np
+
+    current = None
+    for p_i, start, stop in units:
+        if current is None or current[0] != p_i:
+            _, plan, st = job.pass_setup(p_i)
+            current = (p_i, plan, st, grid.n_columns * (AUTO_COST if plan.allreduce == "auto" else 1))
+        _, plan, st, cost = current
+        lvals, _ = grid.layouts(start, stop)
+        alive = np.ones(stop - start, dtype=bool)
+        for fail in _layout_fails(plan, st, lvals, stop - start).values():
+            if fail is not None:
+                alive &= ~fail
+        yield np.where(alive, cost, 1).astype(np.int64)
+
+
+def balanced_tasks(job: _Job, units: list, workers: int) -> list:
+    """``units`` cut into contiguous tasks (numpy arrays of (pass, first layout, end layout) rows, in search
+    order) of equal work: a multiple of ``workers`` tasks, one per worker for a search of a few hundred
+    thousand priced points, more (up to ``TASKS_PER_WORKER`` each) as each can hold ``TASK_MIN_PRICED``.
+    The work of a layout is the points it stands for when it passes the layout constraints (they are
+    priced) and next to nothing when it does not; the cuts fall between layouts, inside a unit where
+    needed. Weighing reads the layout constraints once more here (a few per cent of a search's time);
+    memory stays bounded by the unit (weights are summed per unit, and only the units a cut falls in are
+    weighed again, layout by layout)."""
+    import numpy as np
+
+    units = [tuple(int(x) for x in u) for u in units]
+    grid = job.grid()
+    sums = np.fromiter((int(w.sum()) for w in _unit_weights(job, units, grid)), dtype=np.int64, count=len(units))
+    total = int(sums.sum())
+    per_worker = total // max(1, workers)
+    k = max(1, min(TASKS_PER_WORKER, per_worker // TASK_MIN_PRICED))
+    n_tasks = max(1, workers) * k
+    targets = [total * i // n_tasks for i in range(1, n_tasks)]  # cumulative work at each cut
+    ends = np.cumsum(sums)
+    starts = ends - sums
+    # the unit each cut falls in (a cut at a unit's end falls between units), and where in it
+    where = np.searchsorted(ends, targets, side="left")
+    cuts: dict[int, list[int]] = {}
+    for t, u in zip(targets, where):
+        cuts.setdefault(int(u), []).append(t)
+    heavy = sorted(cuts)
+    split_at: dict[int, list[int]] = {}
+    for u, w in zip(heavy, _unit_weights(job, [units[u] for u in heavy], grid)):
+        acc = starts[u] + np.cumsum(w)
+        p_i, start, stop = units[u]
+        # the cut goes after the first layout whose running work reaches the target
+        split_at[u] = [start + int(np.searchsorted(acc, t, side="left")) + 1 for t in cuts[u]]
+    out: list[list[tuple[int, int, int]]] = [[]]
+    for u, (p_i, start, stop) in enumerate(units):
+        for cut in split_at.get(u, ()):
+            cut = min(cut, stop)
+            if cut > start:
+                out[-1].append((p_i, start, cut))
+                start = cut
+            out.append([])
+        if stop > start:
+            out[-1].append((p_i, start, stop))
+    return [np.asarray(t, dtype=np.int64) for t in out if t]
+
+
 _POOL: dict = {}
+#: In a worker process: the job of the search it is pricing, by token (``_run_task``).
+_WORKER_JOB: dict = {}
+_TOKENS = itertools.count()
 
 
 def _pool(jobs: int):
-    """A pool of ``jobs`` worker processes, kept for the next search of this process. Workers are
-    started with ``fork`` where the platform has it and this process runs one thread (no re-import: a
-    fast start); with other threads running (a Dask client's, say), which a fork would copy mid-step,
-    from a ``forkserver`` that has imported the pricing modules; ``spawn`` elsewhere. They get everything
-    they need by argument (``_run_units`` and a ``_Job``), so every method works."""
+    """A pool of ``jobs`` worker processes, started by the first search that needs it and kept for the
+    life of this process (the next search, of this spec or another, in ``ccost eval``, a sweep or the
+    language server, reuses it; ``shutdown`` at exit). Workers are started with ``fork`` where the
+    platform has it and this process runs one thread (no re-import: a fast start, ~5 ms for two); with
+    other threads running (a Dask client's, say), which a fork would copy mid-step, from a ``forkserver``
+    that has imported the pricing modules; ``spawn`` elsewhere. They get everything they need by argument
+    (``_run_task``: a pickled ``_Job`` and the task), so every method works."""
     import multiprocessing as mp
     import threading
     from concurrent.futures import ProcessPoolExecutor
 
     if jobs not in _POOL:
-        import atexit
-
         methods = mp.get_all_start_methods()
         if "fork" in methods and threading.active_count() == 1:
             ctx = mp.get_context("fork")
@@ -646,21 +741,53 @@ def _pool(jobs: int):
             ctx.set_forkserver_preload(["numpy", "ccost.search", "ccost.lower", "ccost.analysis"])
         else:
             ctx = mp.get_context("spawn")
+        if not _POOL:
+            import atexit
+
+            atexit.register(shutdown)
         _POOL[jobs] = ProcessPoolExecutor(jobs, mp_context=ctx)
-        atexit.register(_POOL[jobs].shutdown, cancel_futures=True)
     return _POOL[jobs]
 
 
+def pool_running(jobs: int) -> bool:
+    """Whether a pool of ``jobs`` workers is already running in this process (a search then pays no
+    start-up)."""
+    return jobs in _POOL
+
+
+def shutdown() -> None:
+    """Stop the worker pools of this process (at exit; the next search that needs one starts it again)."""
+    while _POOL:
+        _, pool = _POOL.popitem()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_task(token: int, blob: bytes, part) -> "_Acc":
+    """A worker's task: the chunks ``part`` of the search pickled in ``blob``. The job is unpickled once per
+    worker per search (``token``), however many tasks of it the worker gets; only the last one is kept."""
+    job = _WORKER_JOB.get(token)
+    if job is None:
+        import pickle
+
+        _WORKER_JOB.clear()
+        job = _WORKER_JOB[token] = pickle.loads(blob)
+    return _run_units(job, part)
+
+
 def _run_pool(job: _Job, units: list, jobs: int, progress) -> _Acc:
-    """The chunks priced on ``jobs`` local processes, merged in search order."""
+    """The chunks priced on ``jobs`` local processes (tasks of equal work, ``balanced_tasks``), merged in
+    search order. The job is pickled once here, not once per task."""
+    import pickle
     from concurrent.futures import as_completed
     from concurrent.futures.process import BrokenProcessPool
 
     _pickling()
-    parts = tasks(units, jobs)
+    parts = balanced_tasks(job, units, jobs)
+    blob = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+    token = next(_TOKENS)
     pool = _pool(jobs)
     try:
-        futures = {pool.submit(_run_units, job, part): i for i, part in enumerate(parts)}
+        futures = {pool.submit(_run_task, token, blob, part): i for i, part in enumerate(parts)}
         results: list = [None] * len(parts)
         done = 0
         for fut in as_completed(futures):
@@ -669,7 +796,9 @@ def _run_pool(job: _Job, units: list, jobs: int, progress) -> _Acc:
             if progress is not None:
                 progress(done, job.search.size)
     except BrokenProcessPool:
-        _POOL.pop(jobs, None)
+        broken = _POOL.pop(jobs, None)
+        if broken is not None:
+            broken.shutdown(wait=False, cancel_futures=True)
         raise CcostError(error("E513", f"search `{job.search.name}`: a worker process died", job.search.span,
                                "run again with fewer `--jobs` (or `--jobs 1`); a worker killed for memory "
                                "needs a smaller search or more memory")) from None

@@ -506,7 +506,7 @@ class LinkParams:
 
 def _curve(link, derivation: bool, label: str) -> Curve | None:
     """The ``Curve`` of a checked link with ``curve_*`` fields (None without), bandwidths × efficiency."""
-    if not getattr(link, "has_curve", False):
+    if not link.has_curve:
         return None
     eff = link.efficiency
     pieces = link.curve_pieces

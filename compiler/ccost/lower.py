@@ -228,7 +228,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
     stack = plan.stack if plan.stack is not None else default_stack(plan.phase)
     static = Static(
         plan=plan.name, phase=plan.phase, algorithm=plan.allreduce,
-        cross_node=getattr(plan, "cross_node", "auto") or "auto", fsdp=bool(plan.fsdp) and plan.phase == "train",
+        cross_node=plan.cross_node, fsdp=bool(plan.fsdp) and plan.phase == "train",
         moe=moe, kv=kv, kv_read=kv and plan.phase == "decode",
         kv_heads_known=kv_heads_known, heads_known=heads_known, compute_given=plan.compute_time is not None,
         intra=costs.LinkParams.from_link(cluster.intra_node, derivation, "intra"),
@@ -236,7 +236,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
                if cluster.inter_node is not None else None),
         intra_name=cluster.intra_node.name,
         inter_name=cluster.inter_node.name if cluster.inter_node is not None else None,
-        one_shot_volume=getattr(plan, "one_shot_volume", "egress") or "egress",
+        one_shot_volume=plan.one_shot_volume,
         schedule=plan.schedule, recompute=plan.recompute, sp=bool(plan.sequence_parallel) and plan.tp > 1,
         zero=plan.optimizer_sharding, overlap_given="overlap" in plan.spans,
         tp_overlap=bool(stack.tp_comm_overlap), **{a: True for a in axes.active(plan)},

@@ -112,7 +112,7 @@ class Static:
 
     plan: str
     phase: str  # decode | prefill | train
-    algorithm: str  # ring | tree | one_shot | two_shot | auto
+    algorithm: str  # an AllReduce algorithm of ccost.collectives.ALGORITHMS, or auto
     cross_node: str  # auto | flat | hierarchical
     fsdp: bool
     moe: bool  # the model has experts (active_params splits them from the dense part; without it every

@@ -206,3 +206,16 @@ def test_the_checker_can_read_the_catalogue_without_numpy():
     probe = "import sys, ccost.collectives, ccost.spec\nprint('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_one_shot_conventions_come_from_the_one_shot_record():
+    """Lower prices, and evaluate words, both volume conventions of the one algorithm whose record has an
+    egress: one-shot, (P−1)·m against the notes' 2(P−1)/P·m."""
+    from ccost.evaluate import ONE_SHOT_TEXT
+
+    assert collectives.ONE_SHOT.name == "one_shot"
+    assert collectives.ONE_SHOT.egress(8, M) == 7 * M
+    assert set(ONE_SHOT_TEXT) == set(collectives.ONE_SHOT_VOLUMES) == {"egress", "ring"}
+    assert collectives.other_one_shot_volume("egress") == "ring"
+    assert collectives.other_one_shot_volume("ring") == "egress"
+    assert "egress (P−1)·m" in ONE_SHOT_TEXT["egress"] and "ring volume 2(P−1)/P·m" in ONE_SHOT_TEXT["ring"]

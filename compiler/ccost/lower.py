@@ -91,7 +91,7 @@ from typing import Any
 
 import numpy as np
 
-from ccost import axes, check, costs, derive, units
+from ccost import axes, check, collectives, costs, derive, units
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.derive import floor, maximum, minimum, named
@@ -538,9 +538,10 @@ def _collective(static: Static, key: str, kind: str, purpose: str, count: Num, p
     chosen = _floored(static, gc.chosen, p, x, key)
     total = named(f"T_{key},step", count * chosen.time, f"{purpose}: {key} collectives per step × time")
     other = None
-    if kind == "allreduce" and isinstance(alg, str) and alg == "one_shot":
-        convention = "ring" if static.one_shot_volume == "egress" else "egress"
-        other = costs.group_cost(kind, "one_shot", p, m, g, static.intra, static.inter, static.cross_node,
+    # an algorithm with a second volume convention (one-shot's egress) is priced under the other one too
+    if isinstance(alg, str) and collectives.algorithm(kind, alg).egress is not None:
+        convention = collectives.other_one_shot_volume(static.one_shot_volume)
+        other = costs.group_cost(kind, alg, p, m, g, static.intra, static.inter, static.cross_node,
                                  tag=f"{key},{convention}", one_shot_volume=convention)
     return Collective(key, kind, purpose, alg, count, p, g, m, chosen, total, _link_name(static, gc.used),
                       gc, reason, tuple(cand), cand, note, other,

@@ -142,15 +142,60 @@ def test_each_collective_names_its_nccl_test_and_busbw_factor():
 COMPILER = Path(__file__).resolve().parent.parent / "compiler" / "ccost"
 
 
+def _spelling(name: str) -> str:
+    """``name`` in any spelling: any case, its letters optionally split by ``-``, ``_`` or a space."""
+    return r"[-_ ]?".join(re.escape(ch) for ch in name.lower() if ch.isalnum())
+
+
+def _lists(names: dict[str, str]):
+    """A finder of written lists of ``names`` (spelling → canonical name): two or more items, quoted or
+    not, joined by commas, "or", "and", "/" or "|" (a tuple, prose, a comment); yields each list's canonical
+    names."""
+    item = r"[\"'`]?(?:%s)[\"'`]?" % "|".join(sorted(names, key=len, reverse=True))
+    sep = r"\s*(?:,\s*(?:(?:or|and)\b\s*)?|\bor\b\s*|\band\b\s*|/\s*|\|\s*)"
+    run = re.compile(rf"(?<![\w-]){item}(?:{sep}{item})+(?![\w-])", re.I)
+    one = [(re.compile(rf"^[\"'`]?{s}[\"'`]?$", re.I), n) for s, n in names.items()]
+
+    def find(text: str):
+        for m in run.finditer(text):
+            parts = re.split(sep, m.group(0), flags=re.I)
+            yield {next(n for pat, n in one if pat.match(p)) for p in parts if p}
+    return find
+
+
+#: Every kind under its catalogue name, title and nccl-tests name (``all_reduce``, ``All-to-All``, ...).
+_KIND_LISTS = _lists({_spelling(n): c.kind for c in collectives.CATALOGUE.values()
+                      for n in (c.kind, c.title, c.test)})
+_ALGORITHM_LISTS = _lists({_spelling(a): a for a in collectives.ALGORITHMS})
+
+
+def _spells_the_catalogue(text: str) -> bool:
+    """Whether ``text`` lists the collective kinds by hand (every kind, or all but one: a list gone stale when
+    the last kind was added) or every AllReduce algorithm. A list of a few kinds that share a property
+    (nccl-tests' "reduce_scatter, all_gather and alltoall print the per-rank count") is prose, not a copy."""
+    return (any(len(found) >= len(collectives.KINDS) - 1 for found in _KIND_LISTS(text))
+            or any(len(found) == len(collectives.ALGORITHMS) for found in _ALGORITHM_LISTS(text)))
+
+
 def test_the_catalogue_is_the_only_place_that_spells_the_algorithms_or_the_kinds():
-    """No module writes the AllReduce algorithm tuple or the kind tuple again: they import them."""
-    spelled = re.compile(r'"ring",\s*"tree",\s*"one_shot"|"allreduce",\s*"allgather",\s*"reducescatter"')
-    assert spelled.search('ALGORITHMS = ("ring", "tree", "one_shot", "two_shot")')  # what it looks for
-    assert spelled.search('CURVE = ("allreduce", "allgather",\n  "reducescatter")')
+    """No module writes the kinds or the AllReduce algorithms again, as a tuple or in prose: they import the
+    tuples (``results.py`` writes the meaning of ``collectives[].kind`` from ``KINDS``)."""
+    # what it looks for, in the spellings it has been written in
+    assert _spells_the_catalogue('ALGORITHMS = ("ring", "tree", "one_shot", "two_shot")')
+    assert _spells_the_catalogue('algorithm: str  # ring | tree | one_shot | two_shot | auto')
+    assert _spells_the_catalogue('KINDS = ("allreduce", "allgather",\n  "reducescatter", "alltoall", "broadcast", "p2p")')
+    assert _spells_the_catalogue('"allreduce, allgather, reducescatter, alltoall, broadcast or p2p"')
+    assert _spells_the_catalogue("AllReduce, AllGather, ReduceScatter, All-to-All and Broadcast")
+    assert _spells_the_catalogue("all_reduce / all_gather / reduce_scatter / alltoall / sendrecv")
+    assert _spells_the_catalogue("`allreduce`, `allgather`, `reducescatter`, `alltoall`, `p2p`")  # one missing
+    # and what it leaves alone: a few kinds or algorithms named for a property they share
+    assert not _spells_the_catalogue("reduce_scatter, all_gather and alltoall print the per-rank count")
+    assert not _spells_the_catalogue("Ring, tree and two-shot AllReduce are charged the ring volume")
+    assert not _spells_the_catalogue("allreduce allgather reducescatter alltoall broadcast p2p")  # not a list
     files = list(COMPILER.rglob("*.py"))
     assert len(files) > 50
     found = sorted(str(f.relative_to(COMPILER)) for f in files
-                   if spelled.search(f.read_text(encoding="utf-8")))
+                   if _spells_the_catalogue(f.read_text(encoding="utf-8")))
     assert found == []  # collectives.py builds both tuples from its records
 
 
@@ -161,3 +206,16 @@ def test_the_checker_can_read_the_catalogue_without_numpy():
     probe = "import sys, ccost.collectives, ccost.spec\nprint('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_one_shot_conventions_come_from_the_one_shot_record():
+    """Lower prices, and evaluate words, both volume conventions of the one algorithm whose record has an
+    egress: one-shot, (P−1)·m against the notes' 2(P−1)/P·m."""
+    from ccost.evaluate import ONE_SHOT_TEXT
+
+    assert collectives.ONE_SHOT.name == "one_shot"
+    assert collectives.ONE_SHOT.egress(8, M) == 7 * M
+    assert set(ONE_SHOT_TEXT) == set(collectives.ONE_SHOT_VOLUMES) == {"egress", "ring"}
+    assert collectives.other_one_shot_volume("egress") == "ring"
+    assert collectives.other_one_shot_volume("ring") == "egress"
+    assert "egress (P−1)·m" in ONE_SHOT_TEXT["egress"] and "ring volume 2(P−1)/P·m" in ONE_SHOT_TEXT["ring"]

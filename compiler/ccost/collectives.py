@@ -57,7 +57,8 @@ class Algorithm:
     """One way to run a collective: its hop count and the bytes each GPU sends, as formulas of (P, m).
 
     ``volume`` is the charge the reference notes use. ``egress``, when set, is a second convention the
-    plan may choose (``one_shot_volume``): one-shot AllReduce's (P−1)·m, the default there.
+    plan may choose (``one_shot_volume``): one-shot AllReduce's (P−1)·m, the default there
+    (``egress_text`` writes it).
     ``custom`` marks a custom kernel (vLLM, TensorRT-LLM) that writes into its peers' buffers: it needs
     NVLink peer access (one domain only) and each of its hops costs the link's one-shot latency.
     ``hops_text``/``volume_text`` are the formulas as the documentation writes them; ``hops_of`` writes
@@ -71,6 +72,7 @@ class Algorithm:
     hops_text: str
     volume_text: str
     egress: Callable[[Num, Num], Num] | None = None
+    egress_text: str | None = None
     custom: bool = False
     hops_of: Callable[[str, bool], str] | None = None
 
@@ -152,7 +154,7 @@ CATALOGUE: Mapping[str, Collective] = MappingProxyType({c.kind: c for c in (
             Algorithm("tree", lambda p: 2 * _ceil(_log2(p)), _ring_allreduce_volume, "2·⌈log₂P⌉", _RING_AR,
                       hops_of=lambda ps, pow2: f"2·log₂{ps}" if pow2 else f"2·⌈log₂{ps}⌉"),
             Algorithm("one_shot", one_if_many, _ring_allreduce_volume, "1", _RING_AR,
-                      egress=lambda p, m: (p - 1) * m, custom=True),
+                      egress=lambda p, m: (p - 1) * m, egress_text="(P−1)·m", custom=True),
             # reduce-scatter + all-gather, each one direct exchange
             Algorithm("two_shot", lambda p: 2 * one_if_many(p), _ring_allreduce_volume, "2", _RING_AR,
                       custom=True),
@@ -206,6 +208,13 @@ DEFAULT_ALGORITHM: Mapping[str, str] = MappingProxyType({k: c.default for k, c i
 ALGORITHM_NAMES: tuple[str, ...] = tuple(dict.fromkeys(a for c in CATALOGUE.values() for a in c.algorithms))
 #: How a one-shot AllReduce's volume is charged: its egress (P−1)·m, or the ring volume (the notes).
 ONE_SHOT_VOLUMES = ("egress", "ring")
+#: The AllReduce algorithm those two conventions price: the one whose record has an ``egress`` (one-shot).
+ONE_SHOT: Algorithm = next(a for a in CATALOGUE["allreduce"].algorithms.values() if a.egress is not None)
+
+
+def other_one_shot_volume(charged: str) -> str:
+    """The convention of ``ONE_SHOT_VOLUMES`` a plan charging ``charged`` does not (the review shows both)."""
+    return next(v for v in ONE_SHOT_VOLUMES if v != charged)
 
 
 def collective(kind: str) -> Collective:

@@ -120,7 +120,7 @@ def one_shot_direct_volume(p: Num, m: Num) -> Num:
     """Per-GPU egress of a one-shot AllReduce that writes its whole buffer to each of the P−1 peers:
     (P−1)·m: what ``volume`` charges one-shot by default (A1: 2.585 ms; 1.606 ms with the notes' ring
     volume)."""
-    return collectives.CATALOGUE["allreduce"].algorithms["one_shot"].egress(p, m)
+    return collectives.ONE_SHOT.egress(p, m)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -506,7 +506,7 @@ class LinkParams:
 
 def _curve(link, derivation: bool, label: str) -> Curve | None:
     """The ``Curve`` of a checked link with ``curve_*`` fields (None without), bandwidths × efficiency."""
-    if not getattr(link, "has_curve", False):
+    if not link.has_curve:
         return None
     eff = link.efficiency
     pieces = link.curve_pieces

@@ -296,14 +296,14 @@ def _std_file(path: str | None, root: str | None) -> str | None:
 def _from_std(ent: Any, root: str | None, std_files: set[str]) -> bool:
     """Whether a block was written in the bundled library: its span names a library file (the checker
     shows imported library files as ``std/gpus.ccost``) that the spec really read from the library."""
-    file = getattr(getattr(ent, "span", None), "file", None)
+    file = ent.span.file if ent.span is not None else None
     return file in std_files or _std_file(file, root) is not None
 
 
 def _std_imports(spec: S.Spec | None, root: str | None) -> set[str]:
     if spec is None:
         return set()
-    return {s for s in (_std_file(str(f), root) for f in getattr(spec, "files", ()) or ()) if s}
+    return {s for s in (_std_file(str(f), root) for f in spec.files) if s}
 
 
 # ---------------------------------------------------------------------------------------------------

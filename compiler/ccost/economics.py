@@ -151,7 +151,7 @@ def economics(plan: S.Plan, pr: Pricing, gpus: Num, throughput: Num, derivation:
             host = _leaf(D, "P_host", pr.host_power, units.POWER, "power of one node besides its GPUs",
                          f"cluster {pr.cluster}: host_power")
             power_gpu = named("P_GPU", tdp + host / g, "power per GPU, host share included: P_TDP + P_host / G")
-        elif getattr(stack, "host_power", 0.0):
+        elif stack.host_power:
             host = _leaf(D, "P_host,GPU", stack.host_power, units.POWER, "host power per GPU of the stack's "
                          "host work", f"stack {stack.name}: host_power")
             power_gpu = named("P_GPU", tdp + host, "power per GPU, the stack's host share included: "

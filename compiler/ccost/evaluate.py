@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccost import __version__, analysis, axes, costs, derive, economics, lower, phases
+from ccost import __version__, analysis, axes, collectives, costs, derive, economics, lower, phases
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.derive import Step
@@ -168,11 +168,12 @@ def _alt(c: costs.Cost, count: float) -> dict:
             if _f(c.time) is not None else None}
 
 
-#: What each `one_shot_volume` convention charges, in words (the review's prose uses these too).
+#: What each `one_shot_volume` convention charges, in words, with the formulas of the one-shot record (the
+#: review's prose uses these too).
 ONE_SHOT_TEXT = {
-    "egress": "each GPU's egress (P−1)·m, its whole buffer written to each of the P−1 peers (what a "
-              "one-shot kernel moves)",
-    "ring": "the ring volume 2(P−1)/P·m (the reference notes' convention)",
+    "egress": f"each GPU's egress {collectives.ONE_SHOT.egress_text}, its whole buffer written to each of the "
+              "P−1 peers (what a one-shot kernel moves)",
+    "ring": f"the ring volume {collectives.ONE_SHOT.volume_text} (the reference notes' convention)",
 }
 
 
@@ -209,7 +210,7 @@ def collective_record(k: lower.Collective) -> dict:
         # other here, so the review can say which it charged and what the other would have given.
         o = k.one_shot_other.chosen
         charged = k.one_shot_volume
-        other = "egress" if charged == "ring" else "ring"
+        other = collectives.other_one_shot_volume(charged)
         rec["one_shot_alternative"] = {
             "convention": other, "volume_bytes": _f(o.volume), "time_s": _f(o.time),
             "total_time_s": _f(o.time) * count,

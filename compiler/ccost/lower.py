@@ -16,18 +16,16 @@ says *which* collectives a plan implies, how many, how large, on which group and
 Counts are per step **along the critical path**: every stage's collectives as if the stages ran one
 after another (``ccost.analysis`` divides by the pipeline's overlap for the pipelined step time).
 
-The model, per step (decode: one token for every sequence; prefill: the prompt; train: one
-forward + backward pass over ``batch`` sequences of ``seq`` tokens), with B = batch, S = tokens per
-sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
+The model, per step (decode: one token for every sequence; prefill: the prompt; a training plan is
+``ccost.training``'s, which ``ccost.phases`` picks), with B = batch, S = tokens per sequence per step (1 in
+decode, ``seq`` otherwise), d = hidden, L = layers:
 
 * **Rank placement** (decides which groups leave the NVLink domain): ranks are numbered TP fastest, then
   EP, then DP, then PP (Megatron's tp-ep-dp-pp order): the chattiest groups get the NVLink domain first,
   and the pipeline, one small send per stage boundary, is the axis left to cross nodes. A group of P ranks
   at stride s has g = clamp(D/s, 1, P) of its ranks in each NVLink domain of D GPUs.
 * **TP**: 2 AllReduces per layer (attention output, FFN output) of B·S·d·activation bytes on the tp ranks;
-  training adds 2 more per layer in the backward pass (4·L in all).
-* **PP**: one point-to-point send of B·S·d·activation bytes per stage boundary (pp−1 per step; training
-  sends the gradients back too: 2·(pp−1)). A boundary crosses domains when consecutive stages sit in
+* **PP**: one point-to-point send of B·S·d·activation bytes per stage boundary (pp−1 per step). A boundary crosses domains when consecutive stages sit in
   different domains: with stages tp·ep·dp ranks apart, ⌊(pp−1)·tp·ep·dp/D⌋ of the pp−1 boundaries do
   (at most pp−1). The whole batch goes as one message per boundary, as the notes price it (A3: 1 MiB);
   splitting it into M micro-batches would add (M−1)·α per boundary, which the model leaves out.
@@ -35,14 +33,10 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
   micro-batch (B/M sequences) and the counts are one micro-batch's path, consistent with t_mb
   (``ccost.analysis._steady``: no flush).
 * **EP**: 2 All-to-Alls (dispatch, combine) per MoE layer of B·S·top_k·d·activation bytes per rank on
-  the ep ranks (training: ×2). Volume convention: “Communication Cost Analysis”'s (P−1)/P·m (the local share stays
+  the ep ranks. Volume convention: “Communication Cost Analysis”'s (P−1)/P·m (the local share stays
   put); “Communication Cost Math — Distributed Inference” (§2) omits that factor.
-* **DP**: without FSDP, one gradient AllReduce per step of this GPU's parameters × grad bytes on the dp
-  ranks (for a MoE model: the dense parameters over the dp·ep ranks that replicate them, the experts'
-  over the dp ranks); the critical path counts one per stage (pp in all). With FSDP: per layer, an
-  AllGather of the layer's parameters before the forward and again before the backward, and a
-  ReduceScatter of its gradients (3·L collectives per step), on the dp·ep ranks for dense parameters
-  and the dp ranks for experts.
+* **DP**: serving replicas exchange nothing per step (training's gradient AllReduce and FSDP's
+  collectives are ``ccost.training``'s).
 * **CP** (context parallelism, ``cp``; training: ``ccost.training``): the cp ranks sit next to the tp
   ranks (Megatron's tp-cp-ep-dp-pp) and split every sequence: a prefill's tokens (activations, FLOPs and
   KV cache per rank ÷ cp), a decode step's context (KV cache and attention ÷ cp; the new token's weight
@@ -54,7 +48,7 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
 * **Compute**, per GPU and stage: the roofline max(bytes read / HBM bandwidth, FLOPs / achieved FLOP/s).
   Bytes read: this GPU's weights (for a MoE model, every local expert: with B·top_k routed tokens most
   experts are hit; at tiny batch this overestimates) plus, in decode with ``seq``, the KV cache of B
-  sequences of ``seq`` tokens. FLOPs: 2·active params·B·S (6· for training) / (tp·pp); attention's
+  sequences of ``seq`` tokens. FLOPs: 2·active params·B·S / (tp·pp); attention's
   context-dependent FLOPs are not modelled. A token crosses the pp stages one after another, so the
   step's compute on the critical path is pp × the stage's time (A3: 15.11 ms for TP=8 × PP=2).
   ``compute_time`` in the plan overrides it. **Per micro-batch** (the pipelined step, ``ccost.analysis``:
@@ -77,10 +71,9 @@ sequence per step (1 in decode, ``seq`` otherwise), d = hidden, L = layers:
   (``ideal``, and training always) is the whole-step roofline above. An MLA model caches its latent,
   L·(kv_lora_rank + qk_rope_head_dim)·bytes per token, on every TP rank; a KV cache without ``kv_heads``
   or a latent is an error (E104).
-* **Memory** per GPU: weights (FSDP: sharded over the data-parallel ranks, plus one gathered layer), the
-  KV cache (``seq`` tokens of B sequences; KV heads split over min(tp, kv_heads) ranks, replicated beyond),
-  and in training the gradients and Adam's state (FP32 master, m, v: 12 B per parameter), sharded like the
-  weights under FSDP. Activations are not modelled.
+* **Memory** per GPU: weights and the KV cache (``seq`` tokens of B sequences; KV heads split over
+  min(tp, kv_heads) ranks, replicated beyond). Activations are not modelled (training's memory, with its
+  gradients, optimizer state and activations, is ``ccost.training``'s).
 """
 
 from __future__ import annotations
@@ -91,7 +84,7 @@ from typing import Any
 
 import numpy as np
 
-from ccost import axes, check, costs, derive, units
+from ccost import axes, check, collectives, costs, derive, units
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.derive import floor, maximum, minimum, named
@@ -112,7 +105,7 @@ class Static:
 
     plan: str
     phase: str  # decode | prefill | train
-    algorithm: str  # ring | tree | one_shot | two_shot | auto
+    algorithm: str  # an AllReduce algorithm of ccost.collectives.ALGORITHMS, or auto
     cross_node: str  # auto | flat | hierarchical
     fsdp: bool
     moe: bool  # the model has experts (active_params splits them from the dense part; without it every
@@ -228,7 +221,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
     stack = plan.stack if plan.stack is not None else default_stack(plan.phase)
     static = Static(
         plan=plan.name, phase=plan.phase, algorithm=plan.allreduce,
-        cross_node=getattr(plan, "cross_node", "auto") or "auto", fsdp=bool(plan.fsdp) and plan.phase == "train",
+        cross_node=plan.cross_node, fsdp=bool(plan.fsdp) and plan.phase == "train",
         moe=moe, kv=kv, kv_read=kv and plan.phase == "decode",
         kv_heads_known=kv_heads_known, heads_known=heads_known, compute_given=plan.compute_time is not None,
         intra=costs.LinkParams.from_link(cluster.intra_node, derivation, "intra"),
@@ -236,7 +229,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
                if cluster.inter_node is not None else None),
         intra_name=cluster.intra_node.name,
         inter_name=cluster.inter_node.name if cluster.inter_node is not None else None,
-        one_shot_volume=getattr(plan, "one_shot_volume", "egress") or "egress",
+        one_shot_volume=plan.one_shot_volume,
         schedule=plan.schedule, recompute=plan.recompute, sp=bool(plan.sequence_parallel) and plan.tp > 1,
         zero=plan.optimizer_sharding, overlap_given="overlap" in plan.spans,
         tp_overlap=bool(stack.tp_comm_overlap), **{a: True for a in axes.active(plan)},
@@ -538,9 +531,10 @@ def _collective(static: Static, key: str, kind: str, purpose: str, count: Num, p
     chosen = _floored(static, gc.chosen, p, x, key)
     total = named(f"T_{key},step", count * chosen.time, f"{purpose}: {key} collectives per step × time")
     other = None
-    if kind == "allreduce" and isinstance(alg, str) and alg == "one_shot":
-        convention = "ring" if static.one_shot_volume == "egress" else "egress"
-        other = costs.group_cost(kind, "one_shot", p, m, g, static.intra, static.inter, static.cross_node,
+    # an algorithm with a second volume convention (one-shot's egress) is priced under the other one too
+    if isinstance(alg, str) and collectives.algorithm(kind, alg).egress is not None:
+        convention = collectives.other_one_shot_volume(static.one_shot_volume)
+        other = costs.group_cost(kind, alg, p, m, g, static.intra, static.inter, static.cross_node,
                                  tag=f"{key},{convention}", one_shot_volume=convention)
     return Collective(key, kind, purpose, alg, count, p, g, m, chosen, total, _link_name(static, gc.used),
                       gc, reason, tuple(cand), cand, note, other,
@@ -569,7 +563,6 @@ def lower(static: Static, x: Inputs) -> Program:
     """
     # training has its own model (per micro-batch, schedules, activations): ccost.phases picks it
     assert not static.train, "a training plan is lowered by ccost.training (ccost.phases.lower)"
-    train = static.train
     coll: list[Collective] = []
 
     # --- sizes ---------------------------------------------------------------------------------------
@@ -585,22 +578,17 @@ def lower(static: Static, x: Inputs) -> Program:
         m_act = named("m_act", x.B * S_r * x.d * x.b_act, "activations of one layer: B·S·d·bytes"
                       + (" (S/cp on this rank)" if _splits_tokens(static) else ""))
 
-    # --- tensor parallelism: 2 AllReduces per layer, forward (and 2 more backward) ----------------------
-    n_tp = named("count_TP", (4 if train else 2) * x.L,
-                 "AllReduces per step: 2 per layer" + (" forward + 2 backward" if train else ""))
-    coll.append(_collective(
-        static, "TP", "allreduce",
-        "tensor-parallel attention and FFN outputs" + (", forward and backward" if train else ""),
-        n_tp, x.tp, 1, m_act, x, static.algorithm,
-        "training: 2 per layer in the forward pass and 2 in the backward pass" if train else None))
+    # --- tensor parallelism: 2 AllReduces per layer -------------------------------------------------------
+    n_tp = named("count_TP", 2 * x.L, "AllReduces per step: 2 per layer")
+    coll.append(_collective(static, "TP", "allreduce", "tensor-parallel attention and FFN outputs", n_tp, x.tp, 1,
+                            m_act, x, static.algorithm))
 
     # --- expert parallelism: 2 All-to-Alls per MoE layer ---------------------------------------------------
     if static.moe:
         m_ep = named("m_EP", (x.B / x.M if static.steady else x.B) * S_r * x.k * x.d * x.b_act,
                      "tokens routed per rank" + (" per micro-batch: (B/M)" if static.steady else ": B")
                      + "·S·k·d·bytes")
-        n_ep = named("count_EP", (4 if train else 2) * x.L_moe, "All-to-Alls per step: dispatch + combine per "
-                     "MoE layer" + (", forward and backward" if train else ""))
+        n_ep = named("count_EP", 2 * x.L_moe, "All-to-Alls per step: dispatch + combine per MoE layer")
         coll.append(_collective(
             static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, axes.stride(x, "ep", _on(static)),
             m_ep, x,
@@ -622,40 +610,11 @@ def lower(static: Static, x: Inputs) -> Program:
         weights_gpu = named("W_GPU", x.W / axes.split(x, "weights", "layers"), "weight bytes on one GPU")
         b_w = None
 
-    # --- data parallelism -------------------------------------------------------------------------------
-    if train:
-        groups = []  # (key suffix, parameters on this GPU, group size, stride, label)
-        if static.moe:
-            groups.append(("", p_dense_gpu, x.dp * x.ep, x.tp, "dense parameters"))
-            groups.append(("e", p_exp_gpu, x.dp, x.tp * x.ep, "expert parameters"))
-        else:
-            groups.append(("", params_gpu, x.dp * x.ep, x.tp, "parameters"))
-        for suffix, p_gpu, size, stride, label in groups:
-            if not static.fsdp:
-                m_dp = named(f"m_DP{suffix}", p_gpu * x.b_grad, f"gradients of this GPU's {label}")
-                n_dp = named(f"count_DP{suffix}", x.pp, "gradient AllReduces per step on the critical path: "
-                             "one per stage (each stage reduces its own parameters)")
-                coll.append(_collective(
-                    static, f"DP{suffix}", "allreduce", f"data-parallel gradients ({label})", n_dp, size, stride,
-                    m_dp, x, static.algorithm))
-            else:
-                bw_ = b_w if b_w is not None else named("b_w", x.W / x.params, "weight bytes per parameter")
-                m_ag = named(f"m_AG{suffix}", p_gpu / (x.L / x.pp) * bw_,
-                             f"one layer of this GPU's {label}, gathered (weights dtype)")
-                m_rs = named(f"m_RS{suffix}", p_gpu / (x.L / x.pp) * x.b_grad,
-                             f"one layer of this GPU's {label} gradients")
-                n_ag = named(f"count_AG{suffix}", 2 * x.L, "AllGathers per step: each layer, forward and backward")
-                n_rs = named(f"count_RS{suffix}", x.L, "ReduceScatters per step: each layer's gradients")
-                coll.append(_collective(static, f"AG{suffix}", "allgather",
-                                        f"FSDP parameter gather, forward and backward ({label})",
-                                        n_ag, size, stride, m_ag, x))
-                coll.append(_collective(static, f"RS{suffix}", "reducescatter",
-                                        f"FSDP gradient reduce-scatter ({label})", n_rs, size, stride, m_rs, x))
-
     # --- pipeline parallelism: one send per stage boundary -----------------------------------------------
-    passes = 2 if train else 1
-    boundaries = named("count_PP", passes * (x.pp - 1), "stage-boundary sends per step"
-                       + (" (activations forward, gradients backward)" if train else ""))
+    # one pass, the activations forward (training's gradients backward are ccost.training's); the derivation
+    # prints the factor (count_PP = 1·(pp − 1)), as every committed review does
+    passes = 1
+    boundaries = named("count_PP", passes * (x.pp - 1), "stage-boundary sends per step")
     if static.inter is not None:
         stage_stride = named("s_PP", axes.stride(x, "pp", _on(static)), "ranks between consecutive stages")
         crossing = named("count_PP,x", passes * minimum(x.pp - 1, floor((x.pp - 1) * stage_stride / x.D)),
@@ -731,7 +690,6 @@ def _ring_attention(static: Static, x: Inputs, comp: Compute) -> list[Collective
 def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: Num | None,
              p_dense_gpu: Num | None, p_exp_gpu: Num | None, n_dense: Num | None = None,
              n_expert1: Num | None = None) -> Compute:
-    train = static.train
     # KV cache: 2 (K and V) × layers × KV heads × head dim × bytes per token; MLA: the latent.
     if static.kv:
         if static.mla:
@@ -847,32 +805,14 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
         else:
             t_mb = named("t_mb", maximum(T_mem_mb, T_flop_mb), "roofline of one micro-batch on one stage")
 
-    # --- memory ---------------------------------------------------------------------------------------------
-    if static.fsdp:
-        shard = named("shard", x.dp * x.ep, "FSDP shards the dense parameters over dp·ep ranks")
-        if p_dense_gpu is not None:
-            params_mem = named("N_GPU,FSDP", p_dense_gpu / shard + p_exp_gpu / x.dp,
-                               "parameters this GPU keeps under FSDP")
-        else:
-            params_mem = named("N_GPU,FSDP", params_gpu / shard, "parameters this GPU keeps under FSDP")
-        bw_ = b_w if b_w is not None else x.W / x.params
-        mem_weights = named("mem_weights", params_mem * bw_ + weights_gpu / (x.L / x.pp),
-                            "weight bytes held: the FSDP shard + one gathered layer")
-    else:
-        params_mem = params_gpu
-        mem_weights = weights_gpu
-    if train:
-        mem_grads = named("mem_grads", params_mem * x.b_grad, "gradient bytes held")
-        mem_opt = named("mem_optimizer", params_mem * x.b_opt,
-                        "Adam state: FP32 master, m, v = 12 B per parameter")
-    else:
-        mem_grads = 0.0
-        mem_opt = 0.0
-    mem_total = named("mem_GPU", mem_weights + kv_gpu + mem_grads + mem_opt, "memory per GPU")
+    # --- memory (serving: weights and KV cache; training's gradients, optimizer state and FSDP shards are
+    # ccost.training's) ----------------------------------------------------------------------------------------
+    mem_weights = weights_gpu
+    mem_total = named("mem_GPU", mem_weights + kv_gpu, "memory per GPU")
     mem_limit = named("mem_limit", x.max_mem * x.mem, "usable memory: max_memory·HBM")
     tokens = named("tokens_step", x.dp * x.ep * x.B * x.S, "tokens per step, all replicas: dp·ep·B·S")
     return Compute(weights_gpu, kv_gpu, bytes_gpu, flops_gpu, T_mem, T_flop, T_stage, T_compute, T_one,
-                   params_gpu, mem_weights, kv_gpu, mem_grads, mem_opt, mem_total, mem_limit, tokens,
+                   params_gpu, mem_weights, kv_gpu, 0.0, 0.0, mem_total, mem_limit, tokens,
                    bytes_mb, flops_mb, T_mem_mb, T_flop_mb, t_mb, operators,
                    T_host=T_host if static.overheads and not static.compute_given else 0.0)
 

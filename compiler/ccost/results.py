@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from ccost import units
 from ccost.axes import AXES
+from ccost.collectives import ALGORITHM_NAMES, KINDS
 
 SCHEMA_VERSION = 1
 
@@ -275,12 +276,10 @@ def _keys() -> list[Key]:
           integral=True),
         K(f"{plan}.collectives", "array", "", "the collectives of one step, each priced", normative=True),
         K(coll, "object", "", "one kind of collective of the step", normative=True),
-        K(f"{coll}.kind", "string", "text", "allreduce, allgather, reducescatter, alltoall, broadcast or p2p",
-          normative=True),
+        K(f"{coll}.kind", "string", "text", f"{', '.join(KINDS[:-1])} or {KINDS[-1]}", normative=True),
         K(f"{coll}.purpose", "string", "text", "what it carries (tensor-parallel outputs, gradients, ...)",
           normative=True),
-        K(f"{coll}.algorithm", "string", "text", "ring, tree, one_shot, two_shot, pairwise, direct",
-          normative=True),
+        K(f"{coll}.algorithm", "string", "text", ", ".join(ALGORITHM_NAMES), normative=True),
         K(f"{coll}.count", "number", "count", "how many per step", normative=True, integral=True),
         K(f"{coll}.group_size", NUM, "count", "ranks in the group, P", normative=True, integral=True),
         K(f"{coll}.link", "string", "text", "the link it runs on (`a+b` when it spans both)", normative=True),

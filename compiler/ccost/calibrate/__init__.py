@@ -61,7 +61,7 @@ def fit_for_link(link, spec_dir: Path | str, intra=None):
     log, a path that leaves those folders); raises ``CcostError`` (E501) when the
     log is there but broken, because then the review would show a fit that is not the link's.
     """
-    source = (getattr(link, "source", None) or "").strip()
+    source = (link.source or "").strip()
     if not source.lower().startswith("measured: nccl-tests"):
         return None
     parts = [p.strip() for p in source.split(",")]
@@ -94,8 +94,8 @@ def fit_for_link(link, spec_dir: Path | str, intra=None):
     if not log_name:
         return None
     dirs = []
-    span = getattr(link, "span", None)
-    if span is not None and getattr(span, "file", None):
+    span = link.span
+    if span is not None and span.file:
         dirs.append(Path(span.file).parent)
     dirs.append(Path(spec_dir))
     if Path(log_name).is_absolute():
@@ -129,15 +129,15 @@ def fit_for_stack(stack, spec_dir: Path | str):
     """Redo the ``--steps`` fit behind a measured stack profile, for the review (a ``StepFit``), or None
     when the stack was not fitted by ``ccost calibrate --steps`` or its file is not there. Only files inside
     the folder of the file the stack was written in, or ``spec_dir``, are read (as for links)."""
-    m = _STEPS_SOURCE.match((getattr(stack, "source", None) or "").strip())
+    m = _STEPS_SOURCE.match((stack.source or "").strip())
     if not m or Path(m.group(1)).is_absolute():
         return None
     from ccost.calibrate.steps import fit_steps, read_steps
 
     folds = re.search(r", (\d+)-fold hold-out", stack.source)
     dirs = []
-    span = getattr(stack, "span", None)
-    if span is not None and getattr(span, "file", None):
+    span = stack.span
+    if span is not None and span.file:
         dirs.append(Path(span.file).parent)
     dirs.append(Path(spec_dir))
     roots = [d.resolve() for d in dirs]

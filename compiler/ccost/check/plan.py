@@ -140,8 +140,8 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
 def _check_stack_phase(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """A training plan on a stack with a host time per sequence (W305): training charges the stack's
     fixed time per step, not per running sequence (a serving engine's sampling and detokenising)."""
-    st = getattr(p, "stack", None)
-    if p.phase != "train" or st is None or not getattr(st, "seq_overhead", 0) or "stack" not in p.spans:
+    st = p.stack
+    if p.phase != "train" or st is None or not st.seq_overhead or "stack" not in p.spans:
         return []
     span = where("stack", ("stack",))
     if span is None:

@@ -34,8 +34,8 @@ def _plural(n: int, word: str) -> str:
 def summary(spec) -> str:
     """``3 plans, 1 sweep``: what a clean spec holds (its own plans and everything it can evaluate)."""
     parts = [_plural(len(spec.plans), "plan")]
-    for attr, word in (("sweeps", "sweep"), ("compares", "comparison"), ("searches", "search")):
-        n = len(getattr(spec, attr, {}) or {})
+    for n, word in ((len(spec.sweeps), "sweep"), (len(spec.compares), "comparison"),
+                    (len(spec.searches), "search")):
         if n:
             parts.append(_plural(n, word))
     return ", ".join(parts)

@@ -90,11 +90,11 @@ def source_date_epoch(epoch: int) -> Iterator[None]:
 
 
 def _warning_text(d) -> str:
-    where = f"{d.span}: " if getattr(d, "span", None) else ""
+    where = f"{d.span}: " if d.span else ""
     text = f"{where}{d.message}"
-    if getattr(d, "help", None):
+    if d.help:
         text += f" ({d.help})"
-    return f"[{d.code}] {text}" if getattr(d, "code", None) else text
+    return f"[{d.code}] {text}"
 
 
 def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[str, list]:
@@ -148,16 +148,18 @@ def calibrations_for(spec, plan_names: Sequence[str], spec_dir: Path) -> dict[st
     cache: dict[str, Calibration] = {}
     for name in plan_names:
         plan = spec.plans.get(name)
-        stack = getattr(plan, "stack", None)
+        if plan is None:  # a hand-made document may name a plan the spec lacks
+            continue
+        stack = plan.stack
         if stack is not None and (stack.source or "").lower().startswith("measured"):
             key = f"stack/{stack.name}"
             if key not in cache:
                 cache[key] = profile(stack)
             if cache[key] is not None:
                 out.setdefault(name, []).append(cache[key])
-        cluster = getattr(spec.plans.get(name), "cluster", None)
-        intra_link = getattr(cluster, "intra_node", None)
-        for link in (intra_link, getattr(cluster, "inter_node", None)):
+        cluster = plan.cluster
+        intra_link = cluster.intra_node if cluster is not None else None
+        for link in ((intra_link, cluster.inter_node) if cluster is not None else ()):
             if link is not None and link.measured:
                 key = f"{link.name}/{intra_link.name if intra_link is not None else ''}"
                 if key not in cache:
@@ -197,7 +199,7 @@ def review_from(spec, document: dict, steps: Mapping[str, Sequence], *, spec_pat
     ``sources=False``: without the highlighted spec files of the appendix."""
     from ccost.report import build, provenance, render
 
-    files = list(getattr(spec, "files", ()) or (str(spec_path),))
+    files = list(spec.files or (str(spec_path),))
     stamp = provenance.collect(spec_path, files, include_git=include_git,
                                environ=dict(environ) if environ is not None else None, cwd=cwd,
                                git_note=git_note)

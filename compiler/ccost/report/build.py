@@ -150,7 +150,7 @@ def build_inputs(spec: S.Spec, plan_names: Sequence[str]) -> V.InputsSection:
                (f"{p.input_tokens:,} in / {p.output_tokens:,} out" if p.phase == "serve" else
                 f"{p.seq:,}" if p.seq else "—"),
                axes.values(p, on) + (" (FSDP)" if p.fsdp else ""), f"{p.microbatches}",
-               p.allreduce, getattr(p, "cross_node", "auto"), units.format_percent(p.overlap),
+               p.allreduce, p.cross_node, units.format_percent(p.overlap),
                *((_q(p.compute_time, T),) if given else ()))
               for p in plans),
         (False, False, False, True, True, True, True, False, False, True, *((True,) if given else ())),
@@ -248,7 +248,7 @@ ONE_LINE_CHARS = 88
 
 def _step_view(i: int, s: Any) -> V.Step:
     desc = s.description or ""
-    if getattr(s, "note", None):
+    if s.note:
         desc = f"{desc}; {s.note}" if desc else s.note
     substituted = "" if s.substituted in (s.formula, s.result) else s.substituted
     width = len(s.name) * (3 if substituted else 2) + len(s.formula) + len(substituted) + len(s.result)
@@ -271,8 +271,8 @@ def derivation(steps: Sequence[Any]) -> tuple[V.Table, tuple[V.StepGroup, ...]]:
     for heading, ss in sections:
         out = []
         for s in ss:
-            if getattr(s, "kind", "step") == "input":
-                inputs.append((s.name, s.result, s.description or "", getattr(s, "source", None) or ""))
+            if s.kind == "input":
+                inputs.append((s.name, s.result, s.description or "", s.source or ""))
             else:
                 n += 1
                 out.append(_step_view(n, s))
@@ -747,7 +747,7 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
         if plan is not None and any(c.get("algorithm") == "one_shot" for c in p.get("collectives") or ()):
             from ccost.evaluate import ONE_SHOT_TEXT
 
-            osv = getattr(plan, "one_shot_volume", None) or one_shot_default()
+            osv = plan.one_shot_volume
             lines += (f". One-shot volume: `{osv}`" + (" (the default)" if osv == one_shot_default() else "")
                       + f", {ONE_SHOT_TEXT.get(osv, osv)}")
         if plan is not None:
@@ -757,7 +757,7 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
                          else ""))
             lines += (f". Overlap assumed: {units.format_percent(plan.overlap)} of communication hidden "
                       "behind compute")
-            lines += f". Cross-node pricing: {getattr(plan, 'cross_node', 'auto')}"
+            lines += f". Cross-node pricing: {plan.cross_node}"
             if plan.compute_time is not None:
                 lines += (f". Compute time given in the spec ({_q(plan.compute_time, units.TIME)}), "
                           "not derived")

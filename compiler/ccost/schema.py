@@ -796,7 +796,7 @@ def keywords() -> frozenset[str]:
 
 def markdown() -> str:
     """The language reference (``docs/language.md``), generated from this table and the units table."""
-    from ccost.diagnostics import CODES
+    from ccost.diagnostics import CODES, RESERVED
 
     out: list[str] = []
     w = out.append
@@ -902,6 +902,7 @@ def markdown() -> str:
     w("| code | meaning |")
     w("|---|---|")
     for code, meaning in CODES.items():
-        w(f"| {code} | {meaning} |")
+        w(f"| {code} | {meaning}" + (f" (reserved, not raised: {RESERVED[code]})" if code in RESERVED else "")
+          + " |")
     w("")
     return "\n".join(out)

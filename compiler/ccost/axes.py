@@ -39,8 +39,8 @@ class Axis:
     place: int  # position in the rank layout: 0 varies fastest (shares the NVLink domain first)
     shards: str  # one of SHARDS
     rules: tuple[str, ...] = ()  # the ccost.layout_rules predicates the degree must satisfy
-    #: Phases in which the degree is priced; None: every phase. Elsewhere `check` warns (W305) that it
-    #: changes nothing.
+    #: Phases in which the degree is priced; None: every phase. The plan field carries it (``schema.Field
+    #: .phases``), so `check` warns (W305 for training only) when another phase writes it.
     phases: tuple[str, ...] | None = None
     #: Shown (text, JSON layout, E301, the GPU product of a derivation) only when it is above 1, so a
     #: plan that does not use the axis reads exactly as before it existed.
@@ -77,8 +77,6 @@ PLACEMENT: tuple[Axis, ...] = tuple(sorted(AXES, key=lambda a: a.place))
 #: The axes every plan shows, and the ones shown only above 1.
 MANDATORY: tuple[str, ...] = tuple(a.name for a in AXES if not a.optional)
 OPTIONAL: tuple[str, ...] = tuple(a.name for a in AXES if a.optional)
-#: The degrees whose fields apply to training only (check's W305 on another phase).
-TRAIN_ONLY: tuple[str, ...] = tuple(a.name for a in AXES if a.phases == ("train",))
 
 
 def degree(obj: Any, name: str, phase: str | None = None) -> Any:

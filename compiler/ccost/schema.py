@@ -8,7 +8,8 @@ One table drives everything that needs to know the language (DESIGN principle 3)
   step: regenerate with ``ccost schema > docs/language.md``).
 
 Adding a block kind (the search engineer's ``search``, say) is one ``register(BlockKind(...))`` call with
-its fields and a builder that turns checked values into a frozen entity; the checker, the parser (its
+its fields and its entity, the frozen ``ccost.spec`` dataclass that also holds the fields' defaults (one
+place: ``register`` copies them here, and refuses a kind ``Spec`` cannot hold); the checker, the parser (its
 keyword terminals and ``kind`` rule are filled in from ``block_kinds()``) and the Pygments lexer need no
 change. A
 kind that sweeps over another kind's fields (``sweep`` over ``plan``) sets ``varies``.
@@ -16,6 +17,8 @@ kind that sweeps over another kind's fields (``sweep`` over ``plan``) sets ``var
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -188,6 +191,11 @@ class Field:
     (written or defaulted) and says whether the field must be present; ``required_doc`` explains the rule
     in the docs and the message; ``missing_code`` is the diagnostic code when it is absent.
     Ranges: ``minimum``/``maximum``, exclusive when ``min_open``/``max_open``.
+
+    ``default`` is filled in by ``register`` from the kind's entity (the attribute's default in
+    ``ccost.spec``): write it there, once. Only ``Same(...)`` (the value of another field) is written here.
+    ``phases`` (plan fields): the phases that read the field; None, every phase. A plan of another phase
+    that writes it gets W305 (a training field) or W306 (a serving field) from ``ccost.check.plan``.
     """
 
     name: str
@@ -204,6 +212,7 @@ class Field:
     min_open: bool = False
     maximum: float | None = None
     max_open: bool = False
+    phases: tuple[str, ...] | None = None
 
     def default_text(self) -> str:
         """The default as the docs show it."""
@@ -265,21 +274,29 @@ class BuildContext:
 
 @dataclass(frozen=True)
 class BlockKind:
-    """A block kind: its fields (in documented order) and how to build its entity.
+    """A block kind: its fields (in documented order) and its entity.
 
-    ``spec_attr`` is the attribute of ``ccost.spec.Spec`` that collects the entities (``policy`` is a single
-    entity). ``varies`` names a kind whose fields this kind also takes, as lists (``sweep`` varies ``plan``).
+    ``entity`` is the ``ccost.spec`` dataclass a block becomes: every field is one of its attributes, and the
+    attribute's default is the field's (``register`` fills it in). ``build`` makes it from the checked values
+    (default: ``entity(name, title, span, spans, **values)``). ``spec_attr`` is the attribute of
+    ``ccost.spec.Spec`` that collects the entities (``policy`` is a single entity). ``varies`` names a kind
+    whose fields this kind also takes, as lists (``sweep`` varies ``plan``).
     """
 
     name: str
     doc: str
     fields: tuple[Field, ...]
     spec_attr: str
-    build: Callable[[BuildContext], Any]
+    entity: type
     example: str
     named: bool = True
     varies: str | None = None
     varies_doc: str | None = None  # the docs' row for the varied fields, when not "any field of `varies`"
+    build: Callable[[BuildContext], Any] = None  # type: ignore[assignment]  # None: _entity(entity)
+
+    def __post_init__(self) -> None:
+        if self.build is None:
+            object.__setattr__(self, "build", _entity(self.entity))
 
     def field(self, name: str) -> Field | None:
         for f in self.fields:
@@ -296,9 +313,52 @@ SCHEMA: dict[str, BlockKind] = {}
 
 
 def register(kind: BlockKind) -> BlockKind:
-    """Add a block kind to the language (checker, docs and ``ccost schema`` pick it up)."""
+    """Add a block kind to the language (checker, docs and ``ccost schema`` pick it up), its fields' defaults
+    taken from its entity. A kind that ``ccost.spec`` cannot hold is refused here, at import, with what to
+    add, rather than by a ``TypeError`` from ``Spec(...)`` on every spec checked."""
+    kind = dataclasses.replace(kind, fields=_entity_defaults(kind))
+    _check_spec_attr(kind)
     SCHEMA[kind.name] = kind
     return kind
+
+
+def _entity_defaults(kind: BlockKind) -> tuple[Field, ...]:
+    """``kind.fields`` with each default taken from the entity's attribute: one source for a default."""
+    cls = kind.entity.__name__
+    attrs = {a.name: a for a in dataclasses.fields(kind.entity)}
+    out = []
+    for f in kind.fields:
+        a = attrs.get(f.name)
+        if a is None:
+            raise TypeError(f"field `{f.name}` of block kind `{kind.name}` is not an attribute of "
+                            f"ccost.spec.{cls}: add `{f.name}: TYPE = DEFAULT` to {cls}")
+        if f.default is not NO_DEFAULT and not isinstance(f.default, Same):
+            raise TypeError(f"field `{f.name}` of block kind `{kind.name}` writes default={f.default!r}: a "
+                            f"default is written once, on ccost.spec.{cls}.{f.name}")
+        default = a.default if a.default is not dataclasses.MISSING else NO_DEFAULT
+        if isinstance(f.default, Same) or f.required:
+            if default is not NO_DEFAULT and not f.required:
+                raise TypeError(f"ccost.spec.{cls}.{f.name} defaults to {default!r}, but the schema's "
+                                f"default is {f.default}: the attribute must default to None")
+            out.append(f)
+        else:
+            out.append(dataclasses.replace(f, default=default))
+    return tuple(out)
+
+
+def _check_spec_attr(kind: BlockKind) -> None:
+    """``ccost.spec.Spec`` has the collection ``kind.spec_attr``, of the kind's entity."""
+    name = kind.entity.__name__
+    want = f"Mapping[str, {name}]" if kind.named else name
+    if kind.spec_attr not in {a.name for a in dataclasses.fields(S.Spec)}:
+        raise TypeError(f"block kind `{kind.name}` collects its blocks in Spec.{kind.spec_attr}, which "
+                        f"ccost.spec.Spec does not have: add `{kind.spec_attr}: {want}"
+                        + (" = field(default_factory=dict)`" if kind.named else "`") + " to Spec")
+    have = typing.get_type_hints(S.Spec)[kind.spec_attr]
+    held = typing.get_args(have)[1] if kind.named and typing.get_args(have) else have
+    if not (isinstance(held, type) and issubclass(kind.entity, held)):
+        raise TypeError(f"block kind `{kind.name}` collects {name} entities in Spec.{kind.spec_attr}, which "
+                        f"holds {have}: give the kind its own collection `{want}`")
 
 
 def _entity(cls) -> Callable[[BuildContext], Any]:
@@ -316,7 +376,7 @@ def _count(name: str, doc: str, example: str, **kw) -> Field:
 
 def _degree(a: Axis) -> Field:
     """A plan's parallel degree, from its ``ccost.axes`` record."""
-    return _count(a.name, a.doc, a.example, default=1)
+    return _count(a.name, a.doc, a.example, phases=a.phases)
 
 
 # --- link ---------------------------------------------------------------------------------------------
@@ -327,7 +387,7 @@ register(BlockKind(
         Field("bandwidth", BANDWIDTH, "per GPU, per direction", "450 GB/s", required=True, **R_LINK_BANDWIDTH),
         Field("one_shot_latency", TIME, "cost of one one-shot AllReduce (direct peer writes)", "8 us",
               default=Same("alpha"), **R_LATENCY),
-        Field("efficiency", FRACTION, "achieved share of `bandwidth`", "80 %", default=1.0,
+        Field("efficiency", FRACTION, "achieved share of `bandwidth`", "80 %",
               **R_LINK_EFFICIENCY),
         Field("source", STRING, "where α and β came from; `ccost calibrate` writes `\"measured: ...\"`",
               '"spec sheet"'),
@@ -349,9 +409,9 @@ register(BlockKind(
               minimum=2, maximum=MAX_DEGREE),
         Field("floor_latency", TIME,
               "no collective of two or more ranks on this link is priced below it (`ccost calibrate` writes "
-              "the smallest time the log measured)", "22 us", default=0.0, **R_LATENCY),
+              "the smallest time the log measured)", "22 us", **R_LATENCY),
     ),
-    "links", _entity(S.Link),
+    "links", S.Link,
     'link nvlink4 "NVLink 4 through NVSwitch" {\n  alpha = 2 us\n  bandwidth = 450 GB/s\n}',
 ))
 
@@ -377,7 +437,7 @@ register(BlockKind(
               "weight GEMMs of a model with `weights = fp8` use it (attention stays at `flops`)",
               "1979 TFLOP/s", **R_FLOP_RATE),
     ),
-    "gpus", _entity(S.Gpu),
+    "gpus", S.Gpu,
     'gpu h100 "H100 SXM 80GB" {\n  memory = 80 GB\n  hbm_bandwidth = 3.35 TB/s\n'
     '  flops = 989 TFLOP/s\n  achieved_flops = 600 TFLOP/s\n}',
 ))
@@ -387,8 +447,8 @@ register(BlockKind(
     "cluster", "Nodes of GPUs, the scale-up link inside a node and the scale-out link between nodes.",
     (
         Field("gpu", ref("gpu"), "the GPU in every node", "h100", required=True),
-        _count("nodes", "number of nodes", "2", default=1),
-        _count("gpus_per_node", "GPUs in one node", "8", default=8),
+        _count("nodes", "number of nodes", "2"),
+        _count("gpus_per_node", "GPUs in one node", "8"),
         Field("intra_node", ref("link"), "the scale-up link (NVLink, PCIe, Infinity Fabric)", "nvlink4",
               required=True),
         Field("inter_node", ref("link"), "per-GPU scale-out link (InfiniBand, RoCE, EFA)", "ib_ndr",
@@ -402,16 +462,16 @@ register(BlockKind(
               "`gpus_per_node`; overrides the GPU's `price_per_hour` (give this or `price_per_gpu_hour`, not "
               "both)", "23.92 USD/h", **R_PRICE),
         Field("host_power", POWER, "power of one node besides its GPUs (CPUs, NICs, fans, storage); each GPU "
-              "carries 1/`gpus_per_node` of it", "2 kW", default=0.0, **R_POWER),
+              "carries 1/`gpus_per_node` of it", "2 kW", **R_POWER),
         Field("node_power", POWER, "power of one whole node under load; overrides `gpus_per_node` × the GPU's "
               "`power` + `host_power`", "10.2 kW", **R_POWER),
         Field("pue", COUNT, "power usage effectiveness of the facility: facility power / IT power", "1.3",
-              default=1.0, **R_PUE),
+              **R_PUE),
         Field("electricity_price", ENERGY_PRICE, "price of energy, for hardware you own (a cloud price "
               "includes power): adds facility power × this to the cost per hour", "0.12 USD/kWh",
-              default=0.0, **R_ENERGY_PRICE),
+              **R_ENERGY_PRICE),
     ),
-    "clusters", _entity(S.Cluster),
+    "clusters", S.Cluster,
     "cluster hgx { gpu = h100; nodes = 1; gpus_per_node = 8; intra_node = nvlink4 }",
 ))
 
@@ -436,11 +496,10 @@ register(BlockKind(
         _count("moe_layers", "MoE: layers with experts; defaults to `layers` when `experts` is set", "58",
                default=Same("layers"), default_doc="`layers` (when `experts` is set)"),
         Field("active_params", COUNT, "MoE: parameters active per token", "37e9", **R_PARAMS),
-        Field("weights", DTYPE, "dtype of the weights", "fp8", default="bf16"),
-        Field("activations", DTYPE, "dtype of activations (and so of TP/PP/EP messages)", "bf16",
-              default="bf16"),
-        Field("kv_cache", DTYPE, "dtype of the KV cache", "fp8", default="bf16"),
-        Field("grads", DTYPE, "dtype of gradients (training)", "bf16", default="bf16"),
+        Field("weights", DTYPE, "dtype of the weights", "fp8"),
+        Field("activations", DTYPE, "dtype of activations (and so of TP/PP/EP messages)", "bf16"),
+        Field("kv_cache", DTYPE, "dtype of the KV cache", "fp8"),
+        Field("grads", DTYPE, "dtype of gradients (training)", "bf16"),
         Field("source", STRING, "where the numbers came from", '"config.json on Hugging Face"'),
         # Read from a Hugging Face config.json (`config`, `ccost import hf`). Informational today: the cost
         # model reads none of the fields below; they record the shape for reviews and later models.
@@ -449,9 +508,9 @@ register(BlockKind(
               "(`ccost import hf` prints what it gives)", '"hf/Llama-3.1-8B/config.json"'),
         _count("head_dim", "size of one attention head, when it is not `hidden` / `heads`", "128"),
         Field("qkv_bias", BOOL, "the q, k and v projections have biases (Qwen2); counted in `params`",
-              "true", default=False),
+              "true"),
         Field("tied_embeddings", BOOL, "the LM head shares the input embedding matrix (counted once in "
-              "`params`)", "true", default=False),
+              "`params`)", "true"),
         _count("expert_ffn", "MoE: inner size of one expert's FFN, when it differs from `ffn` "
                "(DeepSeek's `moe_intermediate_size`)", "2048"),
         Field("shared_experts", INT, "MoE: experts every token passes through besides its `top_k` routed ones",
@@ -468,7 +527,7 @@ register(BlockKind(
         _count("route_nodes", "MoE: nodes one token's routed experts may span (node-limited routing; "
                "DeepSeek-V3: 4); the expert All-to-All sends a token to a node once", "4"),
     ),
-    "models", _entity(S.Model),
+    "models", S.Model,
     'model llama3_70b "Llama-3-70B" {\n  layers = 80; hidden = 8192; heads = 64; kv_heads = 8\n'
     '  params = 70.6e9\n}',
 ))
@@ -487,45 +546,45 @@ register(BlockKind(
     "no overhead, no floor), under which the reference notes' worked examples reproduce exactly.",
     (
         Field("step_overhead", TIME, "fixed time per step: scheduling, sampling, host work", "5 ms",
-              default=0.0, **R_STACK_OVERHEAD),
+              **R_STACK_OVERHEAD),
         Field("layer_overhead", TIME, "time per layer per step: kernel launches (smaller with CUDA graphs)",
-              "20 us", default=0.0, **R_STACK_OVERHEAD),
+              "20 us", **R_STACK_OVERHEAD),
         Field("seq_overhead", TIME, "decode and prefill: host time per running sequence per step (scheduling, "
               "sampling, detokenising and output processing that grow with the batch); a step of B sequences "
-              "adds B times it", "250 us", default=0.0, **R_STACK_OVERHEAD),
-        Field("hbm_efficiency", FRACTION, "achieved share of the GPU's `hbm_bandwidth`", "85 %", default=1.0,
+              "adds B times it", "250 us", **R_STACK_OVERHEAD),
+        Field("hbm_efficiency", FRACTION, "achieved share of the GPU's `hbm_bandwidth`", "85 %",
               **R_STACK_EFFICIENCY),
         Field("gemm_efficiency", FRACTION, "achieved share of the GPU's peak dense `flops` in weight GEMMs "
               "(a GPU's `achieved_flops`, when given, is a measurement and is used instead)", "70 %",
-              default=1.0, **R_STACK_EFFICIENCY),
+              **R_STACK_EFFICIENCY),
         Field("attention_efficiency", FRACTION, "achieved share of peak FLOP/s in attention", "50 %",
-              default=1.0, **R_STACK_EFFICIENCY),
+              **R_STACK_EFFICIENCY),
         Field("elementwise_efficiency", FRACTION, "train: achieved share of the GPU's `hbm_bandwidth` in the "
               "elementwise kernels (norms, activation functions, dropout, residuals), which read and write the "
-              "stored activations", "83 %", default=1.0, **R_STACK_EFFICIENCY),
+              "stored activations", "83 %", **R_STACK_EFFICIENCY),
         Field("tp_comm_overlap", BOOL, "train: the stack pipelines each tensor-parallel collective with the GEMM "
               "next to it (Megatron-Core's `--tp-comm-overlap`): only TP time beyond the GEMMs' is exposed",
-              "true", default=False),
+              "true"),
         Field("collective_floor", TIME, "no collective of this stack takes less (kernel launch and "
-              "synchronisation of a small message)", "15 us", default=0.0, **R_COLLECTIVE_FLOOR),
+              "synchronisation of a small message)", "15 us", **R_COLLECTIVE_FLOOR),
         Field("roofline", enum(*S.ROOFLINES), "decode and prefill: `operator` bounds each operator class on "
               "its own and adds them (weight GEMMs at the weights' dtype rate, MoE experts — only those the "
               "step's tokens hit — and attention: KV reads against attention FLOPs at `attention_efficiency`); "
               "`step` is one roofline for the whole step, max(bytes / HBM bandwidth, FLOPs / FLOP/s), as the "
-              "reference notes price it (training always uses `step`)", "step", default="operator"),
+              "reference notes price it (training always uses `step`)", "step"),
         Field("pipeline", enum(*S.PIPELINES), "decode and prefill with pp > 1: `steady` prices the pipeline "
               "in steady state (M micro-batches circulate with no flush: a token crosses the P stages in P "
               "slots, every sequence gets its next token every max(M, P) slots; collectives carry one "
               "micro-batch); `flush` is the training schedule (M + P − 1)·t_mb that the reference notes use "
-              "(training always flushes)", "flush", default="steady"),
+              "(training always flushes)", "flush"),
         Field("source", STRING, "where the numbers came from (a fit script and its rows, a measurement)",
               '"fit: bench/fit_stack.py"'),
         Field("host_power", POWER, "power per GPU of the host work this stack runs (CPU cores for scheduling, "
               "tokenizing, sampling, data loading); the cost model adds it to each GPU's power when the "
-              "cluster gives neither `host_power` nor `node_power` (issue 17)", "150 W", default=0.0,
+              "cluster gives neither `host_power` nor `node_power` (issue 17)", "150 W",
               **R_POWER),
     ),
-    "stacks", _entity(S.Stack),
+    "stacks", S.Stack,
     'stack vllm_h100 "vLLM 0.6 on H100, CUDA graphs" {\n  step_overhead = 5 ms\n  layer_overhead = 20 us\n'
     '  hbm_efficiency = 0.85\n  gemm_efficiency = 0.70\n  attention_efficiency = 0.50\n'
     '  collective_floor = 15 us\n  source = "fit: bench/fit_stack.py"\n}',
@@ -540,68 +599,70 @@ register(BlockKind(
         Field("phase", enum(*S.PHASES), "the workload: one decode step, a prefill of `seq` tokens, a "
               "training step, or `serve`: continuous batching of requests (`concurrency`, `input_tokens`, "
               "`output_tokens`, `chunk_tokens`; ccost.serve)", "decode", required=True),
-        Field("batch", INT, "sequences in flight, per replica (per dp·ep rank)", "32", default=1, **R_TOKENS),
+        Field("batch", INT, "sequences in flight, per replica (per dp·ep rank)", "32", **R_TOKENS),
         Field("seq", INT, "prompt tokens (prefill), context length (decode: KV-cache reads and memory), "
               "sequence length (train)", "2048", **R_TOKENS,
               required_if=lambda v: v.get("phase") in ("prefill", "train"),
               required_doc="required for `prefill` and `train`"),
         *(_degree(a) for a in AXES if not a.optional),
         Field("fsdp", BOOL, "train: shard parameters, AllGather per layer, ReduceScatter gradients",
-              "true", default=False),
-        Field("microbatches", INT, "pipeline micro-batches M", "32", default=1, **R_MICROBATCHES),
+              "true"),
+        Field("microbatches", INT, "pipeline micro-batches M", "32", **R_MICROBATCHES),
         Field("allreduce", enum(*S.ALLREDUCE_ALGORITHMS),
-              "AllReduce algorithm; `auto` takes the cheapest per message and says so", "tree",
-              default="auto"),
+              "AllReduce algorithm; `auto` takes the cheapest per message and says so", "tree"),
         Field("cross_node", enum(*S.CROSS_NODE),
               "how a collective group that spans nodes is priced: `flat` (one ring that waits on its "
               "slowest link at every step), `hierarchical` (reduce-scatter inside the node, AllReduce "
               "across nodes on 1/g of the data, all-gather inside the node) or `auto` (the cheaper)",
-              "hierarchical", default="auto"),
+              "hierarchical"),
         Field("one_shot_volume", enum(*S.ONE_SHOT_VOLUMES),
               "bytes a one-shot AllReduce is charged: `egress`, each GPU writes its whole buffer to every "
               "peer, (P−1)·m; or `ring`, the ring volume 2(P−1)/P·m that the reference notes charge "
-              "(worked examples A1 and A3)", "ring", default="egress"),
-        Field("overlap", FRACTION, "share of communication hidden behind compute", "40 %", default=0.0,
+              "(worked examples A1 and A3)", "ring"),
+        Field("overlap", FRACTION, "share of communication hidden behind compute", "40 %",
               minimum=0, maximum=1),
         Field("compute_time", TIME, "overrides the derived compute time (a measured step, say)", "12 ms",
               **R_STEP_TIME),
         Field("load", FRACTION, "share of the month the plan runs at its throughput; the GPUs are paid and "
               "powered all month, so cost per token at this load is the full-load cost / `load`", "60 %",
-              default=1.0, minimum=0, min_open=True, maximum=1),
+              minimum=0, min_open=True, maximum=1),
         Field("stack", ref("stack"), "the software-stack profile that prices the plan", "vllm_h100",
               default_doc="`serving_default` (decode, prefill) or `training_default` (train) from "
               "`std/stacks.ccost`"),
         Field("schedule", enum(*S.SCHEDULES), "train: pipeline schedule; `gpipe` keeps all M micro-batches' "
               "activations, `one_f_one_b` at most P, `interleaved` runs `virtual_stages` model chunks per GPU "
-              "(bubble (P−1)/(v·M) of the ideal time)", "interleaved", default="one_f_one_b"),
-        Field("virtual_stages", INT, "train, `schedule = interleaved`: model chunks per GPU, v", "4", default=1,
-              minimum=1, maximum=MAX_DEGREE),
+              "(bubble (P−1)/(v·M) of the ideal time)", "interleaved", phases=("train",)),
+        Field("virtual_stages", INT, "train, `schedule = interleaved`: model chunks per GPU, v", "4",
+              minimum=1, maximum=MAX_DEGREE, phases=("train",)),
         Field("recompute", enum(*S.RECOMPUTE), "train: activation recomputation; `selective` re-runs the "
               "attention core in the backward pass (as FlashAttention does), `full` the whole layer",
-              "full", default="selective"),
+              "full", phases=("train",)),
         Field("sequence_parallel", BOOL, "train: sequence parallelism; TP's AllReduce becomes ReduceScatter + "
               "AllGather and the activations outside the GEMMs are split over the tp ranks", "true",
-              default=False),
+              phases=("train",)),
         Field("optimizer_sharding", enum(*S.OPTIMIZER_SHARDING), "train: optimizer state sharded over the "
               "data-parallel ranks: `zero1` (Megatron's distributed optimizer), `zero2` (gradients too); "
-              "`fsdp = true` shards the parameters as well", "zero1", default="none"),
+              "`fsdp = true` shards the parameters as well", "zero1", phases=("train",)),
         Field("master_weights", DTYPE, "train: dtype of the optimizer's master copy of the weights", "fp32",
-              default="fp32"),
+              phases=("train",)),
         *(_degree(a) for a in AXES if a.optional),
         Field("concurrency", INT, "serve: requests running at once per replica (per dp·ep rank group), a "
               "closed loop: a finished request is replaced at once. It is the batch of the serve step; `batch` "
               "is not read", "32", **R_TOKENS, required_if=lambda v: v.get("phase") == "serve",
-              required_doc="required for `serve`"),
+              required_doc="required for `serve`",
+              phases=("serve",)),
         Field("input_tokens", INT, "serve: prompt tokens per request", "1024", **R_TOKENS,
-              required_if=lambda v: v.get("phase") == "serve", required_doc="required for `serve`"),
+              required_if=lambda v: v.get("phase") == "serve", required_doc="required for `serve`",
+              phases=("serve",)),
         Field("output_tokens", INT, "serve: tokens generated per request, at least 2 (the first comes from the "
               "prefill's last chunk; TPOT is the gap to the next ones)", "256", minimum=2, maximum=1e9,
-              required_if=lambda v: v.get("phase") == "serve", required_doc="required for `serve`"),
+              required_if=lambda v: v.get("phase") == "serve", required_doc="required for `serve`",
+              phases=("serve",)),
         Field("chunk_tokens", INT, "serve: chunked prefill, the most prompt tokens one step prefills (one "
               "request's chunk per step)", "512", **R_TOKENS,
-              default_doc="`input_tokens` (the whole prompt in one step: no chunking)"),
+              default_doc="`input_tokens` (the whole prompt in one step: no chunking)", phases=("serve",)),
     ),
-    "plans", _entity(S.Plan),
+    "plans", S.Plan,
     'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'
     '  tp = 8\n  allreduce = ring\n}\nplan tp8_tree extends tp8 { allreduce = tree }',
 ))
@@ -619,23 +680,19 @@ register(BlockKind(
     (
         Field("base", ref("plan"), "the plan every point starts from", "tp8", required=True),
     ),
-    "sweeps", _build_sweep,
+    "sweeps", S.Sweep,
     'sweep tp_scaling "When does TP stop helping?" {\n  base = tp8\n  tp = [1, 2, 4, 8, 16, 32, 64]\n}',
-    varies="plan",
+    varies="plan", build=_build_sweep,
 ))
-
-
-def _build_compare(ctx: BuildContext) -> S.Compare:
-    return S.Compare(ctx.name, ctx.title, ctx.span, ctx.spans, **ctx.values)
 
 
 register(BlockKind(
     "compare", "Plans side by side, ranked by one measure, with a recommendation.",
     (
         Field("plans", list_of(ref("plan")), "the plans to compare", "[tp16, tp8_pp2]", required=True),
-        Field("by", enum(*COMPARE_BY), "what ranks them", "throughput", default="latency"),
+        Field("by", enum(*COMPARE_BY), "what ranks them", "throughput"),
     ),
-    "compares", _build_compare,
+    "compares", S.Compare,
     'compare algorithms "Ring or tree for TP=8 decode?" {\n  plans = [tp8, tp8_tree]\n  by = latency\n}',
 ))
 
@@ -659,20 +716,17 @@ register(BlockKind(
         Field("objective", enum("latency", "throughput_per_gpu", "gpus", "cost_per_token"),
               "what ranks the layouts: the lowest step latency, the highest tokens/s per GPU, the fewest "
               "GPUs (ties: the faster), or the lowest cost per million tokens (the cluster must be priced)",
-              "throughput_per_gpu", default="latency"),
-        Field("top", INT, "how many of the best layouts to list", "20", default=10, minimum=1, maximum=1000),
+              "throughput_per_gpu"),
+        Field("top", INT, "how many of the best layouts to list", "20", minimum=1, maximum=1000),
         Field("limit", INT, "the most points the search may have (about a second per million points)",
-              "50_000_000", default=10_000_000, default_doc="`10_000_000`", minimum=1, maximum=1_000_000_000),
+              "50_000_000", default_doc="`10_000_000`", minimum=1, maximum=1_000_000_000),
         Field("max_gpus", INT, f"keep layouts with {label()} at most this", "64",
               default_doc="the cluster's GPUs", **R_GPUS),
         Field("fits_memory", BOOL, "keep layouts whose memory per GPU fits the policy's `max_memory` share of "
-              "HBM", "false", default=True),
-        Field("tp_in_domain", BOOL, "keep layouts whose TP group stays inside one NVLink domain", "true",
-              default=False),
-        Field("tp_divides_kv_heads", BOOL, "keep layouts whose tp divides the model's `kv_heads`", "true",
-              default=False),
-        Field("pp_divides_layers", BOOL, "keep layouts whose pp divides the model's `layers`", "true",
-              default=False),
+              "HBM", "false"),
+        Field("tp_in_domain", BOOL, "keep layouts whose TP group stays inside one NVLink domain", "true"),
+        Field("tp_divides_kv_heads", BOOL, "keep layouts whose tp divides the model's `kv_heads`", "true"),
+        Field("pp_divides_layers", BOOL, "keep layouts whose pp divides the model's `layers`", "true"),
         Field("max_overhead", FRACTION, "keep layouts whose overhead T_comm / T_compute is at most this",
               "30 %", default_doc="the file's policy (see `use_policy`), else off", **R_OVERHEAD),
         Field("min_efficiency", FRACTION, "keep layouts whose efficiency (speedup / GPUs) is at least this",
@@ -680,7 +734,7 @@ register(BlockKind(
         Field("use_policy", BOOL, "take `max_overhead` and `min_efficiency` from the file's `policy` block when "
               "they are not written here", "false", default_doc="`true` when the file has a `policy` block"),
     ),
-    "searches", _build_search,
+    "searches", S.Search,
     'search layouts "Every layout of Llama-3-70B decode on one node" {\n  base = tp8\n'
     '  tp = pow2(1, 8); pp = pow2(1, 8); dp = pow2(1, 8)\n  batch = [1, 8, 32, 128]\n'
     '  allreduce = [ring, tree, auto]\n  max_gpus = 8; tp_divides_kv_heads = true\n'
@@ -692,6 +746,7 @@ register(BlockKind(
                "plan field | | at least one | the values to try; each is checked like the plan field (a `model` "
                "axis names models, E108 otherwise); a model × cluster × phase × stack combination that no "
                "layout can evaluate (a prefill without `seq`) is E404 |",
+    build=_build_search,
 ))
 
 
@@ -704,17 +759,17 @@ register(BlockKind(
     "policy does not apply to the importing file.",
     (
         Field("max_overhead", FRACTION, "communication / compute above this fails the checklist", "30 %",
-              default=0.30, **R_OVERHEAD),
+              **R_OVERHEAD),
         Field("min_efficiency", FRACTION, "scaling efficiency below this fails the checklist", "70 %",
-              default=0.70, minimum=0, maximum=1),
-        Field("max_memory", FRACTION, "share of GPU memory a plan may use", "90 %", default=0.90, minimum=0,
+              minimum=0, maximum=1),
+        Field("max_memory", FRACTION, "share of GPU memory a plan may use", "90 %", minimum=0,
               min_open=True, maximum=1),
         Field("max_cost_per_mtok", MONEY, "cost per million tokens (at the plan's `load`) above this fails "
               "the checklist; every plan must then be priced", "2 USD", **R_COST),
     ),
-    "policy", _build_policy,
+    "policy", S.Policy,
     "policy { max_overhead = 30 %; min_efficiency = 70 % }",
-    named=False,
+    named=False, build=_build_policy,
 ))
 
 
@@ -796,7 +851,7 @@ def keywords() -> frozenset[str]:
 
 def markdown() -> str:
     """The language reference (``docs/language.md``), generated from this table and the units table."""
-    from ccost.diagnostics import CODES
+    from ccost.diagnostics import CODES, RESERVED
 
     out: list[str] = []
     w = out.append
@@ -902,6 +957,7 @@ def markdown() -> str:
     w("| code | meaning |")
     w("|---|---|")
     for code, meaning in CODES.items():
-        w(f"| {code} | {meaning} |")
+        w(f"| {code} | {meaning}" + (f" (reserved, not raised: {RESERVED[code]})" if code in RESERVED else "")
+          + " |")
     w("")
     return "\n".join(out)

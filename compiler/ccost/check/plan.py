@@ -19,6 +19,7 @@ from ccost import layout_rules as rules
 from ccost import units as U
 from ccost.check.load import _std_dir
 from ccost.diagnostics import Diagnostic, Diagnostics, Span, error, warning
+from ccost.schema import SCHEMA
 
 
 def _divisors(n: int, limit: int) -> str:
@@ -151,14 +152,17 @@ def _check_stack_phase(p, where: Callable[..., Span | None]) -> list[Diagnostic]
                     help="use a training stack (e.g. `training_default`), or leave `seq_overhead` out of this one")]
 
 
-SERVE_FIELDS = ("concurrency", "input_tokens", "output_tokens", "chunk_tokens")
+def fields_of_phase(phase: str) -> tuple[str, ...]:
+    """The plan fields only ``phase`` reads, in field order: the schema's ``Field.phases`` (W305 for
+    ``train``, W306 for ``serve``)."""
+    return tuple(f.name for f in SCHEMA["plan"].fields if f.phases == (phase,))
 
 
 def _check_serve(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """Serving fields on a plan that does not serve, and `batch`/`seq` on one that does (W306): legal, but
     nothing reads them (ccost.serve)."""
     if p.phase != "serve":
-        written = [f for f in SERVE_FIELDS if f in p.spans]
+        written = [f for f in fields_of_phase("serve") if f in p.spans]
         if written and where(written[0], (*written, "phase")) is not None:
             return [warning("W306", f"plan `{p.name}` is a {p.phase} plan: " + ", ".join(f"`{f}`" for f in written)
                             + (" applies" if len(written) == 1 else " apply") + " only to `phase = serve`",
@@ -173,16 +177,12 @@ def _check_serve(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     return []
 
 
-TRAINING_FIELDS = ("schedule", "virtual_stages", "recompute", "sequence_parallel", "optimizer_sharding",
-                   "master_weights", *axes.TRAIN_ONLY)
-
-
 def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """Training choices that change nothing as written (W305): they are legal, but the author meant
     something else."""
     out: list[Diagnostic] = []
     if p.phase != "train":
-        written = [f for f in TRAINING_FIELDS if f in p.spans]
+        written = [f for f in fields_of_phase("train") if f in p.spans]
         if written and where(written[0], (*written, "phase")) is not None:
             out.append(warning("W305", f"plan `{p.name}` is a {p.phase} plan: "
                                + ", ".join(f"`{f}`" for f in written)

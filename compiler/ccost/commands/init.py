@@ -83,7 +83,7 @@ def layout(model, cluster, max_memory: float = 0.9) -> tuple[int, int, str]:
            + (f"pp = {pp}: the weights ({weights / 1e9:.0f} GB) need {tp * pp} GPUs at "
               f"{max_memory:.0%} of {cluster.gpu.memory / 1e9:.0f} GB" if pp > 1 else
               f"the weights ({weights / 1e9:.0f} GB) fit {tp} GPUs")
-           + ("" if fits else " — they do NOT fit this cluster: pick a larger one (ccost check warns W401)"))
+           + ("" if fits else " — they do NOT fit this cluster: pick a larger one (`ccost eval` fails its memory check, item 11)"))
     return tp, pp, why
 
 

@@ -606,7 +606,7 @@ register(BlockKind(
               required_doc="required for `prefill` and `train`"),
         *(_degree(a) for a in AXES if not a.optional),
         Field("fsdp", BOOL, "train: shard parameters, AllGather per layer, ReduceScatter gradients",
-              "true"),
+              "true", phases=("train",)),
         Field("microbatches", INT, "pipeline micro-batches M", "32", **R_MICROBATCHES),
         Field("allreduce", enum(*S.ALLREDUCE_ALGORITHMS),
               "AllReduce algorithm; `auto` takes the cheapest per message and says so", "tree"),

@@ -157,7 +157,7 @@ def test_phase_fields_come_from_the_schema():
     from ccost.check import plan as P
 
     plan = SC.SCHEMA["plan"]
-    assert P.fields_of_phase("train") == ("schedule", "virtual_stages", "recompute", "sequence_parallel",
+    assert P.fields_of_phase("train") == ("fsdp", "schedule", "virtual_stages", "recompute", "sequence_parallel",
                                           "optimizer_sharding", "master_weights")
     assert P.fields_of_phase("serve") == ("concurrency", "input_tokens", "output_tokens", "chunk_tokens")
     for kind in SC.SCHEMA.values():

@@ -16,8 +16,8 @@ imported), points per second (and priced points per second: the issue-16 goal is
 buffers to it; and the process's max RSS), and the ratio against a Python loop over the same points, one at
 a time, in the same run. The loop is *timed on a uniform random sample* of the points and extrapolated to
 all of them (timing 10⁶ points one by one would take many minutes); it does what the search does per
-point: ``dataclasses.replace`` the base plan, ``lower.check_plan`` (rejects points that are not plans),
-then ``lower.prepare`` + ``lower.lower`` + ``analysis.analyse`` and the constraints. Most points of
+point: ``dataclasses.replace`` the base plan, ``check.plan.evaluation_errors`` (rejects points that are not plans),
+then ``lower.prepare`` + ``phases.lower`` + ``phases.analyse`` and the constraints. Most points of
 a full space are not plans (too many GPUs, more stages than layers) and the loop rejects those cheaply, so
 the loop is also timed on a sample of priced points only (extrapolated to the priced count and compared
 with the search's whole wall time: the conservative ratio). The same search on two processes
@@ -66,14 +66,15 @@ def _point(s, i: int) -> dict:
 
 def loop_one(s, policy, st, layout: dict) -> tuple | None:
     """One point the slow way: a Plan, checked, lowered and analysed on floats, constraints applied."""
-    from ccost import analysis, lower
+    from ccost import lower, phases
+    from ccost.check.plan import evaluation_errors
 
     plan = dataclasses.replace(s.base, **layout)
     model = plan.model
-    if plan.gpus > st.max_gpus or plan.pp > model.layers or lower.check_plan(plan):
+    if plan.gpus > st.max_gpus or plan.pp > model.layers or evaluation_errors(plan):
         return None
-    prog = lower.lower(*lower.prepare(plan, policy))
-    m = analysis.analyse(prog)
+    prog = phases.lower(*lower.prepare(plan, policy))
+    m = phases.analyse(prog)
     c = prog.compute
     ok = (not st.fits_memory or c.mem_total <= c.mem_limit) and \
         (st.max_overhead is None or m.overhead <= st.max_overhead) and \
@@ -82,8 +83,9 @@ def loop_one(s, policy, st, layout: dict) -> tuple | None:
 
 
 def bench(label: str, path: Path, repeat: int, sample: int, sample_full: int) -> dict:
-    from ccost import evaluate, lower, search
+    from ccost import evaluate, search
     from ccost.check import load_spec
+    from ccost.check.plan import evaluation_errors
 
     spec, _ = load_spec(str(path))
     (s,) = spec.searches.values()
@@ -140,7 +142,7 @@ def bench(label: str, path: Path, repeat: int, sample: int, sample_full: int) ->
     while len(priced_layouts) < sample:
         lay = _point(s, rng.randrange(total))
         plan = dataclasses.replace(s.base, **lay)
-        if plan.gpus <= st.max_gpus and plan.pp <= plan.model.layers and not lower.check_plan(plan):
+        if plan.gpus <= st.max_gpus and plan.pp <= plan.model.layers and not evaluation_errors(plan):
             priced_layouts.append(lay)
     t0 = time.perf_counter()
     for lay in priced_layouts:
@@ -151,7 +153,7 @@ def bench(label: str, path: Path, repeat: int, sample: int, sample_full: int) ->
     n_full = 0
     for lay in full_layouts:
         plan = dataclasses.replace(s.base, **lay)
-        if plan.gpus <= st.max_gpus and plan.pp <= plan.model.layers and not lower.check_plan(plan):
+        if plan.gpus <= st.max_gpus and plan.pp <= plan.model.layers and not evaluation_errors(plan):
             evaluate.evaluate_plan(plan, policy)
         n_full += 1
     full_per_point = (time.perf_counter() - t0) / max(1, n_full)

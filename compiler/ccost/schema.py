@@ -196,6 +196,9 @@ class Field:
     ``ccost.spec``): write it there, once. Only ``Same(...)`` (the value of another field) is written here.
     ``phases`` (plan fields): the phases that read the field; None, every phase. A plan of another phase
     that writes it gets W305 (a training field) or W306 (a serving field) from ``ccost.check.plan``.
+    ``recorded``: no formula reads the field; it records a fact for the reader (a model's shape from its
+    config.json). Every other field is read somewhere past the checker (``tests/test_schema.py`` scans the
+    sources), so a field that is declared and then forgotten fails the suite.
     """
 
     name: str
@@ -213,6 +216,7 @@ class Field:
     maximum: float | None = None
     max_open: bool = False
     phases: tuple[str, ...] | None = None
+    recorded: bool = False
 
     def default_text(self) -> str:
         """The default as the docs show it."""
@@ -501,29 +505,29 @@ register(BlockKind(
         Field("kv_cache", DTYPE, "dtype of the KV cache", "fp8"),
         Field("grads", DTYPE, "dtype of gradients (training)", "bf16"),
         Field("source", STRING, "where the numbers came from", '"config.json on Hugging Face"'),
-        # Read from a Hugging Face config.json (`config`, `ccost import hf`). Informational today: the cost
-        # model reads none of the fields below; they record the shape for reviews and later models.
+        # Read from a Hugging Face config.json (`config`, `ccost import hf`). The ones marked `recorded`
+        # are read by no formula: they record the shape for reviews and later models.
         Field("config", STRING, "a Hugging Face `config.json` to take the shape and parameter count from, "
               "relative to this file and inside its project; fields written in the block override it "
               "(`ccost import hf` prints what it gives)", '"hf/Llama-3.1-8B/config.json"'),
         _count("head_dim", "size of one attention head, when it is not `hidden` / `heads`", "128"),
         Field("qkv_bias", BOOL, "the q, k and v projections have biases (Qwen2); counted in `params`",
-              "true"),
+              "true", recorded=True),
         Field("tied_embeddings", BOOL, "the LM head shares the input embedding matrix (counted once in "
               "`params`)", "true"),
         _count("expert_ffn", "MoE: inner size of one expert's FFN, when it differs from `ffn` "
-               "(DeepSeek's `moe_intermediate_size`)", "2048"),
+               "(DeepSeek's `moe_intermediate_size`)", "2048", recorded=True),
         Field("shared_experts", INT, "MoE: experts every token passes through besides its `top_k` routed ones",
-              "1", minimum=0, maximum=MAX_DEGREE),
+              "1", minimum=0, maximum=MAX_DEGREE, recorded=True),
         Field("dense_layers", INT, "MoE: layers with a dense FFN instead of experts (DeepSeek's "
-              "`first_k_dense_replace`)", "3", minimum=0, maximum=MAX_DEGREE),
-        _count("q_lora_rank", "MLA: rank of the compressed query", "1536"),
+              "`first_k_dense_replace`)", "3", minimum=0, maximum=MAX_DEGREE, recorded=True),
+        _count("q_lora_rank", "MLA: rank of the compressed query", "1536", recorded=True),
         _count("kv_lora_rank", "MLA: rank of the key/value latent the KV cache holds per token", "512"),
-        _count("qk_nope_head_dim", "MLA: per-head query/key size without RoPE", "128"),
+        _count("qk_nope_head_dim", "MLA: per-head query/key size without RoPE", "128", recorded=True),
         _count("qk_rope_head_dim", "MLA: per-head RoPE size (its key part is cached beside the latent)", "64"),
-        _count("v_head_dim", "MLA: per-head value size", "128"),
+        _count("v_head_dim", "MLA: per-head value size", "128", recorded=True),
         Field("mtp_layers", INT, "multi-token-prediction modules in the checkpoint, not counted in `params` "
-              "(DeepSeek-V3's `num_nextn_predict_layers`)", "1", minimum=0, maximum=MAX_DEGREE),
+              "(DeepSeek-V3's `num_nextn_predict_layers`)", "1", minimum=0, maximum=MAX_DEGREE, recorded=True),
         _count("route_nodes", "MoE: nodes one token's routed experts may span (node-limited routing; "
                "DeepSeek-V3: 4); the expert All-to-All sends a token to a node once", "4"),
     ),

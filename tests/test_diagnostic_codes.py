@@ -173,3 +173,22 @@ def test_a_reserved_code_says_why_in_the_reference(code):
 
     assert RESERVED[code] and f"| {code} | {CODES[code]} (reserved, not raised: {RESERVED[code]}) |" in \
         SC.markdown()
+
+
+def test_every_registered_code_is_exercised_by_a_test():
+    # A code a user can meet is pinned by a test: a tests/bad case's inline expectation (E1xx-E3xx, W3xx
+    # mostly) or a test module that names it (parse errors, evaluation, the commands' E5xx). A new code
+    # with neither fails here.
+    import re
+    from pathlib import Path
+
+    from ccost import diagnostics as D
+
+    tests = Path(__file__).parent
+    me = Path(__file__).resolve()
+    text = "".join(p.read_text(encoding="utf-8", errors="replace") for p in sorted(tests.rglob("*"))
+                   if p.is_file() and p.suffix in (".ccost", ".py", ".txt", ".yaml", ".json")
+                   and p.resolve() != me)
+    named = set(re.findall(r"\b[EW]\d{3}\b", text))
+    live = set(D.CODES) - set(D.RESERVED)
+    assert sorted(live - named) == []

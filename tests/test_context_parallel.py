@@ -133,6 +133,9 @@ def test_end_to_end(spec_path, tmp_path):
     # the search varies cp as an array axis
     sdoc = doc["searches"]["s"]
     assert sdoc["axes"]["cp"] == [1, 2]
+    # the GPU-count constraint names the degree the search varies
+    (gpus,) = [c for c in sdoc["constraints"] if c["constraint"] == "max_gpus"]
+    assert gpus["rule"].startswith("tp·pp·ep·dp·cp ≤ max_gpus")
     rows = {(r["tp"], r["cp"]): r for r in sdoc["top"]}
     # the arrays price each point as `ccost eval` prices the plan: with cp, and at cp = 1 exactly without it
     for (tp, cp), name in (((8, 2), "tp8cp2"), ((8, 1), "tp8")):

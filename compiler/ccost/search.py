@@ -1091,6 +1091,10 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
               "fits_memory": st.fits_memory, "max_overhead": st.max_overhead,
               "min_efficiency": st.min_efficiency}
     rules = dict(CONSTRAINTS)
+    # the GPU product names the optional degrees (cp) this search prices: varied, or above 1 in its base
+    used = {f for f, v in search.axes if f in PA.OPTIONAL and any(d > 1 for d in v)}
+    used |= {a for a in PA.OPTIONAL if search.base is not None and getattr(search.base, a) > 1}
+    rules["max_gpus"] = rules["max_gpus"].replace(PA.label(), PA.label(used), 1)
     constraints = []
     for k, _ in CONSTRAINTS:
         if k in ("tp_in_domain", "tp_divides_kv_heads", "pp_divides_layers", "fits_memory") and not limits[k]:

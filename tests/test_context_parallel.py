@@ -165,3 +165,16 @@ def test_ring_sends_hide_behind_the_attention_of_the_block_held():
     # the whole-step roofline (ideal stack) has no attention term to hide behind: every send is exposed
     plain = evaluate.evaluate(r.spec).plans["tp8cp2"].doc
     assert plain["exposed_comm_s"] == pytest.approx(plain["comm_time_s"], rel=1e-12)
+
+
+def test_a_given_compute_time_counts_the_cp_ranks_in_the_one_gpu_time():
+    # compute_time = 1 s per GPU on tp = 2 × cp = 2 of a prefill: one GPU alone would take 2·2 = 4 s, so
+    # the speedup over one GPU is 4 s / (1 s + communication) and the efficiency that over 4 GPUs.
+    spec = SPEC.replace("plan one {", "plan given { model = llama3_70b; cluster = two; phase = prefill; "
+                        "seq = 32768; stack = ideal; tp = 2; cp = 2; compute_time = 1 s }\nplan one {")
+    r = check_text(spec, "/nowhere/cp.ccost")
+    assert not r.errors, [d.message for d in r.errors]
+    doc = evaluate.evaluate(r.spec).plans["given"].doc
+    assert doc["gpus"] == 4
+    assert doc["speedup"] == pytest.approx(4.0 / doc["step_time_s"], rel=1e-9)
+    assert doc["efficiency"] == pytest.approx(doc["speedup"] / 4, rel=1e-9)

@@ -730,7 +730,10 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
     if static.compute_given:
         T_compute = named("T_compute", x.T_given, "compute time given in the plan")
         T_mem = T_flop = T_stage = named("T_stage", T_compute / x.pp, "compute time of one stage")
-        T_one = named("T_1", T_compute * x.tp * x.ep, "the same work on one GPU: T_compute·tp·ep")
+        if _splits_tokens(static):  # a prefill's tokens split cp ways: one GPU does cp times the work
+            T_one = named("T_1", T_compute * x.tp * x.ep * x.cp, "the same work on one GPU: T_compute·tp·ep·cp")
+        else:
+            T_one = named("T_1", T_compute * x.tp * x.ep, "the same work on one GPU: T_compute·tp·ep")
         # A given time says nothing about the bound: split the stage's time evenly over the micro-batches.
         bytes_mb = flops_mb = 0.0
         T_mem_mb = T_flop_mb = t_mb = named("t_mb", T_stage / x.M, "one micro-batch on one stage: T_stage/M")

@@ -143,15 +143,22 @@ def test_end_to_end(spec_path, tmp_path):
         assert rows[tp, cp]["gpus"] == tp * cp
 
 
+def with_plan(name: str, fields: str):
+    """SPEC with one more Llama-3-70B prefill plan of 32,768 tokens on `two`; the checked spec and every
+    plan's document."""
+    spec = SPEC.replace("plan one {", f"plan {name} {{ model = llama3_70b; cluster = two; phase = prefill; "
+                        f"seq = 32768; {fields} }}\nplan one {{")
+    r = check_text(spec, "/nowhere/cp.ccost")
+    assert not r.errors, [d.message for d in r.errors]
+    return r.spec, {n: p.doc for n, p in evaluate.evaluate(r.spec).plans.items()}
+
+
 def test_ring_sends_hide_behind_the_attention_of_the_block_held():
     # Under the operator roofline (serving_default) each send runs behind the attention of one layer
     # against the block already held: t_block = T_attn·pp/(L·cp), hidden min(T_send, t_block) per send.
-    spec = SPEC.replace("plan one {", "plan op { model = llama3_70b; cluster = two; phase = prefill; "
-                        "seq = 32768; stack = serving_default; tp = 8; cp = 2 }\nplan one {")
-    r = check_text(spec, "/nowhere/cp.ccost")
-    assert not r.errors, [d.message for d in r.errors]
-    doc = evaluate.evaluate(r.spec).plans["op"].doc
-    eff = r.spec.stacks["serving_default"].attention_efficiency
+    spec, docs = with_plan("op", "stack = serving_default; tp = 8; cp = 2")
+    doc = docs["op"]
+    eff = spec.stacks["serving_default"].attention_efficiency
     # attention of this rank, by hand: 16,384 of its tokens against a causal context of (32,768 + 1)/2,
     # 64/8 = 8 heads here, 2 FLOPs per multiply-add over QKᵀ and PV (2·128), 80 layers; FLOP-bound
     # (its 0.67 GB of KV written take 0.22 ms of HBM time).
@@ -163,18 +170,14 @@ def test_ring_sends_hide_behind_the_attention_of_the_block_held():
     hidden = cx["count"] * min(cx["time_s"], t_block)
     assert doc["exposed_comm_s"] == pytest.approx(doc["comm_time_s"] - hidden, rel=1e-9)
     # the whole-step roofline (ideal stack) has no attention term to hide behind: every send is exposed
-    plain = evaluate.evaluate(r.spec).plans["tp8cp2"].doc
+    plain = docs["tp8cp2"]
     assert plain["exposed_comm_s"] == pytest.approx(plain["comm_time_s"], rel=1e-12)
 
 
 def test_a_given_compute_time_counts_the_cp_ranks_in_the_one_gpu_time():
     # compute_time = 1 s per GPU on tp = 2 × cp = 2 of a prefill: one GPU alone would take 2·2 = 4 s, so
     # the speedup over one GPU is 4 s / (1 s + communication) and the efficiency that over 4 GPUs.
-    spec = SPEC.replace("plan one {", "plan given { model = llama3_70b; cluster = two; phase = prefill; "
-                        "seq = 32768; stack = ideal; tp = 2; cp = 2; compute_time = 1 s }\nplan one {")
-    r = check_text(spec, "/nowhere/cp.ccost")
-    assert not r.errors, [d.message for d in r.errors]
-    doc = evaluate.evaluate(r.spec).plans["given"].doc
+    doc = with_plan("given", "stack = ideal; tp = 2; cp = 2; compute_time = 1 s")[1]["given"]
     assert doc["gpus"] == 4
     assert doc["speedup"] == pytest.approx(4.0 / doc["step_time_s"], rel=1e-9)
     assert doc["efficiency"] == pytest.approx(doc["speedup"] / 4, rel=1e-9)

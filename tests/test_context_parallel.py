@@ -123,7 +123,7 @@ def test_end_to_end(spec_path, tmp_path):
     r = run("explain", str(spec_path), "cp2")
     assert r.returncode == 0, r.stderr
     assert "tp=1 pp=1 ep=1 dp=1 cp=2," in r.stdout
-    assert "m_KV = KV_GPU·pp/L" in r.stdout.replace(" = KV_GPU × pp / L", "")
+    assert "m_KV = KV_GPU·pp/L" in r.stdout
     assert "N = tp·pp·ep·dp·cp" in r.stdout
     out = tmp_path / "r.html"
     r = run("report", str(spec_path), "--format", "html", "-o", str(out))
@@ -143,10 +143,10 @@ def test_end_to_end(spec_path, tmp_path):
         assert rows[tp, cp]["gpus"] == tp * cp
 
 
-def with_plan(name: str, fields: str):
-    """SPEC with one more Llama-3-70B prefill plan of 32,768 tokens on `two`; the checked spec and every
-    plan's document."""
-    spec = SPEC.replace("plan one {", f"plan {name} {{ model = llama3_70b; cluster = two; phase = prefill; "
+def with_plan(name: str, fields: str, phase: str = "prefill"):
+    """SPEC with one more Llama-3-70B plan (32,768 tokens) on `two`; the checked spec and every plan's
+    document."""
+    spec = SPEC.replace("plan one {", f"plan {name} {{ model = llama3_70b; cluster = two; phase = {phase}; "
                         f"seq = 32768; {fields} }}\nplan one {{")
     r = check_text(spec, "/nowhere/cp.ccost")
     assert not r.errors, [d.message for d in r.errors]
@@ -181,3 +181,34 @@ def test_a_given_compute_time_counts_the_cp_ranks_in_the_one_gpu_time():
     assert doc["gpus"] == 4
     assert doc["speedup"] == pytest.approx(4.0 / doc["step_time_s"], rel=1e-9)
     assert doc["efficiency"] == pytest.approx(doc["speedup"] / 4, rel=1e-9)
+
+
+def test_a_decode_send_longer_than_its_block_attention_is_hidden_only_up_to_that_attention():
+    # Decode, tp 4 × cp 2 inside one 8-GPU domain, serving_default: each rank reads its own block of the
+    # KV cache (the context split cp ways), 4 sequences · 16,384 tokens · 80 layers · 2 (K, V) · 2 heads ·
+    # 128 · 2 B = 5.37 GB, memory-bound at 3.35 TB/s · hbm_efficiency; one layer's share of that time is
+    # far shorter than sending the layer's 67 MB block at 400 GB/s, so only that much is hidden per send.
+    spec, docs = with_plan("dec_op", "batch = 4; stack = serving_default; tp = 4; cp = 2", phase="decode")
+    doc = docs["dec_op"]
+    kv_gpu = 4 * 16384 * 80 * 2 * 2 * 128 * 2
+    t_block = kv_gpu / (3.35e12 * spec.stacks["serving_default"].hbm_efficiency) / 80
+    (send,) = [c for c in ring(doc) if c["count"] > 0]
+    assert send["message_bytes"] == kv_gpu / 80 and send["count"] == 80
+    assert send["time_s"] == pytest.approx(2e-6 + kv_gpu / 80 / 400e9, rel=1e-6)
+    assert send["time_s"] > 5 * t_block
+    assert doc["exposed_comm_s"] == pytest.approx(doc["comm_time_s"] - 80 * t_block, rel=1e-9)
+    # η is over the exposed communication, hidden sends excluded
+    assert doc["eta"] == pytest.approx(doc["compute_time_s"] / (doc["compute_time_s"] + doc["exposed_comm_s"]),
+                                       rel=1e-12)
+
+
+def test_a_serve_plan_with_cp_is_refused_until_its_mixed_steps_price_the_ring():
+    from ccost.diagnostics import CcostError
+
+    spec = SPEC + ("plan srv { model = llama3_70b; cluster = two; phase = serve; tp = 4; cp = 2; "
+                   "concurrency = 8; input_tokens = 1024; output_tokens = 64 }\n")
+    r = check_text(spec, "/nowhere/cp.ccost")
+    assert not r.errors, [d.message for d in r.errors]
+    with pytest.raises(CcostError) as e:
+        evaluate.evaluate_plan(r.spec.plans["srv"], r.spec.policy)
+    assert e.value.diagnostics[0].code == "E401" and "context parallelism" in e.value.diagnostics[0].message

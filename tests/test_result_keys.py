@@ -130,3 +130,13 @@ def test_writers_take_labels_from_the_table(monkeypatch):
         assert word not in text, word
     for marker in ("«step_time_s:text»", "«comm_time_s:text»", "«latency_s:search»", "«overhead:label»"):
         assert marker in text, marker
+
+
+def test_a_context_label_is_found_through_a_bare_name():
+    # a bare name finds the first record of that name (a plan's serve record before a sweep point's): the
+    # context labels must sit there, or a writer silently falls back to the long label
+    from ccost.report import view as V
+
+    assert V.label("output_tokens_per_s", "short") == "output tok/s"
+    assert V.label("tpot_s", "review") == "TPOT (inter-token)"
+    assert V.fmt_value("memory", 80e9) == "80 GB"  # a record with no number's dimension: by its name

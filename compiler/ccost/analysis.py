@@ -6,7 +6,8 @@ the checklist, sweeps and comparisons work on float results.
 How the step is put together (one place, so the review can say it):
 
 * ``T_comm`` = Σ count × time over the collective program; its latency and bandwidth terms likewise.
-* ``exposed`` = T_comm·(1 − overlap); ``latency`` = T_compute + exposed: one step of the batch through
+* ``exposed`` = (T_comm − T_hidden)·(1 − overlap), T_hidden the ring-attention sends that run behind the
+  attention of the block held (cp; 0 otherwise); ``latency`` = T_compute + exposed: one step of the batch through
   every stage in turn (the notes' per-token latency; A3: 18.2 ms for TP=8 × PP=2; ``latency_s``).
 * **The pipelined step** (``step_time_s``), the flush (GPipe / 1F1B) schedule: ``step`` =
   (M + P − 1)·t_mb + exposed/(P·(1 − bubble)), with t_mb one stage's time for one of the M micro-batches
@@ -166,8 +167,8 @@ def _rated(program: lower.Program, T_comm, T_lat, T_bw, exposed, latency, step, 
     eff = named("efficiency", speedup / gpus, "speedup / N", style="percent")
     thr = named("throughput", c.tokens_step / step, "tokens/s: tokens_step/T_step")
     thr_gpu = named("throughput_GPU", thr / gpus, "tokens/s per GPU")
-    eta = named("η", costs.efficiency_eta(c.T_compute, T_comm, x.overlap),
-                "scaling efficiency T_compute/(T_compute + T_comm·(1 − overlap)), “Communication Cost Analysis” §6",
+    eta = named("η", c.T_compute / (c.T_compute + exposed),
+                "scaling efficiency T_compute/(T_compute + T_exposed), “Communication Cost Analysis” §6",
                 style="percent")
     return Metrics(T_comm, T_lat, T_bw, exposed, c.T_compute, latency, step, ovh, bubble, in_flight, gpus,
                    speedup, eff, thr, thr_gpu, volume, hops, eta)

@@ -152,7 +152,3 @@ def split(x: Any, *shards: str, on: Iterable[str] | None = None) -> Any:
     """The product of the degrees that split ``shards`` (``split(x, "weights", "layers")`` = tp·pp: the ranks
     one copy of the dense weights is spread over), in field order."""
     return product(x, on, only=[a.name for a in AXES if a.shards in shards])
-
-
-def rules_of(name: str) -> tuple[str, ...]:
-    return BY_NAME[name].rules

@@ -116,13 +116,6 @@ def _volume(alg: collectives.Algorithm, p: Num, m: Num, one_shot_volume: str) ->
     return alg.volume(p, m)
 
 
-def one_shot_direct_volume(p: Num, m: Num) -> Num:
-    """Per-GPU egress of a one-shot AllReduce that writes its whole buffer to each of the P−1 peers:
-    (P−1)·m: what ``volume`` charges one-shot by default (A1: 2.585 ms; 1.606 ms with the notes' ring
-    volume)."""
-    return collectives.ONE_SHOT.egress(p, m)
-
-
 # ---------------------------------------------------------------------------------------------------
 # One collective on one link
 

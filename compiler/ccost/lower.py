@@ -664,8 +664,12 @@ def _ring_attention(static: Static, x: Inputs, comp: Compute) -> list[Collective
     attn = [r[3] for r in comp.operators if r[0] == "attention"]
     t_blk = None
     if attn:
-        t_blk = named("t_attn,block", attn[0] * x.pp / (x.L * x.cp) / (x.M if steady else 1),
-                      "attention of one layer against one KV block on this rank: T_attn·pp/(L·cp)"
+        # A prefill's attention row covers the whole context (cp blocks); a decode step's only this rank's
+        # block (its context is split cp ways in the operator roofline).
+        blocks = x.cp if _splits_tokens(static) else 1
+        t_blk = named("t_attn,block", attn[0] * x.pp / (x.L * blocks) / (x.M if steady else 1),
+                      "attention of one layer against one KV block on this rank: T_attn·pp/L"
+                      + ("/cp" if _splits_tokens(static) else " (decode: the row is one block's)")
                       + (" per micro-batch (/M)" if steady else ""))
     purpose = "context-parallel ring attention: KV blocks to the next cp rank"
     if static.inter is None:
@@ -913,9 +917,3 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
                      named(f"F_ops{t}", total_f, "FLOPs of every operator"),
                      named(f"T_flop{t}" if t else "T_flop", T_flop, "Σ operators' FLOPs at their rates"),
                      named(f"T_ops{t}", T, "Σ operators' rooflines"), tuple(rows))
-
-
-def lower_plan(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Program:
-    """``prepare`` + ``lower`` for one checked plan."""
-    static, x = prepare(plan, policy, derivation)
-    return lower(static, x)

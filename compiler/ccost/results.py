@@ -108,7 +108,8 @@ _METRICS: dict[str, Key] = {
                       text="communication"),
     "latency_term_s": _m(NUM, "s", "latency term of T_comm: Σ count·α·hops", "latency term", True),
     "bandwidth_term_s": _m(NUM, "s", "bandwidth term of T_comm: Σ count·volume/B", "bandwidth term", True),
-    "exposed_comm_s": _m(NUM, "s", "communication not hidden behind compute: T_comm·(1 − overlap)",
+    "exposed_comm_s": _m(NUM, "s", "communication not hidden behind compute: (T_comm − T_hidden)·(1 − overlap), "
+                         "T_hidden the ring-attention sends behind the attention (cp; else 0)",
                          "exposed communication", True, review="exposed comm", compare="exposed comm"),
     # a search ranks by latency_s (one pass through the stages), so its step_time_s is named "pipelined step"
     "step_time_s": _m(NUM, "s", "one step: compute + exposed communication (pipelined when pp > 1)",
@@ -262,7 +263,8 @@ def _keys() -> list[Key]:
              "request latency"),
             ("requests_per_s", NUM, "1/s", "requests completed per second, Little's law: requests running / "
              "request latency", "requests/s"),
-            ("output_tokens_per_s", NUM, "tokens/s", "output tokens per second: requests/s × O", "output tokens/s"),
+            ("output_tokens_per_s", NUM, "tokens/s", "output tokens per second: requests/s × O", "output tokens/s",
+             {"short": "output tok/s"}),
             ("output_tokens_per_s_per_gpu", NUM, "tokens/s", "output tokens per second per GPU",
              "output tokens/s per GPU"),
             ("input_tokens_per_s", NUM, "tokens/s", "prompt tokens prefilled per second: requests/s × I",
@@ -371,8 +373,8 @@ def _keys() -> list[Key]:
           "fraction)", optional=True, normative=True),
         *_metrics("sweeps.<sweep>.points[]", POINT_METRICS, optional=True,
                   normative=("step_time_s", "speedup", "efficiency", "overhead")),
-        *[K(f"sweeps.<sweep>.points[].{f}", NUM, u, m, lab, optional=True,
-            short="output tok/s" if f == "output_tokens_per_s" else "") for f, u, m, lab in (
+        # (a bare name finds the plan's serve record first: its labels, short ones included, are there)
+        *[K(f"sweeps.<sweep>.points[].{f}", NUM, u, m, lab, optional=True) for f, u, m, lab in (
             ("ttft_s", "s", "serve plans: time to first token", "TTFT"),
             ("tpot_s", "s", "serve plans: time per output token (inter-token latency)", "TPOT"),
             ("requests_per_s", "1/s", "serve plans: requests completed per second", "requests/s"),
@@ -497,11 +499,6 @@ def label(key: str) -> str:
     """``step_time_s`` → ``step time``; ``memory.kv_cache_bytes`` → ``KV cache``; unknown keys unchanged
     but for underscores (ccost diff)."""
     return label_in(key)
-
-
-def unit(key: str) -> str:
-    k = record(key)
-    return k.unit if k is not None else ""
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -54,10 +54,8 @@ from ccost.collectives import ALGORITHMS  # the AllReduce algorithms a point can
 from ccost.check.search import (  # the search block's rules, applied by the checker too
     ARRAY_AXES,
     FLEET_AXES,
-    SEARCHABLE,
     STATIC_AXES,
-    fleet_diagnostics,
-    size_text,
+    validate,
 )
 from ccost.check.search import combo_label as _combo_label
 from ccost.check.search import value_name as _name
@@ -386,15 +384,8 @@ def _job(search: S.Search, policy: S.Policy, chunk: int) -> _Job:
         raise CcostError(error("E401", f"search `{search.name}`: its base plan `{base.name}` is a serve plan, which "
                                "the layout search does not price", search.spans.get("base", search.span),
                                "search a decode plan of the same layout, or compare serve plans (or sweep one)"))
-    total = search.size
-    if total > search.limit:
-        raise CcostError(error("E402", f"search `{search.name}` has {total:,} points ({size_text(search)}), "
-                               f"more than its limit of {search.limit:,}", search.span,
-                               "narrow the lists, or raise `limit`"))
-    bad = [f for f, _ in search.axes if f not in SEARCHABLE]
-    if bad:
-        raise CcostError(error("E205", f"search `{search.name}` cannot vary `{bad[0]}`", search.span))
-    diags = fleet_diagnostics(search, lambda *a: None)
+    # the checker's rules for the block (E205, E402, E203, E404), for a Search built without the checker
+    diags = [d for d in validate(search, lambda *a: None) if d.is_error]
     if diags:
         raise CcostError(diags)
     from ccost import economics

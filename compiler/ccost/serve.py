@@ -127,6 +127,11 @@ def check(plan: S.Plan) -> None:
         raise CcostError(error("E203", f"plan `{plan.name}`: chunk_tokens must be at least 1, got "
                                f"{plan.chunk_tokens}", plan.spans.get("chunk_tokens", span),
                                "use e.g. `chunk_tokens = 512`, or leave it out (the whole prompt in one step)"))
+    if plan.cp > 1:
+        raise CcostError(error("E401", f"plan `{plan.name}`: context parallelism is priced for decode and prefill "
+                               "plans, not yet for a serve plan's mixed steps (its prompt chunk's ring attention)",
+                               plan.spans.get("cp", span), "remove `cp`, or price the decode and prefill steps as "
+                               "plans of their own"))
     if plan.compute_time is not None:
         raise CcostError(error("E401", f"plan `{plan.name}`: a serve plan prices two kinds of step (decode and "
                                "mixed), so one `compute_time` cannot stand for them",

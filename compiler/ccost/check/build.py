@@ -15,6 +15,7 @@ from ccost import units as U
 from ccost.check.context import ERR, Bad, Block, Context, File, unparen
 from ccost.check.expressions import num
 from ccost.check.fields import check_items, value
+from ccost.check.load import std_file
 from ccost.check.plan import _check_link, _check_plan
 from ccost.check.scope import members as members_of
 from ccost.check.scope import names_of_kind
@@ -280,9 +281,6 @@ def _range_items(ctx: Context, e: T.Call, scope: File) -> tuple | None:
     return tuple(T.Number(value=float(v), text=str(v), unit=None, span=e.span) for v in vals)
 
 
-_STD_KINDS = ("model", "cluster", "gpu", "link", "stack")  # the kinds specs/std/ has a file of (KIND + "s.ccost")
-
-
 def _add_help(ctx: Context, b: Block, f: SC.Field) -> str:
     """How to add a missing field: its schema example, or for a reference a block of that kind the file
     sees (the schema's example name may not exist here), listing the others when there are a few."""
@@ -290,9 +288,8 @@ def _add_help(ctx: Context, b: Block, f: SC.Field) -> str:
         return f"add `{f.name} = {f.example}`"
     seen = names_of_kind(ctx, b.file.key, f.type.ref)
     if not seen:
-        bundled = f"std/{f.type.ref}s.ccost"
-        where = f"import \"{bundled}\" for the bundled ones, or declare one" if f.type.ref in _STD_KINDS else \
-            "declare one"
+        bundled = std_file(f.type.ref)
+        where = f"import \"{bundled}\" for the bundled ones, or declare one" if bundled else "declare one"
         return f"add `{f.name} = NAME` naming a {f.type.ref} block: {where}"
     others = f" (or {', '.join(seen[1:6])}{', …' if len(seen) > 6 else ''})" if len(seen) > 1 else ""
     return f"add `{f.name} = {seen[0]}`{others}"

@@ -22,8 +22,6 @@ from ccost.check.scope import lookup, members
 from ccost.diagnostics import Span, error
 from ccost.syntax import tree as T
 
-# The help for a degree below 1 (`tp = 0`) names the parallelism it turns off.
-
 
 def value(ctx: Context, b: Block, name: str, at: Span | None) -> Any:
     """The checked value of field ``name`` of block ``b``: written, inherited or defaulted; ``ERR`` after

@@ -11,9 +11,8 @@ from ccost.check.context import Context, File
 from ccost.check.hints import suggest
 from ccost.diagnostics import CcostError, Diagnostic, error
 from ccost.syntax import tree as T
+from ccost.schema import MAX_IMPORT_DEPTH  # imports nested deeper: E113
 from ccost.userfiles import project_root
-
-from ccost.syntax.parse import MAX_IMPORT_DEPTH  # noqa: F401  (imports nested deeper: E113)
 
 
 def _default_reader(path: str) -> str:
@@ -39,6 +38,13 @@ def _std_dir() -> str | None:
         return str(resource_dir("std"))
     except FileNotFoundError:
         return None
+
+
+def std_file(kind: str) -> str | None:
+    """The bundled library file of a block kind (``std/models.ccost``), or None when ccost ships none."""
+    folder = _std_dir()
+    name = f"{kind}s.ccost"
+    return f"std/{name}" if folder is not None and os.path.isfile(os.path.join(folder, name)) else None
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -22,9 +22,6 @@ from ccost.diagnostics import Diagnostic, Diagnostics, Span, error, warning
 from ccost.schema import SCHEMA
 
 
-def _divisors(n: int, limit: int) -> str:
-    return rules.divisors(n, limit)
-
 
 def _std_link_names() -> set[str]:
     import re
@@ -117,12 +114,12 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
             detail = "the KV heads split unevenly across the group"
         out.append(warning("W302", f"tp = {p.tp} does not divide kv_heads = {m.kv_heads} of model `{m.name}`: "
                            f"{detail}", where("tp", ("tp", "model")),
-                           help=f"tp values that divide {m.kv_heads}: {_divisors(m.kv_heads, 1 << 20)}"))
+                           help=f"tp values that divide {m.kv_heads}: {rules.divisors(m.kv_heads, 1 << 20)}"))
     if p.pp > 1 and not rules.pp_divides_layers(p.pp, m.layers) and where("pp", ("pp", "model")) is not None:
         lo, hi = m.layers // p.pp, -(-m.layers // p.pp)
         out.append(warning("W303", f"pp = {p.pp} does not divide layers = {m.layers} of model `{m.name}`: "
                            f"stages get {lo} or {hi} layers and the largest sets the pace", where("pp", ("pp", "model")),
-                           help=f"pp values that divide {m.layers}: {_divisors(m.layers, 64)}"))
+                           help=f"pp values that divide {m.layers}: {rules.divisors(m.layers, 64)}"))
     if p.ep > 1 and where("ep", ("ep", "model")) is not None:
         if not rules.ep_has_experts(p.ep, m.experts or 0):
             out.append(warning("W304", f"ep = {p.ep} but model `{m.name}` has no experts: expert parallelism "
@@ -131,7 +128,7 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
         elif not rules.ep_divides_experts(p.ep, m.experts):
             out.append(warning("W304", f"ep = {p.ep} does not divide experts = {m.experts} of model "
                                f"`{m.name}`: some GPUs hold more experts than others", where("ep", ("ep", "model")),
-                               help=f"ep values that divide {m.experts}: {_divisors(m.experts, 1 << 20)}"))
+                               help=f"ep values that divide {m.experts}: {rules.divisors(m.experts, 1 << 20)}"))
     out += _check_training(p, where)
     out += _check_serve(p, where)
     out += _check_stack_phase(p, where)

@@ -13,7 +13,7 @@ import os
 from ccost import schema as SC
 from ccost.check.context import Bad, Block, Context, File, unparen
 from ccost.check.hints import as_unit, did_you_mean, field_guess, hint
-from ccost.check.load import _default_reader
+from ccost.check.load import _default_reader, std_file
 from ccost.diagnostics import CcostError, Diagnostic, Span, error
 from ccost.syntax import tree as T
 from ccost.userfiles import project_root
@@ -197,8 +197,8 @@ def unknown_name(ctx: Context, name: str, f: File, span: Span, want: str | None)
         notes.append(f"{want} blocks in scope: " + ", ".join(same_kind[:12])
                      + (f" and {len(same_kind) - 12:,} more" if len(same_kind) > 12 else ""))
     what = f"no {want} named `{name}`" if want else f"unknown name `{name}`"
-    if not text and want in ("gpu", "link", "model"):
-        text = f'define it, or import the bundled library: `import "std/{want}s.ccost"`'
+    if not text and want and std_file(want):
+        text = f'define it, or import the bundled library: `import "{std_file(want)}"`'
     ctx.add(error("E101", what, span, help=text, notes=notes))
 
 

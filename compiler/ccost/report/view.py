@@ -65,7 +65,7 @@ def fmt_value(key: str, value: Any) -> str:
         return output.fmt_pct(value)
     if dim == "ratio":
         return f"{_sig(value, 3)}×"
-    if rec is None:  # an input field, or a key of a derivation step
+    if not dim:  # an input field, a key of a derivation step, or a record with no number's dimension
         if key.endswith("_s") or key.endswith("_time") or key in ("alpha", "latency", "one_shot_latency"):
             return output.fmt_time(value)
         if key.endswith("_bytes") or "_bytes_" in key or key in ("memory", "weight_bytes"):

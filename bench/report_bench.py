@@ -9,7 +9,8 @@ interleaved (base, new, base, new, ...) so that the load of a shared machine fal
 - the commands a user waits for, interpreter start included (``python -m ccost report SPEC -o TMP/
   --no-git``): the base's full review (HTML + PDF), and this tree's full review, ``--summary`` and
   ``--format html``; this tree's twice, with a chart cache of earlier runs (what a reviewer re-rendering
-  gets) and with an empty one (the first render of a spec);
+  gets) and with an empty one (the first render of a spec); as a user runs them, so this tree's PDF is
+  rendered by the second process ``ccost report`` starts (``ccost.report.pdfproc``) where it can help;
 - the phases of one render, in-process, in each tree: imports, check + evaluate, explain + view model
   (charts), the HTML, WeasyPrint's layout (HTML parse, style cascade, boxes, layout) and writing the PDF
   (draw, then fonts subset and the PDF's objects written).

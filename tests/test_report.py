@@ -565,9 +565,10 @@ def test_committed_reports_are_current():
 
 @pytest.mark.slow
 def test_pdf_byte_identical_across_processes(tmp_path):
-    env = {**os.environ, "SOURCE_DATE_EPOCH": EPOCH}
+    # two runs of the CLI, one rendering the PDF in a second process (ccost.report.pdfproc), one in its own
     outs = []
-    for i in (1, 2):
+    for i, pdf_process in ((1, "1"), (2, "0")):
+        env = {**os.environ, "SOURCE_DATE_EPOCH": EPOCH, "CCOST_PDF_PROCESS": pdf_process}
         out = tmp_path / f"run{i}/"
         subprocess.run([sys.executable, "-m", "ccost", "report", "specs/a1-tp-decode.ccost", "-o", f"{out}/",
                         "--format", "pdf", "--no-git"], cwd=REPO, env=env, check=True, capture_output=True)

@@ -273,14 +273,10 @@ class execution:
 
 
 def default_jobs() -> int:
-    """The cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where that is
-    missing)."""
-    import os
+    """The cores this process may run on (``ccost.cores.available``)."""
+    from ccost.cores import available
 
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    return available()
 
 
 def _fleet_of(search: S.Search) -> list[str]:

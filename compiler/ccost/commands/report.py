@@ -43,6 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ccost.commands import runopts
 
+    if args.format in ("pdf", "both"):
+        from ccost.report import pdfproc
+
+        pdfproc.prestart()  # WeasyPrint imported by a second process while this one builds the review
     with runopts.execution(args):  # --jobs / --scheduler: where the searches run
         return _run(args)
 

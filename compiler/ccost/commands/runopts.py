@@ -28,11 +28,11 @@ def _jobs(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ccost.search import default_jobs
+    from ccost.cores import available  # not ccost.search: building the parser imports no pricing code
 
     parser.add_argument("--jobs", "-j", metavar="N", type=_jobs, default=None,
                         help=f"processes that share a large search's chunks (default: the cores available, "
-                             f"here {default_jobs()}); `--jobs 1` runs in this process")
+                             f"here {available()}); `--jobs 1` runs in this process")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
                         help=f"run searches on the Dask cluster whose scheduler is at ADDRESS (like "
                              f"tcp://10.0.0.5:8786; default: ${ENV}); needs `pip install 'ccost[distributed]'`")

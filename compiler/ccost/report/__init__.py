@@ -229,9 +229,10 @@ def _text(path) -> str:
     return read_source(path).replace("\r\n", "\n").replace("\r", "\n")
 
 
-def write_review(rev: Review, paths: Mapping[str, Path], summary: bool = False) -> list[Path]:
+def write_review(rev: Review, paths: Mapping[str, Path], summary: bool = False, pdf=None) -> list[Path]:
     """Render and write ``paths`` (keys from ``FORMATS``) all-or-nothing; returns the paths written.
-    ``summary``: the summary review (``render.render_summary_html``) instead of the full one.
+    ``summary``: the summary review (``render.render_summary_html``) instead of the full one. ``pdf``: a
+    ``pdfproc.PdfProcess`` that renders the PDF (the same bytes) while this process writes the rest.
 
     The output depends on nothing but ``rev``: every date in it (the cover's, the PDF's creation date,
     the font timestamps) is the provenance stamp's, from ``SOURCE_DATE_EPOCH`` when set, else today.
@@ -243,11 +244,16 @@ def write_review(rev: Review, paths: Mapping[str, Path], summary: bool = False) 
     check_targets(paths.values())  # a folder named a1.yaml must not cost a1.html its previous review
     with AtomicFiles() as out:  # any error or SIGTERM/SIGHUP before the end: the previous review stays
         html = render.render_summary_html if summary else render.render_html
+        if "pdf" in paths and pdf is not None:
+            pdf.submit(html(rev.view, "print"), rev.view.provenance.epoch)  # rendered there meanwhile
         if "html" in paths:
             out.write(paths["html"], html(rev.view, "screen").encode("utf-8"))
         if "pdf" in paths:
-            with source_date_epoch(rev.view.provenance.epoch):
-                out.write(paths["pdf"], render.render_pdf(html(rev.view, "print")))
+            if pdf is not None:
+                out.write(paths["pdf"], pdf.result())
+            else:
+                with source_date_epoch(rev.view.provenance.epoch):
+                    out.write(paths["pdf"], render.render_pdf(html(rev.view, "print")))
         if "yaml" in paths:
             out.write(paths["yaml"], to_yaml(rev.document).encode("utf-8"))
     return [Path(paths[k]) for k in ("html", "pdf", "yaml") if k in paths]
@@ -260,8 +266,15 @@ def write_report(spec_path: str | Path, paths: Mapping[str, Path], *, include_gi
     short review of ``--summary``)."""
     from ccost.report.atomic import check_targets
 
+    from ccost.report.pdfproc import PdfProcess
+
     check_targets(paths.values())  # before the work: a bad -o fails at once, and before anything is written
     env = dict(os.environ if environ is None else environ)
-    rev = review(spec_path, include_git=include_git, environ=env, cwd=cwd, git_note=git_note, progress=progress,
-                 summary=summary)
-    return write_review(rev, paths, summary=summary)
+    pdf = PdfProcess.start() if "pdf" in paths else None  # imports WeasyPrint while the review is built
+    try:
+        rev = review(spec_path, include_git=include_git, environ=env, cwd=cwd, git_note=git_note,
+                     progress=progress, summary=summary)
+        return write_review(rev, paths, summary=summary, pdf=pdf)
+    finally:
+        if pdf is not None:
+            pdf.close()

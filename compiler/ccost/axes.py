@@ -65,7 +65,7 @@ AXES: tuple[Axis, ...] = (
          "its KV cache in decode) and ring attention passes K and V between them (the plan uses tp·cp·pp·ep·dp "
          "GPUs)", "2", "context-parallel degree",
          "context-parallel degree: each sequence split over cp ranks (only when above 1)",
-         place=1, shards="sequence", optional=True),
+         place=1, shards="sequence", optional=True, rules=("cp_splits_seq",)),
 )
 
 BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}

@@ -99,6 +99,7 @@ CODES: dict[str, str] = {
     "W304": "expert parallelism does not divide experts",
     "W305": "a training choice that has no effect as written",
     "W306": "a serving field that has no effect as written",
+    "W307": "context parallelism does not split the sequence into equal chunks",
     "W401": "plan does not fit in GPU memory",
     "W402": "achieved_flops absent; peak flops used",
 }

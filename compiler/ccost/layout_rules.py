@@ -1,6 +1,6 @@
 """The layout rules of a plan, written once: does its layout fit the cluster and divide the model evenly?
 
-``ccost.check`` warns with them (E301, W301–W304), ``ccost.lower`` refuses a plan it cannot price (E301,
+``ccost.check`` warns with them (E301, W301–W304, W307), ``ccost.lower`` refuses a plan it cannot price (E301,
 E401: ``ccost.check.plan.evaluation_errors``), the checklist judges items 7 and 8 with them and the search applies them as constraints to
 whole arrays of layouts. So every predicate works on Python numbers and on numpy arrays alike: only
 arithmetic and comparisons, no ``if`` on a degree, no ``and``/``or`` between results (a search combines
@@ -59,6 +59,13 @@ def ep_divides_experts(ep: Num, experts: Num) -> Num:
     return (experts == 0) | (experts % ep == 0)
 
 
+def cp_splits_seq(cp: Num, seq: Num) -> Num:
+    """W307: the sequence splits into 2·cp equal chunks, two to each context-parallel rank (the i-th and
+    the (2·cp − 1 − i)-th, so that each rank has the same share of causal attention to compute: the
+    load-balanced split ccost prices, and the one Megatron-Core and Transformer Engine require)."""
+    return seq % (2 * cp) == 0
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
@@ -75,6 +82,7 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("pp_divides_layers", "W303, search pp_divides_layers", pp_divides_layers),
     Rule("ep_has_experts", "W304", ep_has_experts),
     Rule("ep_divides_experts", "W304", ep_divides_experts),
+    Rule("cp_splits_seq", "W307", cp_splits_seq),
 )}
 
 

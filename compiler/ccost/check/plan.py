@@ -87,7 +87,8 @@ def _too_many_gpus(p, where: Callable[..., Span | None]) -> Diagnostic:
 
 def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """Checks that need no cost model: degrees fit the cluster (E301), TP inside the NVLink domain (W301),
-    TP divides kv_heads (W302), PP divides layers (W303), EP divides experts (W304).
+    TP divides kv_heads (W302), PP divides layers (W303), EP divides experts (W304), CP splits the
+    sequence (W307).
 
     ``where(field, reads)`` places a diagnostic, or is None when the plan inherits everything the check
     reads from the plan it extends (which reports it already)."""
@@ -129,6 +130,7 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
             out.append(warning("W304", f"ep = {p.ep} does not divide experts = {m.experts} of model "
                                f"`{m.name}`: some GPUs hold more experts than others", where("ep", ("ep", "model")),
                                help=f"ep values that divide {m.experts}: {rules.divisors(m.experts, 1 << 20)}"))
+    out += _check_context(p, where)
     out += _check_training(p, where)
     out += _check_serve(p, where)
     out += _check_stack_phase(p, where)
@@ -172,6 +174,26 @@ def _check_serve(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
                         "`input_tokens` and `output_tokens`)", where(written[0], (*written, "phase")),
                         help="remove them; set `concurrency`, `input_tokens` and `output_tokens`")]
     return []
+
+
+def _check_context(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """W307: a prefill or training plan whose cp does not split ``seq`` into 2·cp equal chunks (decode
+    shards the KV cache, where a token more on one rank changes nothing)."""
+    if p.cp <= 1 or p.phase not in ("prefill", "train") or not p.seq or rules.cp_splits_seq(p.cp, p.seq):
+        return []
+    span = where("cp", ("cp", "seq"))
+    if span is None:
+        return []
+    chunks = 2 * p.cp
+    lo, hi = p.seq // chunks * chunks, -(-p.seq // chunks) * chunks
+    fitting = [k for k in range(2, 65) if p.seq % (2 * k) == 0][:8]
+    help_ = f"seq = {lo or hi} or {hi} splits into {chunks} chunks"
+    if fitting:
+        help_ += f"; or cp = {', '.join(map(str, fitting))} for seq = {p.seq}"
+    return [warning("W307", f"cp = {p.cp} does not split seq = {p.seq} of plan `{p.name}` into 2·cp = {chunks} "
+                    f"equal chunks (two per rank, so that each computes the same share of causal attention, "
+                    f"as Megatron-Core and Transformer Engine require): ccost prices equal shares of "
+                    f"{p.seq / p.cp:,.1f} tokens", span, help=help_)]
 
 
 def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:

@@ -185,8 +185,9 @@ def plan_text(name: str, p: dict) -> str:
     kv += cost_lines(p.get("cost") or {})
     if p.get("training"):
         t = p["training"]
-        kv.append(("model FLOP/s per GPU", units.format_quantity(t["model_flops_per_gpu_s"] or 0.0, units.FLOP_RATE)
-                   + f"  (MFU {fmt_pct(t['mfu'])})"))
+        kv.append((L("training.model_flops_per_gpu_s"),
+                   units.format_quantity(t["model_flops_per_gpu_s"] or 0.0, units.FLOP_RATE)
+                   + f"  ({L('training.mfu')} {fmt_pct(t['mfu'])})"))
     width = max(len(k) for k, _ in kv)
     out += [f"  {k.ljust(width)}  {v}" for k, v in kv]
     if p.get("collectives"):

@@ -72,6 +72,10 @@ class Key:
                 "review": self.review or lab, "text": self.text or lab}[context]
 
 
+#: The training record's keys whose label is not their name with spaces (the review's key numbers and
+#: ``ccost eval``'s plan block print these).
+_TRAINING_LABELS = {"model_flops_per_gpu_s": "model FLOP/s per GPU", "mfu": "MFU"}
+
 #: The contexts a label can differ in (the fields of Key of the same names, and "label").
 CONTEXTS = ("label", "short", "search", "compare", "review", "text")
 
@@ -213,7 +217,8 @@ def _keys() -> list[Key]:
           "memory limit", dim="gb", review="usable (policy)"),
         K(f"{plan}.training", "object", "", "training plans: schedule, FLOPs and what is hidden "
           "(ccost.training)", "training", optional=True),
-        *[K(f"{plan}.training.{f}", t, u, mn, f.replace("_", " "), optional=True) for f, t, u, mn in (
+        *[K(f"{plan}.training.{f}", t, u, mn, _TRAINING_LABELS.get(f, f.replace("_", " ")), optional=True)
+          for f, t, u, mn in (
             ("schedule", "string", "text", "`gpipe`, `one_f_one_b` or `interleaved`"),
             ("virtual_stages", "integer", "count", "model chunks per GPU, v (1 unless interleaved)"),
             ("recompute", "string", "text", "`none`, `selective` or `full`"),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ccost import axes, units
+from ccost import axes, results, units
 from ccost import spec as S
 from ccost.analysis import COMPARE_METRICS  # compare `by` -> the key it ranks on, as analysis.rank does
 from ccost.analysis import VALUE_KEYS  # checklist item id -> the key its value prints as (analysis.ITEMS)
@@ -171,9 +171,9 @@ def key_numbers_table(doc_plan: Mapping[str, Any]) -> V.Table:
     rows += serve_rows(doc_plan.get("serve"))
     tr = doc_plan.get("training")
     if tr:
-        rows.append(("model FLOP/s per GPU", units.format_quantity(tr["model_flops_per_gpu_s"] or 0.0,
-                                                                   units.FLOP_RATE)))
-        rows.append(("MFU", V.fmt_value("efficiency", tr["mfu"])))
+        rows.append((V.label("training.model_flops_per_gpu_s"),
+                     units.format_quantity(tr["model_flops_per_gpu_s"] or 0.0, units.FLOP_RATE)))
+        rows.append((V.label("training.mfu"), V.fmt_value("efficiency", tr["mfu"])))
     # Two quantity/value pairs a row: the block stays short enough to share the page with the derivation.
     half = (len(rows) + 1) // 2
     left, right = rows[:half], rows[half:] + [("", "")] * (2 * half - len(rows))
@@ -185,7 +185,7 @@ def serve_rows(sv: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """A serve plan's request figures (ccost.serve) for its key-numbers table."""
     if not sv:
         return []
-    tok, L = _count, V.label
+    tok, L = results.fmt_num, V.label
     per_gpu = lambda key: f"{tok(sv[key])} ({tok(sv[key + '_per_gpu'])}/GPU)"  # noqa: E731
     return [
         *[(L(k), V.fmt_value(k, sv[k])) for k in ("ttft_s", "tpot_s", "request_latency_s")],
@@ -535,10 +535,6 @@ def _search_axis(p: Mapping[str, Any], axis: str) -> str:
     if axis == "allreduce" and v == "auto" and p.get("tp_algorithm"):
         return f"auto: {p['tp_algorithm']}"
     return V.fmt_value(axis, v)
-
-
-def _count(v: Any) -> str:
-    return "—" if v is None else units.format_quantity(v, units.DIMENSIONLESS, digits=4)
 
 
 def search_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.SearchSection:

@@ -30,11 +30,6 @@ KEY_NUMBERS = ("gpus", "step_time_s", "compute_time_s", "comm_time_s", "latency_
                "regime", "weight_bytes_per_gpu", "memory_bytes_per_gpu", "fits_memory")
 
 
-def _sig(x: float, digits: int = 4) -> str:
-    """``x`` to ``digits`` significant figures (integers keep every digit, with thousands separators)."""
-    return units.format_quantity(float(x), units.DIMENSIONLESS, digits=digits)
-
-
 def fmt_value(key: str, value: Any) -> str:
     """One value of the results document as a reader sees it: ``0.00448`` under ``*_s`` is ``4.48 ms``."""
     if value is None:
@@ -54,7 +49,7 @@ def fmt_value(key: str, value: Any) -> str:
     rec = results.record(key)
     dim = rec.dimension if rec is not None else ""
     if dim == "rate":  # tokens (requests) per second, not a time
-        return _sig(value)
+        return results.fmt_num(float(value))
     if dim == "time":
         return output.fmt_time(value)
     if dim == "gb":
@@ -64,7 +59,7 @@ def fmt_value(key: str, value: Any) -> str:
     if dim == "fraction" or (rec is None and key in _INPUT_FRACTIONS):
         return output.fmt_pct(value)
     if dim == "ratio":
-        return f"{_sig(value, 3)}×"
+        return f"{results.fmt_num(float(value), 3)}×"
     if not dim:  # an input field, a key of a derivation step, or a record with no number's dimension
         if key.endswith("_s") or key.endswith("_time") or key in ("alpha", "latency", "one_shot_latency"):
             return output.fmt_time(value)
@@ -76,7 +71,7 @@ def fmt_value(key: str, value: Any) -> str:
             return units.format_quantity(value, units.FLOP_RATE)
     if isinstance(value, int) or float(value).is_integer():
         return f"{int(value):,}"
-    return _sig(value)
+    return results.fmt_num(float(value))
 
 
 def label(key: str, context: str = "review") -> str:

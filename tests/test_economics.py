@@ -155,7 +155,11 @@ def test_cost_search_ranks_by_cost_and_refuses_an_unpriced_base(tmp_path, capsys
     # by hand: batch 32 on any dp gives 32 tokens per GPU per 20 ms = 1,600 tokens/s per GPU, and
     # a GPU-hour costs 4 USD + 1.125 kW × 0.10 USD/kWh = 4.1125 USD: 4.1125 / (1,600 × 0.5 × 3,600) × 10⁶
     assert costs[0] == pytest.approx(4.1125 / (1600 * 0.5 * 3600) * 1e6)
-    assert all(r["batch"] == 32 for r in top)
+    # dp = 2 and 4 are replicas of dp = 1 at the same cost per token: listed once, on the fewest GPUs
+    assert (top[0]["batch"], top[0]["dp"]) == (32, 1) and all(r["batch"] == 8 for r in top[1:])
+    results, _ = _eval(PRICED + search.replace("top = 3", "top = 3; distinct = false"), tmp_path / "every.ccost")
+    every = results.searches["s"]["top"]
+    assert [(r["batch"], r["dp"]) for r in every] == [(32, 1), (32, 2), (32, 4)]
     path = tmp_path / "unpriced-search.ccost"
     path.write_text(PRICED.replace("price_per_hour = 4 USD/h;", "") + search, encoding="utf-8")
     code = cli.main(["eval", str(path)])

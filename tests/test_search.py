@@ -34,7 +34,7 @@ search s {
   max_gpus = 64
   fits_memory = false; use_policy = false
   objective = OBJECTIVE
-  top = 1000
+  top = 1000; distinct = false  # every layout, repeats included: the tests sample each variant
 }
 '''
 
@@ -49,7 +49,7 @@ search s {
   ep = [1, 2, 4, 8]; tp = [1, 2, 4]; pp = [1, 2, 4]; dp = [1, 2, 8]
   microbatches = [1, 8]; fsdp = [false, true]; overlap = [0 %, 50 %]; allreduce = [ring, auto]
   fits_memory = false; use_policy = false
-  top = 1000
+  top = 1000; distinct = false  # every layout, repeats included: the tests sample each variant
 }
 '''
 
@@ -208,11 +208,23 @@ def test_constraints_top_and_front_match_brute_force(text, chunk):
     # each constraint removed something in this hand-built space (so each count is a real test)
     assert all(c["removed"] > 0 for c in got.values()), got
 
-    # top 7 by latency: lowest step time, then higher throughput per GPU, fewer GPUs, search order
+    # top 7 by latency: lowest step time, then higher throughput per GPU, fewer GPUs, search order; each
+    # answer (latency, throughput per GPU; no price here) once, at its first point in that order
     order = sorted(range(len(feasible)), key=lambda i: (feasible[i][1]["latency_s"],
                                                         -feasible[i][1]["throughput_per_gpu"],
                                                         feasible[i][1]["gpus"], i))
-    assert [{f: r[f] for f, _ in s.axes} for r in doc["top"]] == [feasible[i][0] for i in order[:7]]
+    answers, distinct = set(), []
+    for i in order:
+        answer = (feasible[i][1]["latency_s"], feasible[i][1]["throughput_per_gpu"])
+        if answer not in answers:
+            answers.add(answer)
+            distinct.append(i)
+    assert [{f: r[f] for f, _ in s.axes} for r in doc["top"]] == [feasible[i][0] for i in distinct[:7]]
+    assert len(distinct) < len(order)  # repeats were there to leave out (dp replicas, tree = auto's pick)
+    # distinct = false: every layout in that order
+    every = search.run_search(_spec(text.replace("top = 7", "top = 7; distinct = false")).searches["s"],
+                              spec.policy, chunk=chunk)
+    assert [{f: r[f] for f, _ in s.axes} for r in every["top"]] == [feasible[i][0] for i in order[:7]]
 
     # Pareto front by definition: no other point at least as good on both and better on one
     def dominated(i):
@@ -351,10 +363,13 @@ def test_eval_document_and_text_show_searches(tmp_path):
 
     path = tmp_path / "s.ccost"
     path.write_text(CONSTRAINED.replace('import "std/', 'import "std/'))
-    spec = _spec(CONSTRAINED)
+    spec = _spec(CONSTRAINED.replace("top = 7", "top = 7; distinct = false"))
     doc = evaluate.results_document(evaluate.evaluate(spec))
     sec = doc["searches"]["s"]
     assert sec["points"] == 1296 and sec["objective"] == "latency" and len(sec["top"]) == 7
+    assert sec["distinct"] is False and "each answer once" not in output.to_text(doc)
+    once = evaluate.results_document(evaluate.evaluate(_spec(CONSTRAINED)))
+    assert once["searches"]["s"]["distinct"] is True and "each answer once" in output.to_text(once)
     data = json.loads(output.to_json(doc))
     assert data["searches"]["s"]["constraints"][0]["constraint"] == "max_gpus"
     text = output.to_text(doc)
@@ -399,7 +414,7 @@ search s {
   tp = [4, 8, 16, 32]; dp = [1, 2]; seq = [512, 4096]; overlap = [0 %, 25 %]
   cross_node = [auto, flat, hierarchical]; allreduce = [ring, one_shot, auto]; one_shot_volume = [egress, ring]
   fits_memory = false; use_policy = false
-  top = 1000
+  top = 1000; distinct = false  # every layout, repeats included: the tests sample each variant
 }
 '''
 

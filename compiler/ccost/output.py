@@ -352,7 +352,10 @@ def search_text(name: str, s: dict) -> str:
     headers = [*axes, *[results.label_in(k, "search") for k in SEARCH_TEXT_METRICS], *(("USD/Mtok",) if priced else ())]
     align = "r" * len(axes) + "rrrrrr" + ("r" if priced else "")
     if s["top"]:
-        out += ["", f"  top {len(s['top'])} by {s['objective']}:",
+        from ccost.search import DISTINCT_NOTE
+
+        once = f" ({DISTINCT_NOTE})" if s.get("distinct", True) else ""
+        out += ["", f"  top {len(s['top'])} by {s['objective']}{once}:",
                 _indent(table(headers, rows_of(s["top"]), align))]
     else:
         out += ["", "  no point satisfies every constraint"]

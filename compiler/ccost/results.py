@@ -424,6 +424,8 @@ def _keys() -> list[Key]:
         K("searches.<search>.axes.<field>[]", "any", "field's", "a value (a model, cluster or stack by its "
           "name)", optional=True),
         K("searches.<search>.objective", "string", "text", "what ranks the layouts", optional=True),
+        K("searches.<search>.distinct", "boolean", "", "`top` lists each answer once (a layout with the "
+          "latency, throughput per GPU and cost of a better-ranked one is left out)", optional=True),
         K("searches.<search>.points", "integer", "count", "layouts in the search space", optional=True),
         K("searches.<search>.priced", "integer", "count", "layouts that passed the layout constraints and were "
           "priced", optional=True),

@@ -737,6 +737,10 @@ register(BlockKind(
               "70 %", default_doc="the file's policy (see `use_policy`), else off", minimum=0, maximum=1),
         Field("use_policy", BOOL, "take `max_overhead` and `min_efficiency` from the file's `policy` block when "
               "they are not written here", "false", default_doc="`true` when the file has a `policy` block"),
+        Field("distinct", BOOL, "list each answer once in `top`: a layout whose latency, throughput per GPU "
+              "and cost equal a better-ranked one's (it differs only in a value with no effect there, such as "
+              "the AllReduce algorithm at tp = 1, or in replicas) is left out; `false` lists every layout",
+              "false"),
     ),
     "searches", S.Search,
     'search layouts "Every layout of Llama-3-70B decode on one node" {\n  base = tp8\n'

@@ -189,18 +189,57 @@ def pareto_mask(lat, thr, idx):
     return order[t > prev_best]
 
 
-def _top_select(objective: str, top: int):
+#: The measures that make a point's answer, as the Pareto front reads them (plus the cost): two points equal
+#: in all of them are the same answer — a layout that differs only in a value with no effect (the
+#: AllReduce algorithm at tp = 1), or more replicas of the same layout (dp in serving). The top list shows
+#: each answer once, at its first point in the objective's order (the fewest GPUs, then search order).
+RESULT_KEYS = ("latency_s", "throughput_per_gpu", "cost_per_mtok_usd")
+#: What a reader of the top list is told when ``distinct`` (the text output and the review).
+DISTINCT_NOTE = "each answer once: a layout with the same numbers as one above is left out"
+
+
+def _first_of_each_result(cols: dict, order):
+    """The positions in ``order`` (indices of ``cols``, best first) whose results (``RESULT_KEYS``, bit for
+    bit) no earlier position has."""
+    import numpy as np
+
+    sig = np.ascontiguousarray(np.stack([np.asarray(cols[k], dtype=float)[order] for k in RESULT_KEYS], axis=1))
+    seen: set[bytes] = set()
+    firsts = []
+    for i, row in enumerate(sig.view(np.dtype((np.void, sig.dtype.itemsize * sig.shape[1]))).ravel()):
+        b = row.tobytes()
+        if b not in seen:
+            seen.add(b)
+            firsts.append(i)
+    return np.asarray(firsts, dtype=np.intp)
+
+
+def _top_select(objective: str, top: int, distinct: bool = True):
+    """The best ``top`` points by the objective, ties broken by the other measures and then by search order;
+    points with the same results as a better-ranked one (``RESULT_KEYS``: layouts that differ only in a value
+    with no effect, or in replicas) are left out, so the list holds ``top`` different answers, each at the
+    first point that gives it in the objective's order. The same selection of a union is the selection of its parts' selections (a part keeps
+    its best ``top`` different results, each at its first point), so any split of a search gives it.
+    ``distinct`` false (the search's ``distinct = false``): every point, repeats included."""
     def select(cols: dict):
         import numpy as np
 
         n = len(cols["index"])
-        if n <= top:
-            return _objective_order(cols, objective)
         prim = _primary(cols, objective)
-        kth = np.partition(prim, top - 1)[top - 1]
-        cand = np.nonzero(prim <= kth)[0]  # the best `top` values and every tie with the last of them
-        sub = {k: v[cand] for k, v in cols.items()}
-        return cand[_objective_order(sub, objective)[:top]]
+        k = top
+        while True:
+            if n <= k:
+                cand = np.arange(n)
+            else:
+                kth = np.partition(prim, k - 1)[k - 1]
+                cand = np.nonzero(prim <= kth)[0]  # the best `k` values and every tie with the last of them
+            order = cand[_objective_order({key: v[cand] for key, v in cols.items()}, objective)]
+            if not distinct:
+                return order[:top]
+            firsts = _first_of_each_result(cols, order)
+            if firsts.size >= top or cand.size == n:
+                return order[firsts[:top]]
+            k *= 2  # some were repeats of a better one: look further down
     return select
 
 
@@ -406,6 +445,7 @@ class _Acc:
     total: int
     objective: str
     top_n: int
+    distinct: bool = True
     done: int = 0
     priced: int = 0
     tested: dict | None = None
@@ -431,7 +471,7 @@ class _Acc:
         front of a union are the top and the front of the parts' tops and fronts, and every selection
         is ordered by the objective and then the search order, so the result does not depend on how the
         chunks were split)."""
-        select = _top_select(self.objective, self.top_n)
+        select = _top_select(self.objective, self.top_n, self.distinct)
         self.done += other.done
         self.priced += other.priced
         for d, o in ((self.tested, other.tested), (self.failed, other.failed), (self.removed, other.removed)):
@@ -459,10 +499,10 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
     base = search.base
     assert base is not None
     per_pass = job.per_pass
-    acc = _Acc(search.size, search.objective, search.top)
+    acc = _Acc(search.size, search.objective, search.top, search.distinct)
     tested, failed, removed = acc.tested, acc.failed, acc.removed
     names = [c for c, _ in CONSTRAINTS]
-    top_select = _top_select(search.objective, search.top)
+    top_select = _top_select(search.objective, search.top, search.distinct)
     total = search.size
 
     def count(key: str, fail, alive, weight: int = 1):
@@ -794,7 +834,7 @@ def _run_pool(job: _Job, units: list, jobs: int, progress) -> _Acc:
 
 def merge(job: _Job, results: list) -> _Acc:
     """The reductions of the tasks, folded in search order into one."""
-    acc = _Acc(job.search.size, job.search.objective, job.search.top)
+    acc = _Acc(job.search.size, job.search.objective, job.search.top, job.search.distinct)
     for r in results:
         acc.merge(r)
     return acc
@@ -1106,6 +1146,7 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
         "base": search.base.name,
         "axes": {f: [_name(x) for x in v] for f, v in search.axes},
         "objective": search.objective,
+        "distinct": search.distinct,
         "points": total,
         "priced": priced,
         "feasible": feasible,

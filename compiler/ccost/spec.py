@@ -306,6 +306,7 @@ class Search(Entity):
     max_overhead: float | None = None
     min_efficiency: float | None = None
     use_policy: bool | None = None
+    distinct: bool = True
 
     @property
     def size(self) -> int:

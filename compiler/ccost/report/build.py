@@ -554,7 +554,15 @@ def search_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.Se
                            str(s.get("objective") or ""), counts, constraints,
                            _search_points(s.get("top") or (), axes),
                            _search_points(s.get("pareto") or (), axes),
-                           search_figure(name, s) if charts else None)
+                           search_figure(name, s) if charts else None,
+                           _top_note(s))
+
+
+def _top_note(s: Mapping[str, Any]) -> str:
+    from ccost.search import DISTINCT_NOTE
+
+    return (DISTINCT_NOTE[0].upper() + DISTINCT_NOTE[1:] + " (`distinct = false` lists every layout).") \
+        if s.get("distinct", True) else ""
 
 
 def search_figure(name: str, s: Mapping[str, Any]) -> V.Figure | None:

@@ -178,6 +178,7 @@ class SearchSection(Section):
     top: Table
     pareto: Table
     figure: Figure | None = None  # the Pareto front: latency against tokens/s per GPU (ccost.search)
+    top_note: str = ""  # how the top list was chosen, when not plainly (ccost.search.DISTINCT_NOTE)
 
 
 @dataclass(frozen=True)

@@ -204,14 +204,9 @@ def _first_of_each_result(cols: dict, order):
     import numpy as np
 
     sig = np.ascontiguousarray(np.stack([np.asarray(cols[k], dtype=float)[order] for k in RESULT_KEYS], axis=1))
-    seen: set[bytes] = set()
-    firsts = []
-    for i, row in enumerate(sig.view(np.dtype((np.void, sig.dtype.itemsize * sig.shape[1]))).ravel()):
-        b = row.tobytes()
-        if b not in seen:
-            seen.add(b)
-            firsts.append(i)
-    return np.asarray(firsts, dtype=np.intp)
+    rows = sig.view(np.dtype((np.void, sig.dtype.itemsize * sig.shape[1]))).ravel()  # one bit pattern a row
+    _, first = np.unique(rows, return_index=True)  # the first position of each pattern
+    return np.sort(first)
 
 
 def _top_select(objective: str, top: int, distinct: bool = True):
@@ -481,9 +476,10 @@ class _Acc:
             self.top.merge(other.top.cols, select)
         if other.front.cols is not None:
             self.front.merge(other.front.cols, _pareto_select)
+        best = _top_select(self.objective, 1, False)
         for k, b in other.best_removed.items():
             if b.cols is not None:
-                self.best_removed[k].merge(b.cols, select)
+                self.best_removed[k].merge(b.cols, best)
         self.mem_limit |= other.mem_limit
 
 
@@ -503,6 +499,7 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
     tested, failed, removed = acc.tested, acc.failed, acc.removed
     names = [c for c, _ in CONSTRAINTS]
     top_select = _top_select(search.objective, search.top, search.distinct)
+    best_select = _top_select(search.objective, 1, False)  # a constraint's best removed point: only it is read
     total = search.size
 
     def count(key: str, fail, alive, weight: int = 1):
@@ -544,7 +541,7 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
             acc.priced += rows.size * (c1 - c0)
             _price_chunk(lower, phases, static, x0, plan, vals,
                          p_i * per_pass + row_off[rows][:, None] + col_off, st, count, names[6:], acc.top,
-                         acc.front, top_select, acc.best_removed, acc.mem_limit, pr)
+                         acc.front, top_select, acc.best_removed, acc.mem_limit, pr, best_select)
             if progress is not None and b_i + 1 < len(blocks):
                 progress(acc.done + n * grid.n_columns * (b_i + 1) // len(blocks), total)
         acc.done += n * grid.n_columns
@@ -945,7 +942,7 @@ def _keep_freed_memory() -> None:
 
 
 def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks, top, front, top_select,
-                 best_removed, mem_limit, pr=None):
+                 best_removed, mem_limit, pr=None, best_select=None):
     """Price the points of one block that passed the layout constraints (``vals``: field → array, arrays
     that broadcast to ``index``'s shape: layouts × columns, see ``_Grid``; ``index``: each point's number in
     search order), apply the priced constraints (keeping, per constraint, the best point it removed, so
@@ -1047,7 +1044,7 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
         if k != "finite" and fails[k] is not None:
             gone = np.nonzero(before & ~alive)[0]
             if gone.size:
-                best_removed[k].merge_rows(keys, gone, take, top_select)
+                best_removed[k].merge_rows(keys, gone, take, best_select or top_select)
     keep = np.nonzero(alive)[0]
     if not keep.size:
         return

@@ -676,20 +676,48 @@ def _unit_weights(job: _Job, units, grid) -> list:
     """For each unit, the work of each of its layouts: its columns (the points it stands for; twice that
     in an ``auto`` AllReduce pass, ``AUTO_COST``) when it passes the layout constraints, 1 when it does
     not (filtered, never priced)."""
+    current: list = []
+    for p_i, start, stop in units:
+        yield _layout_weights(job, grid, p_i, start, stop, current)
+
+
+def _layout_weights(job: _Job, grid, p_i: int, start: int, stop: int, current: list):
+    """The work of the layouts ``start:stop`` of pass ``p_i`` (see ``_unit_weights``); ``current`` keeps
+    the last pass's setup between calls."""
     import numpy as np
 
-    current = None
-    for p_i, start, stop in units:
-        if current is None or current[0] != p_i:
-            _, plan, st = job.pass_setup(p_i)
-            current = (p_i, plan, st, grid.n_columns * (AUTO_COST if plan.allreduce == "auto" else 1))
-        _, plan, st, cost = current
-        lvals, _ = grid.layouts(start, stop)
-        alive = np.ones(stop - start, dtype=bool)
-        for fail in _layout_fails(plan, st, lvals, stop - start).values():
-            if fail is not None:
-                alive &= ~fail
-        yield np.where(alive, cost, 1).astype(np.int64)
+    if not current or current[0] != p_i:
+        _, plan, st = job.pass_setup(p_i)
+        current[:] = [p_i, plan, st, grid.n_columns * (AUTO_COST if plan.allreduce == "auto" else 1)]
+    _, plan, st, cost = current
+    lvals, _ = grid.layouts(start, stop)
+    alive = np.ones(stop - start, dtype=bool)
+    for fail in _layout_fails(plan, st, lvals, stop - start).values():
+        if fail is not None:
+            alive &= ~fail
+    return np.where(alive, cost, 1).astype(np.int64)
+
+
+def _unit_sums(job: _Job, units: list, grid):
+    """The work of each unit (the sum of ``_unit_weights``), weighing runs of adjacent units of a pass
+    together (up to ``grid.layout_chunk`` layouts, as a worker prices them): a few numpy calls per run,
+    not per unit."""
+    import numpy as np
+
+    sums = np.empty(len(units), dtype=np.int64)
+    current: list = []
+    i = 0
+    while i < len(units):
+        p_i, start, stop = units[i]
+        j = i
+        while (j + 1 < len(units) and units[j + 1][0] == p_i and units[j + 1][1] == stop
+               and units[j + 1][2] - start <= grid.layout_chunk):
+            j += 1
+            stop = units[j][2]
+        w = _layout_weights(job, grid, p_i, start, stop, current)
+        sums[i:j + 1] = np.add.reduceat(w, [u[1] - start for u in units[i:j + 1]])
+        i = j + 1
+    return sums
 
 
 def balanced_tasks(job: _Job, units: list, workers: int) -> list:
@@ -705,7 +733,7 @@ def balanced_tasks(job: _Job, units: list, workers: int) -> list:
 
     units = [tuple(int(x) for x in u) for u in units]
     grid = job.grid()
-    sums = np.fromiter((int(w.sum()) for w in _unit_weights(job, units, grid)), dtype=np.int64, count=len(units))
+    sums = _unit_sums(job, units, grid)
     total = int(sums.sum())
     per_worker = total // max(1, workers)
     k = max(1, min(TASKS_PER_WORKER, per_worker // TASK_MIN_PRICED))
@@ -745,7 +773,8 @@ _TOKENS = itertools.count()
 
 
 def _pool(jobs: int):
-    """A pool of ``jobs`` worker processes, started by the first search that needs it and kept for the
+    """The pool of ``jobs`` − 1 worker processes that price a search with this one (``--jobs N``: N
+    processes), started by the first search that needs it and kept for the
     life of this process (the next search, of this spec or another, in ``ccost eval``, a sweep or the
     language server, reuses it; ``shutdown`` at exit). Workers are started with ``fork`` where the
     platform has it and this process runs one thread (no re-import: a fast start, ~5 ms for two); with
@@ -769,7 +798,7 @@ def _pool(jobs: int):
             import atexit
 
             atexit.register(shutdown)
-        _POOL[jobs] = ProcessPoolExecutor(jobs, mp_context=ctx)
+        _POOL[jobs] = ProcessPoolExecutor(max(1, jobs - 1), mp_context=ctx)
     return _POOL[jobs]
 
 
@@ -798,11 +827,20 @@ def _run_task(token: int, blob: bytes, part) -> "_Acc":
     return _run_units(job, part)
 
 
+#: Tasks a worker holds at once: the one it prices and the next, so that it never waits for this process
+#: (busy with a task of its own) to hand it more.
+WORKER_DEPTH = 2
+
+
 def _run_pool(job: _Job, units: list, jobs: int, progress) -> _Acc:
-    """The chunks priced on ``jobs`` local processes (tasks of equal work, ``balanced_tasks``), merged in
-    search order. The job is pickled once here, not once per task."""
+    """The chunks priced by ``jobs`` processes, merged in search order: this one and a pool of ``jobs`` − 1
+    workers. The tasks (``balanced_tasks``: of equal work, a multiple of ``jobs``) wait in one queue; the
+    workers take theirs from its front, ``WORKER_DEPTH`` at a time, and this process its own from the back,
+    so nobody waits while work is left (a search of one task per process: each prices one, and this one
+    starts at once, with no job to unpickle). The job is pickled once here, not once per task."""
     import pickle
-    from concurrent.futures import as_completed
+    from collections import deque
+    from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool
 
     _pickling()
@@ -810,15 +848,38 @@ def _run_pool(job: _Job, units: list, jobs: int, progress) -> _Acc:
     blob = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
     token = next(_TOKENS)
     pool = _pool(jobs)
-    try:
-        futures = {pool.submit(_run_task, token, blob, part): i for i, part in enumerate(parts)}
-        results: list = [None] * len(parts)
-        done = 0
-        for fut in as_completed(futures):
-            results[futures[fut]] = acc = fut.result()
+    workers = max(1, jobs - 1)
+    queue = deque(range(len(parts)))
+    results: list = [None] * len(parts)
+    running: dict = {}
+    total = job.search.size
+    done = 0
+
+    def feed() -> None:
+        while len(queue) > 1 and len(running) < WORKER_DEPTH * workers:  # the last one is this process's
+            i = queue.popleft()
+            running[pool.submit(_run_task, token, blob, parts[i])] = i
+
+    def collect(futures) -> None:
+        nonlocal done
+        for fut in futures:
+            results[running.pop(fut)] = acc = fut.result()
             done += acc.done
             if progress is not None:
-                progress(done, job.search.size)
+                progress(done, total)
+
+    try:
+        feed()
+        while queue or running:
+            if queue:
+                i, base = queue.pop(), done
+                mine = None if progress is None else (lambda d, t, base=base: progress(base + d, total))
+                results[i] = acc = _run_units(job, parts[i], mine)
+                done += acc.done
+                collect([f for f in list(running) if f.done()])
+            else:
+                collect(wait(list(running), return_when=FIRST_COMPLETED)[0])
+            feed()
     except BrokenProcessPool:
         broken = _POOL.pop(jobs, None)
         if broken is not None:
@@ -826,6 +887,10 @@ def _run_pool(job: _Job, units: list, jobs: int, progress) -> _Acc:
         raise CcostError(error("E513", f"search `{job.search.name}`: a worker process died", job.search.span,
                                "run again with fewer `--jobs` (or `--jobs 1`); a worker killed for memory "
                                "needs a smaller search or more memory")) from None
+    except BaseException:
+        for fut in running:
+            fut.cancel()
+        raise
     return merge(job, results)
 
 

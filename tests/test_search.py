@@ -166,9 +166,12 @@ def _brute(spec, s):
             ]
             doc = None
             if all(ok for _, ok in rules):
-                doc = _alone(s, spec, dict(layout))
-                rules += [("fits_memory", doc["fits_memory"]), ("max_overhead", doc["overhead"] <= 0.15),
-                          ("min_efficiency", doc["efficiency"] >= 0.60)]
+                mb = layout.get("microbatches", s.base.microbatches) <= layout.get("batch", s.base.batch)
+                rules += [("microbatches_at_most_batch", mb)]  # else not a plan: E401 alone
+                if mb:
+                    doc = _alone(s, spec, dict(layout))
+                    rules += [("fits_memory", doc["fits_memory"]), ("max_overhead", doc["overhead"] <= 0.15),
+                              ("min_efficiency", doc["efficiency"] >= 0.60)]
             failing = [k for k, ok in rules if not ok]
             out.append((layout, doc, failing))
     return out
@@ -194,7 +197,8 @@ def test_constraints_top_and_front_match_brute_force(text, chunk):
     got = {c["constraint"]: c for c in doc["constraints"]}
     # every enabled constraint is listed, in order; inter_node_link and finite never fire here
     assert list(got) == ["max_gpus", "pp_at_most_layers", "tp_in_domain", "tp_divides_kv_heads",
-                         "pp_divides_layers", "fits_memory", "max_overhead", "min_efficiency"]
+                         "pp_divides_layers", "microbatches_at_most_batch", "fits_memory", "max_overhead",
+                         "min_efficiency"]
     for k, c in got.items():
         assert c["removed"] == sum(1 for _, _, f in pts if f and f[0] == k), k
         assert c["failed"] == sum(1 for _, _, f in pts if k in f), k
@@ -495,3 +499,35 @@ def test_memory_is_bounded_by_the_chunk_not_the_search():
             tracemalloc.stop()
         assert doc["points"] == s.size == 5 * 4 * len(dict(s.axes)["dp"]) * 128 * 2
     assert peaks[1] <= 1.2 * peaks[0], peaks
+
+
+# --- more micro-batches than sequences: not a plan -------------------------------------------------------
+
+def test_more_microbatches_than_sequences_is_refused_and_never_priced_by_a_search(tmp_path, capsys):
+    from ccost import cli
+
+    # a plan: E401 at evaluation, on the microbatches field, with the fix
+    path = tmp_path / "mb.ccost"
+    path.write_text(HEADER + "plan p { model = llama3_70b; cluster = hgx_h100; phase = decode; tp = 8; pp = 1\n"
+                    "  batch = 1; microbatches = 2 }\n", encoding="utf-8")
+    assert cli.main(["eval", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "error[E401]" in err and "splits batch = 1 into microbatches = 2" in err and "microbatches ≤ 1" in err
+    assert "Traceback" not in err
+    # a search: batch [1, 4] × microbatches [1, 2, 8] has three such columns of six, (1, 2), (1, 8), (4, 8);
+    # tp [1, 2, 4, 8] on one node are four layouts: 12 points removed before pricing, 12 priced
+    spec = _spec(HEADER + '''
+plan base { model = llama3_70b; cluster = hgx_h100; phase = decode; tp = 8 }
+search s { base = base; tp = [1, 2, 4, 8]; batch = [1, 4]; microbatches = [1, 2, 8]; fits_memory = false
+           distinct = false; top = 100 }
+''')
+    doc = search.run_search(spec.searches["s"], spec.policy, chunk=5)
+    row = next(c for c in doc["constraints"] if c["constraint"] == "microbatches_at_most_batch")
+    assert (row["tested"], row["failed"], row["removed"]) == (24, 12, 12)
+    assert doc["priced"] == 12 and "best_removed" not in row
+    assert all(p["microbatches"] <= p["batch"] for p in doc["top"] + doc["pareto"])
+    assert len(doc["top"]) == doc["feasible"] == 12
+    # a search that keeps the rule everywhere lists no such row
+    assert not any(c["constraint"] == "microbatches_at_most_batch"
+                   for c in search.run_search(_spec(CONSTRAINED.replace("batch = [1, 64, 512]", "batch = [64, 512]"))
+                                              .searches["s"], spec.policy)["constraints"])

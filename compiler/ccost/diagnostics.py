@@ -100,6 +100,7 @@ CODES: dict[str, str] = {
     "W305": "a training choice that has no effect as written",
     "W306": "a serving field that has no effect as written",
     "W307": "context parallelism does not split the sequence into equal chunks",
+    "W308": "micro-batches of unequal size",
     "W401": "plan does not fit in GPU memory",
     "W402": "achieved_flops absent; peak flops used",
 }

@@ -1,6 +1,6 @@
 """The layout rules of a plan, written once: does its layout fit the cluster and divide the model evenly?
 
-``ccost.check`` warns with them (E301, W301–W304, W307), ``ccost.lower`` refuses a plan it cannot price (E301,
+``ccost.check`` warns with them (E301, W301–W304, W307, W308), ``ccost.lower`` refuses a plan it cannot price (E301,
 E401: ``ccost.check.plan.evaluation_errors``), the checklist judges items 7 and 8 with them and the search applies them as constraints to
 whole arrays of layouts. So every predicate works on Python numbers and on numpy arrays alike: only
 arithmetic and comparisons, no ``if`` on a degree, no ``and``/``or`` between results (a search combines
@@ -66,6 +66,16 @@ def cp_splits_seq(cp: Num, seq: Num) -> Num:
     return seq % (2 * cp) == 0
 
 
+def microbatches_at_most_batch(microbatches: Num, batch: Num) -> Num:
+    """E401: every micro-batch holds at least one sequence."""
+    return microbatches <= batch
+
+
+def microbatches_divide_batch(microbatches: Num, batch: Num) -> Num:
+    """W308: the micro-batches hold the same number of sequences."""
+    return batch % microbatches == 0
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
@@ -83,6 +93,8 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("ep_has_experts", "W304", ep_has_experts),
     Rule("ep_divides_experts", "W304", ep_divides_experts),
     Rule("cp_splits_seq", "W307", cp_splits_seq),
+    Rule("microbatches_at_most_batch", "E401, search microbatches_at_most_batch", microbatches_at_most_batch),
+    Rule("microbatches_divide_batch", "W308", microbatches_divide_batch),
 )}
 
 

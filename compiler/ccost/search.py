@@ -22,9 +22,12 @@ How it runs:
 * **Constraints mask, never skip.** Each constraint is a boolean array over the chunk. The *layout*
   constraints (GPUs, pp ≤ layers, tp in the domain, tp | kv_heads, pp | layers) need no pricing: they are
   tested on every layout (each counting for all its columns), and only the layouts that pass them are
-  priced (the chunk's arrays compressed with the mask, no Python loop); the *priced* constraints (memory, overhead, efficiency, finite numbers)
+  priced (the chunk's arrays compressed with the mask, no Python loop), except the columns that give a
+  micro-batch no sequence (microbatches > batch: not a plan, E401), which are dropped from each block
+  before pricing; the *priced* constraints (memory, overhead, efficiency, finite numbers)
   are tested on those. Points that cannot be a plan at all (more GPUs than ``max_gpus`` or the cluster,
-  more pipeline stages than layers) are constraints too, first in the list. The search counts, per
+  more pipeline stages than layers, more micro-batches than sequences) are constraints too, before the
+  priced ones in the list. The search counts, per
   constraint, the points it was tested on, the points that fail it and the points it removed (failing it
   and passing every constraint before it in ``CONSTRAINTS`` order, so the removed counts add up to the
   rejected points): the output says why each rejected region was rejected.
@@ -75,6 +78,7 @@ CONSTRAINTS: tuple[tuple[str, str], ...] = (
     ("tp_in_domain", "tp ≤ the NVLink domain"),
     ("tp_divides_kv_heads", "tp divides kv_heads"),
     ("pp_divides_layers", "pp divides layers"),
+    ("microbatches_at_most_batch", "microbatches ≤ batch (every micro-batch needs a sequence)"),
     ("fits_memory", "memory per GPU ≤ max_memory × HBM"),
     ("max_overhead", "overhead = T_comm / T_compute ≤ max_overhead"),
     ("min_efficiency", "efficiency = speedup / GPUs ≥ min_efficiency"),
@@ -498,6 +502,7 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
     acc = _Acc(search.size, search.objective, search.top, search.distinct)
     tested, failed, removed = acc.tested, acc.failed, acc.removed
     names = [c for c, _ in CONSTRAINTS]
+    priced_checks = [k for k in names[6:] if k != MB_RULE]  # the constraints that judge a priced point
     top_select = _top_select(search.objective, search.top, search.distinct)
     best_select = _top_select(search.objective, 1, False)  # a constraint's best removed point: only it is read
     total = search.size
@@ -535,12 +540,24 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
         for b_i, (r0, r1, c0, c1) in enumerate(blocks):
             rows = keep[r0:r1]
             cvals, col_off = grid.columns(c0, c1)
+            # more micro-batches than sequences is not a plan (E401): those columns are never priced
+            whole = _whole_microbatches(plan, cvals)
+            if whole is not None:
+                bad = int(np.count_nonzero(~whole)) * rows.size
+                tested[MB_RULE] += rows.size * (c1 - c0)
+                failed[MB_RULE] += bad
+                removed[MB_RULE] += bad
+                if bad:
+                    if not whole.any():
+                        continue
+                    cvals = {f: v[:, whole] for f, v in cvals.items()}
+                    col_off = col_off[:, whole]
             vals = {f: v[rows][:, None] for f, v in lvals.items()}
             vals.update(cvals)
             static, x0 = prepared
-            acc.priced += rows.size * (c1 - c0)
+            acc.priced += rows.size * col_off.shape[1]
             _price_chunk(lower, phases, static, x0, plan, vals,
-                         p_i * per_pass + row_off[rows][:, None] + col_off, st, count, names[6:], acc.top,
+                         p_i * per_pass + row_off[rows][:, None] + col_off, st, count, priced_checks, acc.top,
                          acc.front, top_select, acc.best_removed, acc.mem_limit, pr, best_select)
             if progress is not None and b_i + 1 < len(blocks):
                 progress(acc.done + n * grid.n_columns * (b_i + 1) // len(blocks), total)
@@ -548,6 +565,22 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
         if progress is not None:
             progress(acc.done, total)
     return acc
+
+
+#: The rule that removes columns before pricing: more micro-batches than sequences (E401).
+MB_RULE = "microbatches_at_most_batch"
+
+
+def _whole_microbatches(plan: S.Plan, cvals: dict):
+    """Where the columns ``cvals`` give every micro-batch a sequence (``layout_rules``), or None when the
+    search varies neither batch nor microbatches (the base plan keeps the rule, or is refused)."""
+    import numpy as np
+
+    if plan.phase == "serve" or not ({"batch", "microbatches"} & cvals.keys()):
+        return None
+    M = np.asarray(cvals["microbatches"] if "microbatches" in cvals else plan.microbatches)
+    B = np.asarray(cvals["batch"] if "batch" in cvals else plan.batch)
+    return np.broadcast_to(rules.microbatches_at_most_batch(M, B), next(iter(cvals.values())).shape).reshape(-1)
 
 
 def _layout_fails(plan: S.Plan, st: Settings, lvals: dict, n: int) -> dict:
@@ -1190,7 +1223,7 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
             continue
         if k in ("max_overhead", "min_efficiency") and limits[k] is None:
             continue
-        if k in ("inter_node_link", "finite") and failed[k] == 0:
+        if k in ("inter_node_link", "microbatches_at_most_batch", "finite") and failed[k] == 0:
             continue
         entry = {"constraint": k, "rule": rules[k], "tested": tested[k], "failed": failed[k],
                  "removed": removed[k]}

@@ -130,6 +130,7 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
             out.append(warning("W304", f"ep = {p.ep} does not divide experts = {m.experts} of model "
                                f"`{m.name}`: some GPUs hold more experts than others", where("ep", ("ep", "model")),
                                help=f"ep values that divide {m.experts}: {rules.divisors(m.experts, 1 << 20)}"))
+    out += _check_microbatches(p, where)
     out += _check_context(p, where)
     out += _check_training(p, where)
     out += _check_serve(p, where)
@@ -174,6 +175,22 @@ def _check_serve(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
                         "`input_tokens` and `output_tokens`)", where(written[0], (*written, "phase")),
                         help="remove them; set `concurrency`, `input_tokens` and `output_tokens`")]
     return []
+
+
+def _check_microbatches(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """W308: a batch the micro-batches split unevenly (more micro-batches than sequences is E401)."""
+    M, B = p.microbatches, p.batch
+    if p.phase == "serve" or M <= 1 or M > B or rules.microbatches_divide_batch(M, B):
+        return []
+    span = where("microbatches", ("microbatches", "batch"))
+    if span is None:
+        return []
+    fitting = ", ".join(str(k) for k in range(2, min(B, 64) + 1) if B % k == 0)
+    return [warning("W308", f"plan `{p.name}` splits batch = {B} into microbatches = {M}: micro-batches of "
+                    f"{B // M} or {B // M + 1} sequences (ccost prices equal ones of {B / M:.4g}; the largest "
+                    "sets the pace, and Megatron-LM refuses an uneven split in training)", span,
+                    help=f"microbatches that divide {B}: {fitting}" if fitting else
+                    f"a batch that microbatches = {M} divides, such as {M * (B // M + 1)}")]
 
 
 def _check_context(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
@@ -275,6 +292,11 @@ def evaluation_errors(plan: Any) -> list[Diagnostic]:
     elif not rules.pp_at_most_layers(plan.pp, model.layers):
         diags.add(error("E401", f"plan `{plan.name}`: pp = {plan.pp} stages for {model.layers} layers "
                         "leaves stages without a layer", at("pp"), f"use pp ≤ {model.layers}"))
+    if plan.phase != "serve" and isinstance(plan.batch, int) and isinstance(plan.microbatches, int) \
+            and plan.batch >= 1 and not rules.microbatches_at_most_batch(plan.microbatches, plan.batch):
+        diags.add(error("E401", f"plan `{plan.name}` splits batch = {plan.batch} into microbatches = "
+                        f"{plan.microbatches}: a micro-batch needs at least one sequence", at("microbatches"),
+                        f"use microbatches ≤ {plan.batch}, or a larger batch"))
     if not (model.params or model.weight_bytes):
         diags.add(error("E104", f"model `{model.name}` needs `params` or `weight_bytes`", model.span))
     if plan.phase in ("prefill", "train") and not plan.seq:

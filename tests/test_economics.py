@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from ccost import check, cli, evaluate, output, units
-from ccost.diagnostics import CcostError
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 
@@ -47,7 +46,7 @@ def test_cost_and_power_worked_by_hand(tmp_path):
     per_gpu_w = 700 + 1600 / 8           # 900 W
     facility_w = n * per_gpu_w * 1.25    # 4 × 900 × 1.25 = 4,500 W
     assert c["power_per_gpu_w"] == pytest.approx(900.0)
-    assert c["power_w"] == pytest.approx(4500.0)
+    assert c["power_w"] == pytest.approx(facility_w) == pytest.approx(4500.0)
     # Cost per hour: 4 GPUs at 4 USD/h, plus 4.5 kW × 0.10 USD/kWh = 0.45 USD/h of energy.
     per_hour = n * 4.0 + 4.5 * 0.10      # 16.45 USD/h
     assert c["price_per_gpu_hour_usd"] == pytest.approx(4.0)

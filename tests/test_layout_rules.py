@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ccost import analysis, axes, layout_rules as rules, lower
+from ccost import analysis, axes, layout_rules as rules
 from ccost.check import check_text
 from ccost.check.plan import evaluation_errors
 

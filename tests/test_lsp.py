@@ -18,8 +18,8 @@ REPO = Path(__file__).resolve().parent.parent
 A1 = REPO / "specs" / "a1-tp-decode.ccost"
 
 pytest.importorskip("pygls", reason="pygls is in the test extra; `pip install -e '.[test]'` installs it")
-from lsprotocol import types as L
-from pygls.lsp.client import LanguageClient
+from lsprotocol import types as L  # noqa: E402 - after the skip when pygls is missing
+from pygls.lsp.client import LanguageClient  # noqa: E402
 
 
 def _pos(text: str, needle: str, offset: int = 0) -> tuple[int, int]:

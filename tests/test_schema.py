@@ -181,7 +181,7 @@ def test_phase_fields_come_from_the_schema():
             SC.SCHEMA.clear()
             SC.SCHEMA.update(saved)
         assert [(d.code, d.message) for d in diags] == [
-            (code, f"plan `tp8` is a decode plan: `overlap` applies only to "
+            (code, "plan `tp8` is a decode plan: `overlap` applies only to "
                    + ("training" if phase == "train" else "`phase = serve`"))]
 
 

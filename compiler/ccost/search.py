@@ -286,10 +286,10 @@ class Execution:
 EXECUTION = Execution()
 
 #: Below this many points a search runs in this process unless ``--jobs`` was given: starting and feeding
-#: worker processes costs more than a second core gives back. Measured on (a) at 1–16 context lengths, two
-#: shared cores (load 2.2–2.6): with the pool's start included (the first search of a ``ccost eval``),
-#: 1.4 M points ran 0.61x as fast on two processes, 2.1 M points 1.15x, 11.8 M 1.48x; with the pool
-#: already running, 1.4 M points ran 1.09x and bench (a), 0.7 M points, 0.85x.
+#: a worker process costs more than a second core gives back. Measured with this process pricing a share
+#: (``_run_pool``), the first search of a fresh ``ccost`` process (the worker's start included), bench (c)
+#: at 1–4 context lengths on a quiet two-core machine, medians of three: 1.4 M points ran 1.00x as fast on
+#: two processes, 2.1 M 1.06x, 2.8 M 1.14x, 3.5 M 1.16x (and 11 M 1.57x, bench (c)).
 POOL_MIN_POINTS = 2_000_000
 
 

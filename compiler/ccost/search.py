@@ -217,9 +217,10 @@ def _top_select(objective: str, top: int, distinct: bool = True):
     """The best ``top`` points by the objective, ties broken by the other measures and then by search order;
     points with the same results as a better-ranked one (``RESULT_KEYS``: layouts that differ only in a value
     with no effect, or in replicas) are left out, so the list holds ``top`` different answers, each at the
-    first point that gives it in the objective's order. The same selection of a union is the selection of its parts' selections (a part keeps
-    its best ``top`` different results, each at its first point), so any split of a search gives it.
-    ``distinct`` false (the search's ``distinct = false``): every point, repeats included."""
+    first point that gives it in the objective's order. The selection of a union is the selection of its
+    parts' selections (a part keeps its best ``top`` different results, each at its first point), so any
+    split of a search gives the same list. ``distinct`` false (the search's ``distinct = false``): every
+    point, repeats included."""
     def select(cols: dict):
         import numpy as np
 

@@ -265,7 +265,6 @@ def write_report(spec_path: str | Path, paths: Mapping[str, Path], *, include_gi
     """``ccost report``: check, evaluate, render and write the review of ``spec_path`` (``summary``: the
     short review of ``--summary``)."""
     from ccost.report.atomic import check_targets
-
     from ccost.report.pdfproc import PdfProcess
 
     check_targets(paths.values())  # before the work: a bad -o fails at once, and before anything is written

@@ -2,9 +2,10 @@
 
 ``ccost.check`` warns with them (E301, W301–W304, W307, W308), ``ccost.lower`` refuses a plan it cannot
 price (E301, E401: ``ccost.check.plan.evaluation_errors``), the checklist judges items 7 and 8 with them
-and the search applies them as constraints to whole arrays of layouts. So every predicate works on Python numbers and on numpy arrays alike: only
-arithmetic and comparisons, no ``if`` on a degree, no ``and``/``or`` between results (a search combines
-them with ``&``/``|`` or ``numpy.logical_not``). Each returns True where the layout keeps the rule.
+and the search applies them as constraints to whole arrays of layouts. So every predicate works on Python
+numbers and on numpy arrays alike: only arithmetic and comparisons, no ``if`` on a degree, no
+``and``/``or`` between results (a search combines them with ``&``/``|`` or ``numpy.logical_not``). Each
+returns True where the layout keeps the rule.
 
 ``RULES`` names them; a ``ccost.axes`` record lists the ones its degree must keep.
 """

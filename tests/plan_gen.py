@@ -170,9 +170,15 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
 
     phase = draw("choice", S.PHASES)
     p = [f"model = m; cluster = c; phase = {phase}; tp = {tp}; pp = {pp}; ep = {ep}; dp = {dp}"]
-    p += _members(draw, "plan", ["batch", "microbatches", "overlap"])
+    batch = value(draw, _field("plan", "batch"))
+    p += [f"batch = {batch}"]
     if phase == "serve":  # continuous batching (ccost.serve): its own fields; no seq, no compute_time (E401)
-        p += _members(draw, "plan", ["concurrency", "input_tokens", "output_tokens"])
+        batch = value(draw, _field("plan", "concurrency"))  # what the micro-batches split in serving
+        p += [f"concurrency = {batch}"] + _members(draw, "plan", ["input_tokens", "output_tokens"])
+    # at most one micro-batch per sequence (E401 otherwise)
+    p += [f"microbatches = {value(draw, _field('plan', 'microbatches'), 1, batch)}"]
+    p += _members(draw, "plan", ["overlap"])
+    if phase == "serve":
         if draw("bool"):
             p += _members(draw, "plan", ["chunk_tokens"])
     elif phase != "decode" or draw("bool"):

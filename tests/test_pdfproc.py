@@ -94,6 +94,7 @@ def test_a_spec_with_errors_leaves_the_prestarted_process_unused_and_exits(tmp_p
 def test_the_process_is_used_only_where_a_fork_is_safe(monkeypatch):
     from ccost.report import pdfproc
 
+    monkeypatch.setattr(pdfproc, "_READY", None)  # no process started early by another test
     monkeypatch.setenv(pdfproc.ENV, "1")
     monkeypatch.setattr(sys, "platform", "darwin")
     assert not pdfproc.usable() and pdfproc.PdfProcess.start() is None
@@ -113,3 +114,25 @@ def test_the_process_is_used_only_where_a_fork_is_safe(monkeypatch):
     assert not pdfproc.usable()
     monkeypatch.delitem(sys.modules, "weasyprint")
     assert pdfproc.usable()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the render process forks: Linux only")
+def test_a_report_that_fails_early_leaves_no_render_process_behind(tmp_path, monkeypatch, capsys):
+    # in this process (as a test or an editor would call it): the process started early is ended with the
+    # command, not kept for the life of the caller
+    import multiprocessing
+
+    from ccost import cli
+    from ccost.report import pdfproc
+
+    monkeypatch.setenv(pdfproc.ENV, "1")
+    monkeypatch.setattr(threading, "active_count", lambda: 1)  # the fork is safe enough for this check
+    started = []
+    real = pdfproc.PdfProcess.start.__func__
+    monkeypatch.setattr(pdfproc.PdfProcess, "start", classmethod(lambda cls: started.append(real(cls)) or started[-1]))
+    # standard input is refused before any review is built: the process started early is never used
+    assert cli.main(["report", "-", "-o", f"{tmp_path}/out/"]) == 2
+    assert "E504" in capsys.readouterr().err
+    assert started and started[0] is not None  # it was started ...
+    assert pdfproc._READY is None and not started[0]._process.is_alive()  # ... and ended with the command
+    assert not [p for p in multiprocessing.active_children() if p.name == "ccost-pdf"]

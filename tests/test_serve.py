@@ -135,6 +135,8 @@ def test_no_chunk_means_the_whole_prompt(tmp_path):
     (("chunk_tokens = 50", "chunk_tokens = 0"), "E203", "chunk_tokens"),
     (("output_tokens = 101", "output_tokens = 1"), "E203", "output_tokens"),
     (("heads = 10; kv_heads = 10; ", ""), "E104", "kv_heads"),
+    # 4 running requests cannot fill 8 pipeline micro-batches
+    (("chunk_tokens = 50", "chunk_tokens = 50; microbatches = 8"), "E401", "concurrency = 4 running requests"),
 ])
 def test_bad_serve_plans_are_diagnosed(tmp_path, edit, code, words):
     text = SPEC.replace("STACK", "flat").replace(*edit).replace("C_", "4")
@@ -147,6 +149,14 @@ def test_bad_serve_plans_are_diagnosed(tmp_path, edit, code, words):
     assert [d.code for d in diags] == [code], [d.message for d in diags]
     assert words in diags[0].message
     assert diags[0].span is not None or diags[0].help
+
+
+def test_serve_micro_batches_up_to_the_concurrency_are_priced(tmp_path):
+    # the steps the serve plan prices are decode and prefill plans of their own rows (a prompt: one
+    # request); micro-batches up to the concurrency are no error in any of them
+    spec, _ = check.load_spec(_spec(tmp_path, stack="ops", extra="plan t extends s { microbatches = 4 }\n"))
+    sv = evaluate.evaluate(spec).plans["t"].doc["serve"]
+    assert sv["tpot_s"] > 0 and sv["requests_per_s"] > 0
 
 
 def test_compute_time_on_a_serve_plan_is_an_error(tmp_path):

@@ -50,6 +50,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ccost import analysis, costs, derive, lower, units
+from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.derive import maximum, named
 from ccost.diagnostics import CcostError, error
@@ -98,7 +99,9 @@ def _leaf(name: str, value: float, desc: str, source: str, derivation: bool):
 
 def _lowered(plan: S.Plan, policy: S.Policy, derivation: bool, phase: str, seq: int | None, **override):
     """``lower`` of the serve plan as a decode or prefill plan, some inputs replaced by serve values."""
-    sub = replace(plan, phase=phase, batch=1, seq=seq)
+    # `batch` is a stand-in (every step replaces B with its own rows): as large as the micro-batches, so that
+    # the step is a plan (E401 otherwise; check() holds concurrency to the same rule)
+    sub = replace(plan, phase=phase, batch=max(1, plan.microbatches), seq=seq)
     static, x = lower.prepare(sub, policy, derivation)
     return lower.lower(static, lower.with_arrays(x, **override))
 
@@ -132,6 +135,11 @@ def check(plan: S.Plan) -> None:
                                "plans, not yet for a serve plan's mixed steps (its prompt chunk's ring attention)",
                                plan.spans.get("cp", span), "remove `cp`, or price the decode and prefill steps as "
                                "plans of their own"))
+    if not rules.microbatches_at_most_batch(plan.microbatches, plan.concurrency):
+        raise CcostError(error("E401", f"plan `{plan.name}` splits concurrency = {plan.concurrency} running requests "
+                               f"into microbatches = {plan.microbatches}: a micro-batch needs at least one",
+                               plan.spans.get("microbatches", span),
+                               f"use microbatches ≤ {plan.concurrency}, or a higher concurrency"))
     if plan.compute_time is not None:
         raise CcostError(error("E401", f"plan `{plan.name}`: a serve plan prices two kinds of step (decode and "
                                "mixed), so one `compute_time` cannot stand for them",

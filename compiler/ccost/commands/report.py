@@ -43,11 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ccost.commands import runopts
 
-    if args.format in ("pdf", "both"):
-        from ccost.report import pdfproc
+    from contextlib import nullcontext
 
-        pdfproc.prestart()  # WeasyPrint imported by a second process while this one builds the review
-    with runopts.execution(args):  # --jobs / --scheduler: where the searches run
+    from ccost.report import pdfproc
+
+    # WeasyPrint imported by a second process while this one builds the review
+    early = pdfproc.prestarted() if args.format in ("pdf", "both") else nullcontext()
+    with early, runopts.execution(args):  # --jobs / --scheduler: where the searches run
         return _run(args)
 
 

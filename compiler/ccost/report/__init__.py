@@ -244,18 +244,18 @@ def write_review(rev: Review, paths: Mapping[str, Path], summary: bool = False, 
     check_targets(paths.values())  # a folder named a1.yaml must not cost a1.html its previous review
     with AtomicFiles() as out:  # any error or SIGTERM/SIGHUP before the end: the previous review stays
         html = render.render_summary_html if summary else render.render_html
-        if "pdf" in paths and pdf is not None:
-            pdf.submit(html(rev.view, "print"), rev.view.provenance.epoch)  # rendered there meanwhile
         if "html" in paths:
             out.write(paths["html"], html(rev.view, "screen").encode("utf-8"))
+        if "pdf" in paths and pdf is not None:
+            pdf.submit(html(rev.view, "print"), rev.view.provenance.epoch)  # rendered there meanwhile
+        if "yaml" in paths:
+            out.write(paths["yaml"], to_yaml(rev.document).encode("utf-8"))
         if "pdf" in paths:
             if pdf is not None:
                 out.write(paths["pdf"], pdf.result())
             else:
                 with source_date_epoch(rev.view.provenance.epoch):
                     out.write(paths["pdf"], render.render_pdf(html(rev.view, "print")))
-        if "yaml" in paths:
-            out.write(paths["yaml"], to_yaml(rev.document).encode("utf-8"))
     return [Path(paths[k]) for k in ("html", "pdf", "yaml") if k in paths]
 
 

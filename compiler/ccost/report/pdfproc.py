@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ccost.cores import available
 
@@ -48,10 +50,11 @@ class PdfProcess:
         self._conn = conn
         self._process = process
         self._sent: tuple[str, int] | None = None
+        self._done = False  # its PDF (or error) received: it is exiting by itself
 
     @classmethod
     def start(cls) -> "PdfProcess | None":
-        """A render process (the one ``prestart`` started, if any), or ``None`` where one cannot help
+        """A render process (the one ``prestarted`` started, if any), or ``None`` where one cannot help
         (``usable``) or cannot be started."""
         global _READY
         if _READY is not None:
@@ -85,13 +88,17 @@ class PdfProcess:
             status, value = self._conn.recv()
         except (EOFError, OSError):  # the process died (killed for memory, say): render here instead
             return _render(*self._sent)
+        self._done = True
         if status == "error":
             raise value
         return value
 
     def close(self) -> None:
+        """End the process: it exits by itself once its PDF is sent; one still importing, waiting or
+        rendering (the review failed, or a signal stopped it) is terminated at once."""
         self._conn.close()
-        self._process.join(timeout=5)
+        if self._done:
+            self._process.join(timeout=5)
         if self._process.is_alive():
             self._process.terminate()
             self._process.join()
@@ -100,13 +107,20 @@ class PdfProcess:
 _READY: PdfProcess | None = None
 
 
-def prestart() -> None:
+@contextmanager
+def prestarted() -> Iterator[None]:
     """Start the render process of the next ``PdfProcess.start`` now, as ``ccost report`` begins: its
-    WeasyPrint import then runs beside the imports, the check and the evaluation of the spec. Unused (the
-    spec has errors, say), it ends with this process."""
+    WeasyPrint import then runs beside the imports, the check and the evaluation of the spec. Left unused
+    (the spec has errors, say), it is ended when the block ends."""
     global _READY
     if _READY is None:
         _READY = PdfProcess.start()
+    try:
+        yield
+    finally:
+        unused, _READY = _READY, None
+        if unused is not None:
+            unused.close()
 
 
 def _render(html: str, epoch: int) -> bytes:

@@ -140,3 +140,18 @@ def test_a_context_label_is_found_through_a_bare_name():
     assert V.label("output_tokens_per_s", "short") == "output tok/s"
     assert V.label("tpot_s", "review") == "TPOT (inter-token)"
     assert V.fmt_value("memory", 80e9) == "80 GB"  # a record with no number's dimension: by its name
+
+
+def test_the_step_line_names_a_separate_pass_time_only_when_it_reads_differently():
+    # The pipelined step and one pass through the stages can differ in the last bit where they are the same
+    # time (a steady pipeline with P = M = 1 adds the host time in another order): the text shows the pass
+    # only when the two print differently.
+    from ccost import evaluate
+    from ccost.check import load_spec
+
+    spec, _ = load_spec(str(Path(__file__).resolve().parent.parent / "specs" / "mixtral-ep.ccost"))
+    doc = evaluate.results_document(evaluate.evaluate(spec))["plans"]["ep8"]
+    for latency, shown in ((doc["step_time_s"] * (1 + 1e-15), False), (doc["step_time_s"], False),
+                           (doc["step_time_s"] / 2, True)):
+        text = output.plan_text("ep8", {**doc, "latency_s": latency})
+        assert ("one pass through the stages" in text) is shown, latency

@@ -139,7 +139,8 @@ def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, 
     one micro-batch's path through every stage), so a stage's slot is t_mb + T_exposed/P. A micro-batch's
     token crosses the P stages in P slots (its latency); a sequence gets its next token every max(M, P)
     slots (the step: with M < P stages idle, with M > P micro-batches wait). P = M = 1 is the
-    unpipelined step, bit for bit."""
+    unpipelined step (bit for bit without host time; with it the two sums add T_host in another order, and
+    may differ in the last bit)."""
     x, c = program.inputs, program.compute
     over = program.static.overheads and not program.static.compute_given
     slot = named("t_slot", c.t_mb + exposed / x.pp, "one micro-batch on one stage: t_mb + T_exposed/P")

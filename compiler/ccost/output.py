@@ -171,7 +171,7 @@ def plan_text(name: str, p: dict) -> str:
          + ((f"  ({p['training']['schedule']}; without the bubble: {fmt_time(p['latency_s'])})"
              if p.get("training") else
              f"  (pipelined; one pass through the stages: {fmt_time(p['latency_s'])})")
-            if p.get("latency_s") not in (None, p["step_time_s"]) else "")),
+            if p.get("latency_s") is not None and fmt_time(p["latency_s"]) != fmt_time(p["step_time_s"]) else "")),
         (L("overhead"), fmt_pct(p["overhead"])),
         (L("speedup"), "—" if p["speedup"] is None else f"{fmt_num(p['speedup'], 3)}×"),
         (L("efficiency"), fmt_pct(p["efficiency"])),

@@ -315,7 +315,9 @@ def search_text(name: str, s: dict) -> str:
                 for c in s["constraints"]]
         out.append("")
         out.append(_indent(table(["constraint", "keeps", "tested", "fail it", "removed"], rows, "llrrr")))
-        mb = any(c["constraint"] == "microbatches_at_most_batch" for c in s["constraints"])
+        from ccost.search import MB_RULE
+
+        mb = any(c["constraint"] == MB_RULE for c in s["constraints"])
         out.append(f"  (layout constraints are tested on every point; the {s['priced']:,} points that pass them"
                    + (" and give every micro-batch a sequence" if mb else "")
                    + " are priced and tested on the rest; removed: failing this constraint and none above it)")

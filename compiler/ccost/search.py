@@ -70,6 +70,9 @@ OBJECTIVES = ("latency", "throughput_per_gpu", "gpus")
 #: a bounded peak memory (a few hundred arrays of this length live at once).
 CHUNK = 1 << 15
 
+#: The constraint that removes columns before pricing: more micro-batches than sequences (E401).
+MB_RULE = "microbatches_at_most_batch"
+
 #: The constraints, in the order they are applied and counted: (key, what it keeps).
 CONSTRAINTS: tuple[tuple[str, str], ...] = (
     ("max_gpus", f"{PA.label()} ≤ max_gpus (default: the cluster's GPUs)"),
@@ -78,7 +81,7 @@ CONSTRAINTS: tuple[tuple[str, str], ...] = (
     ("tp_in_domain", "tp ≤ the NVLink domain"),
     ("tp_divides_kv_heads", "tp divides kv_heads"),
     ("pp_divides_layers", "pp divides layers"),
-    ("microbatches_at_most_batch", "microbatches ≤ batch (every micro-batch needs a sequence)"),
+    (MB_RULE, "microbatches ≤ batch (every micro-batch needs a sequence)"),
     ("fits_memory", "memory per GPU ≤ max_memory × HBM"),
     ("max_overhead", "overhead = T_comm / T_compute ≤ max_overhead"),
     ("min_efficiency", "efficiency = speedup / GPUs ≥ min_efficiency"),
@@ -566,10 +569,6 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
         if progress is not None:
             progress(acc.done, total)
     return acc
-
-
-#: The rule that removes columns before pricing: more micro-batches than sequences (E401).
-MB_RULE = "microbatches_at_most_batch"
 
 
 def _whole_microbatches(plan: S.Plan, cvals: dict):
@@ -1224,7 +1223,7 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
             continue
         if k in ("max_overhead", "min_efficiency") and limits[k] is None:
             continue
-        if k in ("inter_node_link", "microbatches_at_most_batch", "finite") and failed[k] == 0:
+        if k in ("inter_node_link", MB_RULE, "finite") and failed[k] == 0:
             continue
         entry = {"constraint": k, "rule": rules[k], "tested": tested[k], "failed": failed[k],
                  "removed": removed[k]}

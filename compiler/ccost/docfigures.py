@@ -32,8 +32,9 @@ The marker holds three things, separated by spaces:
    any unit a spec may write) and writes the number with Python's format SPEC (``.2f``, ``,.0f``, ``,d``);
    ``SPEC`` alone writes the number as it is; ``~`` (or ``~3``) writes it as ``ccost eval`` does, unit
    included, to 4 (3) significant digits, and ``~%`` (``~%4``) as a percentage the same way; words
-   ``pass=within|fail=over`` write the word for the value (true/false for a yes-or-no key), so a sentence
-   that judges a figure changes with it. No format: strings as they are, numbers to 4 significant digits.
+   ``pass=within|fail=over`` write the word for the value (true/false for a yes-or-no key; ``+``, ``-`` and
+   ``0`` for the sign of a number, so ``a-b +=slower|-=faster`` compares two figures), so a sentence that
+   judges a figure changes with it. No format: strings as they are, numbers to 4 significant digits.
 
 Only the text between the marker and ``<!--/fig-->`` is rewritten; the unit or words around it are the
 page's. Markers are not read inside fenced code blocks (a block of ``ccost`` output is checked by
@@ -56,7 +57,8 @@ from ccost import api, units
 COMMAND = "python -m ccost.docfigures"
 
 DECLARE = re.compile(r"<!--\s*figures:\s*(.*?)\s*-->", re.S)
-FIGURE = re.compile(r"<!--fig\s+(?P<spec>\S+)\s+(?P<expr>\S+)(?:\s+(?P<fmt>[^>]*?))?\s*-->(?P<text>.*?)<!--/fig-->")
+FIGURE = re.compile(r"<!--fig\s+(?P<spec>\S+)\s+(?P<expr>(?:(?!-->)\S)+)(?:\s+(?P<fmt>(?:(?!-->).)*?))?\s*-->"
+                    r"(?P<text>.*?)<!--/fig-->")
 FENCE = re.compile(r"^\s*```")
 FILE_BLOCK = re.compile(r"^\s*<!-- file: (\S+) -->\s*$")
 
@@ -239,27 +241,39 @@ _OPS: dict[type, Callable[[Any, Any], Any]] = {ast.Add: operator.add, ast.Sub: o
 
 
 def _dim_of_key(path: str) -> tuple[float, units.Dim] | None:
-    """(factor to SI, dimension) of a results key's unit (docs/interface.md), None for text."""
+    """(factor to SI, dimension) of a results key's unit (docs/interface.md), None for text. Of the keys
+    whose pattern fits the path, the one with most literal segments (``points[].step_time_s`` over
+    ``points[].<field>``)."""
     from ccost import results
 
-    pattern = re.sub(r"\[[^\]]*\]", "[]", path).split(".")
+    pattern = re.sub(r"\[[^\]]*\]", "[]", re.sub(r"`[^`]*`", "x", path)).split(".")
+    best, score = None, -1
     for key in results.KEYS:
         segs = key.path.split(".")
-        if len(segs) == len(pattern) and all(s == p or (s.startswith("<") and s.split("[")[0].endswith(">")
-                                                         and s.endswith("[]") == p.endswith("[]"))
-                                              for s, p in zip(segs, pattern)):
-            unit = _KEY_UNITS.get(key.unit, key.unit)
-            try:
-                return units.parse_unit(unit) if unit else (1.0, units.DIMENSIONLESS)
-            except units.UnitError:
-                return None
-    return None
+        if len(segs) != len(pattern):
+            continue
+        literal = 0
+        for s, p in zip(segs, pattern):
+            if s == p:
+                literal += 1
+            elif not (s.startswith("<") and s.split("[")[0].endswith(">") and s.endswith("[]") == p.endswith("[]")):
+                break
+        else:
+            if literal > score:
+                best, score = key, literal
+    if best is None:
+        return None
+    unit = _KEY_UNITS.get(best.unit, best.unit)
+    try:
+        return units.parse_unit(unit) if unit else (1.0, units.DIMENSIONLESS)
+    except units.UnitError:
+        return None
 
 
 def _walk(doc: Any, path: str, where: str) -> Any:
     """The value at ``path`` (``a.b[2].c``, ``a.b[id=12].c``) of the results document; a ``*`` segment
     reads every entry there and gives their common value (a figure that holds for all of them)."""
-    segs = re.findall(r"[^.\[\]]+|\[[^\]]*\]", path)
+    segs = [g.strip("`") for g in re.findall(r"`[^`]+`|[^.\[\]`]+|\[[^\]]*\]", path)]
     for i, seg in enumerate(segs):
         if seg in ("*", "[*]"):
             items = list(doc.values()) if isinstance(doc, dict) else doc if isinstance(doc, list) else None
@@ -443,7 +457,10 @@ def render(value: Any, dim: units.Dim | None, fmt: str, where: str) -> str:
     """The figure's text: ``value`` (SI) written as ``fmt`` says (module docstring)."""
     if "=" in fmt:
         words = dict(w.split("=", 1) for w in fmt.split("|"))
-        key = str(value).lower() if isinstance(value, bool) or value is None else str(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):  # a comparison: its sign
+            key = "+" if value > 0 else "-" if value < 0 else "0"
+        else:
+            key = str(value).lower() if isinstance(value, bool) or value is None else str(value)
         if key not in words:
             raise FigureError(f"{where}: the value is `{key}`, and `{fmt}` has no word for it")
         return words[key]

@@ -439,12 +439,12 @@ def report(spec: LoadedSpec | str | os.PathLike[str], folder: str | os.PathLike[
     from ccost.report import output_paths, write_report
     from ccost.report.provenance import build_date
 
+    if format not in ("html", "pdf", "both"):
+        raise ValueError(f"format is 'html', 'pdf' or 'both'; got {format!r}")
     try:
         build_date()  # a malformed SOURCE_DATE_EPOCH is the caller's to fix, before any work is done
     except ValueError as exc:
         raise CcostError(error("E504", str(exc), help="unset it, or set it to whole seconds since 1970")) from None
-    if format not in ("html", "pdf", "both"):
-        raise ValueError(f"format is 'html', 'pdf' or 'both'; got {format!r}")
     if isinstance(spec, LoadedSpec):
         if spec.from_text:
             raise CcostError(error("E504", f"a review needs its spec as a file: `{spec.path}` was given as text",

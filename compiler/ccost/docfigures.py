@@ -504,15 +504,22 @@ def pages(root: Path) -> list[Path]:
     return [p for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))] if p.is_file()]
 
 
-def regenerate(page: Path, root: Path, sources: Sources | None = None) -> tuple[str, list[Stale], int]:
-    """(the page with every figure regenerated, the stale ones, how many figures it has)."""
+def _spec_key(page: str, target: str, blocks: dict[str, str]) -> str:
+    """What a figure reads: a spec file (``specs/x.ccost``), or a page's own block (``docs/cost.md:cost.ccost``)."""
+    return f"{page}:{target}" if target in blocks else target
+
+
+def regenerate(page: Path, root: Path, sources: Sources | None = None,
+               only: str | None = None) -> tuple[str, list[Stale], int]:
+    """(the page with every figure regenerated, the stale ones, how many figures it has); ``only``: just the
+    figures read from that spec (a key of ``quoted_specs``), the others left as they are and not counted."""
     sources = sources or Sources(root)
     name = page.relative_to(root).as_posix() if page.is_relative_to(root) else str(page)
     text = page.read_text(encoding="utf-8")
     specs = declarations(name, text)
     blocks = file_blocks(text)
     figs = figures(name, text)
-    stale, out, last = [], [], 0
+    stale, out, last, count = [], [], 0, 0
     for f in figs:
         where = f"{name}:{f.line}: {f.marker}"
         if f.spec not in specs:
@@ -520,22 +527,40 @@ def regenerate(page: Path, root: Path, sources: Sources | None = None) -> tuple[
                               f"`<!-- figures: {f.spec} = specs/FILE.ccost -->`"
                               + (f" (declared: {', '.join(specs)})" if specs else ""))
         target, plan = specs[f.spec]
+        if only is not None and _spec_key(name, target, blocks) != only:
+            continue
         new = render(*value_of(f.expr, sources.get(name, target, blocks), plan, where), f.fmt, where)
+        count += 1
         if new != f.text:
             stale.append(Stale(f, new))
         out += [text[last:f.start], new]
         last = f.end
     out.append(text[last:])
-    return "".join(out), stale, len(figs)
+    return "".join(out), stale, count
 
 
-def run(root: Path, paths: list[Path] | None = None, write: bool = True) -> tuple[list[Stale], int]:
-    """Regenerate (``write``) or check the figures of ``paths`` (default: README.md and docs/*.md)."""
+def quoted_specs(root: Path, paths: list[Path] | None = None) -> list[str]:
+    """Every spec the pages quote (``regenerate``'s ``only``), in first-quoted order, without evaluating."""
+    keys: dict[str, None] = {}
+    for page in paths or pages(root):
+        name = page.relative_to(root).as_posix()
+        text = page.read_text(encoding="utf-8")
+        specs, blocks = declarations(name, text), file_blocks(text)
+        for f in figures(name, text):
+            if f.spec in specs:
+                keys[_spec_key(name, specs[f.spec][0], blocks)] = None
+    return list(keys)
+
+
+def run(root: Path, paths: list[Path] | None = None, write: bool = True,
+        only: str | None = None) -> tuple[list[Stale], int]:
+    """Regenerate (``write``) or check the figures of ``paths`` (default: README.md and docs/*.md);
+    ``only``: those read from one spec."""
     sources = Sources(root)
     stale: list[Stale] = []
     count = 0
     for page in paths or pages(root):
-        new, s, n = regenerate(page, root, sources)
+        new, s, n = regenerate(page, root, sources, only)
         stale += s
         count += n
         if write and s:

@@ -131,6 +131,13 @@ def test_a_broken_marker_is_an_error_naming_the_place(tmp_path, body, message):
     assert f"{p}:" in str(info.value)
 
 
+def test_the_command_says_a_broken_marker_and_exits_2(tmp_path, capsys, monkeypatch):
+    p = page(tmp_path, "x <!--fig tp8 step_tim ~-->1<!--/fig-->\n")
+    monkeypatch.chdir(REPO)
+    assert D.main(["--check", str(p)]) == 2
+    assert f"{p}:3:" in capsys.readouterr().err and p.read_text().endswith(">1<!--/fig-->\n")
+
+
 def test_markers_in_code_blocks_are_shown_not_read(tmp_path):
     p = page(tmp_path, "```text\n<!--fig nope x-->1<!--/fig-->\n```\n")
     assert D.regenerate(p, REPO)[2] == 0

@@ -158,7 +158,9 @@ def test_phase_fields_come_from_the_schema():
 
     plan = SC.SCHEMA["plan"]
     assert P.fields_of_phase("train") == ("fsdp", "schedule", "virtual_stages", "recompute", "sequence_parallel",
-                                          "optimizer_sharding", "master_weights")
+                                          "optimizer_sharding", "master_weights", "train_tokens", "train_steps",
+                                          "global_batch", "global_batch_tokens", "microbatch_size", "deadline",
+                                          "gpu_budget", "checkpoint_interval")
     assert P.fields_of_phase("serve") == ("concurrency", "input_tokens", "output_tokens", "chunk_tokens")
     for kind in SC.SCHEMA.values():
         for f in kind.fields:

@@ -84,7 +84,8 @@ class FieldType:
         """Markdown for the docs' type column."""
         if self.kind == "quantity":
             return {U.TIME: "time", U.INFORMATION: "information", U.BANDWIDTH: "information/time",
-                    U.FLOP_RATE: "compute/time", U.COMPUTE: "compute"}.get(self.dim, U.unit_of_dim(self.dim))
+                    U.FLOP_RATE: "compute/time", U.COMPUTE: "compute", U.RATE: "1/time"}.get(
+                self.dim, U.unit_of_dim(self.dim))
         if self.kind == "enum":
             return " \\| ".join(f"`{v}`" for v in self.values)
         if self.kind == "ref":
@@ -131,6 +132,7 @@ POWER = quantity(U.POWER)
 MONEY = quantity(U.MONEY)
 MONEY_RATE = quantity(U.MONEY_RATE)
 ENERGY_PRICE = quantity(U.ENERGY_PRICE)
+RATE = quantity(U.RATE)  # a count per time: interruptions per GPU-hour
 
 DTYPE = enum(*S.DTYPE_BYTES.keys())
 #: The collectives a measured curve can come from: the catalogue's kinds (``ccost.collectives``, numpy-free).
@@ -167,6 +169,16 @@ R_POWER = {"minimum": 0.0, "maximum": 1e7}  # 0 W to 10 MW (a GPU, a node, or a 
 R_PUE = {"minimum": 1.0, "maximum": 10.0}  # power usage effectiveness: facility power / IT power
 R_ENERGY_PRICE = {"minimum": 0.0, "maximum": 100 / 3.6e6}  # 0 to 100 USD/kWh, in USD/J
 R_COST = {"minimum": 0.0, "maximum": 1e12}  # USD
+# Training targets and goodput (issue 30, ccost.target).
+R_TRAIN_TOKENS = {"minimum": 1.0, "maximum": 1e18}  # tokens to train on
+R_TRAIN_STEPS = {"minimum": 1, "maximum": 1e12}
+R_GLOBAL_BATCH_TOKENS = {"minimum": 1, "maximum": 1e12}
+R_DEADLINE = {"minimum": 1.0, "maximum": 100 * 365 * 86400.0}  # 1 s to a century
+R_CHECKPOINT_INTERVAL = {"minimum": 1.0, "maximum": 365 * 86400.0}
+R_RESTART = {"minimum": 0.0, "maximum": 30 * 86400.0}  # 0 to a month
+# interruptions per GPU and second: from one per GPU in ~30 million years to one per GPU-hour (a broken
+# fleet); the job's MTBF stays above a second at a million GPUs
+R_FAILURE_RATE = {"minimum": 1e-15, "maximum": 1 / 3600}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -474,6 +486,16 @@ register(BlockKind(
         Field("electricity_price", ENERGY_PRICE, "price of energy, for hardware you own (a cloud price "
               "includes power): adds facility power × this to the cost per hour", "0.12 USD/kWh",
               **R_ENERGY_PRICE),
+        Field("failure_rate", RATE, "training targets: job interruptions per GPU and hour (a job of N GPUs "
+              "is interrupted every 1/(N·rate) on average); the goodput of a plan with `train_tokens` reads it",
+              "419 / (16384 * 54 * 24 h)", default_doc="419 / (16,384 × 54 × 24 h) = 1.97e-5 per GPU-hour: the "
+              "Llama 3 paper's unexpected interruptions (Dubey et al. 2024, §3.3.4)", **R_FAILURE_RATE),
+        Field("restart_time", TIME, "training targets: from an interruption to training again (detect it, "
+              "replace the node, relaunch, load the checkpoint)", "15 min",
+              default_doc="10 min (an assumption: docs/training-target.md)", **R_RESTART),
+        Field("checkpoint_bandwidth", BANDWIDTH, "training targets: write bandwidth of the storage checkpoints "
+              "go to, the whole cluster's; without it a plan's goodput is not modelled (W309)", "2 TB/s",
+              **R_LINK_BANDWIDTH),
     ),
     "clusters", S.Cluster,
     "cluster hgx { gpu = h100; nodes = 1; gpus_per_node = 8; intra_node = nvlink4 }",
@@ -595,6 +617,14 @@ register(BlockKind(
 ))
 
 # --- plan ---------------------------------------------------------------------------------------------
+def _build_plan(ctx: BuildContext) -> S.Plan:
+    """A plan; one that states a global batch and writes no `batch` gets batch = global batch / (dp·ep), and
+    one with a `microbatch_size` and no `microbatches` gets microbatches = batch / microbatch_size
+    (``Plan.rebatched``; a layout that cannot hold them keeps its numbers and is E303, ``ccost.check.plan``)."""
+    plan = S.Plan(ctx.name, ctx.title, ctx.span, ctx.spans, **ctx.values)
+    return plan.rebatched(keep=frozenset(ctx.spans) & {"batch", "microbatches"})
+
+
 register(BlockKind(
     "plan", "One layout of one model on one cluster for one workload: the unit of evaluation.",
     (
@@ -649,6 +679,26 @@ register(BlockKind(
               "`fsdp = true` shards the parameters as well", "zero1", phases=("train",)),
         Field("master_weights", DTYPE, "train: dtype of the optimizer's master copy of the weights", "fp32",
               phases=("train",)),
+        Field("train_tokens", COUNT, "train: the target, tokens to train on; the review and `ccost explain` "
+              "derive the steps, the time to train with interruptions (goodput), GPU-days, energy and cost",
+              "15e12", phases=("train",), **R_TRAIN_TOKENS),
+        Field("train_steps", INT, "train: the target as optimizer steps (instead of `train_tokens`)", "500_000",
+              phases=("train",), **R_TRAIN_STEPS),
+        Field("global_batch", INT, "train: sequences per optimizer step over all replicas; `batch` (per "
+              "replica) is then global_batch / (dp·ep), and a layout that does not split it into whole "
+              "sequences is E303 (a search keeps only the layouts that hold it)", "512", phases=("train",),
+              **R_TOKENS),
+        Field("global_batch_tokens", INT, "train: the global batch in tokens (instead of `global_batch`): "
+              "global_batch = global_batch_tokens / seq", "4_194_304", phases=("train",), **R_GLOBAL_BATCH_TOKENS),
+        Field("microbatch_size", INT, "train: sequences per micro-batch; `microbatches` is then batch / "
+              "microbatch_size, so with a global batch the micro-batches follow the layout: global_batch / "
+              "(dp·ep·microbatch_size) (Megatron's micro-batch size)", "1", phases=("train",), **R_TOKENS),
+        Field("deadline", TIME, "train: the time the target must be trained in (checklist item 13; a search "
+              "keeps the layouts that meet it)", "60 d", phases=("train",), **R_DEADLINE),
+        Field("gpu_budget", INT, "train: the most GPUs the target may use (checklist item 13; a search keeps "
+              "the layouts within it)", "2048", phases=("train",), **R_GPUS),
+        Field("checkpoint_interval", TIME, "train: training time between checkpoints, instead of the optimum "
+              "(Daly's higher-order interval)", "30 min", phases=("train",), **R_CHECKPOINT_INTERVAL),
         *(_degree(a) for a in AXES if a.optional),
         Field("concurrency", INT, "serve: requests running at once per replica (per dp·ep rank group), a "
               "closed loop: a finished request is replaced at once. It is the batch of the serve step; `batch` "
@@ -669,6 +719,7 @@ register(BlockKind(
     "plans", S.Plan,
     'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'
     '  tp = 8\n  allreduce = ring\n}\nplan tp8_tree extends tp8 { allreduce = tree }',
+    build=_build_plan,
 ))
 
 
@@ -708,18 +759,25 @@ def _build_search(ctx: BuildContext):
 register(BlockKind(
     "search", "Every layout of one plan at once: `base = PLAN` and lists or ranges of values for `tp`, `pp`, "
     "`ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap` (numbers, evaluated as arrays), `allreduce`, "
-    "`fsdp`, `cross_node`, `one_shot_volume` (one pass per value) and the fleet axes `model`, `cluster`, `phase`, "
+    "`fsdp`, `cross_node`, `one_shot_volume` and, for training, `recompute`, `sequence_parallel`, "
+    "`optimizer_sharding`, `schedule`, `virtual_stages` (one pass per value) and the fleet axes `model`, `cluster`, `phase`, "
     "`stack` (names of declared blocks, or phases: each combination is a sub-space with its own model and "
     "cluster, and the results rank the whole fleet together); the lists form their cartesian product (`tp = pow2(1, 64)`, "
     "`batch = [1, 8, 64]`, `allreduce = [ring, tree, auto]`). Every point is priced by the same formulas as "
     "a plan and kept or rejected by the constraints below. The result: the `top` layouts by the objective "
     "with their numbers, the Pareto front of latency against throughput per GPU, and how many points each "
-    "constraint removed. A search larger than `limit` points is refused (E402).",
+    "constraint removed. A search larger than `limit` points is refused (E402). A base plan with a training "
+    "target (`train_tokens`) adds each layout's time to train, goodput, GPU-days and cost, the Pareto front "
+    "of time to train against cost, and its own constraints: a `global_batch` keeps only the layouts that "
+    "hold it (each gets batch = global_batch / (dp·ep)), a `deadline` only those that meet it, a `gpu_budget` "
+    "caps `max_gpus`.",
     (
         Field("base", ref("plan"), "the plan every point starts from", "tp8", required=True),
-        Field("objective", enum("latency", "throughput_per_gpu", "gpus", "cost_per_token"),
+        Field("objective", enum("latency", "throughput_per_gpu", "gpus", "cost_per_token", "time_to_train",
+                                "train_cost"),
               "what ranks the layouts: the lowest step latency, the highest tokens/s per GPU, the fewest "
-              "GPUs (ties: the faster), or the lowest cost per million tokens (the cluster must be priced)",
+              "GPUs (ties: the faster), the lowest cost per million tokens (the cluster must be priced), or, "
+              "for a base plan with a training target, the shortest time to train or its lowest cost (priced)",
               "throughput_per_gpu"),
         Field("top", INT, "how many of the best layouts to list", "20", minimum=1, maximum=1000),
         Field("limit", INT, "the most points the search may have (about a second per million points)",
@@ -749,7 +807,8 @@ register(BlockKind(
     '  objective = throughput_per_gpu\n}',
     varies="plan",
     varies_doc="| `tp`, `pp`, `ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap`, `allreduce`, `fsdp`, "
-               "`cross_node`, `one_shot_volume`, `model`, `cluster`, `phase`, `stack` | a list (`[1, 2, 4]`, "
+               "`cross_node`, `one_shot_volume`, `recompute`, `sequence_parallel`, `optimizer_sharding`, "
+               "`schedule`, `virtual_stages`, `model`, `cluster`, `phase`, `stack` | a list (`[1, 2, 4]`, "
                "`[llama3_8b, llama3_70b]`), a range (`pow2(1, 64)`, `range(1, 16)`) or one value of that "
                "plan field | | at least one | the values to try; each is checked like the plan field (a `model` "
                "axis names models, E108 otherwise); a model × cluster × phase × stack combination that no "
@@ -774,6 +833,8 @@ register(BlockKind(
               min_open=True, maximum=1),
         Field("max_cost_per_mtok", MONEY, "cost per million tokens (at the plan's `load`) above this fails "
               "the checklist; every plan must then be priced", "2 USD", **R_COST),
+        Field("min_goodput", FRACTION, "training targets: an expected goodput below this fails the checklist "
+              "(item 14)", "90 %", minimum=0, maximum=1),
     ),
     "policy", S.Policy,
     "policy { max_overhead = 30 %; min_efficiency = 70 % }",

@@ -15,6 +15,7 @@ import os
 from typing import Any, Callable
 
 from ccost import axes
+from ccost import spec as S
 from ccost import layout_rules as rules
 from ccost import units as U
 from ccost.check.load import _std_dir
@@ -130,6 +131,7 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
             out.append(warning("W304", f"ep = {p.ep} does not divide experts = {m.experts} of model "
                                f"`{m.name}`: some GPUs hold more experts than others", where("ep", ("ep", "model")),
                                help=f"ep values that divide {m.experts}: {rules.divisors(m.experts, 1 << 20)}"))
+    out += _check_target(p, where)
     out += _check_microbatches(p, where)
     out += _check_context(p, where)
     out += _check_training(p, where)
@@ -257,6 +259,90 @@ def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     return out
 
 
+def global_batch_error(p) -> tuple[str, str, str] | None:
+    """E303's one wording (``check`` and ``lower``): (message, field to point at, help) when the plan's
+    global batch is not whole sequences per replica, its batch not whole micro-batches of
+    ``microbatch_size``, or either contradicts a written ``batch`` or ``microbatches``; else None."""
+    if p.phase != "train":
+        return None
+    if p.global_batch is not None and p.global_batch_tokens is not None:
+        return (f"plan `{p.name}` gives both global_batch = {p.global_batch:,} and global_batch_tokens = "
+                f"{p.global_batch_tokens:,}", "global_batch_tokens", "give one: sequences or tokens per step")
+    g = p.global_sequences
+    mbs = p.microbatch_size or 1
+    replicas = p.dp * p.ep
+    ranks = "dp" if p.ep == 1 else "dp·ep"
+    if g is not None:
+        if g != int(g):
+            return (f"plan `{p.name}`: global_batch_tokens = {p.global_batch_tokens:,} is not a whole number of "
+                    f"sequences of seq = {p.seq:,} tokens ({g:,.4g})", "global_batch_tokens",
+                    f"use a multiple of {p.seq:,}, such as {p.seq * max(1, round(g)):,}")
+        g = int(g)
+        what = f"global_batch = {g:,}" + (f" ({p.global_batch_tokens:,} tokens)" if p.global_batch is None else "")
+        if not rules.holds_global_batch(g, replicas, mbs):
+            holding = [d for d in range(1, min(g, 1 << 20) + 1) if rules.holds_global_batch(g, d * p.ep, mbs)]
+            others = p.gpus // p.dp  # the GPUs of one replica's model copy
+            room = p.cluster.gpus // others if p.cluster is not None else 0
+            fitting = [d for d in holding if d <= room]
+            where_ = f" on the {p.cluster.gpus:,} GPUs of `{p.cluster.name}`" if fitting else ""
+            fits = (fitting or holding)[:12]
+            unit = "sequences" if mbs == 1 else f"sequences in micro-batches of {mbs}"
+            help_ = (f"dp values that hold it{'' if p.ep == 1 else f' with ep = {p.ep}'}{where_}: "
+                     + ", ".join(map(str, fits)) if fits else
+                     f"a global batch that {ranks}·microbatch_size = {replicas * mbs} divides")
+            return (f"plan `{p.name}`: {what} {unit} do not split over its {ranks} = {replicas:,} replicas "
+                    f"({g / replicas:,.4g} sequences per replica): this layout cannot hold the global batch",
+                    "dp", help_)
+        if "batch" in p.spans and p.batch * replicas != g:
+            return (f"plan `{p.name}` writes batch = {p.batch:,} per replica, but {what} over {ranks} = "
+                    f"{replicas:,} replicas is {g // replicas:,} per replica", "batch",
+                    "remove `batch`: with a global batch it is derived (global batch / (dp·ep))")
+    if p.microbatch_size is not None:
+        if p.batch % mbs:
+            return (f"plan `{p.name}`: batch = {p.batch:,} per replica does not split into micro-batches of "
+                    f"microbatch_size = {mbs:,}", "microbatch_size",
+                    f"microbatch_size values that divide {p.batch:,}: {rules.divisors(p.batch, 64)}")
+        if "microbatches" in p.spans and p.microbatches * mbs != p.batch:
+            return (f"plan `{p.name}` writes microbatches = {p.microbatches:,}, but batch = {p.batch:,} in "
+                    f"micro-batches of microbatch_size = {mbs:,} is {p.batch // mbs:,}", "microbatches",
+                    "remove `microbatches`: with a microbatch_size it is derived (batch / microbatch_size)")
+    return None
+
+
+def _check_target(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """A training target's own rules: its global batch splits over the replicas (E303), goodput needs the
+    cluster's checkpoint storage (W309), and the target fields that change nothing as written (W305)."""
+    if p.phase != "train":
+        return []
+    out: list[Diagnostic] = []
+    err = global_batch_error(p)
+    reads = ("global_batch", "global_batch_tokens", "batch", "dp", "ep", "seq", "microbatch_size", "microbatches")
+    if err is not None and where(err[1], reads) is not None:
+        out.append(error("E303", err[0], where(err[1], reads), help=err[2]))
+    if p.train_tokens is not None and p.train_steps is not None and where("train_steps", ("train_steps",
+                                                                                        "train_tokens")):
+        out.append(warning("W305", f"plan `{p.name}` gives train_tokens and train_steps: the steps are used, "
+                           "the tokens are not read", where("train_steps", ("train_steps", "train_tokens")),
+                           help="give one of them"))
+    if not p.has_target:
+        for f in ("deadline", "gpu_budget", "checkpoint_interval"):
+            if f in p.spans and where(f, (f, "train_tokens", "train_steps")) is not None:
+                out.append(warning("W305", f"plan `{p.name}`: `{f}` applies to a training target, and the plan "
+                                   "states none", where(f, (f, "train_tokens", "train_steps")),
+                                   help="give the target: `train_tokens = ...` (or `train_steps`)"))
+                break
+    elif p.cluster.checkpoint_bandwidth is None and where("train_tokens" if p.train_tokens is not None else
+                                                          "train_steps", ("train_tokens", "train_steps",
+                                                                          "cluster")) is not None:
+        c = p.cluster
+        out.append(warning("W309", f"plan `{p.name}` states a training target, but cluster `{c.name}` gives no "
+                           "`checkpoint_bandwidth`: its goodput is not modelled, and the time to train assumes "
+                           "no interruption", where("train_tokens" if p.train_tokens is not None else "train_steps",
+                                                    ("train_tokens", "train_steps", "cluster")),
+                           help=S.checkpoint_help(c.name)))
+    return out
+
+
 def evaluation_errors(plan: Any) -> list[Diagnostic]:
     """The errors that keep a plan from being evaluated: what the formulas cannot price (rather than divide
     by zero or return NaN). Empty when it can be. ``ccost.lower.prepare`` refuses a plan with them; a
@@ -297,6 +383,9 @@ def evaluation_errors(plan: Any) -> list[Diagnostic]:
         diags.add(error("E401", f"plan `{plan.name}` splits batch = {plan.batch} into microbatches = "
                         f"{plan.microbatches}: a micro-batch needs at least one sequence", at("microbatches"),
                         f"use microbatches ≤ {plan.batch}, or a larger batch"))
+    gb = global_batch_error(plan)
+    if gb is not None:
+        diags.add(error("E303", gb[0], at(gb[1]), gb[2]))
     if not (model.params or model.weight_bytes):
         diags.add(error("E104", f"model `{model.name}` needs `params` or `weight_bytes`", model.span))
     if plan.phase in ("prefill", "train") and not plan.seq:

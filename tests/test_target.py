@@ -1,0 +1,188 @@
+"""Training targets (issue 30, ccost.target): the checkpoint interval, goodput, time to train and its money,
+checked against published examples and hand calculations, and the global batch the layouts must hold.
+
+Expected values come from sources or from arithmetic written out in each test, never from the code's own
+output: Daly's three worked examples (J. T. Daly, "A higher order estimate of the optimum checkpoint interval
+for restart dumps", FGCS 22, 2006, Figs. 3-5), Young's formula by hand, the goodput against a brute-force
+maximum of the expected-time model, and the Llama 3 paper's interruption count.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ccost import derive, target, units
+from ccost import spec as S
+
+MIN = 60.0
+HOUR = 3600.0
+DAY = 86400.0
+
+
+# --- the checkpoint interval -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("M_min, tau_min", [(24 * 60, 117), (6 * 60, 57), (15, 9.1)])
+def test_daly_interval_reproduces_dalys_worked_examples(M_min, tau_min):
+    """Daly (2006), Figs. 3-5: δ = 5 min, R = 10 min; M = 24 h → τ_opt = 117 min, M = 6 h → 57 min,
+    M = 15 min → 9.1 min (the paper rounds to the digits shown)."""
+    tau = target.daly_interval(5 * MIN, M_min * MIN) / MIN
+    assert round(tau, 1 if tau_min < 10 else 0) == tau_min
+
+
+def test_daly_interval_by_hand():
+    """M = 6 h = 360 min, δ = 5 min: √(2·5·360) = 60; ξ = 5/720 = 0.0069444; √ξ = 0.083333;
+    60·(1 + 0.083333/3 + 0.0069444/9) − 5 = 60·1.0285494 − 5 = 56.712963 min."""
+    assert target.daly_interval(5 * MIN, 360 * MIN) / MIN == pytest.approx(56.712963, rel=1e-7)
+
+
+def test_young_interval_by_hand():
+    """√(2·δ·M): δ = 5 min, M = 24 h: √(2 × 300 s × 86,400 s) = √51,840,000 = 7,200 s = 120 min."""
+    assert target.young_interval(300.0, DAY) == pytest.approx(7200.0, rel=1e-15)
+
+
+def test_daly_interval_is_the_mtbf_when_the_checkpoint_takes_longer_than_two_mtbf():
+    """Daly: for δ ≥ 2M the optimum is τ = M (checkpoint as often as failures come)."""
+    assert target.daly_interval(3 * HOUR, HOUR) == HOUR
+    arr = target.daly_interval(np.array([5 * MIN, 3 * HOUR]), np.array([6 * HOUR, HOUR]))
+    assert arr[1] == HOUR and arr[0] / MIN == pytest.approx(56.712963, rel=1e-7)
+
+
+# --- goodput -----------------------------------------------------------------------------------------------
+
+def test_goodput_is_maximal_at_dalys_interval():
+    """Daly's τ is the optimum of the expected-time model the goodput is (T_w = M·e^(R/M)·(e^((τ+δ)/M) − 1)·
+    T_s/τ): a brute-force search over τ on a fine grid finds the maximum of G within 0.01 % of it."""
+    M, delta, R = 6 * HOUR, 5 * MIN, 10 * MIN
+    taus = np.linspace(60.0, 6 * HOUR, 2_000_001)
+    best = taus[np.argmax(target.goodput(taus, delta, R, M))]
+    assert best == pytest.approx(target.daly_interval(delta, M), rel=1e-4)
+
+
+def test_goodput_by_hand():
+    """M = 10 h = 36,000 s, δ = 60 s, R = 600 s, τ = 3,600 s:
+    R/M = 1/60, e^(1/60) = 1 + x + x²/2 + x³/6 = 1.0168063; (τ + δ)/M = 3,660/36,000 = 0.1016667,
+    e^x − 1 = x + x²/2 + x³/6 + x⁴/24 = 0.1016667 + 0.0051681 + 0.0001751 + 0.0000045 = 0.1070145;
+    G = 3,600 / (36,000 × 1.0168063 × 0.1070145) = 3,600 / 3,917.269 = 0.919008.
+    First order (1 − δ/τ − (τ/2 + R)/M = 1 − 0.016667 − 0.066667 = 0.916667) is close: the exact form
+    counts failures during checkpoints and restarts too."""
+    G = target.goodput(3600.0, 60.0, 600.0, 36000.0)
+    assert G == pytest.approx(0.919008, rel=1e-6)
+    assert G == pytest.approx(1 - 60 / 3600 - (1800 + 600) / 36000, abs=0.003)
+
+
+def test_goodput_runs_in_the_three_modes_and_agrees_to_the_bit():
+    """One formula on floats, arrays and derivation values (DESIGN principle 1)."""
+    args = (3600.0, 60.0, 600.0, 36000.0)
+    f = target.goodput(*args)
+    a = target.goodput(*(np.array([v, v]) for v in args))
+    leaves = [derive.leaf(n, v, units.TIME) for n, v in zip(("τ", "δ", "R", "M"), args)]
+    d = target.goodput(*leaves)
+    assert a[0] == f and a[1] == f and d.value == f
+    assert "exp" in derive.formula(d)
+
+
+def test_llama3_default_failure_rate_is_the_papers_count():
+    """The bundled default: 419 unexpected interruptions / (16,384 GPUs × 54 days × 24 h) = 1.9733e-5 per
+    GPU-hour; a job of 16,384 GPUs is then interrupted every 1/(16,384 × 1.9733e-5) = 3.093 h (the paper:
+    "one every three hours")."""
+    per_gpu_hour = S.DEFAULT_FAILURE_RATE * HOUR
+    assert per_gpu_hour == pytest.approx(419 / (16384 * 54 * 24), rel=1e-12)
+    assert per_gpu_hour == pytest.approx(1.9733e-5, rel=1e-4)
+    assert target.mtbf(16384, S.DEFAULT_FAILURE_RATE) / HOUR == pytest.approx(54 * 24 / 419, rel=1e-12)
+
+
+def test_checkpoint_bytes_and_time_by_hand():
+    """Llama-3.1-405B, BF16 weights and Adam with FP32 master weights: 405,853,388,800 × (2 + 12) B =
+    5.6819 TB; at 2 TB/s (Tectonic's sustained throughput, the Llama 3 paper §3.3.1) δ = 2.841 s."""
+    C = target.checkpoint_bytes(405_853_388_800 * 2.0, 405_853_388_800, 12.0)
+    assert C == 405_853_388_800 * 14
+    assert target.checkpoint_time(C, 2e12) == pytest.approx(2.8409737, rel=1e-7)
+
+
+# --- the global batch in a search (must-show: the seven-searches case is one search) -------------------------
+
+from ccost import evaluate, search  # noqa: E402
+from ccost.check import check_text  # noqa: E402
+
+SEVEN = '''
+import "std/gpus.ccost"
+import "std/links.ccost"
+import "std/models.ccost"
+
+cluster h100_64 "8 HGX H100 nodes" {
+  gpu = h100; nodes = 8; gpus_per_node = 8; intra_node = nvlink4; inter_node = ib_ndr
+}
+plan base {
+  model = llama3_70b; cluster = h100_64; phase = train; seq = 8192
+  BATCH
+  tp = 8; pp = 4; dp = 2; microbatch_size = 1
+  sequence_parallel = true
+}
+search s {
+  base = base
+  tp = [1, 2, 4, 8]; pp = [1, 2, 4, 8]; DP
+  recompute = [selective, full]
+  fits_memory = false; use_policy = false
+  top = 1000; distinct = false
+}
+'''
+
+
+def _seven(batch: str, dp: str):
+    res = check_text(SEVEN.replace("BATCH", batch).replace("DP", dp), "specs/t.ccost")
+    assert not res.errors, [d.message for d in res.errors]
+    return res.spec
+
+
+def test_a_search_with_a_global_batch_lists_only_the_layouts_that_hold_it():
+    """The issue's case: Llama-3-70B on 64 H100, sequence 8,192, global batch 512 sequences. One search over
+    dp = 1..64 keeps exactly the layouts whose dp divides 512 (dp = 3, 5, 6, 7, ... are the global_batch
+    constraint's), each with batch = 512/dp, and every record it lists holds dp·batch = 512."""
+    spec = _seven("global_batch = 512", "dp = range(1, 64)")
+    doc = search.run_search(spec.searches["s"], spec.policy)
+    assert doc["top"], doc["constraints"]
+    for rec in doc["top"] + doc["pareto"]:
+        assert rec["dp"] * rec["batch"] == 512, rec
+        assert rec["microbatches"] == rec["batch"]  # microbatch_size = 1
+        assert rec["gpus"] <= 64
+    gb = next(c for c in doc["constraints"] if c["constraint"] == "global_batch")
+    assert gb["threshold"] == 512
+    # dp ∈ 1..64 with tp·pp·dp ≤ 64: the dp that divide 512 and fit stay; the others all fail the constraint
+    held = {r["dp"] for r in doc["top"]}
+    assert held == {1, 2, 4, 8, 16, 32, 64}
+    assert gb["failed"] > 0
+
+
+def test_the_seven_searches_are_one_search():
+    """Before issue 30, holding the global batch at 512 took one search per dp, each with batch = 512/dp.
+    The one search with `global_batch = 512` lists the same layouts with the same numbers, bit for bit, as the
+    union of those seven."""
+    spec = _seven("global_batch = 512", "dp = pow2(1, 64)")
+    one = search.run_search(spec.searches["s"], spec.policy)["top"]
+    union = []
+    for dp in (1, 2, 4, 8, 16, 32, 64):
+        old = _seven(f"batch = {512 // dp}", f"dp = [{dp}]")
+        union += search.run_search(old.searches["s"], old.policy)["top"]
+    key = lambda r: (r["tp"], r["pp"], r["dp"], r["recompute"])  # noqa: E731
+    assert len(union) == 128  # the layouts of at most 64 GPUs: tp·pp·dp ≤ 64, × 2 recompute
+    mine = {key(r): r for r in one}
+    theirs = {key(r): r for r in union}
+    assert mine.keys() == theirs.keys()
+    for k, r in theirs.items():
+        for f in ("step_time_s", "latency_s", "throughput_per_gpu", "memory_bytes_per_gpu", "gpus"):
+            assert mine[k][f] == r[f], (k, f)
+
+
+def test_a_search_point_with_a_global_batch_is_its_plan_alone():
+    """``point_plan`` gives the point its derived batch (and micro-batches): evaluated alone it is the
+    record, bit for bit."""
+    spec = _seven("global_batch = 512", "dp = [4]")
+    se = spec.searches["s"]
+    rec = search.run_search(se, spec.policy)["top"][0]
+    plan = search.point_plan(se, {k: rec[k] for k in ("tp", "pp", "dp", "recompute")})
+    assert (plan.batch, plan.microbatches) == (128, 128)
+    alone = evaluate.evaluate_plan(plan, spec.policy).doc
+    assert alone["step_time_s"] == rec["step_time_s"]

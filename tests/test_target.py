@@ -186,3 +186,64 @@ def test_a_search_point_with_a_global_batch_is_its_plan_alone():
     assert (plan.batch, plan.microbatches) == (128, 128)
     alone = evaluate.evaluate_plan(plan, spec.policy).doc
     assert alone["step_time_s"] == rec["step_time_s"]
+
+
+AXES_SPEC = '''
+import "std/gpus.ccost"
+import "std/links.ccost"
+import "std/models.ccost"
+import "std/clusters.ccost"
+
+plan base {
+  model = llama3_70b; cluster = hgx_h100_16node; phase = train; seq = 4096
+  global_batch = 256; microbatch_size = 1
+  tp = 8; pp = 4; dp = 4
+}
+search s {
+  base = base
+  pp = [2, 4]; dp = [2, 4]
+  recompute = [selective, full]; sequence_parallel = [false, true]; optimizer_sharding = [none, zero1]
+  schedule = [one_f_one_b, interleaved]; virtual_stages = [1, 2]
+  fits_memory = false; use_policy = false
+  top = 1000; distinct = false
+}
+'''
+
+
+def test_training_choices_are_search_axes_and_each_point_is_its_plan_alone():
+    """recompute, sequence_parallel, optimizer_sharding, schedule and virtual_stages vary one pass per value;
+    every record is the plan with those values evaluated alone, bit for bit. Model chunks without the
+    interleaved schedule repeat v = 1: the virtual_stages_interleaved constraint removes them."""
+    res = check_text(AXES_SPEC, "specs/t.ccost")
+    assert not res.errors, [d.message for d in res.errors]
+    spec = res.spec
+    se = spec.searches["s"]
+    doc = search.run_search(se, spec.policy)
+    recs = doc["top"]
+    # 2 pp × 2 dp × 2 × 2 × 2 × (1F1B v=1, interleaved v=1, interleaved v=2) = 96 (1F1B with v = 2 removed)
+    assert len(recs) == 96
+    v = next(c for c in doc["constraints"] if c["constraint"] == "virtual_stages_interleaved")
+    assert v["removed"] == 2 * 2 * 2 * 2 * 2
+    seen = set()
+    for rec in recs:
+        layout = {k: rec[k] for k in ("pp", "dp", "recompute", "sequence_parallel", "optimizer_sharding",
+                                      "schedule", "virtual_stages")}
+        seen.add((rec["schedule"], rec["virtual_stages"]))
+        alone = evaluate.evaluate_plan(search.point_plan(se, layout), spec.policy).doc
+        for f in ("step_time_s", "memory_bytes_per_gpu", "throughput_per_gpu", "bubble"):
+            assert alone[f] == rec[f], (layout, f)
+    assert seen == {("one_f_one_b", 1), ("interleaved", 1), ("interleaved", 2)}
+
+
+def test_a_training_axis_on_a_decode_search_and_batch_beside_a_global_batch_are_errors():
+    text = AXES_SPEC.replace("  pp = [2, 4]; dp = [2, 4]\n", "  pp = [2, 4]; dp = [2, 4]; batch = [64, 128]\n")
+    msgs = [d.message for d in check_text(text, "specs/t.ccost").errors]
+    assert any("varies `batch`, but its base plan `base` fixes the global batch" in m for m in msgs), msgs
+    text = AXES_SPEC.replace("phase = train; seq = 4096\n  global_batch = 256; microbatch_size = 1",
+                             "phase = decode; seq = 4096; batch = 8")
+    msgs = [d.message for d in check_text(text, "specs/t.ccost").errors]
+    assert any("varies `recompute`, which applies to train plans only" in m for m in msgs), msgs
+    text = AXES_SPEC.replace("top = 1000", "objective = time_to_train; top = 1000")
+    msgs = [d.message for d in check_text(text, "specs/t.ccost").errors]
+    assert any("ranks by time_to_train, but its base plan `base` states no training target" in m
+               for m in msgs), msgs

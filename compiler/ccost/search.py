@@ -75,6 +75,8 @@ MB_RULE = "microbatches_at_most_batch"
 #: A training target's constraints (ccost.target): the layouts that hold the global batch (E303), and those
 #: that meet the deadline.
 GB_RULE = "global_batch"
+#: A training search's schedule axes: model chunks per GPU mean something only in the interleaved schedule.
+V_RULE = "virtual_stages_interleaved"
 DEADLINE_RULE = "meets_deadline"
 
 #: The constraints, in the order they are applied and counted: (key, what it keeps).
@@ -85,6 +87,7 @@ CONSTRAINTS: tuple[tuple[str, str], ...] = (
     ("tp_in_domain", "tp ≤ the NVLink domain"),
     ("tp_divides_kv_heads", "tp divides kv_heads"),
     ("pp_divides_layers", "pp divides layers"),
+    (V_RULE, "virtual_stages > 1 only with schedule = interleaved (elsewhere it is the same layout as 1)"),
     (GB_RULE, "the base plan's global batch splits into whole sequences per replica, batch = global batch / "
               "(dp·ep), and those into whole micro-batches of its microbatch_size"),
     (MB_RULE, "microbatches ≤ batch (every micro-batch needs a sequence)"),
@@ -94,7 +97,9 @@ CONSTRAINTS: tuple[tuple[str, str], ...] = (
     (DEADLINE_RULE, "time to train ≤ the base plan's deadline"),
     ("finite", "the numbers are finite"),
 )
-#: The constraints tested on points before pricing (the layout rules are the first six of CONSTRAINTS).
+#: How many of CONSTRAINTS are layout constraints (``_layout_fails``: tested once per layout, no pricing).
+N_LAYOUT = 7
+#: The constraints tested on points before pricing (after the layout constraints).
 _PRE_PRICING = (GB_RULE, MB_RULE)
 
 
@@ -550,7 +555,7 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
     acc = _Acc(search.size, search.objective, search.top, search.distinct)
     tested, failed, removed = acc.tested, acc.failed, acc.removed
     names = [c for c, _ in CONSTRAINTS]
-    priced_checks = [k for k in names[6:] if k not in _PRE_PRICING]  # the constraints that judge a priced point
+    priced_checks = [k for k in names[N_LAYOUT:] if k not in _PRE_PRICING]  # the constraints that judge a priced point
     top_select = _top_select(search.objective, search.top, search.distinct)
     best_select = _top_select(search.objective, 1, False)  # a constraint's best removed point: only it is read
     total = search.size
@@ -579,7 +584,7 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
         # priced (compressed arrays, not a Python loop).
         layout_fails = _layout_fails(plan, st, lvals, n)
         alive = np.ones(n, dtype=bool)
-        for k in names[:6]:
+        for k in names[:N_LAYOUT]:
             alive = count(k, layout_fails[k], alive, grid.n_columns)
         keep = np.nonzero(alive)[0]
         if keep.size and prepared is None:
@@ -669,7 +674,7 @@ def _whole_microbatches(plan: S.Plan, cvals: dict):
 
 
 def _layout_fails(plan: S.Plan, st: Settings, lvals: dict, n: int) -> dict:
-    """The layout constraints (the first six of ``CONSTRAINTS``) at ``n`` layouts (``lvals``: field → values;
+    """The layout constraints (the first ``N_LAYOUT`` of ``CONSTRAINTS``) at ``n`` layouts (``lvals``: field → values;
     a field not searched is the plan's): constraint → where a layout fails it (None: not applied)."""
     import numpy as np
 
@@ -695,6 +700,10 @@ def _layout_fails(plan: S.Plan, st: Settings, lvals: dict, n: int) -> dict:
         if (st.tp_divides_kv_heads and kv_heads) else None,
         "pp_divides_layers": np.broadcast_to(fails(rules.pp_divides_layers(pp, model.layers)), (n,))
         if st.pp_divides_layers else None,
+        # a pass (the static axes' values) with model chunks but no interleaving: every layout of it repeats
+        # the pass with virtual_stages = 1 (ccost.lower prices v only when interleaved)
+        V_RULE: np.full(n, plan.virtual_stages > 1 and plan.schedule != "interleaved")
+        if plan.phase == "train" else None,
     }
 
 
@@ -1348,7 +1357,7 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
             continue
         if k in ("max_overhead", "min_efficiency") and limits[k] is None:
             continue
-        if k in ("inter_node_link", MB_RULE, "finite") and failed[k] == 0:
+        if k in ("inter_node_link", MB_RULE, V_RULE, "finite") and failed[k] == 0:
             continue
         if (k == GB_RULE and not tested[k]) or (k == DEADLINE_RULE and st.deadline is None):
             continue

@@ -439,6 +439,9 @@ ITEMS: tuple[Item, ...] = (
     Item(10, "pipeline bubble (P−1)/(M+P−1)", 'bubble', _judge_10),
     Item(11, "memory per GPU fits (weights, KV cache, gradients, optimizer)", 'memory_bytes_per_gpu', _judge_11),
     Item(12, "cost per million tokens (policy max_cost_per_mtok)", None, None),
+    # a training target's (ccost.target; judged by ccost.evaluate like item 12): plans with one only
+    Item(13, "time to train within the deadline and the GPU budget", None, None),
+    Item(14, "goodput at scale (policy min_goodput)", None, None),
 )
 TITLES = {i.id: i.title for i in ITEMS}
 #: What the value of each item measures, so it prints with its unit.

@@ -64,7 +64,34 @@ def evaluate_plan(plan: S.Plan, policy: S.Policy) -> PlanResult:
     items.append(cost_item(plan, policy, econ))
     doc = plan_document(plan, program, metrics, items)
     doc["cost"] = cost_document(plan, econ)
+    if plan.has_target:  # a training target: time to train, goodput, its money; checklist items 13 and 14
+        doc["target"] = target_document(plan, policy, program, metrics, econ, items)
     return PlanResult(plan, program, metrics, items, doc)
+
+
+def target_document(plan: S.Plan, policy: S.Policy, program: lower.Program, m: analysis.Metrics,
+                    econ: economics.Economics, items: list | None = None, double: bool = True) -> dict:
+    """The ``target`` section of a plan with a training target (``ccost.target``), with what twice the GPUs
+    would buy at the same global batch (``doubled``); appends checklist items 13 and 14 to ``items``."""
+    from ccost import target
+
+    doc = target.document(plan, target.of_plan(plan, program, m, econ))
+    if items is not None:
+        items += target.checklist_items(plan, policy, doc, plan.gpus, analysis.TITLES)
+    if double:
+        twice, note = target.doubled(plan)
+        if twice is None or evaluation_errors(twice):
+            doc["doubled"] = {"note": note if twice is None else "twice the GPUs cannot be evaluated: "
+                              + "; ".join(d.message for d in evaluation_errors(twice))}
+        else:
+            p2 = phases.lower_plan(twice, policy)
+            m2 = phases.analyse(p2)
+            t2 = target_document(twice, policy, p2, m2, plan_economics(twice, policy, m2), None, False)
+            doc["doubled"] = {"note": note, "gpus": twice.gpus, "dp": twice.dp, "batch": twice.batch,
+                              "microbatches": twice.microbatches, "step_time_s": _f(m2.step),
+                              **{k: t2[k] for k in ("goodput", "time_to_train_s", "gpu_days", "energy_j",
+                                                    "cost_usd", "meets_deadline")}}
+    return doc
 
 
 def _evaluate_serve(plan: S.Plan, policy: S.Policy) -> PlanResult:
@@ -515,7 +542,11 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
     groups.append(("totals", [m.volume, m.hops, m.T_lat, m.T_bw, m.T_comm, m.exposed, m.latency, m.overhead,
                               m.bubble, m.in_flight, m.step, m.gpus, m.speedup, m.efficiency, c.tokens_step,
                               m.throughput, m.throughput_gpu, m.eta] + ([rate, mfu] if rate is not None else [])))
-    groups.append(("cost and power", plan_economics(plan, spec.policy, m, derivation=True).values))
+    econ = plan_economics(plan, spec.policy, m, derivation=True)
+    groups.append(("cost and power", econ.values))
+    if plan.has_target:  # ccost.target: the time to train, its goodput and money
+        from ccost import target
+        groups.append(("time to train", target.of_plan(plan, program, m, econ, derivation=True).values))
     return _sections(groups)
 
 

@@ -359,6 +359,9 @@ def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None
         v, prefix = _pick(value, _DEC[3:])  # W, kW, MW, GW
         return f"{_sig(v, digits)} {prefix}W"
     if dim == ENERGY:
+        if abs(value) >= 3.6e9:  # a training run's energy reads in MWh and GWh, as a facility bills it
+            v, prefix = _pick(value / 3600, _DEC[2:5])  # MWh, GWh, TWh
+            return f"{_sig(v, digits)} {prefix}Wh"
         v, prefix = _pick(value, _DEC[3:])
         return f"{_sig(v, digits)} {prefix}J"
     if dim == MONEY:  # dollars and cents up to a million, then significant figures
@@ -374,6 +377,8 @@ def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None
     if dim == PER_ENERGY:  # tokens/J: the count is in the step's name
         return f"{_sig(value, digits)}/J"
     if dim == RATE:  # tokens/s, steps/s: the count is in the step's name, the unit is "per second"
+        if 0 < abs(value) < 1e-3:  # rare events (interruptions per GPU) read per hour
+            return f"{_sig(value * 3600, digits)}/h"
         return f"{_sig(value, digits)}/s"
     return f"{_sig(value, digits)} {unit_of_dim(dim)}"
 

@@ -89,8 +89,9 @@ def target_document(plan: S.Plan, policy: S.Policy, program: lower.Program, m: a
             t2 = target_document(twice, policy, p2, m2, plan_economics(twice, policy, m2), None, False)
             doc["doubled"] = {"note": note, "gpus": twice.gpus, "dp": twice.dp, "batch": twice.batch,
                               "microbatches": twice.microbatches, "step_time_s": _f(m2.step),
-                              **{k: t2[k] for k in ("goodput", "time_to_train_s", "gpu_days", "energy_j",
-                                                    "cost_usd", "meets_deadline")}}
+                              **{k: t2[k] for k in ("goodput", "ideal_time_s", "checkpoint_writing_s",
+                                                    "restarting_s", "lost_work_s", "time_to_train_s", "gpu_days",
+                                                    "energy_j", "cost_usd", "meets_deadline")}}
     return doc
 
 

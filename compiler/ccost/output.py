@@ -383,6 +383,8 @@ def search_text(name: str, s: dict) -> str:
                                   + (f" (limit {fmt_gb(c['limit_bytes'])})" if c.get("limit_bytes") else ""),
                    "max_overhead": f"overhead {fmt_pct(b['overhead'])} > {fmt_pct(c.get('threshold'))}",
                    "min_efficiency": f"efficiency {fmt_pct(b['efficiency'])} < {fmt_pct(c.get('threshold'))}",
+                   "meets_deadline": f"{units.format_quantity(b.get('time_to_train_s'), units.TIME)} to train > "
+                                     f"{units.format_quantity(c.get('threshold'), units.TIME)}",
                    }.get(k, "")
             layout = ", ".join(f"{f}={str(b[f]).lower() if isinstance(b[f], bool) else fmt_field(f, b[f])}"
                                for f in axes)
@@ -452,4 +454,7 @@ def search_text(name: str, s: dict) -> str:
                     _indent(table(headers, rows_of(tg["pareto"][:TEXT_FRONT]), align))]
         else:
             out += ["", f"  time to train against {by} ({', '.join(goal)}): no layout meets every constraint"]
+        if tg.get("best_per_fleet"):
+            out += ["", f"  the best layout of each {'/'.join(f for f in axes if f in ('model', 'cluster', 'phase', 'stack'))}"
+                        f" by {s['objective']}:", _indent(table(headers, rows_of(tg["best_per_fleet"]), align))]
     return "\n".join(out)

@@ -471,9 +471,12 @@ def _keys() -> list[Key]:
           optional=True),
         K(f"{srch}.pareto", "array", "", "the layouts no other beats in both time to train and cost (or "
           "GPU-days), soonest first", optional=True),
+        K(f"{srch}.best_per_fleet", "array", "", "a search with fleet axes (model, cluster, phase, stack): the best "
+          "layout of each of their combinations by the objective, in search order (\"B200 or H100?\")",
+          optional=True),
     ]
     for rec in ("searches.<search>.top[]", "searches.<search>.pareto[]",
-                "searches.<search>.constraints[].best_removed", f"{srch}.pareto[]"):
+                "searches.<search>.constraints[].best_removed", f"{srch}.pareto[]", f"{srch}.best_per_fleet[]"):
         if rec.endswith("[]"):
             keys.append(K(rec, "object", "", "a layout record", optional=True))
         keys += [
@@ -537,6 +540,11 @@ def _target_keys(t: str) -> list[Key]:
         K(f"{t}.interruptions", NUM, "count", "interruptions expected during the run: time to train / M",
           "interruptions"),
         K(f"{t}.checkpoints", NUM, "count", "checkpoints written: ideal time / τ", "checkpoints"),
+        K(f"{t}.checkpoint_writing_s", NUM, "s", "the run's time writing checkpoints: checkpoints × δ",
+          "writing checkpoints"),
+        K(f"{t}.restarting_s", NUM, "s", "the run's time restarting: interruptions × R", "restarting"),
+        K(f"{t}.lost_work_s", NUM, "s", "work re-done after interruptions (and checkpoints they cut short): "
+          "time to train − ideal time − checkpoint writing − restarting", "re-done work"),
         K(f"{t}.deadline_s", NUM, "s", "the plan's `deadline` (checklist item 13)", "deadline"),
         K(f"{t}.meets_deadline", "boolean|null", "", "time to train ≤ deadline (null without one)",
           "meets the deadline"),
@@ -557,6 +565,10 @@ def _target_keys(t: str) -> list[Key]:
             ("microbatches", "integer", "count", "its micro-batches", "microbatches"),
             ("step_time_s", NUM, "s", "its step time", "step time"),
             ("goodput", NUM, "fraction", "its goodput", "goodput"),
+            ("ideal_time_s", NUM, "s", "its training time without interruptions", "time without interruptions"),
+            ("checkpoint_writing_s", NUM, "s", "its time writing checkpoints", "writing checkpoints"),
+            ("restarting_s", NUM, "s", "its time restarting", "restarting"),
+            ("lost_work_s", NUM, "s", "its re-done work", "re-done work"),
             ("time_to_train_s", NUM, "s", "its time to train", "time to train"),
             ("gpu_days", NUM, "count", "its GPU-days", "GPU-days"), ("energy_j", NUM, "J", "its energy", "energy"),
             ("cost_usd", NUM, "USD", "its cost", "cost"),

@@ -443,9 +443,10 @@ class _Job:
         feasible = acc.total - sum(acc.removed.values())
         worst = {k: b.cols for k, b in acc.best_removed.items() if b.cols is not None}
         mem = acc.mem_limit - {None}
+        fleet = {k: b.cols for k, b in acc.best_fleet.items() if b.cols is not None}
         return _document(search, self.settings_doc(), acc.total, acc.priced, feasible, acc.tested, acc.failed,
                          acc.removed, acc.top.cols, acc.front.cols, self.pass_names, self.array_names, self.shape,
-                         self.per_pass, worst, max(mem) if len(mem) == 1 else None, acc.tfront.cols)
+                         self.per_pass, worst, max(mem) if len(mem) == 1 else None, acc.tfront.cols, fleet)
 
     def settings_doc(self) -> Settings:
         """The constraints as the document states them: a fleet search over clusters reports the largest
@@ -502,6 +503,7 @@ class _Acc:
     top: _Best | None = None
     front: _Best | None = None
     tfront: _Best | None = None  # a training target's time to train against cost (or GPU-days)
+    best_fleet: dict | None = None  # a training target's best point of each fleet combination (label → _Best)
     best_removed: dict | None = None
     mem_limit: set | None = None
 
@@ -513,6 +515,7 @@ class _Acc:
         self.top = self.top or _Best()
         self.front = self.front or _Best()
         self.tfront = self.tfront or _Best()
+        self.best_fleet = self.best_fleet if self.best_fleet is not None else {}
         self.best_removed = self.best_removed or {k: _Best() for k in names}
         self.mem_limit = self.mem_limit if self.mem_limit is not None else set()
 
@@ -533,6 +536,9 @@ class _Acc:
             self.front.merge(other.front.cols, _pareto_select)
         if other.tfront.cols is not None:
             self.tfront.merge(other.tfront.cols, _target_pareto_select)
+        for label, b in other.best_fleet.items():
+            if b.cols is not None:
+                self.best_fleet.setdefault(label, _Best()).merge(b.cols, _top_select(self.objective, 1, False))
         best = _top_select(self.objective, 1, False)
         for k, b in other.best_removed.items():
             if b.cols is not None:
@@ -614,10 +620,13 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
             if alive is not None and not alive.any():
                 continue
             acc.priced += rows.size * col_off.shape[1]
+            fleet = {f: v for f, v in fixed.items() if f in FLEET_AXES}
+            fleet_best = (acc.best_fleet.setdefault(_combo_label(fleet), _Best())
+                          if fleet and plan.has_target else None)
             _price_chunk(lower, phases, static, x0, plan, vals,
                          p_i * per_pass + row_off[rows][:, None] + col_off, st, count, priced_checks, acc.top,
                          acc.front, top_select, acc.best_removed, acc.mem_limit, pr, best_select, alive,
-                         acc.tfront)
+                         acc.tfront, fleet_best)
             if progress is not None and b_i + 1 < len(blocks):
                 progress(acc.done + n * grid.n_columns * (b_i + 1) // len(blocks), total)
         acc.done += n * grid.n_columns
@@ -1134,7 +1143,7 @@ def _keep_freed_memory() -> None:
 
 
 def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks, top, front, top_select,
-                 best_removed, mem_limit, pr=None, best_select=None, alive0=None, tfront=None):
+                 best_removed, mem_limit, pr=None, best_select=None, alive0=None, tfront=None, fleet_best=None):
     """Price the points of one block that passed the layout constraints (``vals``: field → array, arrays
     that broadcast to ``index``'s shape: layouts × columns, see ``_Grid``; ``index``: each point's number in
     search order), apply the priced constraints (keeping, per constraint, the best point it removed, so
@@ -1218,7 +1227,7 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
         srcs.update(goodput=full(tg.goodput), train_energy_j=nan if tg.energy is None else full(tg.energy),
                     checkpoint_interval_s=nan if tg.tau is None else full(tg.tau))
         if st.deadline is not None:
-            fails[DEADLINE_RULE] = test(~(keys["time_to_train_s"] <= st.deadline))
+            fails[DEADLINE_RULE] = ~(keys["time_to_train_s"] <= st.deadline)  # flat already
     if plan.global_sequences is not None and "batch" in vals:  # the batch the global batch gives each layout
         srcs["batch"] = vals["batch"]
     if plan.microbatch_size is not None and "microbatches" in vals:  # and its micro-batches
@@ -1269,6 +1278,8 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
     front.merge_rows(keys, keep, take, _pareto_select)
     if tfront is not None and plan.has_target:
         tfront.merge_rows(keys, keep, take, _target_pareto_select)
+    if fleet_best is not None:  # the best of this fleet combination (a training target's per-cluster answer)
+        fleet_best.merge_rows(keys, keep, take, best_select or top_select)
 
 
 def _decode(search: S.Search, index: int, static_names, array_names, shape, per_pass) -> dict:
@@ -1331,7 +1342,7 @@ TARGET_RECORD_KEYS = ("time_to_train_s", "goodput", "checkpoint_interval_s", "gp
 
 
 def _document(search, st, total, priced, feasible, tested, failed, removed, top_cols, front_cols, static_names,
-              array_names, shape, per_pass, best_removed, mem_limit, tfront_cols=None) -> dict:
+              array_names, shape, per_pass, best_removed, mem_limit, tfront_cols=None, fleet_cols=None) -> dict:
     """The ``searches:`` section: ``title``, ``base``, ``axes`` (field → values), ``objective``, ``points``,
     ``priced`` (passed the layout constraints), ``feasible``, ``rejected``, ``constraints`` (in order:
     ``constraint``, ``rule``, ``tested``, ``failed``, ``removed``, ``threshold`` or ``limit_bytes``, and for
@@ -1389,11 +1400,11 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
         "constraints": constraints,
         "top": top,
         "pareto": front,
-        **({"target": _target_doc(search, st, tfront_cols, decode)} if search.base.has_target else {}),
+        **({"target": _target_doc(search, st, tfront_cols, decode, fleet_cols)} if search.base.has_target else {}),
     }
 
 
-def _target_doc(search: S.Search, st: Settings, tfront_cols, decode) -> dict:
+def _target_doc(search: S.Search, st: Settings, tfront_cols, decode, fleet_cols=None) -> dict:
     """A training search's ``target``: what it trains for (tokens or steps, the global batch, the deadline,
     the GPU budget) and the Pareto front of time to train against the run's cost (``by``: the cost, or the
     GPU-days when a searched cluster is not priced), soonest first."""
@@ -1412,6 +1423,10 @@ def _target_doc(search: S.Search, st: Settings, tfront_cols, decode) -> dict:
         "gpu_budget": base.gpu_budget,
         "pareto_by": st.target_by,
         "pareto": front,
+        # a fleet search's answer per model, cluster, phase and stack: its best layout by the objective
+        **({"best_per_fleet": [_records(search, fleet_cols[k], [0], decode)[0] for k in
+                               sorted(fleet_cols, key=lambda k: int(fleet_cols[k]["index"][0]))]}
+           if fleet_cols else {}),
     }
 
 

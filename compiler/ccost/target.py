@@ -125,13 +125,17 @@ class Target:
     energy: Num
     cost: Num
     deadline: Num
+    T_checkpoints: Num = None  # the run's time writing checkpoints
+    T_restarts: Num = None  # ... restarting
+    T_lost: Num = None  # ... re-doing work lost since the last checkpoint: the rest of T_train − T_ideal
 
     @property
     def values(self) -> list:
         """Every number, for ``derive.steps`` (the derivation lists the ones that exist)."""
         return [v for v in (self.steps, self.T_ideal, self.C_ckpt, self.delta, self.M, self.tau_young, self.tau,
                             self.goodput, self.T_train, self.gpu_days, self.failures, self.checkpoints,
-                            self.energy, self.cost) if v is not None]
+                            self.T_checkpoints, self.T_restarts, self.T_lost, self.energy, self.cost)
+                if v is not None]
 
 
 def _leaf(derivation: bool, name: str, value, dim, desc: str, source: str | None, style=None):
@@ -159,7 +163,7 @@ def target(plan: S.Plan, *, N: Num, T_step: Num, tokens_step: Num, W: Num, param
     T_ideal = named("T_ideal", steps * T_step, "training time without interruptions: n_steps·T_step")
     deadline = (_leaf(D, "T_deadline", plan.deadline, units.TIME, "the time the target must be trained in",
                       f"{where_p}: deadline") if plan.deadline is not None else None)
-    C = delta = M = tau_young = tau = failures = checkpoints = None
+    C = delta = M = tau_young = tau = failures = checkpoints = T_ck = T_rs = T_lost = None
     lam = _leaf(D, "λ", cluster.failure_rate, units.RATE, "job interruptions per GPU-hour of the run",
                 f"{where_c}: failure_rate" + ("" if "failure_rate" in cluster.spans else
                                               " (default: the Llama 3 paper, 419 in 54 days on 16,384 H100)"))
@@ -183,6 +187,10 @@ def target(plan: S.Plan, *, N: Num, T_step: Num, tokens_step: Num, W: Num, param
         T_train = named("T_train", T_ideal / G, "time to train at the goodput: T_ideal / G")
         failures = named("n_interruptions", T_train / M, "interruptions expected during the run: T_train / MTBF")
         checkpoints = named("n_checkpoints", T_ideal / tau, "checkpoints written: T_ideal / τ")
+        T_ck = named("T_checkpoints", checkpoints * delta, "time writing checkpoints: n_checkpoints·δ")
+        T_rs = named("T_restarts", failures * R, "time restarting: n_interruptions·T_restart")
+        T_lost = named("T_lost", T_train - T_ideal - T_ck - T_rs, "work re-done after interruptions (and "
+                       "checkpoints they cut short): T_train − T_ideal − T_checkpoints − T_restarts")
     else:
         G = 1.0 if not D else derive.constant(1.0, "1", T_ideal)
         T_train = named("T_train", T_ideal, "time to train, interruptions not modelled (no checkpoint_bandwidth)")
@@ -193,7 +201,8 @@ def target(plan: S.Plan, *, N: Num, T_step: Num, tokens_step: Num, W: Num, param
     cost = (named("C_train", cost_rate * T_train, "cost of the run, its GPUs paid throughout: C_rate·T_train")
             if cost_rate is not None else None)
     return Target(modelled, steps, tokens_step, T_ideal, C, delta, lam, M, R, tau_young, tau, G, T_train,
-                  gpu_days, failures, checkpoints, energy, cost, deadline)
+                  gpu_days, failures, checkpoints, energy, cost, deadline,
+                  *((T_ck, T_rs, T_lost) if modelled else ()))
 
 
 def not_modelled_help(cluster: S.Cluster) -> str:
@@ -263,6 +272,9 @@ def document(plan: S.Plan, t: Target) -> dict:
         "cost_usd": _f(t.cost),
         "interruptions": _f(t.failures),
         "checkpoints": _f(t.checkpoints),
+        "checkpoint_writing_s": _f(t.T_checkpoints),
+        "restarting_s": _f(t.T_restarts),
+        "lost_work_s": _f(t.T_lost),
         "deadline_s": deadline,
         "meets_deadline": None if deadline is None or T is None else T <= deadline,
         "gpu_budget": plan.gpu_budget,

@@ -338,6 +338,8 @@ def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None
             return f"{int(value // 3600):,} h"
         if abs(value) >= 2 * DAY_S:  # a run's calendar: 61.3 d, not 88,270 min
             return f"{_sig(value / DAY_S, digits)} d"
+        if abs(value) >= 3 * 3600:  # a day or so between interruptions: 24.75 h, not 1,485 min
+            return f"{_sig(value / 3600, digits)} h"
         if abs(value) >= 120:
             return f"{_sig(value / 60, digits)} min"
         v, unit = _pick(value, _TIME_STEPS)

@@ -247,3 +247,97 @@ def test_a_training_axis_on_a_decode_search_and_batch_beside_a_global_batch_are_
     msgs = [d.message for d in check_text(text, "specs/t.ccost").errors]
     assert any("ranks by time_to_train, but its base plan `base` states no training target" in m
                for m in msgs), msgs
+
+
+# --- must-show: the 70 B target and the 405 B goodput, by hand ------------------------------------------------
+
+import os  # noqa: E402
+
+from ccost.check import check_file  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _doc(spec_name: str):
+    res = check_file(os.path.join(ROOT, "specs", spec_name))
+    assert not res.errors, [d.message for d in res.errors]
+    return res.spec, evaluate.results_document(evaluate.evaluate(res.spec))
+
+
+def test_time_to_train_gpu_days_energy_and_cost_of_the_70b_target_by_hand():
+    """specs/train-target-llama70b.ccost, plan llama70b (docs/training-target.md works it the same way).
+    From the spec's inputs and the plan's step time (the step model's, derived in `ccost explain`), with this
+    test's own arithmetic: 15e12 tokens in steps of 2,048 × 8,192 tokens; 70,553,706,496 parameters × (2 B of
+    BF16 weights + 12 B of Adam state) written at 1 TB/s; 419 interruptions per 16,384 × 54 × 24 GPU-hours on
+    2,048 GPUs; a 10 min restart; Daly's interval and goodput; 700 W × 1.2 PUE and 3.78 USD per GPU-hour."""
+    _, doc = _doc("train-target-llama70b.ccost")
+    p = doc["plans"]["llama70b"]
+    t = p["target"]
+    T_step, N = p["step_time_s"], 2048
+    steps = math.ceil(15e12 / (2048 * 8192))
+    assert steps == 894_070 == t["train_steps"]
+    T_ideal = steps * T_step
+    C = 70_553_706_496 * (2 + 12)
+    delta = C / 1e12
+    lam = 419 / (16384 * 54 * 24 * 3600.0)
+    M = 1 / (N * lam)
+    assert M / HOUR == pytest.approx(24.745, abs=5e-4)
+    xi = delta / (2 * M)
+    tau = math.sqrt(2 * delta * M) * (1 + math.sqrt(xi) / 3 + xi / 9) - delta
+    G = tau / (M * math.exp(600 / M) * (math.exp((tau + delta) / M) - 1))
+    T = T_ideal / G
+    rel = 1e-6  # the document's numbers are written to 7 significant digits
+    assert t["checkpoint_bytes"] == C
+    assert t["checkpoint_time_s"] == pytest.approx(delta, rel=rel)
+    assert t["mtbf_s"] == pytest.approx(M, rel=rel)
+    assert t["checkpoint_interval_s"] == pytest.approx(tau, rel=rel)
+    assert t["goodput"] == pytest.approx(G, rel=rel)
+    assert t["ideal_time_s"] == pytest.approx(T_ideal, rel=rel)
+    assert t["time_to_train_s"] == pytest.approx(T, rel=rel)
+    assert t["gpu_days"] == pytest.approx(N * T / DAY, rel=rel)
+    assert t["energy_j"] == pytest.approx(N * 700 * 1.2 * T, rel=rel)
+    assert t["cost_usd"] == pytest.approx(N * 3.78 * T / HOUR, rel=rel)
+    # the figures as the docs quote them: 97.67 days, 200,031 GPU-days, 4,033 MWh, 18.15 M USD, late
+    assert round(T / DAY, 2) == 97.67 and round(N * T / DAY) == 200_031
+    assert round(N * 700 * 1.2 * T / 3.6e9) == 4_033 and round(N * 3.78 * T / HOUR / 1e6, 2) == 18.15
+    assert t["meets_deadline"] is False and T > 60 * DAY
+    items = {i["id"]: i for i in p["checklist"]}
+    assert items[13]["status"] == "fail" and items[14]["status"] == "pass"  # 98.9 % ≥ the policy's 90 %
+
+
+def test_the_405b_on_16k_gpus_reports_goodput_between_80_and_95_percent_with_its_sources():
+    """specs/llama3-405b-train.ccost: the Llama 3 paper's layout on 16,384 H100 with its interruption rate,
+    Tectonic's 2 TB/s and the 10 min restart: 92.6 % expected goodput (the paper: "higher than 90 %"), and
+    the document names where each input came from."""
+    spec, doc = _doc("llama3-405b-train.ccost")
+    t = doc["plans"]["tp8_pp16_v8"]["target"]
+    assert doc["plans"]["tp8_pp16_v8"]["gpus"] == 16384
+    assert 0.80 <= t["goodput"] <= 0.95
+    # by hand: M = 54 × 24 h / 419 (the paper's own job MTBF: every GPU of it), δ = 5.6819 TB / 2 TB/s
+    M = 54 * 24 * HOUR / 419
+    delta = 405_853_388_800 * 14 / 2e12
+    xi = delta / (2 * M)
+    tau = math.sqrt(2 * delta * M) * (1 + math.sqrt(xi) / 3 + xi / 9) - delta
+    G = tau / (M * math.exp(600 / M) * (math.exp((tau + delta) / M) - 1))
+    assert t["goodput"] == pytest.approx(G, rel=1e-6) and round(G, 3) == 0.926
+    src = t["sources"]
+    assert "Llama 3 paper" in src["failure_rate"] and "419" in src["failure_rate"]
+    assert src["checkpoint_bandwidth"] == "cluster `h100_2048n`: checkpoint_bandwidth"
+    assert "assumption" in src["restart_time"]
+    assert spec.clusters["h100_2048n"].checkpoint_bandwidth == 2e12
+
+
+def test_explain_derives_the_target_step_by_step_with_the_numbers_of_eval():
+    """`ccost explain` prints the time to train as steps, and every value is the document's (one set of
+    formulas on floats and on derivation values)."""
+    spec, doc = _doc("train-target-llama70b.ccost")
+    sections = dict(evaluate.explain_sections(spec, "llama70b"))
+    steps = {s.name: s for s in sections["time to train"]}
+    t = doc["plans"]["llama70b"]["target"]
+    for name, key in (("n_steps", "train_steps"), ("δ", "checkpoint_time_s"), ("MTBF", "mtbf_s"),
+                      ("τ_Daly", "checkpoint_interval_s"), ("G", "goodput"), ("T_train", "time_to_train_s"),
+                      ("GPU_days", "gpu_days"), ("E_train", "energy_j"), ("C_train", "cost_usd")):
+        assert steps[name].value == pytest.approx(t[key], rel=1e-6), name
+    assert "exp(T_restart/MTBF)" in steps["G"].formula
+    inputs = {s.name: s for s in sections["inputs"]}
+    assert "Llama 3 paper" in inputs["λ"].source

@@ -70,7 +70,10 @@ def gemm_time(weight_bytes: Num, flops: Num, m: Num, kernels: Num, bw: Num, e_w:
     >>> round(t * 1e6, 1), round(r / 1e12, 1)
     (50.8, 436.8)
     """
-    rate = named(f"R_GEMM{tag}", gemm_rate(peak, eta, half, m),
+    # A GEMM runs whole rows: fewer than one token row (an empty decode part of a serve step, a micro-batch of
+    # half a sequence) is priced as one; F is the caller's, so no FLOP is added.
+    rows = named(f"M_GEMM{tag}", maximum(m, 1.0), "token rows of the GEMM (at least one)")
+    rate = named(f"R_GEMM{tag}", gemm_rate(peak, eta, half, rows),
                  "GEMM rate at this token count: R_peak·η_GEMM·M/(M + M½) (measured curve)")
     t_mem = named(f"T_GEMM,mem{tag}", weight_bytes / (bw * e_w), "weight read at the curve's HBM share: W/(BW·e_w)")
     t_flop = named(f"T_GEMM,flop{tag}", flops / rate, "GEMM FLOPs at the curve's rate: F/R_GEMM")

@@ -206,6 +206,7 @@ class Inputs:
     # measured kernel curves (ccost.kernels; Static.kernel_gemm, kernel_attention), unused otherwise
     BW_peak: Num = 1.0  # the GPU's hbm_bandwidth (the curves carry their own achieved shares)
     R_gpeak: Num = 1.0  # the peak the GEMM curve is a share of: flops, or fp8_flops for FP8 weights
+    R_apeak: Num = 1.0  # the peak the prefill-attention curve is a share of (BF16 flops)
     g_eta: Num = 1.0  # GEMM: η
     g_half: Num = 0.0  # GEMM: M½ (token rows)
     g_ew: Num = 1.0  # GEMM: share of HBM bandwidth streaming weights
@@ -324,10 +325,11 @@ def _curve_values(kern: S.Kernels | None, gemm: tuple | None, gpu: S.Gpu, fp8: b
     """The curve inputs of ``prepare`` (neutral values without curves: the Inputs defaults)."""
     if kern is None:
         return {}
-    out: dict = {"BW_peak": gpu.hbm_bandwidth}
+    flops = kern.flops or gpu.flops
+    out: dict = {"BW_peak": kern.hbm_bandwidth or gpu.hbm_bandwidth, "R_apeak": flops}
     if gemm is not None:
-        out.update(R_gpeak=gpu.fp8_flops if fp8 else gpu.flops, g_eta=gemm[0], g_half=gemm[1], g_ew=gemm[2],
-                   g_t0=gemm[3])
+        out.update(R_gpeak=(kern.fp8_flops or gpu.fp8_flops) if fp8 else flops, g_eta=gemm[0], g_half=gemm[1],
+                   g_ew=gemm[2], g_t0=gemm[3])
     if kern.decode_attention:
         out.update(a_ew=kern.decode_attention_hbm_efficiency, a_t0=kern.decode_attention_latency,
                    a_c=kern.decode_attention_head_time)
@@ -406,6 +408,7 @@ _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
     "R_attn": ("R_attn", units.FLOP_RATE, "achieved FLOP/s in attention"),
     "BW_peak": ("BW_HBM,peak", units.BANDWIDTH, "HBM bandwidth per GPU (the kernel curves' shares are of it)"),
     "R_gpeak": ("R_peak,GEMM", units.FLOP_RATE, "peak FLOP/s of the weights' dtype (the GEMM curve's η is of it)"),
+    "R_apeak": ("R_peak,attn", units.FLOP_RATE, "peak BF16 FLOP/s (the prefill-attention curve's η_attn is of it)"),
     "g_eta": ("η_GEMM", units.DIMENSIONLESS, "GEMM curve: share of the peak a large GEMM reaches"),
     "g_half": ("M½", units.DIMENSIONLESS, "GEMM curve: token rows at which half of η_GEMM is reached"),
     "g_ew": ("e_w", units.DIMENSIONLESS, "GEMM curve: share of HBM bandwidth a GEMM streaming its weights reaches"),
@@ -429,10 +432,11 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
     if key in _CURVE_KEYS and kern is not None:
         source = (f"kernels {kern.name}" + (f" ({kern.engine})" if kern.engine else "")
                   + (f"; {kern.source}" if kern.source else ""))
-    elif key in ("BW_peak", "R_gpeak"):
+    elif key in ("BW_peak", "R_gpeak", "R_apeak"):
         peak = "fp8_flops" if key == "R_gpeak" and model.weights == "fp8" and gpu.fp8_flops is not None else (
-            "flops" if key == "R_gpeak" else "hbm_bandwidth")
-        source = f"gpu {gpu.name}: {peak}"
+            "hbm_bandwidth" if key == "BW_peak" else "flops")
+        source = (f"kernels {kern.name}: {peak}" if kern is not None and getattr(kern, peak) is not None
+                  else f"gpu {gpu.name}: {peak}")
     elif key in axes.NAMES or key in ("B", "ctx", "M", "overlap", "T_given"):
         source = f"plan {plan.name}"
     elif key == "S":
@@ -1015,7 +1019,7 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
             T_a = named(f"T_attn{t}", T_a, "decode attention on the measured curve: L/pp·(t0_attn + c_attn·B·heads) "
                         "+ KV/(BW·e_kv)")
         elif static.kernel_attention:  # measured prefill-attention curve, at the prompt's length
-            T_a, ta_f = kernels.prefill_attention_time(f_a, x.S, layers, x.R_peak, x.p_eta, x.p_half, x.p_t0)
+            T_a, ta_f = kernels.prefill_attention_time(f_a, x.S, layers, x.R_apeak, x.p_eta, x.p_half, x.p_t0)
             ta_m = costs.memory_time(kv_b, x.BW_hbm)
             T_a = named(f"T_attn{t}", maximum(ta_m, T_a), "prefill attention on the measured curve: max(KV/BW, "
                         "L/pp·t0_attn + F/(R_peak·η_attn·S/(S + S½)))")

@@ -437,6 +437,12 @@ register(BlockKind(
         Field("engine", STRING, "the engine and version the kernels ran under", '"vllm 0.24.0"'),
         Field("source", STRING, "provenance: the package and version the table came from, the system, the "
               "tables, the date of the data", '"aiconfigurator-core 0.12.0: h100_sxm gemm_perf"'),
+        Field("flops", FLOP_RATE, "the peak the BF16 shares below are of (the reduction writes the GPU's "
+              "`flops` it used; absent: the plan's GPU's)", "989.4 TFLOP/s", **R_FLOP_RATE),
+        Field("fp8_flops", FLOP_RATE, "the peak the FP8 GEMM shares are of (absent: the GPU's `fp8_flops`)",
+              "1978.9 TFLOP/s", **R_FLOP_RATE),
+        Field("hbm_bandwidth", BANDWIDTH, "the bandwidth the HBM shares are of (absent: the GPU's)", "3.35 TB/s",
+              **R_HBM_BANDWIDTH),
         Field("gemm_efficiency", FRACTION, "weight GEMMs (BF16, FP16): η, the share of the GPU's `flops` a "
               "large GEMM reaches", "84 %", **R_KERNEL_SHARE),
         Field("gemm_half_tokens", COUNT, "weight GEMMs: M½, the token rows at which half of η is reached; "

@@ -107,6 +107,10 @@ class Kernels(Entity):
 
     engine: str | None = None  # the engine and version the kernels ran under ("vllm 0.24.0")
     source: str | None = None  # provenance: package, version, system, tables, date of the data
+    # the peaks the curves' shares are of (the GPU's when absent): FLOP/s, FP8 FLOP/s, B/s
+    flops: float | None = None
+    fp8_flops: float | None = None
+    hbm_bandwidth: float | None = None
     gemm_efficiency: float | None = None  # η: share of the peak `flops` a large BF16/FP16 GEMM reaches
     gemm_half_tokens: float | None = None  # M½: token rows at which half of it is reached
     gemm_hbm_efficiency: float | None = None  # e_w: share of `hbm_bandwidth` a weight-streaming GEMM reaches

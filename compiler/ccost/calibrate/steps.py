@@ -288,6 +288,9 @@ class _Plans:
         st = first.stack if first.stack is not None else lower.default_stack(first.phase)
         self.start_stack = st.name if len(stacks) == 1 else f"{st.name} (and others)"
         self.start = {f: float(getattr(st, f)) for f in FIELDS}
+        # where the fitted profile's operator rates come from, as in the stack it starts from: its efficiencies,
+        # or the GPUs' measured kernel curves (`rates = kernels`, docs/kernels.md), which the fit then leaves alone
+        self.rates = st.rates
         for i, r in enumerate(rows):  # every row can be priced, or the error names it
             try:
                 t = self.predict(self.start, [i])[0]
@@ -302,7 +305,7 @@ class _Plans:
         from ccost import spec as S
 
         stack = S.Stack("fitted", None, None, **{f: float(theta.get(f, self.start[f])) for f in FIELDS},
-                        source="fit")
+                        source="fit", rates=self.rates)
         out = []
         for i in (range(len(self.rows)) if idx is None else idx):
             plan = replace(self.plans[i], stack=stack)

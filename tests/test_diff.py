@@ -529,5 +529,5 @@ def test_a_new_spec_does_not_add_the_library(tmp_path, capsys, monkeypatch):
     assert "h100" not in out.replace("hgx_h100", "")  # no std gpu listed
     doc = json.loads(run(capsys, "--format", "json", "serving.ccost")[1])
     assert doc["blocks_added"] == [{"kind": "cluster", "name": "mine"}, {"kind": "plan", "name": "tp8"}]
-    assert doc["library_imported"] == ["std/clusters.ccost", "std/gpus.ccost", "std/links.ccost",
-                                       "std/models.ccost"]
+    assert doc["library_imported"] == ["std/clusters.ccost", "std/gpus.ccost", "std/kernels.ccost",
+                                       "std/links.ccost", "std/models.ccost"]

@@ -50,7 +50,7 @@ _TINY = 1e-300
 
 #: cumulative shares that cut a length sample into the points the screen uses: finer in the tail, where
 #: the p99 lives
-TAIL_EDGES = (0.0, 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0)
+TAIL_EDGES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.85, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0)
 
 
 @dataclass(frozen=True)
@@ -69,12 +69,14 @@ class Lengths:
         i, o = demand.length_points(n, seed)
         return Lengths(i.astype(float), o.astype(float), demand.cached(i).astype(float))
 
-    def points(self, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(input, output, cached, weight) of the sample cut by ``key`` ("input" or "output") at
-        ``TAIL_EDGES``: the row at the middle of each cut stands for it, with the cut's share as weight
-        (identical rows merged)."""
+    def points(self, key) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(input, output, cached, weight) of the sample sorted by ``key`` ("input", "output", or one value
+        per row) and cut at ``TAIL_EDGES``: the row at the middle of each cut stands for it, with the
+        cut's share as weight (identical rows merged)."""
         n = len(self.input)
-        order = np.argsort(self.input if key == "input" else self.output, kind="stable")
+        keys = self.input if isinstance(key, str) and key == "input" else (
+            self.output if isinstance(key, str) else np.asarray(key))
+        order = np.argsort(keys, kind="stable")
         edges = np.asarray(TAIL_EDGES)
         mids = np.minimum((0.5 * (edges[:-1] + edges[1:]) * n).astype(int), n - 1)
         rows = order[mids]
@@ -178,7 +180,7 @@ def _wait_components(p1, r1, p2, r2):
             ((1 - p1) * p2 - both * r1 / (r2 - r1), r2)]
 
 
-def _quantiles(sf, ps, lo, hi, grid: int = 12, iters: int = 6):
+def _quantiles(sf, ps, lo, hi, grid: int = 12, iters: int = 8):
     """For each configuration (rows) and percentile in ``ps`` (columns): x with sf(x) = 1 − p/100, sf
     decreasing; sf takes (K, X) arrays. A geometric grid of ``grid`` points on [lo, hi] brackets each
     root, then regula falsi (Illinois) on ln sf refines it."""
@@ -436,7 +438,10 @@ def _tails(K, shifts, weights, idle_count, t_res, comps, tpot: _Tpot, e2e_shift,
     else:
         qp = np.full((K, len(ps)), np.nan)
         out_p = {"mean": np.full(K, np.nan)}
-    lo_e = np.maximum((e2e_shift + mu_e - 10 * sd_e).min(axis=1), 1e-9)
+    # a tight bracket: the normal decode part dominates E2E, and a geometric grid from near 0 would put
+    # one point in its body
+    body = (e2e_shift + mu_e).min(axis=1)
+    lo_e = np.maximum((e2e_shift + mu_e - 8 * sd_e).min(axis=1), 0.05 * body + 1e-9)
     hi_e = (e2e_shift + mu_e + 10 * sd_e).max(axis=1) + spread + 1e-9
     qe = _quantiles(e2e_sf, ps, lo_e * 0.999, hi_e)
     out_e = {"mean": tt_mean + (mu_e * e2e_w).sum(axis=1)}
@@ -459,18 +464,30 @@ class _Moments:
     output_points: tuple
 
 
-def _moments(lengths: Lengths) -> _Moments:
+def _moments(lengths: Lengths, prompt_per_step: float) -> _Moments:
+    """Means of the sample, and two sets of points: cut by prompt tokens (TTFT) and by a request's
+    whole work in decode steps, O − 1 + P/prompt_per_step (TPOT, E2E), where prompt_per_step is how
+    many prompt tokens cost one decode step (the median configuration's)."""
     I, O, C = lengths.input, lengths.output, lengths.cached
     P = I - C
     dec = np.maximum(O - 1, 0)
     S = float((dec * (I + O / 2)).sum() / dec.sum()) if dec.sum() > 0 else float(I.mean())
     pts = []
-    for key in ("input", "output"):
+    for key in ("input", dec + P / max(prompt_per_step, _TINY)):
         i, o, c, w = lengths.points(key)
         pts.append((i - c, i, c, o, w))
     return _Moments(float(dec.mean()), float(dec.var()), S, float(P.mean()), float(P.var() / P.mean() ** 2),
                     float((P * (C + (P + 1) / 2)).sum() / P.sum()), float((I + O).mean()), float(O.mean()),
                     pts[0], pts[1])
+
+
+def _prompt_per_step(step, K, B, prefill_step=None) -> float:
+    """Prompt tokens that cost as much as one decode step of one row, in the median configuration: a
+    full prefill step of B tokens against a decode step (the key that orders requests by their work)."""
+    one, zero = np.ones(K), np.zeros(K)
+    ps = prefill_step or step
+    per_token = np.asarray(ps(zero, zero, B, B * 0, one), dtype=float) / B
+    return float(np.median(np.asarray(step(one, one, zero, zero, zero), dtype=float) / per_token))
 
 
 def _slot_wait(stable, slots, a, EL, ca2, cL2):
@@ -505,7 +522,7 @@ def screen(rate, lengths: Lengths, step, *, max_seqs, max_batched_tokens, kv_tok
     KV = _arr(np.inf if kv_tokens is None else kv_tokens, K)
     ca2 = _arr(scv, K)
     prefill_only = policy == "prefill_first"
-    m = _moments(lengths)
+    m = _moments(lengths, _prompt_per_step(step, K, B))
     Pi, Ii, Ci, Oi, wi = m.input_points  # cut by input: the prompt side
     Po, Io, Co, Oo, wo = m.output_points  # cut by output: the decode side
     dec_o = np.maximum(Oo - 1, 0)
@@ -549,7 +566,7 @@ def screen(rate, lengths: Lengths, step, *, max_seqs, max_batched_tokens, kv_tok
     # prompt at once, alone
     busy = np.clip(1 - np.exp(-a), 0, 1)
     t_res = t_dec(np.maximum(n, 1))
-    mu = lam * t_res
+    mu = lam * t_res * ca2
     jmax = int(min(JMAX, np.max(np.ceil(mu + 4 * np.sqrt(mu)))))
     pj = np.exp(-mu[:, None]) * mu[:, None] ** np.arange(jmax + 1) / np.array(
         [math.factorial(j) for j in range(jmax + 1)])
@@ -573,6 +590,75 @@ def screen(rate, lengths: Lengths, step, *, max_seqs, max_batched_tokens, kv_tok
     tt_mean = resid + (weights * shifts).sum(axis=1) + ws_mean + wq_mean
     out_t, out_p, out_e = _tails(K, shifts, weights, idle_s.shape[1], t_res, comps, tpot, e2e_shift, wo, dec_o, tau,
                                  tt_mean, percentiles)
+    for d in (out_t, out_p, out_e):
+        for k in d:
+            d[k] = np.where(stable, d[k], np.inf)
+    return Screen(lam, stable, out_t, out_p, out_e, busy, n, pw, rho)
+
+
+def screen_disagg(rate, lengths: Lengths, prefill_step, decode_step, *, prefill_workers, decode_workers,
+                  prefill_batched_tokens, decode_max_seqs, decode_kv_tokens=None, transfer=None, scv=1.0,
+                  kv_policy: str = "grow", percentiles=PERCENTILES) -> Screen:
+    """Screen K disaggregated fleets: ``rate`` (K,) requests/s into the whole fleet, spread round robin
+    over ``prefill_workers`` and ``decode_workers`` (K,) (each sees rate/W with squared CV scv/W); a
+    prefill worker batches prompts up to ``prefill_batched_tokens``; ``transfer(prompt_tokens)`` gives the
+    KV move's seconds ((M,) or (K, M)). As ``simulate_disagg``: TTFT = prefill wait + prefill + transfer
+    + wait for a decode slot + the rest of the decode step in progress + the first decode step."""
+    lam = np.atleast_1d(np.asarray(rate, dtype=float))
+    K = lam.shape[0]
+    Wp, Wd = _arr(prefill_workers, K), _arr(decode_workers, K)
+    lam_p, lam_d = lam / Wp, lam / Wd
+    ca2 = _arr(scv, K)
+    ca2_p, ca2_d = ca2 / Wp, ca2 / Wd
+    Bp = _arr(prefill_batched_tokens, K)
+    cap = _arr(decode_max_seqs, K)
+    KV = _arr(np.inf if decode_kv_tokens is None else decode_kv_tokens, K)
+    m = _moments(lengths, _prompt_per_step(decode_step, K, Bp, prefill_step))
+    Pi, Ii, Ci, Oi, wi = m.input_points
+    Po, Io, Co, Oo, wo = m.output_points
+    I, O = lengths.input, lengths.output
+    S_d = float((O * (I + (O + 1) / 2)).sum() / O.sum())  # a decode worker's rows: context I + 1 … I + O
+
+    def tx(points):
+        if transfer is None:
+            return np.zeros((K, len(points)))
+        return np.broadcast_to(np.asarray(transfer(points[None, :]), dtype=float), (K, len(points)))
+
+    # prefill workers: prefill-only steps of up to Bp tokens, FCFS over prompt tokens
+    zero = np.zeros(K)
+    own, _ = _chunks(prefill_step, Pi, Ci, Bp, zero, zero, True)
+    own_o, _ = _chunks(prefill_step, Po, Co, Bp, zero, zero, True)
+    t_p = prefill_step(zero, zero, Bp, Bp * m.q_tok, np.ones(K))
+    pq, r_q, wq_mean, rho = _prefill_wait(lam_p, m, t_p / Bp, ca2_p)
+
+    # decode workers: decode-only continuous batching; every output token is a decode step
+    def t_dec(rows):
+        return decode_step(rows, rows * S_d, 0.0 * rows, 0.0 * rows, 0.0 * rows)
+
+    n, tau, ok = _solve_decode(lam_d, m.mean_out, S_d, t_dec, np.zeros(K), cap)
+    EL = m.mean_out * tau
+    cL2 = float(O.var() / O.mean() ** 2) * np.ones(K)
+    kv_per = m.mean_total if kv_policy == "reserve" else S_d
+    slots = np.maximum(np.floor(np.minimum(cap, KV / kv_per)), 1)
+    a = lam_d * EL
+    stable = ok & (a < slots) & (rho < 1)
+    pw, r_s, ws_mean = _slot_wait(stable, slots, a, EL, ca2_d, cL2)
+    busy = np.clip(1 - np.exp(-a), 0, 1)
+    t_res = t_dec(np.maximum(n, 1))
+
+    first = (own + tx(Ii) + tau[:, None])  # prefill, move, the first decode step
+    idle_s, idle_w = _merge(first, (1 - busy)[:, None] * wi, 6)
+    busy_s, busy_w = _merge(first, busy[:, None] * wi, 10)
+    shifts = np.concatenate([idle_s, busy_s], axis=1)
+    weights = np.concatenate([idle_w, busy_w], axis=1)
+    comps = _wait_components(pw, r_s, pq, r_q)
+    dec_o = np.maximum(Oo - 1, 0)
+    tpot = _tpot_parts(lam_d, n, tau, np.zeros(K), np.zeros(K), ca2_d, dec_o, wo, t_dec)
+    resid = busy * t_res / 2
+    e2e_shift = resid[:, None] + own_o + tx(Io) + tau[:, None]
+    tt_mean = resid + (weights * shifts).sum(axis=1) + ws_mean + wq_mean
+    out_t, out_p, out_e = _tails(K, shifts, weights, idle_s.shape[1], t_res, comps, tpot, e2e_shift, wo, dec_o,
+                                 tau, tt_mean, percentiles)
     for d in (out_t, out_p, out_e):
         for k in d:
             d[k] = np.where(stable, d[k], np.inf)

@@ -54,7 +54,7 @@ TAIL_EDGES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.85, 0.9, 0.95, 0.98, 
 
 
 @dataclass(frozen=True)
-class Lengths:
+class LengthSample:
     """A sample of requests' (input, output, cached) token counts standing for the length distribution:
     means come from the whole sample, percentiles from a few weighted points (``points``)."""
 
@@ -63,11 +63,11 @@ class Lengths:
     cached: np.ndarray
 
     @staticmethod
-    def of(demand: Demand, n: int = 4096, seed: int = 0) -> "Lengths":
+    def of(demand: Demand, n: int = 4096, seed: int = 0) -> "LengthSample":
         """The demand's lengths: one row when both are fixed; else ``n`` draws (a trace: its rows, or
         ``n`` draws from them if it has more)."""
         i, o = demand.length_points(n, seed)
-        return Lengths(i.astype(float), o.astype(float), demand.cached(i).astype(float))
+        return LengthSample(i.astype(float), o.astype(float), demand.cached(i).astype(float))
 
     def points(self, key) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(input, output, cached, weight) of the sample sorted by ``key`` ("input", "output", or one value
@@ -464,7 +464,7 @@ class _Moments:
     output_points: tuple
 
 
-def _moments(lengths: Lengths, prompt_per_step: float) -> _Moments:
+def _moments(lengths: LengthSample, prompt_per_step: float) -> _Moments:
     """Means of the sample, and two sets of points: cut by prompt tokens (TTFT) and by a request's
     whole work in decode steps, O − 1 + P/prompt_per_step (TPOT, E2E), where prompt_per_step is how
     many prompt tokens cost one decode step (the median configuration's)."""
@@ -510,11 +510,16 @@ def _arr(x, K):
     return np.broadcast_to(np.asarray(x, dtype=float), (K,)).copy()
 
 
-def screen(rate, lengths: Lengths, step, *, max_seqs, max_batched_tokens, kv_tokens=None, scv=1.0,
-           policy: str = "mixed", kv_policy: str = "grow", percentiles=PERCENTILES) -> Screen:
+def screen(rate, lengths: LengthSample, step, *, max_seqs, max_batched_tokens, kv_tokens=None, scv=1.0,
+           policy: str = "mixed", kv_policy: str = "grow", percentiles=PERCENTILES,
+           prompt_per_step: float | None = None) -> Screen:
     """Screen K aggregated replicas: ``rate`` (K,) requests/s each, engine limits (K,) or scalars,
     ``step`` a step model with ``batch_shape == (K,)`` (or unbatched: one model for all), ``scv`` the
-    squared CV of the replica's inter-arrival gaps (1 for Poisson; ``Arrivals.split`` gives a replica's)."""
+    squared CV of the replica's inter-arrival gaps (1 for Poisson; ``Arrivals.split`` gives a replica's).
+
+    ``prompt_per_step``: prompt tokens costing one decode step, which orders requests by their work to
+    choose the E2E length points (default: the batch's median configuration's; give it to make each
+    configuration's figures independent of the others screened with it)."""
     lam = np.atleast_1d(np.asarray(rate, dtype=float))
     K = lam.shape[0]
     cap = _arr(max_seqs, K)
@@ -522,7 +527,7 @@ def screen(rate, lengths: Lengths, step, *, max_seqs, max_batched_tokens, kv_tok
     KV = _arr(np.inf if kv_tokens is None else kv_tokens, K)
     ca2 = _arr(scv, K)
     prefill_only = policy == "prefill_first"
-    m = _moments(lengths, _prompt_per_step(step, K, B))
+    m = _moments(lengths, prompt_per_step or _prompt_per_step(step, K, B))
     Pi, Ii, Ci, Oi, wi = m.input_points  # cut by input: the prompt side
     Po, Io, Co, Oo, wo = m.output_points  # cut by output: the decode side
     dec_o = np.maximum(Oo - 1, 0)
@@ -567,10 +572,14 @@ def screen(rate, lengths: Lengths, step, *, max_seqs, max_batched_tokens, kv_tok
     busy = np.clip(1 - np.exp(-a), 0, 1)
     t_res = t_dec(np.maximum(n, 1))
     mu = lam * t_res * ca2
-    jmax = int(min(JMAX, np.max(np.ceil(mu + 4 * np.sqrt(mu)))))
-    pj = np.exp(-mu[:, None]) * mu[:, None] ** np.arange(jmax + 1) / np.array(
-        [math.factorial(j) for j in range(jmax + 1)])
-    pj[:, -1] = 1 - pj[:, :-1].sum(axis=1)
+    # each configuration keeps j ≤ its own j_k (the rest of the Poisson mass lumped there), so that its
+    # result does not depend on the others screened with it; the arrays go to the largest j_k
+    jk = np.minimum(JMAX, np.ceil(mu + 4 * np.sqrt(mu))).astype(int)
+    jmax = int(jk.max())
+    j = np.arange(jmax + 1)
+    pj = np.exp(-mu[:, None]) * mu[:, None] ** j / np.array([math.factorial(i) for i in range(jmax + 1)])
+    pj = np.where(j[None, :] < jk[:, None], pj, 0.0)
+    pj[np.arange(K), jk] = 1 - pj.sum(axis=1)
     owns = [own] + [_own_in_batch(step, Pi, Ci, m.mean_p, m.q_tok, chunk, n, n * m.S, prefill_only, j)
                     for j in range(1, jmax + 1)]
     # TTFT atoms: idle (own_0, no residual) and busy (own_j after a uniform part of a step), merged
@@ -596,9 +605,9 @@ def screen(rate, lengths: Lengths, step, *, max_seqs, max_batched_tokens, kv_tok
     return Screen(lam, stable, out_t, out_p, out_e, busy, n, pw, rho)
 
 
-def screen_disagg(rate, lengths: Lengths, prefill_step, decode_step, *, prefill_workers, decode_workers,
+def screen_disagg(rate, lengths: LengthSample, prefill_step, decode_step, *, prefill_workers, decode_workers,
                   prefill_batched_tokens, decode_max_seqs, decode_kv_tokens=None, transfer=None, scv=1.0,
-                  kv_policy: str = "grow", percentiles=PERCENTILES) -> Screen:
+                  kv_policy: str = "grow", percentiles=PERCENTILES, prompt_per_step: float | None = None) -> Screen:
     """Screen K disaggregated fleets: ``rate`` (K,) requests/s into the whole fleet, spread round robin
     over ``prefill_workers`` and ``decode_workers`` (K,) (each sees rate/W with squared CV scv/W); a
     prefill worker batches prompts up to ``prefill_batched_tokens``; ``transfer(prompt_tokens)`` gives the
@@ -613,7 +622,7 @@ def screen_disagg(rate, lengths: Lengths, prefill_step, decode_step, *, prefill_
     Bp = _arr(prefill_batched_tokens, K)
     cap = _arr(decode_max_seqs, K)
     KV = _arr(np.inf if decode_kv_tokens is None else decode_kv_tokens, K)
-    m = _moments(lengths, _prompt_per_step(decode_step, K, Bp, prefill_step))
+    m = _moments(lengths, prompt_per_step or _prompt_per_step(decode_step, K, Bp, prefill_step))
     Pi, Ii, Ci, Oi, wi = m.input_points
     Po, Io, Co, Oo, wo = m.output_points
     I, O = lengths.input, lengths.output
@@ -663,3 +672,27 @@ def screen_disagg(rate, lengths: Lengths, prefill_step, decode_step, *, prefill_
         for k in d:
             d[k] = np.where(stable, d[k], np.inf)
     return Screen(lam, stable, out_t, out_p, out_e, busy, n, pw, rho)
+
+
+def screen_rate(meets, lo, hi, *, iters: int = 30) -> np.ndarray:
+    """Per configuration, the highest rate in [lo, hi] at which ``meets(rates) -> bool (K,)`` holds,
+    assuming it holds below some rate and not above (monotone): bisection on ln(rate), all configurations
+    at once (``iters`` calls of ``meets``; 30 halve the ratio hi/lo 30 times). 0 where even ``lo`` fails,
+    ``hi`` where ``hi`` still meets it.
+
+    >>> screen_rate(lambda r: r <= np.array([3.0, 7.0]), 0.1, 100.0).round(3).tolist()
+    [3.0, 7.0]
+    """
+    lo = np.atleast_1d(np.asarray(lo, dtype=float))
+    hi = np.atleast_1d(np.asarray(hi, dtype=float))
+    lo, hi = np.broadcast_arrays(lo, hi)
+    lo, hi = lo.astype(float).copy(), hi.astype(float).copy()
+    ok_lo = np.asarray(meets(lo), dtype=bool)
+    ok_hi = np.asarray(meets(hi), dtype=bool)
+    a, b = np.log(lo), np.log(hi)
+    for _ in range(iters):
+        mid = 0.5 * (a + b)
+        ok = np.asarray(meets(np.exp(mid)), dtype=bool)
+        a = np.where(ok, mid, a)
+        b = np.where(ok, b, mid)
+    return np.where(ok_hi, hi, np.where(ok_lo, np.exp(a), 0.0))

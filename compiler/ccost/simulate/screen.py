@@ -155,6 +155,17 @@ def _sf_normal(y, mu, sd):
     return np.where(x < 0, half, 1 - half)
 
 
+def _emg_part(y, mu, sd, r):
+    """e^{A}·Φ(B) of ``_sf_emg`` (its survival less the normal's)."""
+    d = y - mu
+    rs = r * sd
+    A = -r * d + 0.5 * rs * rs
+    B = d / sd - rs
+    t, e = _erfc_parts(np.abs(B) / _SQRT2)
+    prod = 0.5 * t * np.exp(np.minimum(A + e, 700))
+    return np.where(B < 0, prod, np.exp(np.minimum(A, 700)) - prod)
+
+
 def _sf_emg(y, mu, sd, r):
     """P(N(mu, sd²) + Exp(rate r) > y), the exponentially modified Gaussian's survival function:
     Φ(−u) + e^{A}·Φ(B) with u = (y − mu)/sd, A = −r(y − mu) + (r·sd)²/2, B = u − r·sd. For B < 0 the
@@ -417,12 +428,15 @@ def _tails(K, shifts, weights, idle_count, t_res, comps, tpot: _Tpot, e2e_shift,
     sd_e = np.maximum(dec_e[None, :] * tpot.sd, 1e-9 * tau[:, None])
 
     def e2e_sf(x):
-        out = np.zeros_like(x)
+        # Σ_c w_c·sf_c = sf_normal + Σ_(exponential c) w_c·(the exponential part): the weights add to 1
         y = x[x3] - e2e_shift[k3]
+        mu, sd = mu_e[k3], sd_e[k3]
+        z = _sf_normal(y, mu, sd)
         for w, r in comps:
-            z = _sf_emg(y, mu_e[k3], sd_e[k3], r[:, None, None]) if np.ndim(r) else _sf_normal(y, mu_e[k3], sd_e[k3])
-            out += w[:, None] * (z * e2e_w).sum(axis=2)
-        return out
+            rows = np.flatnonzero(w > 1e-12) if np.ndim(r) else []  # most configurations never wait
+            if len(rows):
+                z[rows] += w[rows, None, None] * _emg_part(y[rows], mu[rows], sd[rows], r[rows, None, None])
+        return (z * e2e_w).sum(axis=2)
 
     wait_tail = sum(w / np.maximum(r, _TINY) for w, r in comps if np.ndim(r))
     spread = 40 * np.where(np.isfinite(wait_tail), wait_tail, 0)
@@ -433,7 +447,7 @@ def _tails(K, shifts, weights, idle_count, t_res, comps, tpot: _Tpot, e2e_shift,
     if len(use):
         lo_p = np.maximum(tpot.floor * 0.5, 1e-9)
         hi_p = tpot.mean + 10 * tpot.sd.max(axis=1)
-        qp = np.maximum(_quantiles(tpot_sf, ps, lo_p, hi_p), tpot.floor[:, None])
+        qp = np.maximum(_quantiles(tpot_sf, ps, lo_p, hi_p, grid=6), tpot.floor[:, None])
         out_p = {"mean": tpot.mean}
     else:
         qp = np.full((K, len(ps)), np.nan)
@@ -443,7 +457,7 @@ def _tails(K, shifts, weights, idle_count, t_res, comps, tpot: _Tpot, e2e_shift,
     body = (e2e_shift + mu_e).min(axis=1)
     lo_e = np.maximum((e2e_shift + mu_e - 8 * sd_e).min(axis=1), 0.05 * body + 1e-9)
     hi_e = (e2e_shift + mu_e + 10 * sd_e).max(axis=1) + spread + 1e-9
-    qe = _quantiles(e2e_sf, ps, lo_e * 0.999, hi_e)
+    qe = _quantiles(e2e_sf, ps, lo_e * 0.999, hi_e, grid=6)
     out_e = {"mean": tt_mean + (mu_e * e2e_w).sum(axis=1)}
     for j, p in enumerate(ps):
         out_t[f"p{p:g}"], out_p[f"p{p:g}"], out_e[f"p{p:g}"] = qt[:, j], qp[:, j], qe[:, j]
@@ -488,6 +502,17 @@ def _prompt_per_step(step, K, B, prefill_step=None) -> float:
     ps = prefill_step or step
     per_token = np.asarray(ps(zero, zero, B, B * 0, one), dtype=float) / B
     return float(np.median(np.asarray(step(one, one, zero, zero, zero), dtype=float) / per_token))
+
+
+def _at(xp, fp, x):
+    """fp (K, len(xp)) at x (M,), linear in between the points xp (not sorted), constant beyond."""
+    order = np.argsort(xp, kind="stable")
+    xs, fs = xp[order], fp[:, order]
+    if len(xs) == 1:
+        return np.repeat(fs, len(x), axis=1)
+    i = np.clip(np.searchsorted(xs, x) - 1, 0, len(xs) - 2)
+    w = np.clip((x - xs[i]) / np.where(xs[i + 1] > xs[i], xs[i + 1] - xs[i], 1.0), 0, 1)
+    return fs[:, i] * (1 - w) + fs[:, i + 1] * w
 
 
 def _slot_wait(stable, slots, a, EL, ca2, cL2):
@@ -546,7 +571,6 @@ def screen(rate, lengths: LengthSample, step, *, max_seqs, max_batched_tokens, k
     own, extra = _chunks(step, Pi, Ci, chunk, n, n * m.S, prefill_only)
     dp = ((own if prefill_only else extra) * wi).sum(axis=1)
     dp2 = ((own if prefill_only else extra) ** 2 * wi).sum(axis=1)
-    own_o, _ = _chunks(step, Po, Co, chunk, n, n * m.S, prefill_only)
 
     # slots: held for the own prefill + (O − 1)·τ; KV per running request bounds their number
     own_mean = (own * wi).sum(axis=1)
@@ -580,8 +604,11 @@ def screen(rate, lengths: LengthSample, step, *, max_seqs, max_batched_tokens, k
     pj = np.exp(-mu[:, None]) * mu[:, None] ** j / np.array([math.factorial(i) for i in range(jmax + 1)])
     pj = np.where(j[None, :] < jk[:, None], pj, 0.0)
     pj[np.arange(K), jk] = 1 - pj.sum(axis=1)
-    owns = [own] + [_own_in_batch(step, Pi, Ci, m.mean_p, m.q_tok, chunk, n, n * m.S, prefill_only, j)
-                    for j in range(1, jmax + 1)]
+    # batched prompts' times on at most 6 of the input points (the extremes, the median and the tail),
+    # interpolated in prompt tokens to the others
+    sub = np.unique(np.round(np.linspace(0, len(Pi) - 1, min(6, len(Pi)))).astype(int))
+    owns = [own] + [_at(Pi[sub], _own_in_batch(step, Pi[sub], Ci[sub], m.mean_p, m.q_tok, chunk, n, n * m.S,
+                                               prefill_only, j), Pi) for j in range(1, jmax + 1)]
     # TTFT atoms: idle (own_0, no residual) and busy (own_j after a uniform part of a step), merged
     idle_s, idle_w = _merge(own, (1 - busy)[:, None] * wi, 6)
     busy_s, busy_w = _merge(np.concatenate(owns, axis=1),
@@ -590,10 +617,10 @@ def screen(rate, lengths: LengthSample, step, *, max_seqs, max_batched_tokens, k
     weights = np.concatenate([idle_w, busy_w], axis=1)
     comps = _wait_components(pw, r_s, pq, r_q)
     tpot = _tpot_parts(lam, n, tau, dp, dp2, ca2, dec_o, wo, t_dec)
-    # E2E per output point: its prompt's mean TTFT shift (idle or busy, j averaged), then the decode part
-    cob = sum(pj[:, j][:, None] * (own_o if j == 0 else _own_in_batch(step, Po, Co, m.mean_p, m.q_tok, chunk, n,
-                                                                      n * m.S, prefill_only, j))
-              for j in range(jmax + 1))
+    # E2E per output point: its prompt's mean TTFT shift (idle or busy, j averaged; interpolated in the
+    # prompt tokens between the input points), then the decode part
+    own_o = _at(Pi, own, Po)
+    cob = sum(pj[:, j][:, None] * _at(Pi, o, Po) for j, o in enumerate(owns))
     resid = busy * t_res / 2
     e2e_shift = resid[:, None] + (1 - busy)[:, None] * own_o + busy[:, None] * cob
     tt_mean = resid + (weights * shifts).sum(axis=1) + ws_mean + wq_mean

@@ -323,6 +323,22 @@ def test_one_at_a_time_with_fixed_service_is_md1():
         assert np.quantile(w, p) == pytest.approx(_md1_quantile(p, lam, t), rel=0.04)
 
 
+def test_one_at_a_time_is_the_lindley_recursion_of_fcfs():
+    # the M/G/1 queue by definition: W_{i+1} = max(0, W_i + S_i − A_{i+1}), service S = O·t; the engine
+    # (steps, jumps cut at arrivals) gives the same waits
+    t, lam, n = 0.001, 12.0, 4000
+    out = np.random.default_rng(7).geometric(0.05, n).astype(np.int64)
+    waits, _ = _one_at_a_time(n, lam, out, t, 0)
+    arrival = Arrivals.poisson(lam).times(n, np.random.default_rng(0))
+    free, lindley = 0.0, np.empty(n)
+    for i in range(n):
+        start = max(free, arrival[i])
+        lindley[i] = start - arrival[i]
+        free = start + out[i] * t
+    assert np.allclose(waits, lindley, rtol=0, atol=1e-9)
+
+
+@pytest.mark.slow  # 120,000 requests for a 5 % statistical check; the Lindley test above is its cheap sibling
 def test_one_at_a_time_with_geometric_outputs_is_mg1_pollaczek_khinchine():
     # O geometric on {1, 2, …} with p = 0.05: service S = O·t with E[S] = t/p, E[S²] = t²(2 − p)/p²; in the
     # limit t → 0 this is M/M/1. PK: W = λE[S²]/(2(1 − ρ)). With t = 1 ms, λ = 12/s: ρ = 0.24.

@@ -182,9 +182,9 @@ def _pool(runs: list[EngineRun], w0: float, w1: float) -> tuple[Pool, float, flo
         out_tok += (frac * out).sum()
         all_tok += (frac * (k * d + p)).sum()
     n = len(runs)
-    pool = Pool(n, busy / span / n if span > 0 else math.nan, running / span / n if span > 0 else math.nan,
-                rows / steps if steps else 0.0, sum(r.preemptions for r in runs), sum(r.steps for r in runs))
-    return pool, out_tok, all_tok
+    pool = Pool(n, float(busy / span / n) if span > 0 else math.nan, float(running / span / n) if span > 0 else math.nan,
+                float(rows / steps) if steps else 0.0, sum(r.preemptions for r in runs), sum(r.steps for r in runs))
+    return pool, float(out_tok), float(all_tok)
 
 
 def _window(arrival: np.ndarray, finish: np.ndarray, burst: bool) -> tuple[float, float]:

@@ -297,9 +297,7 @@ def test_time_to_train_gpu_days_energy_and_cost_of_the_70b_target_by_hand():
     assert t["gpu_days"] == pytest.approx(N * T / DAY, rel=rel)
     assert t["energy_j"] == pytest.approx(N * 700 * 1.2 * T, rel=rel)
     assert t["cost_usd"] == pytest.approx(N * 3.78 * T / HOUR, rel=rel)
-    # the figures as the docs quote them: 97.67 days, 200,031 GPU-days, 4,033 MWh, 18.15 M USD, late
-    assert round(T / DAY, 2) == 97.67 and round(N * T / DAY) == 200_031
-    assert round(N * 700 * 1.2 * T / 3.6e9) == 4_033 and round(N * 3.78 * T / HOUR / 1e6, 2) == 18.15
+    # (docs/training-target.md quotes each figure through `python -m ccost.docfigures`, checked there)
     assert t["meets_deadline"] is False and T > 60 * DAY
     items = {i["id"]: i for i in p["checklist"]}
     assert items[13]["status"] == "fail" and items[14]["status"] == "pass"  # 98.9 % ≥ the policy's 90 %

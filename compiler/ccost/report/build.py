@@ -563,7 +563,7 @@ def search_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.Se
                            _search_points(s.get("top") or (), axes),
                            _search_points(s.get("pareto") or (), axes),
                            search_figure(name, s) if charts else None,
-                           _top_note(s), *_target_front(s, axes, charts))
+                           _top_note(s), *_target_front(name, s, axes, charts))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -629,8 +629,9 @@ def target_section(name: str, doc_plan: Mapping[str, Any], charts: bool = True) 
     layout = doc_plan.get("layout") or {}
     cost = doc_plan.get("cost") or {}
     fleet = [(V.label("gpus"), f"{doc_plan.get('gpus', 0):,}"),
-             ("layout", ", ".join(f"{k} = {layout[k]}" for k in ("tp", "pp", "ep", "dp", "cp", "batch",
-                                                                  "microbatches") if k in layout)),
+             ("layout", " × ".join(f"{k.upper()}{layout[k]}" for k in ("tp", "cp", "pp", "ep", "dp")
+                                   if layout.get(k, 1) != 1 or k == "dp")
+              + f"; batch {layout.get('batch')} in {layout.get('microbatches')} micro-batches"),
              (V.label("step_time_s"), V.fmt_value("step_time_s", doc_plan.get("step_time_s"))),
              (V.label("throughput_tokens_s"), throughput(doc_plan))]
     if cost.get("power_w") is not None:
@@ -677,7 +678,7 @@ def target_section(name: str, doc_plan: Mapping[str, Any], charts: bool = True) 
                            _kv(money), doubling, note, srcs, figure)
 
 
-def _target_front(s: Mapping[str, Any], axes: Sequence[str], charts: bool) -> tuple:
+def _target_front(name: str, s: Mapping[str, Any], axes: Sequence[str], charts: bool) -> tuple:
     """A training search's front of time to train against cost (or GPU-days): its table, note and chart."""
     tg = s.get("target")
     if not isinstance(tg, Mapping):
@@ -704,8 +705,8 @@ def _target_front(s: Mapping[str, Any], axes: Sequence[str], charts: bool) -> tu
                and p.get(by) is not None]
         if pts:
             label = "cost of the run (USD)" if by == "train_cost_usd" else "GPU-days"
-            figure = V.Figure(ch.target_front_chart(pts, top, label, f"Search {s.get('title') or ''}: time "
-                                                                     f"to train against {what.split(' ')[0]}"),
+            figure = V.Figure(ch.target_front_chart(pts, top, label, f"Search {name}: time to train against "
+                                                                     f"{what.split(' ')[0]}"),
                               f"Time to train against {what}: each point is a layout no other feasible one beats "
                               f"on both; the top layouts by {s.get('objective', 'the objective')} are ringed.")
     best = tg.get("best_per_fleet") or []

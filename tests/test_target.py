@@ -339,3 +339,32 @@ def test_explain_derives_the_target_step_by_step_with_the_numbers_of_eval():
     assert "exp(T_restart/MTBF)" in steps["G"].formula
     inputs = {s.name: s for s in sections["inputs"]}
     assert "Llama 3 paper" in inputs["λ"].source
+
+
+def test_a_sweep_over_dp_holds_the_global_batch():
+    """A sweep point is the base plan with its values: with a global batch, its batch follows dp."""
+    text = AXES_SPEC.replace("search s {", "sweep w { base = base; dp = [1, 2, 4] }\nsearch s {")
+    res = check_text(text, "specs/t.ccost")
+    assert not res.errors, [d.message for d in res.errors]
+    doc = evaluate.sweep_document(res.spec.sweeps["w"], res.spec.policy)
+    from ccost import analysis
+
+    plans = [p for _, p in analysis.sweep_points(res.spec.sweeps["w"])]
+    assert [(p.dp, p.batch, p.microbatches) for p in plans] == [(1, 256, 256), (2, 128, 128), (4, 64, 64)]
+    assert all("error" not in pt for pt in doc["points"])
+
+
+def test_ranking_by_the_cost_of_the_run_needs_a_price():
+    """objective = train_cost on a cluster with no price is E403, like cost_per_token."""
+    text = AXES_SPEC.replace("top = 1000", "objective = train_cost; top = 1000").replace(
+        "global_batch = 256; microbatch_size = 1", "global_batch = 256; microbatch_size = 1; train_tokens = 1e12")
+    text = text.replace('import "std/clusters.ccost"', 'import "std/clusters.ccost"\n'
+                        'gpu g0 { memory = 80 GB; hbm_bandwidth = 3.35 TB/s; flops = 989 TFLOP/s }\n'
+                        'cluster c16 extends hgx_h100_16node { gpu = g0 }')
+    res = check_text(text.replace("cluster = hgx_h100_16node", "cluster = c16"), "specs/t.ccost")
+    assert not res.errors, [d.message for d in res.errors]
+    from ccost.diagnostics import CcostError
+
+    with pytest.raises(CcostError) as exc:
+        search.run_search(res.spec.searches["s"], res.spec.policy)
+    assert exc.value.diagnostics[0].code == "E403"

@@ -470,7 +470,8 @@ def sweep_points(sweep: S.Sweep):
         # a swept reference (cluster = [a, b]) is shown by its name
         shown = {k: getattr(v, "name", v) for k, v in assign.items()}
         label = ",".join(f"{k}={v}" for k, v in shown.items())
-        yield shown, replace(base, name=f"{sweep.name}[{label}]", **assign)
+        # a fixed global batch (or micro-batch size) gives each point its batch (and micro-batches)
+        yield shown, replace(base, name=f"{sweep.name}[{label}]", **assign).rebatched(keep=frozenset(assign))
 
 
 def cost_thresholds(policy: S.Policy) -> list[float]:

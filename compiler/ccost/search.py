@@ -474,11 +474,11 @@ def _job(search: S.Search, policy: S.Policy, chunk: int) -> _Job:
         raise CcostError(diags)
     from ccost import economics
 
-    if search.objective == "cost_per_token":
+    if search.objective in ("cost_per_token", "train_cost"):
         for cluster in dict(search.axes).get("cluster") or (base.cluster,):
             if not economics.pricing(cluster).priced:
                 raise CcostError(error(
-                    "E403", f"search `{search.name}` ranks by cost_per_token, but "
+                    "E403", f"search `{search.name}` ranks by {search.objective}, but "
                     + (f"its base plan `{base.name}`" if "cluster" not in dict(search.axes)
                        else f"cluster `{cluster.name}` of its `cluster` axis") + " is not priced",
                     search.spans.get("objective", search.span), economics.not_priced_help(cluster)))

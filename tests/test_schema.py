@@ -198,7 +198,7 @@ link nvlink4 { alpha = 2 us; bandwidth = 450 GB/s }
 link ib_ndr { alpha = 3 us; bandwidth = 50 GB/s }
 gpu h100 { memory = 80 GB; hbm_bandwidth = 3.35 TB/s; flops = 989 TFLOP/s }
 cluster hgx { gpu = h100; intra_node = nvlink4; nodes = 8; inter_node = ib_ndr }
-model llama3_70b { layers = 80; hidden = 8192; params = 70.6e9; experts = 8 }
+model llama3_70b { layers = 80; hidden = 8192; heads = 64; kv_heads = 8; params = 70.6e9; experts = 8 }
 stack vllm_h100 { step_overhead = 5 ms }
 plan tp8 { model = llama3_70b; cluster = hgx; phase = train; seq = 4096 }
 plan tp16 extends tp8 { }
@@ -214,8 +214,8 @@ def test_every_field_example_checks(kind, field):
     if (kind, field) == ("model", "config"):
         pytest.skip("the example names a file; tests/test_hf.py checks it beside a real config.json")
     members = {"link": "alpha = 2 us; bandwidth = 1 GB/s", "gpu": "memory = 1 GB; hbm_bandwidth = 1 TB/s; flops = 1 TFLOP/s",
-               "cluster": "gpu = h100; intra_node = nvlink4; inter_node = ib_ndr", "model": "layers = 8; hidden = 64; params = 1e6",
-               "plan": "model = llama3_70b; cluster = hgx; phase = train; seq = 16", "sweep": "base = tp8; tp = [1, 2]",
+               "cluster": "gpu = h100; intra_node = nvlink4; inter_node = ib_ndr", "model": "layers = 8; hidden = 64; params = 1e12",
+               "plan": "model = llama3_70b; cluster = hgx; phase = train; seq = 16; batch = 64", "sweep": "base = tp8; tp = [1, 2]",
                "compare": "plans = [tp8]", "policy": ""}.get(kind)
     if members is None:  # a kind added later (search): its required fields, and a list if it varies a kind
         members = "; ".join([f"{x.name} = {x.example}" for x in k.fields if x.required]

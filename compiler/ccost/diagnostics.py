@@ -77,6 +77,7 @@ CODES: dict[str, str] = {
     "E204": "not one of the allowed values",
     "E205": "wrong type (number, string, list, reference)",
     "E206": "units do not combine",
+    "E207": "fields of one block contradict each other (a model's heads, experts or parameter split)",
     "E301": "parallel degrees do not fit the cluster",
     "E302": "inter_node link missing on a multi-node cluster",
     "E401": "plan cannot be evaluated",

@@ -85,6 +85,7 @@ class Context:
     bad_blocks: set[int] = field(default_factory=set)  # id(Block) whose extends chain is broken
     members_memo: dict[int, dict[str, tuple[T.Member, Block]]] = field(default_factory=dict)
     misspelled: set[tuple[int, str]] = field(default_factory=set)  # (block, field) an unknown field probably meant
+    guessed: dict[tuple[int, str], T.Member] = field(default_factory=dict)  # (block, field) -> that unknown member
     # fields and expressions
     values: dict[tuple[int, str], Any] = field(default_factory=dict)
     active: list[tuple[Block, str]] = field(default_factory=list)  # fields being evaluated (cycles)

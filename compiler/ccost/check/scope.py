@@ -84,6 +84,7 @@ def _check_member_names(ctx: Context, b: Block) -> None:
                     f"did you mean `{guess}`?" if guess else None)
             if guess:  # `bandwith` → `bandwidth`: don't also report `bandwidth` as missing
                 ctx.misspelled.add((id(b), guess))
+                ctx.guessed.setdefault((id(b), guess), m)
             known = ", ".join(f"`{n}`" for n in names)
             ctx.add(error("E103", f"{kind.name} has no field `{m.name}`", m.name_span,
                           help=text or f"the fields of a {kind.name} are {known}"))

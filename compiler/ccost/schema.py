@@ -161,8 +161,10 @@ R_MICROBATCHES = {"minimum": 1, "maximum": 1e6}
 R_STEP_TIME = {"minimum": 1e-9, "maximum": 3600.0}  # a measured step: 1 ns to one hour
 R_OVERHEAD = {"minimum": 0.0, "maximum": 1000.0}  # a threshold on T_comm/T_compute: 0 to 100,000 %
 R_GPUS = {"minimum": 1, "maximum": 1e12}
-# Money and power (issue 17). Prices in USD/s inside: 1e-6 USD/h to 1e6 USD/h per GPU or node.
-R_PRICE = {"minimum": 1e-6 / 3600, "maximum": 1e6 / 3600}
+# Money and power (issue 17). Prices in USD/s inside: 1e-6 USD/h to 10,000 USD/h per GPU or node (a GPU-hour
+# lists at a few USD, a whole NVL72 rack at under 1,000 USD/h), so a price written per second by mistake
+# (3.50 USD/s = 12,600 USD/h, issue 26) is an E203, not a plan priced 3,600 times too high.
+R_PRICE = {"minimum": 1e-6 / 3600, "maximum": 1e4 / 3600}
 R_POWER = {"minimum": 0.0, "maximum": 1e7}  # 0 W to 10 MW (a GPU, a node, or a node's host share)
 R_PUE = {"minimum": 1.0, "maximum": 10.0}  # power usage effectiveness: facility power / IT power
 R_ENERGY_PRICE = {"minimum": 0.0, "maximum": 100 / 3.6e6}  # 0 to 100 USD/kWh, in USD/J
@@ -248,6 +250,27 @@ class Field:
         if hi is not None:
             return f"less than {fmt(hi)}" if self.max_open else f"at most {fmt(hi)}"
         return None
+
+    @property
+    def unit(self) -> str:
+        """The unit the field is documented in: its example's (``2.99 USD/h`` → ``USD/h``); "" for a plain
+        number."""
+        return self.example.split(" ", 1)[1].strip() if " " in self.example.strip() else ""
+
+    @property
+    def per_time(self) -> str:
+        """For a rate, the time unit its name and documentation give it (``price_per_gpu_hour``, example
+        ``2.99 USD/h`` → ``h``; ``bandwidth``, ``450 GB/s`` → ``s``): what a hint appends to an amount
+        written without one. ``s`` when the documented unit names none."""
+        unit = self.unit
+        if "/" in unit:
+            per = unit.rsplit("/", 1)[1].strip()
+            try:
+                if U.parse_unit(per)[1] == U.TIME:
+                    return per
+            except U.UnitError:
+                pass
+        return "s"
 
     def format_value(self, v: float) -> str:
         if self.type.kind == "quantity":

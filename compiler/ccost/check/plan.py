@@ -364,7 +364,7 @@ def evaluation_errors(plan: Any, where: Where | None = None) -> list[Diagnostic]
             f"`{plan.name}` holds {context} and its size per token is unknown", "model",
             ("model", "seq", "phase", "compute_time"),
             "add `kv_heads = N` (multi-head attention: the number of heads), or for MLA "
-            "`kv_lora_rank` and `qk_rope_head_dim`", on=None if checking else model.span)
+            "`kv_lora_rank` and `qk_rope_head_dim`", on=model.span)
     if model.heads is not None and model.heads < 1:
         add("E203", f"model `{model.name}`: heads must be at least 1", "model", ("model",), on=model.span)
     if plan.phase == "serve":

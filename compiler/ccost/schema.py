@@ -83,8 +83,11 @@ class FieldType:
     def doc_type(self) -> str:
         """Markdown for the docs' type column."""
         if self.kind == "quantity":
+            # money and power in the units a reader prices in (USD/h, not the SI USD/s inside: issue 26)
             return {U.TIME: "time", U.INFORMATION: "information", U.BANDWIDTH: "information/time",
-                    U.FLOP_RATE: "compute/time", U.COMPUTE: "compute"}.get(self.dim, U.unit_of_dim(self.dim))
+                    U.FLOP_RATE: "compute/time", U.COMPUTE: "compute", U.MONEY_RATE: "money/time (USD/h)",
+                    U.ENERGY_PRICE: "money/energy (USD/kWh)", U.POWER: "power (W)",
+                    U.MONEY: "money (USD)"}.get(self.dim, U.unit_of_dim(self.dim))
         if self.kind == "enum":
             return " \\| ".join(f"`{v}`" for v in self.values)
         if self.kind == "ref":

@@ -168,7 +168,10 @@ R_GPUS = {"minimum": 1, "maximum": 1e12}
 # lists at a few USD, a whole NVL72 rack at under 1,000 USD/h), so a price written per second by mistake
 # (3.50 USD/s = 12,600 USD/h, issue 26) is an E203, not a plan priced 3,600 times too high.
 R_PRICE = {"minimum": 1e-6 / 3600, "maximum": 1e4 / 3600}
-R_POWER = {"minimum": 0.0, "maximum": 1e7}  # 0 W to 10 MW (a GPU, a node, or a node's host share)
+R_POWER = {"minimum": 0.0, "maximum": 1e7}  # 0 W to 10 MW: power added to another (a host share)
+# What a GPU or a whole node draws: energy per token and tokens per joule divide by it (issue 31, item 11:
+# `power = 0 W` was a ZeroDivisionError), so at least 1 W, below any accelerator that exists.
+R_POWER_DRAW = {"minimum": 1.0, "maximum": 1e7}
 R_PUE = {"minimum": 1.0, "maximum": 10.0}  # power usage effectiveness: facility power / IT power
 R_ENERGY_PRICE = {"minimum": 0.0, "maximum": 100 / 3.6e6}  # 0 to 100 USD/kWh, in USD/J
 R_COST = {"minimum": 0.0, "maximum": 1e12}  # USD
@@ -462,7 +465,7 @@ register(BlockKind(
               "cost); a cluster's `price_per_gpu_hour` or `price_per_node_hour` overrides it; without a price "
               "the plan's cost is \"not priced\"", "3.78 USD/h", **R_PRICE),
         Field("power", POWER, "power one GPU draws under load (its TDP); a cluster's `node_power` overrides "
-              "it", "700 W", **R_POWER),
+              "it", "700 W", **R_POWER_DRAW),
         Field("fp8_flops", FLOP_RATE, "dense peak for FP8 tensor math: with the per-operator roofline, the "
               "weight GEMMs of a model with `weights = fp8` use it (attention stays at `flops`)",
               "1979 TFLOP/s", **R_FLOP_RATE),
@@ -494,7 +497,7 @@ register(BlockKind(
         Field("host_power", POWER, "power of one node besides its GPUs (CPUs, NICs, fans, storage); each GPU "
               "carries 1/`gpus_per_node` of it", "2 kW", **R_POWER),
         Field("node_power", POWER, "power of one whole node under load; overrides `gpus_per_node` × the GPU's "
-              "`power` + `host_power`", "10.2 kW", **R_POWER),
+              "`power` + `host_power`", "10.2 kW", **R_POWER_DRAW),
         Field("pue", COUNT, "power usage effectiveness of the facility: facility power / IT power", "1.3",
               **R_PUE),
         Field("electricity_price", ENERGY_PRICE, "price of energy, for hardware you own (a cloud price "

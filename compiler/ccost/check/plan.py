@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from ccost import axes
 from ccost import layout_rules as rules
+from ccost import spec as S
 from ccost import units as U
 from ccost.check.load import _std_dir
 from ccost.diagnostics import Diagnostic, Diagnostics, Span, error, warning
@@ -444,6 +445,22 @@ def model_errors(m: Any, where: Where) -> list[Diagnostic]:
     if m.moe_layers is not None and m.experts and m.moe_layers > m.layers:
         add(f"model `{m.name}`: moe_layers = {m.moe_layers} is more than layers = {m.layers}", "moe_layers",
             ("moe_layers", "layers"), f"use moe_layers ≤ {m.layers}")
+    if m.vocab and m.hidden and (m.params or m.weight_bytes):
+        # the embedding (and, untied, the LM head) are vocab × hidden parameters each, active for every token;
+        # training's GEMM FLOPs subtract them from the active parameters (ccost.training)
+        P_all = m.params if m.params else m.total_weight_bytes / S.DTYPE_BYTES[m.weights]
+        mats = 1 if m.tied_embeddings else 2
+        emb = mats * m.vocab * m.hidden
+        least = min(P_all, m.active_params) if (m.experts and m.active_params) else P_all
+        if emb > least:
+            which = "active_params" if least != P_all else ("params" if m.params else "weight_bytes")
+            what = ("the embedding (tied to the LM head)" if mats == 1 else "the embedding and the LM head")
+            add(f"model `{m.name}`: {what} alone {'holds' if mats == 1 else 'hold'} "
+                f"{'' if mats == 1 else '2 × '}vocab × hidden = "
+                f"{'' if mats == 1 else '2 × '}{m.vocab:,} × {m.hidden:,} = {_sig(emb)} parameters, more than "
+                f"{which} gives ({_sig(least)})", "vocab", ("vocab", "hidden", "params", "active_params",
+                                                             "weight_bytes", "tied_embeddings"),
+                f"check `vocab` and `hidden`, or count the embedding{'' if mats == 1 else 's'} in `{which}`")
     P, A = m.params, m.active_params
     if A is not None and P is not None and A > P:
         add(f"model `{m.name}`: active_params = {_sig(A)} is more than params = {_sig(P)}: the parameters a "

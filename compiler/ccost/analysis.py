@@ -476,11 +476,12 @@ def cost_thresholds(policy: S.Policy) -> list[float]:
 
 
 def optima(points: list[dict], names: list[str], policy: S.Policy) -> tuple[dict | None, dict]:
-    """(time-optimal point, {threshold: cost-optimal point}) among the feasible points that fit memory
-    (all feasible points when none fits). Cost-optimal: the most GPUs whose efficiency stays at or above
-    the threshold (ties: the faster)."""
+    """(time-optimal point, {threshold: cost-optimal point}) among the feasible points that fit memory: a
+    layout that does not fit runs nowhere, so it is never an optimum (issue 26; None and no cost-optimal
+    point when none fits). Cost-optimal: the most GPUs whose efficiency stays at or above the threshold
+    (ties: the faster)."""
     ok = [p for p in points if p.get("step_time_s") is not None]
-    fit = [p for p in ok if p.get("fits_memory")] or ok
+    fit = [p for p in ok if p.get("fits_memory")]
 
     def key_of(p):
         return {k: p[k] for k in names}

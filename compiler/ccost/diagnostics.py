@@ -111,8 +111,6 @@ CODES: dict[str, str] = {
 #: tests/test_diagnostic_codes.py holds both ways: every code in the sources is in ``CODES``, and every
 #: code in ``CODES`` is raised somewhere or is here.
 RESERVED: dict[str, str] = {
-    "W401": "memory that does not fit is judged with the cost model, not by the checker: checklist item 11 of "
-            "`ccost eval` (`fits_memory` in the results), which `ccost check --policy` gates on",
     "W402": "a FLOP-bound plan on a GPU without `achieved_flops` is a `warn` of checklist item 1, and "
             "`ccost explain` says peak FLOP/s was used",
 }

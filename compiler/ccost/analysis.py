@@ -261,12 +261,33 @@ def _judge_1(k: _Ctx) -> Verdict:
                if static.train else f", {plan.pp} stages in turn" if plan.pp > 1 else "") + ").")
     if bound == "FLOP-bound" and cluster.gpu.achieved_flops is None:
         status = "warn"
-        note += f" gpu `{cluster.gpu.name}` has no achieved_flops: peak FLOP/s used, compute is optimistic."
+        note += " " + _rate_note(k)
     if static.moe and model.active_params is None:
         status = "warn"
         note += (f" model `{model.name}` gives no active_params: every parameter is counted as active and "
                  "replicated on each EP rank (conservative).")
     return status, finite(c.mem_weights), None, note
+
+
+def _rate_note(k: _Ctx) -> str:
+    """What FLOP/s the compute was priced at, from the value the formulas used (``Inputs.R``, what ``ccost
+    explain`` derives as R) rather than from what the GPU lacks (issue 26: the note said "peak FLOP/s used"
+    while the stack's gemm_efficiency was applied)."""
+    gpu, plan = k.plan.cluster.gpu, k.plan
+    rate = finite(k.program.inputs.R)
+    stack = plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
+    eff = stack.gemm_efficiency
+    fmt = lambda x: units.format_quantity(x, units.FLOP_RATE)  # noqa: E731
+    if rate is None:
+        return f"gpu `{gpu.name}` has no achieved_flops."
+    peak_name, peak = "flops", gpu.flops
+    if gpu.fp8_flops is not None and math.isclose(rate, gpu.fp8_flops * eff, rel_tol=1e-9):
+        peak_name, peak = "fp8_flops", gpu.fp8_flops
+    if math.isclose(rate, peak, rel_tol=1e-9):
+        return (f"gpu `{gpu.name}` has no achieved_flops and stack `{stack.name}` no gemm_efficiency below 100 %: "
+                f"the peak {fmt(rate)} is used, so compute is optimistic.")
+    return (f"gpu `{gpu.name}` has no achieved_flops: the weight GEMMs run at {fmt(rate)}, its {peak_name} "
+            f"{fmt(peak)} × stack `{stack.name}`'s gemm_efficiency {_p(eff)}, an estimate; measure achieved_flops.")
 
 
 def _judge_2(k: _Ctx) -> Verdict:

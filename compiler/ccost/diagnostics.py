@@ -111,8 +111,9 @@ CODES: dict[str, str] = {
 #: tests/test_diagnostic_codes.py holds both ways: every code in the sources is in ``CODES``, and every
 #: code in ``CODES`` is raised somewhere or is here.
 RESERVED: dict[str, str] = {
-    "W402": "a FLOP-bound plan on a GPU without `achieved_flops` is a `warn` of checklist item 1, and "
-            "`ccost explain` says peak FLOP/s was used",
+    "W402": "a FLOP-bound plan on a GPU without `achieved_flops` is a `warn` of checklist item 1, whose note "
+            "says which FLOP/s the compute was priced at (peak, or peak × the stack's gemm_efficiency), as "
+            "`ccost explain` derives it",
 }
 
 

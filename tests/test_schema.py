@@ -341,3 +341,11 @@ def test_every_field_is_read_by_something_or_marked_recorded():
     recorded = [f"{k}.{f.name}" for k, bk in SC.SCHEMA.items() for f in bk.fields if f.recorded]
     assert all(r.startswith("model.") for r in recorded), recorded
     assert not [r for r in recorded if r.split(".")[1] in attrs], "a recorded field is read: drop `recorded`"
+
+
+def test_the_search_docs_list_every_axis_a_search_varies():
+    """Issue 26, item 9: docs/language.md did not list `cp` among the search axes (it was typed there)."""
+    from ccost.check.search import ARRAY_AXES
+
+    doc = SC.SCHEMA["search"].doc
+    assert all(f"`{a}`" in doc for a in ARRAY_AXES), [a for a in ARRAY_AXES if f"`{a}`" not in doc]

@@ -735,8 +735,10 @@ def _build_search(ctx: BuildContext):
 
 
 register(BlockKind(
-    "search", "Every layout of one plan at once: `base = PLAN` and lists or ranges of values for `tp`, `pp`, "
-    "`ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap` (numbers, evaluated as arrays), `allreduce`, "
+    "search", "Every layout of one plan at once: `base = PLAN` and lists or ranges of values for "
+    # the parallel degrees a search varies, from the axis registry (cp among them: issue 26)
+    + ", ".join(f"`{a.name}`" for a in AXES if a.searchable) + ", "
+    "`batch`, `microbatches`, `seq`, `overlap` (numbers, evaluated as arrays), `allreduce`, "
     "`fsdp`, `cross_node`, `one_shot_volume` (one pass per value) and the fleet axes `model`, `cluster`, `phase`, "
     "`stack` (names of declared blocks, or phases: each combination is a sub-space with its own model and "
     "cluster, and the results rank the whole fleet together); the lists form their cartesian product (`tp = pow2(1, 64)`, "

@@ -145,6 +145,15 @@ MAX_DEGREE = 1 << 20
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec is a few KB; 4 MiB is a generated or wrong file (E002)
 #: Imports nested deeper than this are a generated or circular mistake, not a project (the checker's E113).
 MAX_IMPORT_DEPTH = 100
+#: All the files one spec reads, itself and its imports together: a project's specs are a few hundred KB
+#: (the std library is ~60 KB); 100 imports of 4 MiB each made a 420 MB HTML review (issue 31). E113.
+MAX_TOTAL_BYTES = 8 * 1024 * 1024
+#: Characters of a block's title or a string field: a title is a line, a `source` a reference. A 20,000-character
+#: title took two minutes to lay out in the review's PDF (issue 31); E203 beyond this.
+MAX_TEXT_CHARS = 1_000
+#: Items of one written list (`tp = [1, 2, 4]`): more is a generated file, refused by the parser before
+#: it builds the list (E402); `range(...)` and `pow2(...)` write long ones, within the sweep's bound.
+MAX_LIST_ITEMS = 10_000
 
 # Physically plausible ranges of the numeric fields (issue 11), in SI units, in one place. Every finite
 # value inside them gives finite results in every command (the property test in tests/test_finite.py draws

@@ -76,6 +76,7 @@ class Context:
     root: File | None = None
     files: dict[str, File] = field(default_factory=dict)  # key -> file, in load order (imports first)
     loading: list[File] = field(default_factory=list)  # the import chain being loaded
+    read_bytes: int = 0  # the spec's and its imports' text so far (``MAX_TOTAL_BYTES``)
     # scope
     blocks: list[Block] = field(default_factory=list)
     names: dict[str, Block] = field(default_factory=dict)

@@ -152,6 +152,10 @@ def _literal(literal: type, help: Callable[[SC.Field], str]) -> Checker:
     anything else is the wrong type, with ``help`` saying how to write the field."""
     def check(ctx: Context, e: T.Expr, t: SC.FieldType, f: SC.Field, owner: Block, span: Span) -> Any:
         if isinstance(e, literal):
+            if isinstance(e.value, str) and len(e.value) > SC.MAX_TEXT_CHARS:
+                ctx.add(error("E203", f"`{f.name}` has {len(e.value):,} characters, more than "
+                              f"{SC.MAX_TEXT_CHARS:,}", span, help="keep it to a line or a reference"))
+                raise Bad
             return e.value
         if isinstance(e, T.Ref) and e.field is not None:
             v, ft = deref(ctx, e, owner.file)

@@ -62,6 +62,10 @@ def declare(ctx: Context) -> None:
                 ctx.names[node.name] = b
             if node.name is not None and node.name in ctx.names:  # not a keyword
                 ctx.own_names.setdefault(f.key, []).append(node.name)
+            if node.title is not None and len(node.title) > SC.MAX_TEXT_CHARS:
+                ctx.add(error("E203", f"the title of {b.label} has {len(node.title):,} characters, more than "
+                              f"{SC.MAX_TEXT_CHARS:,}", node.name_span or node.kind_span,
+                              help="keep the title to a line; say the rest in a comment"))
             _check_member_names(ctx, b)
 
 

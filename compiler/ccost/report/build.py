@@ -849,11 +849,17 @@ def not_modelled(serving: bool = False) -> tuple[V.Assumption, ...]:
 
 # ----------------------------------------------------------------------------------------------------
 
-def opening_comment(text: str, max_lines: int = 4) -> str:
+#: The most characters of the opening comment the cover shows: a statement of purpose is a sentence or two.
+#: A longer one is cut at a word (a 100 kB comment line took over 60 s to lay out on the cover: issue 31).
+ABOUT_CHARS = 600
+
+
+def opening_comment(text: str, max_lines: int = 4, max_chars: int = ABOUT_CHARS) -> str:
     """The spec's opening comment up to its first full stop or question mark (at a line end), at most
-    ``max_lines`` lines: the author's one-sentence statement of what the spec is for, for the cover."""
+    ``max_lines`` lines and ``max_chars`` characters (cut at a word, with "…"): the author's one-sentence
+    statement of what the spec is for, for the cover. Reads only the lines it keeps."""
     lines = []
-    for line in text.splitlines():
+    for line in _lines(text):
         stripped = line.strip()
         if not stripped.startswith("#"):
             break
@@ -863,9 +869,24 @@ def opening_comment(text: str, max_lines: int = 4) -> str:
                 break
             continue
         lines.append(body)
-        if body.endswith((".", "?")) or len(lines) >= max_lines:
+        if body.endswith((".", "?")) or len(lines) >= max_lines or sum(map(len, lines)) > max_chars:
             break
-    return " ".join(lines)
+    about = " ".join(lines)
+    if len(about) > max_chars:
+        cut = about[:max_chars]
+        about = (cut[:cut.rfind(" ")] if " " in cut[max_chars // 2:] else cut).rstrip() + " …"
+    return about
+
+
+def _lines(text: str):
+    """The lines of ``text`` one at a time (the opening comment needs the first few, not a split of all)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        if end == -1:
+            end = len(text)
+        yield text[start:end].rstrip("\r")
+        start = end + 1
 
 
 def _sweep_base(spec: S.Spec, name: str) -> str:

@@ -8,7 +8,10 @@ measured)^2, each row priced exactly as bench/validate.py prices it (its plan in
 bench/validation/inference.ccost, phase decode or prefill, the per-operator roofline), by the bounded
 Levenberg-Marquardt fit of `ccost calibrate --steps` (ccost.calibrate.steps), over these fields:
 
-    step_overhead, layer_overhead, seq_overhead, hbm_efficiency, gemm_efficiency, collective_floor
+    step_overhead, layer_overhead, seq_overhead, collective_floor
+
+(the weight reads, GEMM rates and attention of every row come from its GPU's measured kernel curves,
+std/kernels.ccost; hbm_efficiency and gemm_efficiency stay at serving_default's values, see FITTED)
 
 attention_efficiency stays at 50 % (FlashAttention-2's forward reaches about half of the H100's BF16 peak):
 the rows' contexts (96 to 2,048 tokens) leave attention a few per cent of any step, so they cannot determine
@@ -33,12 +36,15 @@ import yaml
 HERE = Path(__file__).resolve().parent
 ROWS = HERE / "validation" / "rows.yaml"
 
-FITTED = ("step_overhead", "layer_overhead", "seq_overhead", "hbm_efficiency", "gemm_efficiency",
-          "collective_floor")
-#: Where the fit starts: the provisional profile of issue 13 (5 ms + 20 us per layer, 85 % of HBM, 70 % of
-#: the GEMM peak, a 15 us collective floor) and 200 us per sequence.
-START = {"step_overhead": 5e-3, "layer_overhead": 20e-6, "seq_overhead": 200e-6, "hbm_efficiency": 0.85,
-         "gemm_efficiency": 0.70, "attention_efficiency": 0.50, "collective_floor": 15e-6}
+#: The rows are priced on their GPUs' measured kernel curves (`rates = kernels`, docs/kernels.md): every row's GPU
+#: (H100, H200, A100) has them, so the weight reads and GEMM rates come from the curves and hbm_efficiency and
+#: gemm_efficiency reach no row; the fit leaves them out. serving_default keeps the values the fit gave before
+#: the curves (commit ceb9143, this script there) for GPUs without curves.
+FITTED = ("step_overhead", "layer_overhead", "seq_overhead", "collective_floor")
+#: Where the fit starts: the provisional profile of issue 13 (5 ms + 20 us per layer, a 15 us collective floor)
+#: and 200 us per sequence; HBM and GEMM shares at serving_default's (not fitted, see FITTED).
+START = {"step_overhead": 5e-3, "layer_overhead": 20e-6, "seq_overhead": 200e-6, "hbm_efficiency": 0.90,
+         "gemm_efficiency": 0.66, "attention_efficiency": 0.50, "collective_floor": 15e-6}
 #: How std/stacks.ccost writes each value (rounding that keeps every row's ratio within 0.5 % of the fit's).
 ROUND = {"step_overhead": 1e-4, "layer_overhead": 1e-6, "seq_overhead": 1e-6, "hbm_efficiency": 0.01,
          "gemm_efficiency": 0.01, "attention_efficiency": 0.01, "collective_floor": 1e-6}

@@ -524,10 +524,10 @@ def test_a_new_spec_does_not_add_the_library(tmp_path, capsys, monkeypatch):
     assert code == 0, err
     lines = out.splitlines()
     assert "plans added: tp8" in lines and "blocks added: cluster mine" in lines
-    assert ("library imported: std/clusters.ccost, std/gpus.ccost, std/links.ccost, std/models.ccost"
+    assert ("library imported: std/clusters.ccost, std/gpus.ccost, std/kernels.ccost, std/links.ccost, std/models.ccost"
             in lines)
     assert "h100" not in out.replace("hgx_h100", "")  # no std gpu listed
     doc = json.loads(run(capsys, "--format", "json", "serving.ccost")[1])
     assert doc["blocks_added"] == [{"kind": "cluster", "name": "mine"}, {"kind": "plan", "name": "tp8"}]
-    assert doc["library_imported"] == ["std/clusters.ccost", "std/gpus.ccost", "std/links.ccost",
-                                       "std/models.ccost"]
+    assert doc["library_imported"] == ["std/clusters.ccost", "std/gpus.ccost", "std/kernels.ccost",
+                                       "std/links.ccost", "std/models.ccost"]

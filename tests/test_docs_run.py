@@ -13,6 +13,8 @@ git repository of its own whose branch is `main`. Conventions the docs follow:
   `python -m pytest` — are not run here: `.ci/run` runs README's two commands exactly as written, on an
   empty cache. Everything else (`ccost ...`, `git ...`) runs as written, with this test's ccost first on
   PATH.
+- `pycon` blocks are Python sessions (docs/python.md): all of a page's, in order, are run as one doctest
+  (`python -m doctest`) with this test's Python, after its commands, so what they show is what they print.
 - `text` blocks are output shown, not commands (docs/git-workflow.md's diff output is checked against
   ccost by tests/test_diff.py).
 
@@ -151,13 +153,14 @@ def test_block_extraction():
         in commands(readme[1])
 
 
-RUNNABLE = [p for p in DOCS if any(b.lang in ("sh", "ccost") for b in blocks(p))]
+RUNNABLE = [p for p in DOCS if any(b.lang in ("sh", "ccost", "pycon") for b in blocks(p))]
 
 
 def test_the_pages_with_commands():
     """Which pages have commands to run; the others (examples, interface, sources) are reference text."""
     assert {str(p.relative_to(REPO)) for p in RUNNABLE} == {"README.md", "docs/git-workflow.md",
-                                                          "docs/language.md", "docs/editors.md", "docs/cost.md"}
+                                                          "docs/language.md", "docs/editors.md", "docs/cost.md",
+                                                          "docs/python.md"}
 
 
 @pytest.mark.slow
@@ -192,6 +195,14 @@ def test_docs_code_blocks_run(page: Path, tmp_path: Path):
                                                 f"{expect}\nstdout:\n{r.stdout[-2000:]}\nstderr:\n{r.stderr[-2000:]}")
                 assert "internal error" not in r.stderr and "Traceback" not in r.stderr, (where, cmd, r.stderr)
                 ran += 1
+    sessions = [b.text for b in bs if b.lang == "pycon"]
+    if sessions:
+        script = work / f"_docs_{page.stem}_python.txt"
+        script.write_text("\n".join(sessions), encoding="utf-8")
+        r = subprocess.run([sys.executable, "-m", "doctest", script.name], cwd=work, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, f"{page.name}: its pycon blocks do not print what they show:\n{r.stdout[-4000:]}"
+        ran += 1
     if loose:
         spec = work / f"_docs_{page.stem}.ccost"
         spec.write_text("\n".join(loose), encoding="utf-8")

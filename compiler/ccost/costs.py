@@ -38,6 +38,7 @@ p2p            direct      1                     m
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,13 +199,16 @@ def _floored(kind: str, p: Num, m: Num, t: Num, lat: Num, bw_time: Num, curve: "
         if derive.is_value(lo):
             lo = named(_tag("T_floor", tag), lo, "the link's floor: the smallest time the log measured")
     if curve is not None and curve.kind == kind and curve.ranks is not None:
-        meas = curve.floor_time(m, tag)
         same = derive.value_of(p) == curve.ranks
-        if isinstance(same, np.ndarray) or isinstance(meas, np.ndarray):
-            meas = np.where(same, meas, 0.0)
-            lo = meas if lo is None else maximum(lo, meas)
-        elif bool(same):
-            lo = meas if lo is None else maximum(lo, meas)
+        if isinstance(same, np.ndarray) and not same.any():
+            pass  # no group of the curve's rank count here: nothing to hold to it (and nothing to compute)
+        else:
+            meas = curve.floor_time(m, tag)
+            if isinstance(same, np.ndarray) or isinstance(meas, np.ndarray):
+                meas = np.where(same, meas, 0.0)
+                lo = meas if lo is None else maximum(lo, meas)
+            elif bool(same):
+                lo = meas if lo is None else maximum(lo, meas)
     if lo is None:
         return t, lat
     raised = maximum(t, lo)
@@ -403,7 +407,7 @@ class Curve:
         """The piece of each message: an int (float and derive modes) or an int array (array mode)."""
         mv = derive.value_of(m)
         if isinstance(mv, np.ndarray):
-            return np.searchsorted(np.asarray(self.starts, dtype=float), mv, side="right") - 1
+            return np.searchsorted(self._arrays[0], mv, side="right") - 1
         i = 0
         for k, start in enumerate(self.starts):
             if float(mv) >= start:
@@ -415,9 +419,8 @@ class Curve:
         steps that say which piece it was."""
         i = self.index(m)
         if isinstance(i, np.ndarray):
-            a = np.asarray([derive.value_of(x) for x in self.alphas], dtype=float)[i]
-            b = np.asarray([derive.value_of(x) for x in self.bandwidths], dtype=float)[i]
-            return a, b
+            _, alphas, bws = self._arrays
+            return alphas.take(i), bws.take(i)
         a, b = self.alphas[i], self.bandwidths[i]
         if derive.is_value(m) or derive.is_value(a):
             label = self.label or "link"
@@ -426,6 +429,12 @@ class Curve:
                       f"{units.format_quantity(float(derive.value_of(m)), units.INFORMATION)}")
             b = named(_tag(f"B_{label}", tag), b, f"bandwidth of {where}")
         return a, b
+
+    @functools.cached_property
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """starts, α and bandwidths as float arrays, built once (array mode looks them up per collective)."""
+        return tuple(np.asarray([derive.value_of(x) for x in xs], dtype=float)
+                     for xs in (self.starts, self.alphas, self.bandwidths))  # type: ignore[return-value]
 
     def piece_text(self, i: int) -> str:
         """``piece 2 of 3 (3 MiB to 512 MiB)`` — which piece, in words, for derivations and tables."""

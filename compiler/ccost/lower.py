@@ -84,7 +84,7 @@ from typing import Any
 
 import numpy as np
 
-from ccost import axes, check, collectives, costs, derive, units
+from ccost import axes, check, collectives, costs, derive, kernels, units
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.derive import floor, maximum, minimum, named
@@ -139,6 +139,11 @@ class Static:
     head_dim_given: bool = False
     floor: bool = False  # the stack's collectives have a small-message floor
     seq_host: bool = False  # decode, prefill: the stack charges host time per running sequence (seq_overhead)
+    # decode, prefill under `rates = kernels` (ccost.kernels): the weight GEMMs (and MoE experts) priced on the
+    # GPU's measured GEMM curve, attention on its decode or prefill attention curve; the kernels block's name
+    kernel_gemm: bool = False
+    kernel_attention: bool = False
+    kernels: str | None = None
 
     @property
     def train(self) -> bool:
@@ -198,6 +203,20 @@ class Inputs:
     kv_lat: Num = 0.0  # MLA: latent elements cached per token per layer (kv_lora_rank + qk_rope_head_dim)
     d_c: Num = 0.0  # MLA: kv_lora_rank
     R_attn: Num = 1.0  # achieved FLOP/s in attention: peak flops × attention_efficiency
+    # measured kernel curves (ccost.kernels; Static.kernel_gemm, kernel_attention), unused otherwise
+    BW_peak: Num = 1.0  # the GPU's hbm_bandwidth (the curves carry their own achieved shares)
+    R_gpeak: Num = 1.0  # the peak the GEMM curve is a share of: flops, or fp8_flops for FP8 weights
+    R_apeak: Num = 1.0  # the peak the prefill-attention curve is a share of (BF16 flops)
+    g_eta: Num = 1.0  # GEMM: η
+    g_half: Num = 0.0  # GEMM: M½ (token rows)
+    g_ew: Num = 1.0  # GEMM: share of HBM bandwidth streaming weights
+    g_t0: Num = 0.0  # GEMM: fixed time of one kernel
+    a_ew: Num = 1.0  # decode attention: share of HBM bandwidth in the KV read
+    a_t0: Num = 0.0  # decode attention: fixed time of one kernel
+    a_c: Num = 0.0  # decode attention: time per sequence × query head
+    p_eta: Num = 1.0  # prefill attention: η_a
+    p_half: Num = 0.0  # prefill attention: S½
+    p_t0: Num = 0.0  # prefill attention: fixed time of one kernel
 
 
 def with_arrays(x: Inputs, **arrays) -> Inputs:
@@ -219,6 +238,11 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
     kv_heads_known = bool(model.kv_heads) or heads_known
     kv = bool(plan.seq) and plan.phase in ("decode", "prefill")
     stack = plan.stack if plan.stack is not None else default_stack(plan.phase)
+    roofline = "step" if plan.phase == "train" else stack.roofline
+    kern = kernels_for(gpu, stack) if roofline == "operator" and gpu.achieved_flops is None else None
+    fp8_w = model.weights == "fp8" and gpu.fp8_flops is not None
+    gemm_curve = kern.gemm(fp8_w) if kern is not None else None
+    attn_curve = kern is not None and static_kv_curve(kern, plan.phase)
     static = Static(
         plan=plan.name, phase=plan.phase, algorithm=plan.allreduce,
         cross_node=plan.cross_node, fsdp=bool(plan.fsdp) and plan.phase == "train",
@@ -240,6 +264,8 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         steady=plan.phase != "train" and stack.pipeline == "steady",
         head_dim_given=bool(model.head_dim),
         seq_host=bool(stack.seq_overhead) and plan.phase != "train",
+        kernel_gemm=gemm_curve is not None, kernel_attention=bool(attn_curve),
+        kernels=kern.name if kern is not None else None,
     )
     fp8_gemm = (static.roofline == "operator" and model.weights == "fp8" and gpu.fp8_flops is not None)
     act = S.DTYPE_BYTES[model.activations]
@@ -269,10 +295,48 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         hd=model.head_dim or (model.hidden / model.heads if model.heads else 1),
         kv_lat=(model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0), d_c=model.kv_lora_rank or 0,
         R_attn=gpu.flops * stack.attention_efficiency,
+        **_curve_values(kern, gemm_curve, gpu, fp8_w),
     )
     if not derivation:
         return static, Inputs(**{k: float(v) for k, v in values.items()})
-    return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy, stack) for k, v in values.items()})
+    return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy, stack, kern) for k, v in values.items()})
+
+
+def kernels_for(gpu: S.Gpu, stack: S.Stack) -> S.Kernels | None:
+    """The measured kernel curves a plan on ``gpu`` under ``stack`` is priced on: None unless the stack has
+    ``rates = kernels`` and the GPU lists ``kernels`` blocks; then the block whose engine is the stack's (a
+    stack's ``engine``, when the language has one, names it: "vllm" matches "vllm 0.24.0"), else the first."""
+    if stack.rates != "kernels" or not gpu.kernels:
+        return None
+    engine = getattr(stack, "engine", None)
+    if engine:
+        for k in gpu.kernels:
+            if k.engine and k.engine.split()[0].lower() == str(engine).split()[0].lower():
+                return k
+    return gpu.kernels[0]
+
+
+def static_kv_curve(kern: S.Kernels, phase: str) -> bool:
+    """The kernels block has the attention curve of ``phase``: decode's (KV read) or prefill's (causal)."""
+    return kern.decode_attention if phase == "decode" else kern.prefill_attention if phase == "prefill" else False
+
+
+def _curve_values(kern: S.Kernels | None, gemm: tuple | None, gpu: S.Gpu, fp8: bool) -> dict:
+    """The curve inputs of ``prepare`` (neutral values without curves: the Inputs defaults)."""
+    if kern is None:
+        return {}
+    flops = kern.flops or gpu.flops
+    out: dict = {"BW_peak": kern.hbm_bandwidth or gpu.hbm_bandwidth, "R_apeak": flops}
+    if gemm is not None:
+        out.update(R_gpeak=(kern.fp8_flops or gpu.fp8_flops) if fp8 else flops, g_eta=gemm[0], g_half=gemm[1],
+                   g_ew=gemm[2], g_t0=gemm[3])
+    if kern.decode_attention:
+        out.update(a_ew=kern.decode_attention_hbm_efficiency, a_t0=kern.decode_attention_latency,
+                   a_c=kern.decode_attention_head_time)
+    if kern.prefill_attention:
+        out.update(p_eta=kern.prefill_attention_efficiency, p_half=kern.prefill_attention_half_tokens,
+                   p_t0=kern.prefill_attention_latency)
+    return out
 
 
 _DEFAULT_STACKS: dict[str, S.Stack] = {}
@@ -342,15 +406,38 @@ _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
     "kv_lat": ("d_latent", units.DIMENSIONLESS, "MLA latent cached per token per layer: kv_lora_rank + qk_rope_head_dim"),
     "d_c": ("d_c", units.DIMENSIONLESS, "MLA: kv_lora_rank"),
     "R_attn": ("R_attn", units.FLOP_RATE, "achieved FLOP/s in attention"),
+    "BW_peak": ("BW_HBM,peak", units.BANDWIDTH, "HBM bandwidth per GPU (the kernel curves' shares are of it)"),
+    "R_gpeak": ("R_peak,GEMM", units.FLOP_RATE, "peak FLOP/s of the weights' dtype (the GEMM curve's η is of it)"),
+    "R_apeak": ("R_peak,attn", units.FLOP_RATE, "peak BF16 FLOP/s (the prefill-attention curve's η_attn is of it)"),
+    "g_eta": ("η_GEMM", units.DIMENSIONLESS, "GEMM curve: share of the peak a large GEMM reaches"),
+    "g_half": ("M½", units.DIMENSIONLESS, "GEMM curve: token rows at which half of η_GEMM is reached"),
+    "g_ew": ("e_w", units.DIMENSIONLESS, "GEMM curve: share of HBM bandwidth a GEMM streaming its weights reaches"),
+    "g_t0": ("t0_GEMM", units.TIME, "GEMM curve: fixed time of one GEMM kernel"),
+    "a_ew": ("e_kv", units.DIMENSIONLESS, "decode attention curve: share of HBM bandwidth in the KV read"),
+    "a_t0": ("t0_attn", units.TIME, "decode attention curve: fixed time of one kernel"),
+    "a_c": ("c_attn", units.TIME, "decode attention curve: time per sequence × query head of one kernel"),
+    "p_eta": ("η_attn", units.DIMENSIONLESS, "prefill attention curve: share of peak FLOP/s a long prompt reaches"),
+    "p_half": ("S½", units.DIMENSIONLESS, "prefill attention curve: prompt tokens at which half of η_attn is reached"),
+    "p_t0": ("t0_attn", units.TIME, "prefill attention curve: fixed time of one kernel"),
 }
+
+_CURVE_KEYS = ("g_eta", "g_half", "g_ew", "g_t0", "a_ew", "a_t0", "a_c", "p_eta", "p_half", "p_t0")
 
 
 def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Cluster, policy: S.Policy,
-          stack: S.Stack):
+          stack: S.Stack, kern: S.Kernels | None = None):
     sym, dim, desc = _LEAVES[key]
     gpu = cluster.gpu
     source = None
-    if key in axes.NAMES or key in ("B", "ctx", "M", "overlap", "T_given"):
+    if key in _CURVE_KEYS and kern is not None:
+        source = (f"kernels {kern.name}" + (f" ({kern.engine})" if kern.engine else "")
+                  + (f"; {kern.source}" if kern.source else ""))
+    elif key in ("BW_peak", "R_gpeak", "R_apeak"):
+        peak = "fp8_flops" if key == "R_gpeak" and model.weights == "fp8" and gpu.fp8_flops is not None else (
+            "hbm_bandwidth" if key == "BW_peak" else "flops")
+        source = (f"kernels {kern.name}: {peak}" if kern is not None and getattr(kern, peak) is not None
+                  else f"gpu {gpu.name}: {peak}")
+    elif key in axes.NAMES or key in ("B", "ctx", "M", "overlap", "T_given"):
         source = f"plan {plan.name}"
     elif key == "S":
         source = "decode: one new token per sequence" if plan.phase == "decode" else f"plan {plan.name}: seq"
@@ -408,7 +495,8 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
     elif key == "b_master":
         source = f"plan {plan.name}: master_weights {plan.master_weights}"
     # shares print as percentages everywhere (overlap = 50 %, as the spec writes it), never as 0.5
-    return derive.leaf(sym, value, dim, desc, source, style="percent" if key in ("overlap", "max_mem") else None)
+    return derive.leaf(sym, value, dim, desc, source,
+                       style="percent" if key in ("overlap", "max_mem", "g_eta", "g_ew", "a_ew", "p_eta") else None)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -882,8 +970,15 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
     else:
         w_g = named(f"W_GEMM{t}", weights, "weights read")
         f_g = named(f"F_GEMM{t}", x.c_F * x.params_active * tokens / (tp * pp), "GEMM FLOPs: c_F·N·tokens/(tp·pp)")
-    tg_m, tg_f = costs.memory_time(w_g, x.BW_hbm), costs.flop_time(f_g, x.R)
-    T_g = named(f"T_GEMM{t}", maximum(tg_m, tg_f), "weight GEMMs: max(bytes/BW, FLOPs/R)")
+    if static.kernel_gemm:  # the GPU's measured GEMM curve at this token count (ccost.kernels)
+        n_k = (kernels.DENSE_GEMMS_PER_MOE_LAYER if n_dense is not None else kernels.GEMMS_PER_LAYER) * layers
+        T_g, tg_m, tg_f, _ = kernels.gemm_time(w_g, f_g, tokens, n_k, x.BW_peak, x.g_ew, x.R_gpeak, x.g_eta,
+                                               x.g_half, x.g_t0, t)
+        T_g = named(f"T_GEMM{t}", T_g, "weight GEMMs on the measured curve: kernels·t0_GEMM + max(W/(BW·e_w), "
+                    "F/R_GEMM), kernels = GEMMs per layer × L/pp")
+    else:
+        tg_m, tg_f = costs.memory_time(w_g, x.BW_hbm), costs.flop_time(f_g, x.R)
+        T_g = named(f"T_GEMM{t}", maximum(tg_m, tg_f), "weight GEMMs: max(bytes/BW, FLOPs/R)")
     rows.append(("weight GEMMs", w_g, f_g, T_g, tg_m, tg_f))
     total_b, total_f, T_flop, T = w_g, f_g, tg_f, T_g
     if n_dense is not None:
@@ -893,8 +988,16 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
         w_e = named(f"W_experts{t}", w_experts * hit, "expert weights read: this GPU's experts × share hit")
         f_e = named(f"F_experts{t}", x.c_F * x.k * n_expert1 * tokens / (tp * pp),
                     "expert FLOPs: c_F·k·N_expert·tokens/(tp·pp)")
-        te_m, te_f = costs.memory_time(w_e, x.BW_hbm), costs.flop_time(f_e, x.R)
-        T_e = named(f"T_experts{t}", maximum(te_m, te_f), "MoE experts: max(bytes/BW, FLOPs/R)")
+        if static.kernel_gemm:  # grouped GEMMs on the GEMM curve, at the tokens each expert gets
+            m_e = named(f"M_expert{t}", routed * x.k / x.E, "token rows per expert: T_route·k/E")
+            T_e, te_m, te_f, _ = kernels.gemm_time(w_e, f_e, m_e, kernels.EXPERT_GEMMS_PER_MOE_LAYER * x.L_moe / pp,
+                                                   x.BW_peak, x.g_ew, x.R_gpeak, x.g_eta, x.g_half, x.g_t0,
+                                                   f",experts{t}")
+            T_e = named(f"T_experts{t}", T_e, "MoE experts on the measured GEMM curve: kernels·t0_GEMM + "
+                        "max(W/(BW·e_w), F/R_GEMM) at M_expert rows")
+        else:
+            te_m, te_f = costs.memory_time(w_e, x.BW_hbm), costs.flop_time(f_e, x.R)
+            T_e = named(f"T_experts{t}", maximum(te_m, te_f), "MoE experts: max(bytes/BW, FLOPs/R)")
         rows.append(("MoE experts", w_e, f_e, T_e, te_m, te_f))
         total_b, total_f, T_flop, T = total_b + w_e, total_f + f_e, T_flop + te_f, T + T_e
     if static.kv:
@@ -909,8 +1012,20 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
         f_a = named(f"F_attn{t}", tokens * ctx * heads * per_head * layers,
                     "attention FLOPs: tokens·ctx·heads per GPU·" + ("c_F·(d_c + d_latent)" if static.mla
                                                                     else "c_F·2·d_head") + "·L/pp")
-        ta_m, ta_f = costs.memory_time(kv_b, x.BW_hbm), costs.flop_time(f_a, x.R_attn)
-        T_a = named(f"T_attn{t}", maximum(ta_m, ta_f), "attention: max(KV bytes/BW, FLOPs/R_attn)")
+        if static.kernel_attention and static.kv_read:  # measured decode-attention curve (ccost.kernels)
+            T_a, ta_m = kernels.decode_attention_time(kv_b, seqs * share * heads, layers, x.BW_peak, x.a_ew, x.a_c,
+                                                      x.a_t0)
+            ta_f = costs.flop_time(f_a, x.R_attn)
+            T_a = named(f"T_attn{t}", T_a, "decode attention on the measured curve: L/pp·(t0_attn + c_attn·B·heads) "
+                        "+ KV/(BW·e_kv)")
+        elif static.kernel_attention:  # measured prefill-attention curve, at the prompt's length
+            T_a, ta_f = kernels.prefill_attention_time(f_a, x.S, layers, x.R_apeak, x.p_eta, x.p_half, x.p_t0)
+            ta_m = costs.memory_time(kv_b, x.BW_hbm)
+            T_a = named(f"T_attn{t}", maximum(ta_m, T_a), "prefill attention on the measured curve: max(KV/BW, "
+                        "L/pp·t0_attn + F/(R_peak·η_attn·S/(S + S½)))")
+        else:
+            ta_m, ta_f = costs.memory_time(kv_b, x.BW_hbm), costs.flop_time(f_a, x.R_attn)
+            T_a = named(f"T_attn{t}", maximum(ta_m, ta_f), "attention: max(KV bytes/BW, FLOPs/R_attn)")
         rows.append(("attention", kv_b, f_a, T_a, ta_m, ta_f))
         total_b, total_f, T_flop, T = total_b + kv_b, total_f + f_a, T_flop + ta_f, T + T_a
     return Operators(named(f"bytes_ops{t}", total_b, "bytes of every operator"),

@@ -457,6 +457,60 @@ register(BlockKind(
     'link nvlink4 "NVLink 4 through NVSwitch" {\n  alpha = 2 us\n  bandwidth = 450 GB/s\n}',
 ))
 
+# --- kernels ------------------------------------------------------------------------------------------
+# Fitted kernel constants (ccost.kernels): shares of a peak in (0, 1.5] (a weight GEMM can stream a little
+# above the vendor's HBM figure, and FP8 kernels are fitted against the FP8 peak), token counts from 0 to a
+# billion, fixed times from 0 to 1 s.
+R_KERNEL_SHARE = {"minimum": 0.001, "maximum": 1.5}
+R_KERNEL_TOKENS = {"minimum": 0.0, "maximum": 1e9}
+R_KERNEL_TIME = {"minimum": 0.0, "maximum": 1.0}
+
+register(BlockKind(
+    "kernels", "Operator rates measured on one GPU under one engine, reduced to curves by `ccost calibrate "
+    "--kernels` from a table of measured kernel times (the forms: docs/kernels.md). A `gpu` lists its blocks "
+    "in `kernels`; a plan whose stack has `rates = kernels` prices its weight GEMMs and attention on them "
+    "(decode, prefill). A curve not written (its fields absent) leaves that operator to the stack's "
+    "efficiencies. The bundled `std/kernels.ccost` holds the curves of H100, H200, B200 and A100 under vLLM.",
+    (
+        Field("engine", STRING, "the engine and version the kernels ran under", '"vllm 0.24.0"'),
+        Field("source", STRING, "provenance: the package and version the table came from, the system, the "
+              "tables, the date of the data", '"aiconfigurator-core 0.12.0: h100_sxm gemm_perf"'),
+        Field("flops", FLOP_RATE, "the peak the BF16 shares below are of (the reduction writes the GPU's "
+              "`flops` it used; absent: the plan's GPU's)", "989.4 TFLOP/s", **R_FLOP_RATE),
+        Field("fp8_flops", FLOP_RATE, "the peak the FP8 GEMM shares are of (absent: the GPU's `fp8_flops`)",
+              "1978.9 TFLOP/s", **R_FLOP_RATE),
+        Field("hbm_bandwidth", BANDWIDTH, "the bandwidth the HBM shares are of (absent: the GPU's)", "3.35 TB/s",
+              **R_HBM_BANDWIDTH),
+        Field("gemm_efficiency", FRACTION, "weight GEMMs (BF16, FP16): η, the share of the GPU's `flops` a "
+              "large GEMM reaches", "84 %", **R_KERNEL_SHARE),
+        Field("gemm_half_tokens", COUNT, "weight GEMMs: M½, the token rows at which half of η is reached; "
+              "the rate at M rows is flops·η·M/(M + M½)", "116", **R_KERNEL_TOKENS),
+        Field("gemm_hbm_efficiency", FRACTION, "weight GEMMs: e_w, the share of `hbm_bandwidth` a GEMM "
+              "streaming its weights reaches (small M: memory-bound)", "86 %", **R_KERNEL_SHARE),
+        Field("gemm_latency", TIME, "weight GEMMs: t₀, the fixed time of one GEMM kernel", "4 us",
+              **R_KERNEL_TIME),
+        Field("fp8_gemm_efficiency", FRACTION, "FP8 weight GEMMs: η, of the GPU's `fp8_flops`", "46 %",
+              **R_KERNEL_SHARE),
+        Field("fp8_gemm_half_tokens", COUNT, "FP8 weight GEMMs: M½", "110", **R_KERNEL_TOKENS),
+        Field("fp8_gemm_hbm_efficiency", FRACTION, "FP8 weight GEMMs: e_w", "85 %", **R_KERNEL_SHARE),
+        Field("fp8_gemm_latency", TIME, "FP8 weight GEMMs: t₀", "8 us", **R_KERNEL_TIME),
+        Field("decode_attention_hbm_efficiency", FRACTION, "decode attention: e_kv, the share of "
+              "`hbm_bandwidth` in the KV-cache read", "87 %", **R_KERNEL_SHARE),
+        Field("decode_attention_latency", TIME, "decode attention: t₀, the fixed time of one kernel (one per "
+              "layer)", "12 us", **R_KERNEL_TIME),
+        Field("decode_attention_head_time", TIME, "decode attention: c, the time per sequence and query head "
+              "of one kernel", "2.4 ns", **R_KERNEL_TIME),
+        Field("prefill_attention_efficiency", FRACTION, "prefill attention: η_a, the share of the GPU's "
+              "`flops` a long causal prompt reaches", "67 %", **R_KERNEL_SHARE),
+        Field("prefill_attention_half_tokens", COUNT, "prefill attention: S½, the prompt tokens at which half "
+              "of η_a is reached", "1243", **R_KERNEL_TOKENS),
+        Field("prefill_attention_latency", TIME, "prefill attention: t₀, the fixed time of one kernel (one per "
+              "layer)", "14 us", **R_KERNEL_TIME),
+    ),
+    "kernels", S.Kernels,
+    'kernels h100_vllm "H100 SXM under vLLM 0.24.0" {\n  engine = "vllm 0.24.0"\n  gemm_efficiency = 84 %\n'
+    '  gemm_half_tokens = 116\n  gemm_hbm_efficiency = 86 %\n  gemm_latency = 4 us\n}',
+))
 # --- gpu ----------------------------------------------------------------------------------------------
 register(BlockKind(
     "gpu", "One GPU model: memory, memory bandwidth and compute rate.",
@@ -478,6 +532,9 @@ register(BlockKind(
         Field("fp8_flops", FLOP_RATE, "dense peak for FP8 tensor math: with the per-operator roofline, the "
               "weight GEMMs of a model with `weights = fp8` use it (attention stays at `flops`)",
               "1979 TFLOP/s", **R_FLOP_RATE),
+        Field("kernels", list_of(ref("kernels")), "measured kernel curves of this GPU, one `kernels` block per "
+              "engine: a plan whose stack has `rates = kernels` uses the block of its stack's engine, else the "
+              "first", "[h100_vllm]"),
     ),
     "gpus", S.Gpu,
     'gpu h100 "H100 SXM 80GB" {\n  memory = 80 GB\n  hbm_bandwidth = 3.35 TB/s\n'
@@ -625,6 +682,10 @@ register(BlockKind(
               "tokenizing, sampling, data loading); the cost model adds it to each GPU's power when the "
               "cluster gives neither `host_power` nor `node_power` (issue 17)", "150 W",
               **R_POWER),
+        Field("rates", enum(*S.RATES), "decode and prefill under `roofline = operator`: `profile` prices the "
+              "operators at this stack's efficiencies × the GPU's peaks; `kernels` at the GPU's measured kernel "
+              "curves (its `kernels` blocks: GEMM rate by token count, attention by batch, context and prompt), "
+              "where it has them, and at the efficiencies where not", "kernels"),
     ),
     "stacks", S.Stack,
     'stack vllm_h100 "vLLM 0.6 on H100, CUDA graphs" {\n  step_overhead = 5 ms\n  layer_overhead = 20 us\n'

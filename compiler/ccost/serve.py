@@ -107,10 +107,10 @@ def _lowered(plan: S.Plan, policy: S.Policy, derivation: bool, phase: str, seq: 
 
 
 def _attention(program: lower.Program):
-    """(bytes, FLOPs) of the attention row of a program's per-operator roofline."""
+    """(bytes, FLOPs, time) of the attention row of a program's per-operator roofline."""
     for row in program.compute.operators:
         if row[0] == "attention":
-            return row[1], row[2]
+            return row[1], row[2], row[3]
     raise AssertionError("a program with a KV cache has an attention operator")  # pragma: no cover
 
 
@@ -163,14 +163,18 @@ def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerm
     if A.static.roofline == "operator":
         one = _leaf("B_prompt", 1, "sequences in the prompt's prefill: one request's", "serve: one prompt", derivation)
         prompt = _lowered(plan, policy, derivation, "prefill", plan.input_tokens, B=one, S=I, ctx=I)
-        b_d, f_d = _attention(part_dec)
-        b_p, f_p = _attention(prompt)
+        b_d, f_d, t_d = _attention(part_dec)
+        b_p, f_p, t_p = _attention(prompt)
         kv_b = named("KV_mix", b_d + b_p / n_c, "attention bytes of the mixed step: the decode part's KV reads "
                      "+ 1/n_c of one prompt's KV writes")
         f_a = named("F_attn,mix", f_d + f_p / n_c, "attention FLOPs of the mixed step: the decode part's + 1/n_c "
                     "of one prompt's causal prefill")
         ta_m, ta_f = costs.memory_time(kv_b, x.BW_hbm), costs.flop_time(f_a, x.R_attn)
-        T_a = named("T_attn,mix", maximum(ta_m, ta_f), "attention of the mixed step: max(bytes/BW, FLOPs/R_attn)")
+        if A.static.kernel_attention:  # measured curves (ccost.kernels): each part on its own kernel's curve
+            T_a = named("T_attn,mix", t_d + t_p / n_c, "attention of the mixed step on the measured curves: the "
+                        "decode part's + 1/n_c of one prompt's causal prefill")
+        else:
+            T_a = named("T_attn,mix", maximum(ta_m, ta_f), "attention of the mixed step: max(bytes/BW, FLOPs/R_attn)")
         d_stage, d_mb = T_a, T_a / x.M
         extra_b, extra_f = kv_b, f_a
         rows = cA.operators + (("attention", kv_b, f_a, T_a, ta_m, ta_f),)

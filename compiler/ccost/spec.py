@@ -26,6 +26,9 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
 PHASES = ("decode", "prefill", "train", "serve")
 ROOFLINES = ("operator", "step")
 PIPELINES = ("steady", "flush")
+#: Where a stack's operator rates come from (decode, prefill): its own efficiencies × the GPU's peaks, or
+#: the GPU's measured kernel curves (a ``kernels`` block, ``ccost.kernels``) where it has them.
+RATES = ("profile", "kernels")
 ALLREDUCE_ALGORITHMS = C.ALGORITHMS + (C.AUTO,)
 # How a collective group that spans nodes is priced: a flat ring waiting on its slowest link, hierarchical
 # (intra-node reduce-scatter, inter-node allreduce on 1/g of the data, intra-node all-gather), or the cheaper.
@@ -97,6 +100,51 @@ class Link(Entity):
 
 
 @dataclass(frozen=True)
+class Kernels(Entity):
+    """Operator rates measured on one GPU under one engine, reduced to curves by ``ccost calibrate --kernels``
+    (the forms: ``ccost.kernels``; docs/kernels.md). None: the curve was not measured (the profile prices
+    that operator)."""
+
+    engine: str | None = None  # the engine and version the kernels ran under ("vllm 0.24.0")
+    source: str | None = None  # provenance: package, version, system, tables, date of the data
+    # the peaks the curves' shares are of (the GPU's when absent): FLOP/s, FP8 FLOP/s, B/s
+    flops: float | None = None
+    fp8_flops: float | None = None
+    hbm_bandwidth: float | None = None
+    gemm_efficiency: float | None = None  # η: share of the peak `flops` a large BF16/FP16 GEMM reaches
+    gemm_half_tokens: float | None = None  # M½: token rows at which half of it is reached
+    gemm_hbm_efficiency: float | None = None  # e_w: share of `hbm_bandwidth` a weight-streaming GEMM reaches
+    gemm_latency: float = 0.0  # t₀, s: fixed time of one GEMM kernel
+    fp8_gemm_efficiency: float | None = None  # the same for FP8 weights, of the peak `fp8_flops`
+    fp8_gemm_half_tokens: float | None = None
+    fp8_gemm_hbm_efficiency: float | None = None
+    fp8_gemm_latency: float = 0.0
+    decode_attention_hbm_efficiency: float | None = None  # e_kv: share of `hbm_bandwidth` in the KV read
+    decode_attention_latency: float = 0.0  # t₀, s per kernel (one per layer)
+    decode_attention_head_time: float = 0.0  # c, s per (sequence × query head) per kernel
+    prefill_attention_efficiency: float | None = None  # η_a: share of the peak `flops` a long prompt reaches
+    prefill_attention_half_tokens: float | None = None  # S½: prompt tokens at which half of it is reached
+    prefill_attention_latency: float = 0.0  # t₀, s per kernel (one per layer)
+
+    def gemm(self, fp8: bool) -> tuple[float, float, float, float] | None:
+        """(η, M½, e_w, t₀) of the weights' dtype, or None when that curve was not measured."""
+        if fp8:
+            p = (self.fp8_gemm_efficiency, self.fp8_gemm_half_tokens, self.fp8_gemm_hbm_efficiency,
+                 self.fp8_gemm_latency)
+        else:
+            p = (self.gemm_efficiency, self.gemm_half_tokens, self.gemm_hbm_efficiency, self.gemm_latency)
+        return None if any(x is None for x in p) else p  # type: ignore[return-value]
+
+    @property
+    def decode_attention(self) -> bool:
+        return self.decode_attention_hbm_efficiency is not None
+
+    @property
+    def prefill_attention(self) -> bool:
+        return self.prefill_attention_efficiency is not None and self.prefill_attention_half_tokens is not None
+
+
+@dataclass(frozen=True)
 class Gpu(Entity):
     memory: float = 0.0  # bytes
     hbm_bandwidth: float = 0.0  # B/s
@@ -106,6 +154,7 @@ class Gpu(Entity):
     price_per_hour: float | None = None  # USD/s per GPU (issue 17); None: not priced
     power: float | None = None  # W under load (TDP)
     fp8_flops: float | None = None  # FLOP/s, dense FP8 peak: GEMMs of FP8 weights use it (per-operator roofline)
+    kernels: tuple[Kernels, ...] = ()  # measured kernel curves, one block per engine; the first is the default
 
     @property
     def compute_rate(self) -> float:
@@ -204,13 +253,14 @@ class Stack(Entity):
     roofline: str = "operator"  # operator: each operator class bounded on its own and added; step: one
     # roofline for the whole step, max(bytes/BW, FLOPs/R), the reference notes' model
     host_power: float = 0.0  # W per GPU of the stack's host work (issue 17); the cluster's host_power wins
+    rates: str = "profile"  # decode, prefill: profile (the efficiencies above) | kernels (the GPU's curves)
 
     @property
     def is_ideal(self) -> bool:
         return (self.step_overhead == 0 and self.layer_overhead == 0 and self.seq_overhead == 0 and self.hbm_efficiency == 1
                 and self.gemm_efficiency == 1 and self.attention_efficiency == 1 and self.collective_floor == 0
                 and self.elementwise_efficiency == 1 and not self.tp_comm_overlap
-                and self.roofline == "step" and self.pipeline == "flush")
+                and self.roofline == "step" and self.pipeline == "flush" and self.rates == "profile")
 
 
 #: The bundled default profiles (specs/std/stacks.ccost) a plan gets when it names no ``stack``.
@@ -329,5 +379,6 @@ class Spec:
     policy: Policy
     searches: Mapping[str, Search] = field(default_factory=dict)
     stacks: Mapping[str, Stack] = field(default_factory=dict)
+    kernels: Mapping[str, Kernels] = field(default_factory=dict)
     files: tuple[str, ...] = ()  # the spec and every file it imports, for provenance hashes
     local_plans: tuple[str, ...] = ()  # plans written in this file (not imported), in order

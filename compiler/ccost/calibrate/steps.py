@@ -253,7 +253,7 @@ def _yaml_rows(path: str, text: str, base: Path, spec: str | None, only: str | N
 class _Plans:
     """The rows' plans, checked once; ``predict(θ)`` prices every row with a stack of fields θ."""
 
-    def __init__(self, rows: list[StepRow]):
+    def __init__(self, rows: list[StepRow], rates: str | None = None):
         from ccost import check
 
         self.rows = rows
@@ -288,6 +288,9 @@ class _Plans:
         st = first.stack if first.stack is not None else lower.default_stack(first.phase)
         self.start_stack = st.name if len(stacks) == 1 else f"{st.name} (and others)"
         self.start = {f: float(getattr(st, f)) for f in FIELDS}
+        # where the fitted profile's operator rates come from, as in the stack it starts from: its efficiencies,
+        # or the GPUs' measured kernel curves (`rates = kernels`, docs/kernels.md), which the fit then leaves alone
+        self.rates = st.rates if rates is None else rates
         for i, r in enumerate(rows):  # every row can be priced, or the error names it
             try:
                 t = self.predict(self.start, [i])[0]
@@ -302,7 +305,7 @@ class _Plans:
         from ccost import spec as S
 
         stack = S.Stack("fitted", None, None, **{f: float(theta.get(f, self.start[f])) for f in FIELDS},
-                        source="fit")
+                        source="fit", rates=self.rates)
         out = []
         for i in (range(len(self.rows)) if idx is None else idx):
             plan = replace(self.plans[i], stack=stack)
@@ -383,9 +386,10 @@ def _lm(plans: _Plans, idx: list[int], start: dict, fields: tuple = FIELDS) -> t
 
 
 def fit_steps(rows: list[StepRow], folds: int = 5, source_file: str = "", fields: tuple = FIELDS,
-              start: dict | None = None) -> StepFit:
-    """Fit ``fields`` of the stack (the others kept at ``start``, by default the plans' own stack)."""
-    plans = _Plans(rows)
+              start: dict | None = None, rates: str | None = None) -> StepFit:
+    """Fit ``fields`` of the stack (the others kept at ``start``, by default the plans' own stack); ``rates``
+    overrides where its operator rates come from (``profile`` | ``kernels``; default the plans' stack's)."""
+    plans = _Plans(rows, rates)
     if start is not None:
         plans.start = dict(plans.start, **start)
     n = len(rows)

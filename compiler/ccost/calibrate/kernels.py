@@ -1,0 +1,469 @@
+"""``ccost calibrate --kernels SYSTEM``: reduce a table of measured kernel times to a ``kernels`` block.
+
+The tables are AIConfigurator's silicon database (the ``aiconfigurator-core`` package, Apache-2.0: GEMM and
+attention latencies measured per GPU, engine and engine version, shipped as Parquet files inside the
+package). Reading them needs the optional extra ``ccost[kernels]`` (the package and pyarrow); the fits
+below need numpy only, so a test can rerun them on a small excerpt of a table without the extra.
+
+Each curve (the forms: ``ccost.kernels``; docs/kernels.md) is fitted by bounded Levenberg–Marquardt on
+r = log(predicted / measured) over the rows of its domain, and its error over those rows — the median and
+90th percentile of |predicted/measured − 1|, the worst row, the median ratio by token count — is written
+beside the block, so a reader sees how much the reduction loses.
+
+Domains (choices, stated where they are used): GEMMs with N and K from 1,024 to 65,536 (the weight shapes
+of the models ccost prices; a few-hundred-wide GEMM is not a weight GEMM of an LLM), every M the table has;
+attention rows with a BF16 KV cache, head size 128 and no sliding window; one kernel per table (for GEMMs the
+one the engine runs for BF16 and for per-tensor FP8 checkpoints; for attention the kernel with the most rows).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ccost.diagnostics import CcostError, error
+
+#: The package whose tables are read, and the extra that installs it.
+PACKAGE = "aiconfigurator_core"
+DISTRIBUTION = "aiconfigurator-core"
+EXTRA_HELP = "install the optional extra: pip install 'ccost[kernels]' (aiconfigurator-core and pyarrow)"
+
+#: AIConfigurator's system names → the bundled GPU whose peaks the curves are shares of (std/gpus.ccost).
+SYSTEMS = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200", "a100_sxm": "a100"}
+ENGINES = ("vllm", "sglang", "trtllm")
+
+#: The GEMM kernel each engine's table uses, in order of preference: BF16 weights, per-tensor FP8 weights.
+GEMM_KERNELS = {
+    "bf16": ("torch.nn.functional.linear", "vllm_default"),
+    "fp8": ("CutlassFP8ScaledMMLinearKernel",),
+}
+GEMM_DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}
+#: The GEMM domain: weight shapes N, K (elements).
+GEMM_NK = (1024, 65536)
+HEAD_DIM = 128
+
+
+# --------------------------------------------------------------------------------------------------
+# Fitting (numpy only)
+
+def lm_fit(resid, x0, lo, hi, iterations: int = 200) -> np.ndarray:
+    """Bounded Levenberg–Marquardt: the parameters in [lo, hi] that minimise Σ resid(x)², from ``x0``.
+    Forward-difference Jacobian; deterministic (no randomness), so a refit gives the same block."""
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    x = np.clip(np.asarray(x0, float), lo, hi)
+    r = resid(x)
+    cost = float(r @ r)
+    lam = 1e-3
+    for _ in range(iterations):
+        J = np.empty((r.size, x.size))
+        for k in range(x.size):
+            h = 1e-6 * max(abs(x[k]), 1e-3)
+            xk = x.copy()
+            xk[k] = xk[k] + h if xk[k] + h <= hi[k] else xk[k] - h
+            J[:, k] = (resid(xk) - r) / (xk[k] - x[k])
+        g = J.T @ r
+        A = J.T @ J
+        improved = False
+        for _ in range(20):
+            step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-12), -g)
+            xn = np.clip(x + step, lo, hi)
+            rn = resid(xn)
+            cn = float(rn @ rn)
+            if np.isfinite(cn) and cn < cost:
+                rel = (cost - cn) / max(cost, 1e-300)
+                x, r, cost, improved = xn, rn, cn, True
+                lam = max(lam / 3, 1e-12)
+                break
+            lam *= 4
+        if not improved or rel < 1e-12:
+            break
+    return x
+
+
+@dataclass(frozen=True)
+class Quality:
+    """How well a curve reproduces its table: over ``rows`` rows, |predicted/measured − 1| at the median,
+    the 90th percentile and the worst row; ``by`` the median predicted/measured per value of one column."""
+
+    rows: int
+    median: float
+    p90: float
+    worst: float
+    by_name: str = ""
+    by: tuple = ()
+
+    def text(self) -> str:
+        return (f"{self.rows:,} rows: median error {100 * self.median:.1f} %, 90th percentile "
+                f"{100 * self.p90:.1f} %, worst {100 * self.worst:.0f} %")
+
+
+def quality(pred: np.ndarray, meas: np.ndarray, by_name: str = "", by_values: np.ndarray | None = None,
+            at: tuple = ()) -> Quality:
+    ratio = pred / meas
+    err = np.abs(ratio - 1)
+    by = tuple((v, float(np.median(ratio[by_values == v]))) for v in at
+               if by_values is not None and (by_values == v).any())
+    return Quality(int(err.size), float(np.median(err)), float(np.quantile(err, 0.9)), float(err.max()),
+                   by_name, by)
+
+
+@dataclass(frozen=True)
+class GemmCurve:
+    eta: float
+    half: float
+    e_w: float
+    t0: float
+    quality: Quality
+
+
+def gemm_predict(p, m, n, k, b, peak, bw) -> np.ndarray:
+    """The GEMM form (``ccost.kernels.gemm_time``, one kernel) on table columns: t₀ + max(W/(BW·e_w),
+    2·N·K·(M + M½)/(R_peak·η))."""
+    eta, half, e_w, t0 = p
+    return t0 + np.maximum(n * k * b / (bw * e_w), 2 * n * k * (m + half) / (peak * eta))
+
+
+def fit_gemm(m, n, k, t, b: float, peak: float, bw: float) -> GemmCurve:
+    """Fit (η, M½, e_w, t₀) of the GEMM form to rows of M, N, K and measured seconds ``t``."""
+    m, n, k, t = (np.asarray(a, float) for a in (m, n, k, t))
+    scale = np.array([1.0, 100.0, 1.0, 1e-6])  # parameters near 1 for the solver
+    resid = lambda q: np.log(gemm_predict(q * scale, m, n, k, b, peak, bw) / t)  # noqa: E731
+    q = lm_fit(resid, [0.7, 1.0, 0.8, 5.0], [0.01, 0.0, 0.01, 0.0], [1.5, 100.0, 1.5, 1e5])
+    p = q * scale
+    return GemmCurve(*(float(x) for x in p), quality(gemm_predict(p, m, n, k, b, peak, bw), t, "M", m,
+                                                      (1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)))
+
+
+@dataclass(frozen=True)
+class DecodeAttentionCurve:
+    e_kv: float
+    t0: float
+    c: float
+    quality: Quality
+
+
+def decode_attention_predict(p, kv, seqs_heads, bw) -> np.ndarray:
+    e_kv, t0, c = p
+    return t0 + c * seqs_heads + kv / (bw * e_kv)
+
+
+def fit_decode_attention(batch, ctx, heads, kv_heads, t, bw: float, head_dim: int = HEAD_DIM,
+                         kv_bytes: float = 2.0) -> DecodeAttentionCurve:
+    """Fit (e_kv, t₀, c) to decode-attention rows: ``batch`` sequences at ``ctx`` tokens of context,
+    ``heads`` query heads and ``kv_heads`` KV heads of ``head_dim``; KV read 2·B·ctx·h_kv·d_head·bytes."""
+    batch, ctx, heads, kv_heads, t = (np.asarray(a, float) for a in (batch, ctx, heads, kv_heads, t))
+    kv = 2 * batch * ctx * kv_heads * head_dim * kv_bytes
+    sh = batch * heads
+    scale = np.array([1.0, 1e-6, 1e-9])
+    resid = lambda q: np.log(decode_attention_predict(q * scale, kv, sh, bw) / t)  # noqa: E731
+    p = lm_fit(resid, [0.8, 10.0, 2.0], [0.01, 0.0, 0.0], [1.5, 1e4, 1e4]) * scale
+    return DecodeAttentionCurve(*(float(x) for x in p), quality(decode_attention_predict(p, kv, sh, bw), t,
+                                                                 "B", batch, (1, 8, 32, 128, 512)))
+
+
+@dataclass(frozen=True)
+class PrefillAttentionCurve:
+    eta: float
+    half: float
+    t0: float
+    quality: Quality
+
+
+def prefill_attention_predict(p, flops, s, peak) -> np.ndarray:
+    eta, half, t0 = p
+    return t0 + flops * (s + half) / (s * peak * eta)
+
+
+def fit_prefill_attention(batch, s, heads, t, peak: float, head_dim: int = HEAD_DIM) -> PrefillAttentionCurve:
+    """Fit (η_a, S½, t₀) to causal prefill-attention rows: ``batch`` prompts of ``s`` tokens, ``heads``
+    query heads; FLOPs 4·B·S·(S + 1)/2·h·d_head (QKᵀ and PV over the causal half, as ``ccost.lower``)."""
+    batch, s, heads, t = (np.asarray(a, float) for a in (batch, s, heads, t))
+    flops = 4 * batch * s * (s + 1) / 2 * heads * head_dim
+    scale = np.array([1.0, 1000.0, 1e-6])
+    resid = lambda q: np.log(prefill_attention_predict(q * scale, flops, s, peak) / t)  # noqa: E731
+    p = lm_fit(resid, [0.6, 1.0, 10.0], [0.01, 0.0, 0.0], [1.5, 1e3, 1e4]) * scale
+    return PrefillAttentionCurve(*(float(x) for x in p),
+                                 quality(prefill_attention_predict(p, flops, s, peak), t, "S", s,
+                                         (128, 512, 2048, 8192)))
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading the tables (the extra)
+
+def _missing(what: str) -> CcostError:
+    return CcostError(error("E501", f"--kernels needs {what}, which is not installed", None, EXTRA_HELP))
+
+
+def package_root() -> tuple[str, str]:
+    """(folder of aiconfigurator-core's systems data, its version), without importing the package."""
+    import importlib.metadata
+    import importlib.util
+
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise _missing("the aiconfigurator-core package")
+    root = os.path.join(list(spec.submodule_search_locations)[0], "systems")
+    try:
+        version = importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - installed without metadata
+        version = "unknown"
+    return root, version
+
+
+def _version_key(v: str) -> tuple:
+    parts = []
+    for tok in v.replace("rc", ".-1.").replace("post", ".").split("."):
+        parts.append(int(tok) if tok.lstrip("-").isdigit() else -2)
+    return tuple(parts)
+
+
+@dataclass(frozen=True)
+class Table:
+    """One measured table: its columns as numpy arrays, and where it came from."""
+
+    columns: dict
+    system: str
+    op: str
+    engine: str
+    version: str
+    file: str
+    collected: str | None = None
+
+    def provenance(self) -> str:
+        date = f", collected {self.collected}" if self.collected else ""
+        return f"{self.op}/{self.engine} {self.version}/{self.file}{date}"
+
+
+def read_table(root: str, system: str, op: str, engine: str, file: str, version: str | None = None) -> Table:
+    """The newest (or ``version``) table ``file`` of ``op`` for ``engine`` on ``system``."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise _missing("pyarrow") from None
+    folder = os.path.join(root, "data", system, op, engine)
+    if not os.path.isdir(folder):
+        raise CcostError(error("E501", f"aiconfigurator-core has no {op} tables for {engine} on {system}", None,
+                               "see docs/kernels.md for the systems and engines it measured"))
+    versions = sorted((v for v in os.listdir(folder) if os.path.isfile(os.path.join(folder, v, file))),
+                      key=_version_key)
+    if version is not None:
+        versions = [v for v in versions if v == version]
+    if not versions:
+        raise CcostError(error("E501", f"aiconfigurator-core has no {file} for {engine}"
+                               + (f" {version}" if version else "") + f" on {system}", None,
+                               "try another --engine or leave the version out"))
+    v = versions[-1]
+    cols = {k: np.asarray(a.to_numpy(zero_copy_only=False)) for k, a in
+            zip(pq.read_table(os.path.join(folder, v, file)).column_names,
+                pq.read_table(os.path.join(folder, v, file)).columns)}
+    collected = None
+    meta = os.path.join(folder, v, "collection_meta.yaml")
+    if os.path.isfile(meta):
+        import yaml
+
+        with open(meta, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh) or {}
+        stamps = sorted(str(e.get("collected_at")) for e in _events(doc) if e.get("collected_at"))
+        collected = stamps[-1] if stamps else None
+    return Table(cols, system, op, engine, v, file, collected)
+
+
+def _events(doc) -> list:
+    """Every mapping in a collection_meta document (its events carry ``collected_at``)."""
+    out = []
+    if isinstance(doc, dict):
+        out.append(doc)
+        for v in doc.values():
+            out += _events(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            out += _events(v)
+    return out
+
+
+def _pick_kernel(cols: dict, mask: np.ndarray, prefer: tuple = ()) -> np.ndarray:
+    """``mask`` narrowed to one kernel source: the first of ``prefer`` present, else the one with most rows."""
+    if "kernel_source" not in cols:
+        return mask
+    ks = cols["kernel_source"]
+    present = {str(x) for x in np.unique(ks[mask])}
+    for name in prefer:
+        if name in present:
+            return mask & (ks == name)
+    if not present:
+        return mask
+    best = max(sorted(present), key=lambda s: int((mask & (ks == s)).sum()))
+    return mask & (ks == best)
+
+
+def gemm_rows(t: Table, dtype: str) -> tuple[np.ndarray, ...] | None:
+    """(M, N, K, seconds, kernel) of the GEMM table's rows in the domain, or None without rows of ``dtype``."""
+    c = t.columns
+    mask = c["gemm_dtype"] == GEMM_DTYPES[dtype]
+    lo, hi = GEMM_NK
+    mask &= (c["n"] >= lo) & (c["n"] <= hi) & (c["k"] >= lo) & (c["k"] <= hi)
+    if not mask.any():
+        return None
+    mask = _pick_kernel(c, mask, GEMM_KERNELS[dtype])
+    kernel = str(c["kernel_source"][mask][0]) if "kernel_source" in c else ""
+    if dtype == "fp8" and kernel not in GEMM_KERNELS["fp8"]:
+        return None  # only block-scaled FP8 kernels measured: not what a per-tensor FP8 checkpoint runs
+    return (c["m"][mask].astype(float), c["n"][mask].astype(float), c["k"][mask].astype(float),
+            c["latency"][mask].astype(float) * 1e-3, kernel)
+
+
+def attention_rows(t: Table) -> tuple[dict, str]:
+    """The attention table's rows in the domain (BF16 KV cache, head size 128, no window), one kernel."""
+    c = t.columns
+    mask = (c["kv_cache_dtype"] == "bfloat16") & (c["head_dim"] == HEAD_DIM)
+    if "window_size" in c:
+        mask &= c["window_size"] == 0
+    if "beam_width" in c:
+        mask &= c["beam_width"] == 1
+    mask = _pick_kernel(c, mask)
+    kernel = str(c["kernel_source"][mask][0]) if "kernel_source" in c and mask.any() else ""
+    return {k: v[mask] for k, v in c.items()}, kernel
+
+
+# --------------------------------------------------------------------------------------------------
+# The block
+
+@dataclass
+class Reduction:
+    """Everything ``kernels_block`` writes: the curves, their tables and kernels, the peaks used."""
+
+    system: str
+    gpu: str
+    engine: str
+    package_version: str
+    peaks: dict
+    gemm: dict = field(default_factory=dict)  # dtype -> (GemmCurve, Table, kernel)
+    decode: tuple | None = None  # (DecodeAttentionCurve, Table, kernel)
+    prefill: tuple | None = None  # (PrefillAttentionCurve, Table, kernel)
+
+
+def reduce_system(system: str, engine: str, gpu_peaks: dict, gpu_name: str) -> Reduction:
+    """Read ``system``'s tables for ``engine`` and fit every curve (``gpu_peaks``: flops, fp8_flops,
+    hbm_bandwidth of the bundled GPU the curves are shares of)."""
+    root, version = package_root()
+    red = Reduction(system, gpu_name, engine, version, gpu_peaks)
+    bw = gpu_peaks["hbm_bandwidth"]
+    g = read_table(root, system, "gemm", engine, "gemm_perf.parquet")
+    for dtype, b, peak in (("bf16", 2.0, gpu_peaks["flops"]), ("fp8", 1.0, gpu_peaks.get("fp8_flops"))):
+        if peak is None:
+            continue
+        rows = gemm_rows(g, dtype)
+        if rows is None:
+            continue
+        m, n, k, t, kernel = rows
+        red.gemm[dtype] = (fit_gemm(m, n, k, t, b, peak, bw), g, kernel)
+    try:
+        gen = read_table(root, system, "attention", engine, "generation_attention_perf.parquet")
+    except CcostError:
+        gen = None
+    if gen is not None:
+        c, kernel = attention_rows(gen)
+        if len(c["latency"]):
+            ctx = c["step"].astype(float) + 1 if "step" in c else c["isl"].astype(float)
+            curve = fit_decode_attention(c["batch_size"], ctx, c["num_heads"], c["num_key_value_heads"],
+                                         c["latency"].astype(float) * 1e-3, bw)
+            red.decode = (curve, gen, kernel)
+    try:
+        ctxt = read_table(root, system, "attention", engine, "context_attention_perf.parquet")
+    except CcostError:
+        ctxt = None
+    if ctxt is not None:
+        c, kernel = attention_rows(ctxt)
+        if len(c["latency"]):
+            curve = fit_prefill_attention(c["batch_size"], c["isl"], c["num_heads"],
+                                          c["latency"].astype(float) * 1e-3, gpu_peaks["flops"])
+            red.prefill = (curve, ctxt, kernel)
+    return red
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def _us(x: float) -> str:
+    return f"{x * 1e6:.3g} us" if x * 1e6 >= 0.01 else f"{x * 1e9:.3g} ns"
+
+
+def _sig(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _ns(x: float) -> str:
+    return f"{x * 1e9:.3g} ns"
+
+
+def kernels_block(red: Reduction, name: str, command: str) -> str:
+    """The ``kernels`` block of a reduction, with the reduction's error in comments above it."""
+    lines = [f"# Reduced by `ccost calibrate --kernels` from aiconfigurator-core {red.package_version} "
+             f"(Apache-2.0), system {red.system}, engine {red.engine}; the curves are shares of std gpu "
+             f"`{red.gpu}`'s peaks.",
+             f"# Regenerate: {command}"]
+    fields: list[tuple[str, str]] = [("engine", f'"{red.engine} ' + _engine_version(red) + '"'),
+                                     ("flops", f"{red.peaks['flops'] / 1e12:.6g} TFLOP/s")]
+    if red.gemm.get("fp8") is not None:
+        fields.append(("fp8_flops", f"{red.peaks['fp8_flops'] / 1e12:.6g} TFLOP/s"))
+    fields.append(("hbm_bandwidth", f"{red.peaks['hbm_bandwidth'] / 1e9:.6g} GB/s"))
+    tables = []
+    for dtype, (c, t, kernel) in red.gemm.items():
+        pre = "" if dtype == "bf16" else "fp8_"
+        lines.append(f"#   {dtype.upper()} GEMM ({kernel}, N and K in [{GEMM_NK[0]:,}, {GEMM_NK[1]:,}]): "
+                     f"{c.quality.text()}")
+        lines.append("#     median predicted/measured by M: " + ", ".join(f"{int(v)}: {r:.2f}" for v, r in
+                                                                       c.quality.by))
+        fields += [(f"{pre}gemm_efficiency", _pct(c.eta)), (f"{pre}gemm_half_tokens", _sig(c.half)),
+                   (f"{pre}gemm_hbm_efficiency", _pct(c.e_w)), (f"{pre}gemm_latency", _us(c.t0))]
+        tables.append(f"{t.provenance()} ({kernel}, {GEMM_DTYPES[dtype]})")
+    if red.decode is not None:
+        c, t, kernel = red.decode
+        lines.append(f"#   decode attention ({kernel}, BF16 KV, head 128): {c.quality.text()}")
+        lines.append("#     median predicted/measured by batch: " + ", ".join(f"{int(v)}: {r:.2f}" for v, r in
+                                                                           c.quality.by))
+        fields += [("decode_attention_hbm_efficiency", _pct(c.e_kv)), ("decode_attention_latency", _us(c.t0)),
+                   ("decode_attention_head_time", _ns(c.c))]
+        tables.append(f"{t.provenance()} ({kernel})")
+    if red.prefill is not None:
+        c, t, kernel = red.prefill
+        lines.append(f"#   prefill attention ({kernel}, BF16, head 128, causal): {c.quality.text()}")
+        lines.append("#     median predicted/measured by prompt length: " + ", ".join(
+            f"{int(v)}: {r:.2f}" for v, r in c.quality.by))
+        fields += [("prefill_attention_efficiency", _pct(c.eta)), ("prefill_attention_half_tokens", _sig(c.half)),
+                   ("prefill_attention_latency", _us(c.t0))]
+        tables.append(f"{t.provenance()} ({kernel})")
+    source = (f"measured kernels: aiconfigurator-core {red.package_version}, systems/data/{red.system}: "
+              + "; ".join(tables) + "; date of the data: " + _dates(red))
+    fields.append(("source", '"' + source.replace("\\", "/").replace('"', "'") + '"'))
+    width = max(len(k) for k, _ in fields)
+    title = f"{red.gpu.upper()} under {red.engine} {_engine_version(red)}, measured kernels"
+    body = "\n".join(f"  {k.ljust(width)} = {v}" for k, v in fields)
+    return "\n".join(lines) + f'\nkernels {name} "{title}" {{\n{body}\n}}\n'
+
+
+def _engine_version(red: Reduction) -> str:
+    """The engine version of the GEMM table (the attention tables may be of another version: each is in
+    the source)."""
+    for _, t, _ in red.gemm.values():
+        return t.version
+    for part in (red.decode, red.prefill):
+        if part is not None:
+            return part[1].version
+    return ""
+
+
+def _dates(red: Reduction) -> str:
+    stamps = sorted({t.collected for _, t, _ in red.gemm.values() if t.collected}
+                    | {p[1].collected for p in (red.decode, red.prefill) if p is not None and p[1].collected})
+    if stamps:
+        return ", ".join(stamps)
+    return "not recorded in the tables (their collection_meta says provenance: legacy)"
+
+
+def finite(x: float) -> bool:
+    return math.isfinite(x)

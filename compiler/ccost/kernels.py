@@ -1,0 +1,97 @@
+"""Operator rates by shape: the measured kernel curves of a GPU under an engine (docs/kernels.md).
+
+A ``kernels`` block holds what ``ccost calibrate --kernels`` reduced from a table of measured kernel times
+(AIConfigurator's silicon database: GEMM and attention latencies per GPU, engine and version) to a few
+physical parameters per operator. This module evaluates those curves. Like ``ccost.costs`` it is pure and
+written once over plain numbers: the same functions run on floats, numpy arrays and ``derive`` Values, so a
+search prices them on arrays and ``ccost explain`` prints each rate with the shape point it was read at.
+
+The forms (each parameter is a fitted constant with a physical meaning):
+
+* **weight GEMM** of M token rows against an N×K weight (bytes W = N·K·b, FLOPs F = 2·M·N·K)::
+
+      t = t₀ + max(W / (BW_HBM·e_w), F / R(M)),   R(M) = R_peak·η·M / (M + M½)
+
+  t₀ the kernel's fixed time (prologue, epilogue, tail of the last wave), e_w the share of the HBM bandwidth
+  a weight-streaming GEMM reaches, η the share of the tensor-core peak a large GEMM reaches, M½ the token
+  count at which half of it is reached (a 64- or 128-row tile is mostly padding below it). Small M:
+  memory-bound (the weight read); large M: FLOP-bound at η·R_peak. Multiplied out, F / R(M) =
+  2·N·K·(M + M½) / (R_peak·η): the rate saturates in M, the time never falls below the memory floor.
+* **decode attention** (one new token per sequence against a KV cache of KV bytes, B sequences, h query
+  heads on this GPU)::
+
+      t = t₀ + c·B·h + KV / (BW_HBM·e_kv)
+
+  the KV read at e_kv of the HBM bandwidth, plus a fixed time per (sequence × head) of the kernel's split
+  and reduction work (what makes a 2,048-sequence step slow even at a 2-token context).
+* **prefill attention** (causal, S prompt tokens, attention FLOPs F)::
+
+      t = t₀ + F / (R_peak·η_a·S / (S + S½))
+
+The reduction (``ccost.calibrate.kernels``) fits each form by least squares on log(predicted / measured)
+over the table's rows and writes the fit's error beside the block.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ccost.derive import maximum, named
+
+Num = Any  # float | np.ndarray | derive.Value
+
+#: Weight-GEMM kernels of one transformer layer: the QKV projection, the attention output projection, the
+#: FFN's up (with its gate, fused) and down projections. Each pays the GEMM curve's fixed time t₀ once per
+#: layer and step. A modelling choice, not a measurement: engines that fuse more (or less) differ.
+GEMMS_PER_LAYER = 4.0
+#: An MoE layer: QKV and output projections outside the experts; the grouped expert GEMMs are two kernels
+#: (up with gate, down).
+DENSE_GEMMS_PER_MOE_LAYER = 2.0
+EXPERT_GEMMS_PER_MOE_LAYER = 2.0
+
+
+def saturation(x: Num, half: Num) -> Num:
+    """x / (x + x½): the share of a kernel's peak rate reached at size x (0 at 0, ½ at x½, → 1)."""
+    return x / (x + half)
+
+
+def gemm_rate(peak: Num, eta: Num, half: Num, m: Num) -> Num:
+    """The FLOP rate of a GEMM of ``m`` token rows: R_peak·η·M/(M + M½)."""
+    return peak * eta * saturation(m, half)
+
+
+def gemm_time(weight_bytes: Num, flops: Num, m: Num, kernels: Num, bw: Num, e_w: Num, peak: Num, eta: Num,
+              half: Num, t0: Num, tag: str = "") -> tuple[Num, Num, Num, Num]:
+    """(time, memory time, FLOP time, rate) of ``kernels`` GEMM launches reading ``weight_bytes`` and doing
+    ``flops`` over ``m`` token rows: kernels·t₀ + max(W/(BW·e_w), F/R(M)).
+
+    >>> t, t_mem, t_flop, r = gemm_time(2 * 8192 * 8192, 2 * 128 * 8192 * 8192, 128, 1, 3.35e12, 0.857,
+    ...                                 989e12, 0.842, 116.1, 4.03e-6)
+    >>> round(t * 1e6, 1), round(r / 1e12, 1)
+    (50.8, 436.8)
+    """
+    # A GEMM runs whole rows: fewer than one token row (an empty decode part of a serve step, a micro-batch of
+    # half a sequence) is priced as one; F is the caller's, so no FLOP is added.
+    rows = named(f"M_GEMM{tag}", maximum(m, 1.0), "token rows of the GEMM (at least one)")
+    rate = named(f"R_GEMM{tag}", gemm_rate(peak, eta, half, rows),
+                 "GEMM rate at this token count: R_peak·η_GEMM·M/(M + M½) (measured curve)")
+    t_mem = named(f"T_GEMM,mem{tag}", weight_bytes / (bw * e_w), "weight read at the curve's HBM share: W/(BW·e_w)")
+    t_flop = named(f"T_GEMM,flop{tag}", flops / rate, "GEMM FLOPs at the curve's rate: F/R_GEMM")
+    t = kernels * t0 + maximum(t_mem, t_flop)
+    return t, t_mem, t_flop, rate
+
+
+def decode_attention_time(kv_bytes: Num, seqs_heads: Num, calls: Num, bw: Num, e_kv: Num, c: Num,
+                          t0: Num) -> tuple[Num, Num]:
+    """(time, memory time) of ``calls`` decode-attention kernels reading ``kv_bytes`` in all for
+    ``seqs_heads`` (sequence × query head) pairs per call: calls·(t₀ + c·B·h) + KV/(BW·e_kv)."""
+    t_mem = kv_bytes / (bw * e_kv)
+    return calls * (t0 + c * seqs_heads) + t_mem, t_mem
+
+
+def prefill_attention_time(flops: Num, s: Num, calls: Num, peak: Num, eta: Num, half: Num,
+                           t0: Num) -> tuple[Num, Num]:
+    """(time, FLOP time) of ``calls`` causal-attention kernels doing ``flops`` in all over prompts of ``s``
+    tokens: calls·t₀ + F/(R_peak·η_a·S/(S + S½))."""
+    t_flop = flops / gemm_rate(peak, eta, half, s)
+    return calls * t0 + t_flop, t_flop

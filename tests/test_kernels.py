@@ -1,0 +1,174 @@
+"""Measured kernel curves (docs/kernels.md): the reduction, the bundled blocks, and their use in the model."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ccost import check, evaluate, kernels, lower
+from ccost.calibrate import kernels as K
+from ccost.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+EXCERPT = REPO / "tests" / "data" / "aic_h100_vllm_gemm_excerpt.csv"
+H100_PEAK, H100_BW = 989.4e12, 3.35e12  # std gpu h100 [KH100]
+
+
+def _std():
+    spec, _ = check.load_spec(str(REPO / "specs" / "std" / "clusters.ccost"))
+    return spec
+
+
+def _excerpt():
+    rows = [ln.split(",") for ln in EXCERPT.read_text().splitlines() if ln and ln[0].isdigit()]
+    return np.array(rows, dtype=float).T
+
+
+def test_the_fit_recovers_a_curve_made_with_known_parameters():
+    """Times made by the GEMM form itself (η 80 %, M½ 100, e_w 85 %, t₀ 5 µs) come back to 0.1 %."""
+    m = np.repeat([1, 8, 64, 128, 256, 1024, 4096, 16384], 3).astype(float)
+    n = np.tile([4096, 8192, 16384], 8).astype(float)
+    k = np.tile([4096, 8192, 1024], 8).astype(float)  # three weight sizes: e_w and t₀ separate
+    t = K.gemm_predict((0.80, 100.0, 0.85, 5e-6), m, n, k, 2.0, H100_PEAK, H100_BW)
+    c = K.fit_gemm(m, n, k, t, 2.0, H100_PEAK, H100_BW)
+    assert (c.eta, c.half, c.e_w, c.t0) == pytest.approx((0.80, 100.0, 0.85, 5e-6), rel=1e-3)
+    assert c.quality.median < 1e-6
+
+
+def test_the_reduction_reruns_on_the_committed_excerpt():
+    """The reduction itself, on 60 rows of the H100 vLLM BF16 GEMM table (tests/data, with its attribution):
+    it fits them within a median 7 %, and the bundled h100_vllm curve (fitted on the whole table's 18,870
+    rows) predicts the same rows within a median 10 % — the committed block agrees with the data it came from.
+    Hand check of one row: 7168 × 8192 at M = 1 is memory-bound, W = 7168 × 8192 × 2 B = 117.4 MB."""
+    m, n, k, t = _excerpt()
+    assert len(t) == 60
+    c = K.fit_gemm(m, n, k, t, 2.0, H100_PEAK, H100_BW)
+    assert c.quality.median < 0.07
+    assert 0.7 < c.eta < 0.95 and 0.75 < c.e_w < 0.95
+    std = _std().kernels["h100_vllm"]
+    p = (std.gemm_efficiency, std.gemm_half_tokens, std.gemm_hbm_efficiency, std.gemm_latency)
+    pred = K.gemm_predict(p, m, n, k, 2.0, std.flops, std.hbm_bandwidth)
+    assert np.median(np.abs(pred / t - 1)) < 0.10
+    row = (m == 1) & (n == 7168) & (k == 8192)
+    by_hand = std.gemm_latency + 7168 * 8192 * 2 / (3.35e12 * std.gemm_hbm_efficiency)
+    assert pred[row][0] == pytest.approx(by_hand, rel=1e-12)
+    assert by_hand == pytest.approx(t[row][0], rel=0.15)  # the table: 49.7 µs
+
+
+@pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") is None
+                    or importlib.util.find_spec("pyarrow") is None,
+                    reason="the kernels extra is not installed (pip install 'ccost[kernels]')")
+def test_the_bundled_kernels_regenerate_from_the_tables(tmp_path):
+    """`ccost calibrate --kernels` on the installed tables writes std/kernels.ccost byte for byte (the
+    command is the one in the file's header)."""
+    out = tmp_path / "kernels.ccost"
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert main(["calibrate", "--kernels", "h100_sxm,h200_sxm,b200_sxm,a100_sxm", "--engine", "vllm",
+                     "-o", str(out)]) == 0
+    committed = (REPO / "specs" / "std" / "kernels.ccost").read_text()
+    assert out.read_text().replace(str(out), "specs/std/kernels.ccost") == committed
+
+
+def test_without_the_extra_the_command_says_what_to_install(monkeypatch, capsys):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "aiconfigurator_core" else real(name, *a))
+    assert main(["calibrate", "--kernels", "h100_sxm"]) != 0
+    err = capsys.readouterr().err
+    assert "aiconfigurator-core" in err and "pip install 'ccost[kernels]'" in err
+
+
+@pytest.mark.parametrize("args,why", [(["--kernels", "h100"], "is not a system"),
+                                      (["--kernels", "h100_sxm", "--engine", "tgi"], "is not an engine")])
+def test_bad_kernels_options_are_clear_errors(capsys, args, why):
+    assert main(["calibrate", *args]) != 0
+    assert why in capsys.readouterr().err
+
+
+def test_the_bundled_library_has_h100_and_a100_curves_with_provenance():
+    spec = _std()
+    for gpu, name in (("h100", "h100_vllm"), ("a100", "a100_vllm"), ("h200", "h200_vllm"), ("b200", "b200_vllm")):
+        k = spec.gpus[gpu].kernels[0]
+        assert k.name == name and k.engine.startswith("vllm ")
+        assert "aiconfigurator-core 0.12.0" in k.source and "gemm_perf.parquet" in k.source
+        assert k.gemm(False) is not None and k.decode_attention and k.prefill_attention
+        assert k.flops == spec.gpus[gpu].flops  # the shares are of the std GPU's own peak
+    assert spec.gpus["a100"].kernels[0].gemm(True) is None  # no FP8 on Ampere
+    assert spec.gpus["h100_fp8"].kernels == spec.gpus["h100"].kernels  # inherited: the block carries its peaks
+
+
+def test_gemm_time_by_hand():
+    """8192 × 8192 weights, 128 token rows, one kernel, H100 curve-like constants: rate 989.4 TFLOP/s × 84.8 %
+    × 128/(128 + 132.2) = 412.8 TFLOP/s; FLOPs 2 × 128 × 8192² = 17.18 GFLOP → 41.62 µs; weights 134.2 MB /
+    (3.35 TB/s × 86.3 %) = 46.43 µs, the larger; + t₀ 4.03 µs = 50.46 µs."""
+    t, t_mem, t_flop, r = kernels.gemm_time(2 * 8192**2, 2 * 128 * 8192**2, 128, 1, 3.35e12, 0.863, 989.4e12,
+                                            0.848, 132.2, 4.03e-6)
+    assert r == pytest.approx(989.4e12 * 0.848 * 128 / 260.2, rel=1e-12)
+    assert t_flop * 1e6 == pytest.approx(41.62, abs=0.01) and t_mem * 1e6 == pytest.approx(46.43, abs=0.01)
+    assert t * 1e6 == pytest.approx(50.46, abs=0.01)
+    # at no token rows a GEMM is priced as one row: no division by zero, no FLOP added
+    t0, _, f0, _ = kernels.gemm_time(2 * 8192**2, 0.0, 0.0, 1, 3.35e12, 0.863, 989.4e12, 0.848, 132.2, 4.03e-6)
+    assert f0 == 0.0 and t0 == pytest.approx(4.03e-6 + 2 * 8192**2 / (3.35e12 * 0.863))
+
+
+SPEC = """import "std/clusters.ccost"
+import "std/models.ccost"
+import "std/stacks.ccost"
+plan p { model = llama3_70b; cluster = hgx_h100; phase = prefill; batch = 1; seq = 128; tp = 8 }
+plan d { model = llama3_70b; cluster = hgx_h100; phase = decode; batch = 32; seq = 2048; tp = 8 }
+plan i extends p { stack = ideal }
+"""
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory):
+    path = tmp_path_factory.mktemp("k") / "k.ccost"
+    path.write_text(SPEC)
+    s, _ = check.load_spec(str(path))
+    return s
+
+
+def test_a_prefill_plan_prices_its_gemms_on_the_curve_by_hand(spec):
+    """Llama-3-70B, TP 8, a 128-token prompt, the default stack (rates = kernels) on H100: the weight GEMMs
+    are 4 kernels × 80 layers of t₀ plus max(W/(BW·e_w), F/R(128)), F = 2 × N_active × 128 / 8."""
+    static, x = lower.prepare(spec.plans["p"], spec.policy)
+    assert static.kernel_gemm and static.kernel_attention and static.kernels == "h100_vllm"
+    k = spec.kernels["h100_vllm"]
+    prog = lower.lower(static, x)
+    gemm = next(r for r in prog.compute.operators if r[0] == "weight GEMMs")
+    params = float(spec.models["llama3_70b"].params)
+    w = spec.models["llama3_70b"].total_weight_bytes / 8
+    f = 2 * params * 128 / 8
+    rate = k.flops * k.gemm_efficiency * 128 / (128 + k.gemm_half_tokens)
+    want = 4 * 80 * k.gemm_latency + max(w / (k.hbm_bandwidth * k.gemm_hbm_efficiency), f / rate)
+    assert gemm[3] == pytest.approx(want, rel=1e-12)
+    # the ideal stack keeps the notes' peak rates: no curve
+    si, _ = lower.prepare(spec.plans["i"], spec.policy)
+    assert not si.kernel_gemm and si.kernels is None
+
+
+def test_explain_shows_the_rate_its_shape_point_and_where_it_came_from(spec):
+    steps = {s.name: s for s in evaluate.explain(spec, "p")}
+    r = steps["R_GEMM"]
+    assert r.value == pytest.approx(989.4e12 * spec.kernels["h100_vllm"].gemm_efficiency * 128
+                                    / (128 + spec.kernels["h100_vllm"].gemm_half_tokens))
+    assert r.formula == "R_peak,GEMM·η_GEMM·M_GEMM/(M_GEMM + M½)"
+    assert r.substituted == "989.4 TFLOP/s × 84.8 % × 128 / (128 + 132.2)"  # the shape point: 128 rows
+    assert "kernels h100_vllm (vllm 0.24.0)" in steps["η_GEMM"].source
+    assert "aiconfigurator-core 0.12.0" in steps["M½"].source
+
+
+def test_array_mode_prices_the_curves_as_float_mode(spec):
+    """A search prices layouts as arrays: batch 1..256 in one array gives each float plan's step."""
+    static, x = lower.prepare(spec.plans["d"], spec.policy)
+    batches = np.array([1.0, 8.0, 32.0, 256.0])
+    arr = lower.lower(static, lower.with_arrays(x, B=batches)).compute.T_compute
+    for i, b in enumerate(batches):
+        one = lower.lower(static, replace(x, B=b)).compute.T_compute
+        assert arr[i] == pytest.approx(one, rel=1e-12)

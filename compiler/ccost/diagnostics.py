@@ -112,8 +112,8 @@ CODES: dict[str, str] = {
 #: code in ``CODES`` is raised somewhere or is here.
 RESERVED: dict[str, str] = {
     "W402": "a FLOP-bound plan on a GPU without `achieved_flops` is a `warn` of checklist item 1, whose note "
-            "says which FLOP/s the compute was priced at (peak, or peak × the stack's gemm_efficiency), as "
-            "`ccost explain` derives it",
+            "says which FLOP/s the compute was priced at (the peak, peak × the stack's gemm_efficiency, or a "
+            "measured kernel curve's rate, which passes), as `ccost explain` derives it",
 }
 
 

@@ -79,10 +79,10 @@ def test_a_sweep_shows_whether_each_point_fits_and_no_efficiency_for_one_that_do
     assert "time-optimal: none (no point fits in memory)" in output.sweep_text("none_fits", none)
 
 
+SEARCH_BLOCK = "search s { base = d; tp = [1, 2, 4, 8]; fits_memory = false; objective = throughput_per_gpu; top = 4 }\n"
 SEARCH = STD + """
 plan d "Qwen2.5-72B decode on H200" { model = qwen25_72b; cluster = hgx_h200; phase = decode; batch = 1; tp = 1 }
-search s { base = d; tp = [1, 2, 4, 8]; fits_memory = false; objective = throughput_per_gpu; top = 4 }
-"""
+""" + SEARCH_BLOCK
 
 
 def test_a_search_without_the_memory_constraint_shows_which_layouts_do_not_fit():
@@ -97,3 +97,18 @@ def test_a_search_without_the_memory_constraint_shows_which_layouts_do_not_fit()
     rows = {ln.split()[0]: ln.split() for ln in text.splitlines() if ("yes" in ln.split() or "NO" in ln.split())}
     assert "NO" in rows["1"] and "—" in rows["1"] and "100" not in " ".join(rows["1"])  # no efficiency shown
     assert "yes" in rows["8"] and "—" not in rows["8"]
+
+
+def test_the_review_shows_no_efficiency_for_a_layout_that_does_not_fit():
+    from ccost.report import build
+
+    r = check_text(SWEEP + SEARCH_BLOCK, "/nowhere/s.ccost")
+    doc = evaluate.results_document(evaluate.evaluate(r.spec))
+    sweep = build.sweep_section("tps", doc["sweeps"]["tps"], r.spec.policy, False).table
+    col = {h: i for i, h in enumerate(sweep.headers)}
+    tp1 = next(row for row in sweep.rows if row[0] == "1")
+    assert (tp1[col["speedup"]], tp1[col["efficiency"]], tp1[col["fits"]]) == ("—", "—", "no")
+    search = build.search_section("s", doc["searches"]["s"], charts=False).top
+    col = {h: i for i, h in enumerate(search.headers)}
+    tp1 = next(row for row in search.rows if row[0] == "1")
+    assert tp1[col["efficiency"]] == "—" and tp1[col["fits"]] == "no"

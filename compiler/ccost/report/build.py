@@ -426,7 +426,7 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
             if pt and _same_point(p, pt, fields):
                 marks.append(f"cost-optimal ≥ {units.format_percent(float(thr))}")
         rows.append(tuple([V.fmt_value(f, p.get(f)) for f in fields]
-                          + [V.fmt_value(m, p.get(m)) for m in metrics] + ["; ".join(marks)]))
+                          + [_point_value(m, p) for m in metrics] + ["; ".join(marks)]))
     has_optima = bool(opt) or any(cost.values())
     if not has_optima:  # a sweep over overlap, batch or the model: no optimum column to fill
         rows = [r[:-1] if not r[-1].startswith("not evaluated") else r for r in rows]
@@ -505,7 +505,14 @@ COMPARE_ROWS = ("gpus", "step_time_s", "compute_time_s", "comm_time_s", "latency
 
 
 SEARCH_METRICS = ("gpus", "latency_s", "step_time_s", "throughput_tokens_s", "throughput_per_gpu", "efficiency",
-                  "overhead", "bubble", "memory_bytes_per_gpu")
+                  "overhead", "bubble", "memory_bytes_per_gpu", "fits_memory")
+#: What a layout that does not fit in memory is not shown with: it runs nowhere, so it is not "100 %
+#: efficient" (issue 26; the results document keeps the model's numbers).
+UNFIT_HIDDEN = ("speedup", "efficiency")
+
+
+def _point_value(m: str, p: Mapping[str, Any]) -> str:
+    return "—" if m in UNFIT_HIDDEN and p.get("fits_memory") is False else V.fmt_value(m, p.get(m))
 
 
 #: Columns a page holds at the wide tables' font; a search with more axes than that leaves room for shows
@@ -520,7 +527,7 @@ def _search_points(points: Sequence[Mapping[str, Any]], axes: Sequence[str], lim
     for p in list(points)[:limit]:
         layout = ([", ".join(f"{a}={_search_axis(p, a)}" for a in axes)] if joined
                   else [_search_axis(p, a) for a in axes])
-        rows.append(tuple(layout + [V.fmt_value(m, p.get(m)) for m in metrics]))
+        rows.append(tuple(layout + [_point_value(m, p) for m in metrics]))
     caption = f"first {limit} of {len(points)}" if len(points) > limit else ""
     heads = ["layout"] if joined else list(axes)
     return V.Table(tuple(heads + [V.label(m, "search") for m in metrics]), tuple(rows),

@@ -206,8 +206,19 @@ def test_a_kv_cache_without_kv_heads_or_latent_is_an_error():
 model nokv { layers = 10; hidden = 1024; heads = 8; params = 1e9 }
 plan p { model = nokv; cluster = node; phase = decode; batch = 1; seq = 100 }
 """, "t.ccost")
+    # `check` reports it (issue 31, item 15), with the rule eval refuses the plan with
+    (d,) = r.errors
+    assert d.code == "E104" and "kv_heads" in d.message and "kv_lora_rank" in d.message
+    # and eval refuses the plan, built past the checker (the same model without kv_heads)
+    from dataclasses import replace
+
+    ok = check.check_text(HW + """
+model kv { layers = 10; hidden = 1024; heads = 8; kv_heads = 8; params = 1e9 }
+plan p { model = kv; cluster = node; phase = decode; batch = 1; seq = 100 }
+""", "t.ccost").spec
+    plan = ok.plans["p"]
     with pytest.raises(CcostError) as e:
-        evaluate.evaluate(r.spec)
+        evaluate.evaluate_plan(replace(plan, model=replace(plan.model, kv_heads=None, heads=None)), ok.policy)
     assert "E104" in str(e.value) and "kv_heads" in str(e.value) and "kv_lora_rank" in str(e.value)
 
 

@@ -260,13 +260,50 @@ def _judge_1(k: _Ctx) -> Verdict:
             + (f", {plan.microbatches} micro-batch{'es' if plan.microbatches > 1 else ''} on one GPU"
                if static.train else f", {plan.pp} stages in turn" if plan.pp > 1 else "") + ").")
     if bound == "FLOP-bound" and cluster.gpu.achieved_flops is None:
-        status = "warn"
-        note += f" gpu `{cluster.gpu.name}` has no achieved_flops: peak FLOP/s used, compute is optimistic."
+        status, rate_note = _rate_note(k)
+        note += " " + rate_note
     if static.moe and model.active_params is None:
         status = "warn"
         note += (f" model `{model.name}` gives no active_params: every parameter is counted as active and "
                  "replicated on each EP rank (conservative).")
     return status, finite(c.mem_weights), None, note
+
+
+def _gemm_rate(k: _Ctx) -> float | None:
+    """The FLOP/s the weight GEMMs ran at: their FLOPs over their FLOP time in the per-operator roofline
+    (a measured kernel curve's rate at the step's token rows, or ``Inputs.R``), else ``Inputs.R`` (the
+    whole-step roofline, training) — what ``ccost explain`` derives as R_GEMM or R."""
+    for row in k.c.operators or ():
+        if row[0] == "weight GEMMs":
+            flops, t_flop = finite(row[2]), finite(row[5])
+            if flops and t_flop:
+                return flops / t_flop
+    return finite(k.program.inputs.R)
+
+
+def _rate_note(k: _Ctx) -> tuple[str, str]:
+    """(status, sentence): what FLOP/s the compute was priced at, from the values the formulas used rather
+    than from what the GPU lacks (issue 26: the note said "peak FLOP/s used" while the stack's
+    gemm_efficiency was applied). ``warn`` unless the rate comes from measured kernel curves."""
+    gpu, plan = k.plan.cluster.gpu, k.plan
+    rate = _gemm_rate(k)
+    stack = plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
+    eff = stack.gemm_efficiency
+    fmt = lambda x: units.format_quantity(x, units.FLOP_RATE)  # noqa: E731
+    if rate is None:
+        return "warn", f"gpu `{gpu.name}` has no achieved_flops."
+    if k.static.kernel_gemm:
+        return "pass", (f"The weight GEMMs run at {fmt(rate)} on gpu `{gpu.name}`'s measured kernel curve "
+                        f"`{k.static.kernels}` (stack `{stack.name}`: rates = kernels), at this step's token rows.")
+    peak_name, peak = "flops", gpu.flops
+    if gpu.fp8_flops is not None and math.isclose(rate, gpu.fp8_flops * eff, rel_tol=1e-9):
+        peak_name, peak = "fp8_flops", gpu.fp8_flops
+    if math.isclose(rate, peak, rel_tol=1e-9):
+        return "warn", (f"gpu `{gpu.name}` has no achieved_flops and stack `{stack.name}` no gemm_efficiency "
+                        f"below 100 %: the peak {fmt(rate)} is used, so compute is optimistic.")
+    return "warn", (f"gpu `{gpu.name}` has no achieved_flops: the weight GEMMs run at {fmt(rate)}, its "
+                    f"{peak_name} {fmt(peak)} × stack `{stack.name}`'s gemm_efficiency {_p(eff)}, an estimate; "
+                    "measure achieved_flops.")
 
 
 def _judge_2(k: _Ctx) -> Verdict:
@@ -480,11 +517,12 @@ def cost_thresholds(policy: S.Policy) -> list[float]:
 
 
 def optima(points: list[dict], names: list[str], policy: S.Policy) -> tuple[dict | None, dict]:
-    """(time-optimal point, {threshold: cost-optimal point}) among the feasible points that fit memory
-    (all feasible points when none fits). Cost-optimal: the most GPUs whose efficiency stays at or above
-    the threshold (ties: the faster)."""
+    """(time-optimal point, {threshold: cost-optimal point}) among the feasible points that fit memory: a
+    layout that does not fit runs nowhere, so it is never an optimum (issue 26; None and no cost-optimal
+    point when none fits). Cost-optimal: the most GPUs whose efficiency stays at or above the threshold
+    (ties: the faster)."""
     ok = [p for p in points if p.get("step_time_s") is not None]
-    fit = [p for p in ok if p.get("fits_memory")] or ok
+    fit = [p for p in ok if p.get("fits_memory")]
 
     def key_of(p):
         return {k: p[k] for k in names}

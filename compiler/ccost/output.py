@@ -289,23 +289,35 @@ def sweep_text(name: str, s: dict) -> str:
     rows = []
     serve = any("ttft_s" in pt for pt in s["points"])  # a serve plan's sweep: its request figures too
     extra = [results.label_in(k) for k in SERVE_POINT_METRICS] if serve else []
+    unfit = []  # points that do not fit in memory: not a layout that runs, so no speedup or efficiency shown
     for pt in s["points"]:
         if pt.get("error"):
-            rows.append([*(fmt_field(f, pt[f]) for f in fields), "—", "—", "—", "—"] + ["—"] * len(extra))
+            rows.append([*(fmt_field(f, pt[f]) for f in fields), "—", "—", "—", "—", "—", "—"]
+                        + ["—"] * len(extra))
             continue
+        fits = pt.get("fits_memory", True)
+        if not fits:
+            unfit.append(pt)
         rows.append([*(fmt_field(f, pt[f]) for f in fields), fmt_time(pt["step_time_s"]),
-                     "—" if pt["speedup"] is None else f"{fmt_num(pt['speedup'], 3)}×",
-                     fmt_pct(pt["efficiency"]), fmt_pct(pt["overhead"])]
+                     "—" if pt["speedup"] is None or not fits else f"{fmt_num(pt['speedup'], 3)}×",
+                     fmt_pct(pt["efficiency"] if fits else None), fmt_pct(pt["overhead"]),
+                     fmt_gb(pt.get("memory_bytes_per_gpu")), "yes" if fits else "NO"]
                     + ([fmt_time(pt["ttft_s"]), fmt_time(pt["tpot_s"]), fmt_num(pt["requests_per_s"], 4),
                         fmt_num(pt["output_tokens_per_s"], 4)] if serve else []))
-    heads = [results.label_in(k) for k in ("step_time_s", "speedup", "efficiency", "overhead")]
+    heads = [results.label_in(k) for k in ("step_time_s", "speedup", "efficiency", "overhead")] + \
+        [results.label_in(k, "short") for k in ("memory_bytes_per_gpu", "fits_memory")]
     out.append(_indent(table([*fields, *heads, *extra], rows,
-                             "r" * len(fields) + "rrrr" + "r" * len(extra))))
+                             "r" * len(fields) + "rrrrrl" + "r" * len(extra))))
     for pt in s["points"]:
         if pt.get("error"):
             out.append(f"  {_point_label(pt, fields)}: not evaluated: {pt['error']}")
+    if unfit:
+        out.append("  does not fit in memory (not a layout that runs; its speedup and efficiency against one "
+                   "ideal GPU are in the JSON, not shown here): " + "; ".join(_point_label(pt, fields) for pt in unfit))
     if s.get("time_optimal"):
         out.append(f"  time-optimal: {_point_label(s['time_optimal'], fields)}")
+    elif s["points"] and s.get("cost_optimal") and not any(pt.get("fits_memory") for pt in s["points"]):
+        out.append("  time-optimal: none (no point fits in memory)")
     for thr, pt in (s.get("cost_optimal") or {}).items():
         label = _point_label(pt, fields) if pt else "none reaches it"
         out.append(f"  cost-optimal at efficiency ≥ {fmt_pct(float(thr))}: {label}")
@@ -351,7 +363,8 @@ TEXT_FRONT = 25
 
 
 #: The metric columns of a search's layout tables in the text output.
-SEARCH_TEXT_METRICS = ("gpus", "latency_s", "throughput_per_gpu", "efficiency", "overhead", "memory_bytes_per_gpu")
+SEARCH_TEXT_METRICS = ("gpus", "latency_s", "throughput_per_gpu", "efficiency", "overhead", "memory_bytes_per_gpu",
+                       "fits_memory")
 #: A training search's extra columns, when its records have them (ccost.target).
 SEARCH_TARGET_COLUMNS = ("batch", "time_to_train_s", "goodput", "train_cost_usd")
 
@@ -411,15 +424,18 @@ def search_text(name: str, s: dict) -> str:
                 "train_cost_usd": lambda: units.format_quantity(v, units.MONEY)}.get(k, lambda: fmt_num(v))()
 
     def rows_of(points):
+        # a layout that does not fit in memory (a search with `fits_memory = false`) runs nowhere: its
+        # efficiency is not shown as if it did
         return [[*(cell(p, f) for f in axes),
                  f"{p['gpus']:,}", fmt_time(p["latency_s"]), fmt_num(p["throughput_per_gpu"], 4),
-                 fmt_pct(p["efficiency"]), fmt_pct(p["overhead"]), fmt_gb(p["memory_bytes_per_gpu"]),
+                 fmt_pct(p["efficiency"] if p.get("fits_memory", True) else None), fmt_pct(p["overhead"]),
+                 fmt_gb(p["memory_bytes_per_gpu"]), "yes" if p.get("fits_memory", True) else "NO",
                  *((fmt_num(p.get("cost_per_mtok_usd"), 4),) if priced else ()), *(tcell(p, k) for k in tcols)]
                 for p in points]
 
     headers = [*axes, *[results.label_in(k, "search") for k in SEARCH_TEXT_METRICS], *(("USD/Mtok",) if priced else ()),
                *[results.label_in(f"searches.<search>.top[].{k}", "search") for k in tcols]]
-    align = "r" * len(axes) + "rrrrrr" + ("r" if priced else "") + "r" * len(tcols)
+    align = "r" * len(axes) + "rrrrrrl" + ("r" if priced else "") + "r" * len(tcols)
     if s["top"]:
         from ccost.search import DISTINCT_NOTE
 

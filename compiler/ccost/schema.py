@@ -83,9 +83,11 @@ class FieldType:
     def doc_type(self) -> str:
         """Markdown for the docs' type column."""
         if self.kind == "quantity":
+            # money and power in the units a reader prices in (USD/h, not the SI USD/s inside: issue 26)
             return {U.TIME: "time", U.INFORMATION: "information", U.BANDWIDTH: "information/time",
-                    U.FLOP_RATE: "compute/time", U.COMPUTE: "compute", U.RATE: "1/time"}.get(
-                self.dim, U.unit_of_dim(self.dim))
+                    U.FLOP_RATE: "compute/time", U.COMPUTE: "compute", U.MONEY_RATE: "money/time (USD/h)",
+                    U.ENERGY_PRICE: "money/energy (USD/kWh)", U.POWER: "power (W)",
+                    U.MONEY: "money (USD)", U.RATE: "1/time"}.get(self.dim, U.unit_of_dim(self.dim))
         if self.kind == "enum":
             return " \\| ".join(f"`{v}`" for v in self.values)
         if self.kind == "ref":
@@ -144,6 +146,15 @@ MAX_DEGREE = 1 << 20
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec is a few KB; 4 MiB is a generated or wrong file (E002)
 #: Imports nested deeper than this are a generated or circular mistake, not a project (the checker's E113).
 MAX_IMPORT_DEPTH = 100
+#: All the files one spec reads, itself and its imports together: a project's specs are a few hundred KB
+#: (the std library is ~60 KB); 100 imports of 4 MiB each made a 420 MB HTML review (issue 31). E113.
+MAX_TOTAL_BYTES = 8 * 1024 * 1024
+#: Characters of a block's title or a string field: a title is a line, a `source` a reference. A 20,000-character
+#: title took two minutes to lay out in the review's PDF (issue 31); E203 beyond this.
+MAX_TEXT_CHARS = 1_000
+#: Items of one written list (`tp = [1, 2, 4]`): more is a generated file, refused by the parser before
+#: it builds the list (E402); `range(...)` and `pow2(...)` write long ones, within the sweep's bound.
+MAX_LIST_ITEMS = 10_000
 
 # Physically plausible ranges of the numeric fields (issue 11), in SI units, in one place. Every finite
 # value inside them gives finite results in every command (the property test in tests/test_finite.py draws
@@ -163,9 +174,14 @@ R_MICROBATCHES = {"minimum": 1, "maximum": 1e6}
 R_STEP_TIME = {"minimum": 1e-9, "maximum": 3600.0}  # a measured step: 1 ns to one hour
 R_OVERHEAD = {"minimum": 0.0, "maximum": 1000.0}  # a threshold on T_comm/T_compute: 0 to 100,000 %
 R_GPUS = {"minimum": 1, "maximum": 1e12}
-# Money and power (issue 17). Prices in USD/s inside: 1e-6 USD/h to 1e6 USD/h per GPU or node.
-R_PRICE = {"minimum": 1e-6 / 3600, "maximum": 1e6 / 3600}
-R_POWER = {"minimum": 0.0, "maximum": 1e7}  # 0 W to 10 MW (a GPU, a node, or a node's host share)
+# Money and power (issue 17). Prices in USD/s inside: 1e-6 USD/h to 10,000 USD/h per GPU or node (a GPU-hour
+# lists at a few USD, a whole NVL72 rack at under 1,000 USD/h), so a price written per second by mistake
+# (3.50 USD/s = 12,600 USD/h, issue 26) is an E203, not a plan priced 3,600 times too high.
+R_PRICE = {"minimum": 1e-6 / 3600, "maximum": 1e4 / 3600}
+R_POWER = {"minimum": 0.0, "maximum": 1e7}  # 0 W to 10 MW: power added to another (a host share)
+# What a GPU or a whole node draws: energy per token and tokens per joule divide by it (issue 31, item 11:
+# `power = 0 W` was a ZeroDivisionError), so at least 1 W, below any accelerator that exists.
+R_POWER_DRAW = {"minimum": 1.0, "maximum": 1e7}
 R_PUE = {"minimum": 1.0, "maximum": 10.0}  # power usage effectiveness: facility power / IT power
 R_ENERGY_PRICE = {"minimum": 0.0, "maximum": 100 / 3.6e6}  # 0 to 100 USD/kWh, in USD/J
 R_COST = {"minimum": 0.0, "maximum": 1e12}  # USD
@@ -260,6 +276,27 @@ class Field:
         if hi is not None:
             return f"less than {fmt(hi)}" if self.max_open else f"at most {fmt(hi)}"
         return None
+
+    @property
+    def unit(self) -> str:
+        """The unit the field is documented in: its example's (``2.99 USD/h`` → ``USD/h``); "" for a plain
+        number."""
+        return self.example.split(" ", 1)[1].strip() if " " in self.example.strip() else ""
+
+    @property
+    def per_time(self) -> str:
+        """For a rate, the time unit its name and documentation give it (``price_per_gpu_hour``, example
+        ``2.99 USD/h`` → ``h``; ``bandwidth``, ``450 GB/s`` → ``s``): what a hint appends to an amount
+        written without one. ``s`` when the documented unit names none."""
+        unit = self.unit
+        if "/" in unit:
+            per = unit.rsplit("/", 1)[1].strip()
+            try:
+                if U.parse_unit(per)[1] == U.TIME:
+                    return per
+            except U.UnitError:
+                pass
+        return "s"
 
     def format_value(self, v: float) -> str:
         if self.type.kind == "quantity":
@@ -502,7 +539,7 @@ register(BlockKind(
               "cost); a cluster's `price_per_gpu_hour` or `price_per_node_hour` overrides it; without a price "
               "the plan's cost is \"not priced\"", "3.78 USD/h", **R_PRICE),
         Field("power", POWER, "power one GPU draws under load (its TDP); a cluster's `node_power` overrides "
-              "it", "700 W", **R_POWER),
+              "it", "700 W", **R_POWER_DRAW),
         Field("fp8_flops", FLOP_RATE, "dense peak for FP8 tensor math: with the per-operator roofline, the "
               "weight GEMMs of a model with `weights = fp8` use it (attention stays at `flops`)",
               "1979 TFLOP/s", **R_FLOP_RATE),
@@ -537,7 +574,7 @@ register(BlockKind(
         Field("host_power", POWER, "power of one node besides its GPUs (CPUs, NICs, fans, storage); each GPU "
               "carries 1/`gpus_per_node` of it", "2 kW", **R_POWER),
         Field("node_power", POWER, "power of one whole node under load; overrides `gpus_per_node` × the GPU's "
-              "`power` + `host_power`", "10.2 kW", **R_POWER),
+              "`power` + `host_power`", "10.2 kW", **R_POWER_DRAW),
         Field("pue", COUNT, "power usage effectiveness of the facility: facility power / IT power", "1.3",
               **R_PUE),
         Field("electricity_price", ENERGY_PRICE, "price of energy, for hardware you own (a cloud price "
@@ -818,8 +855,10 @@ def _build_search(ctx: BuildContext):
 
 
 register(BlockKind(
-    "search", "Every layout of one plan at once: `base = PLAN` and lists or ranges of values for `tp`, `pp`, "
-    "`ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap` (numbers, evaluated as arrays), `allreduce`, "
+    "search", "Every layout of one plan at once: `base = PLAN` and lists or ranges of values for "
+    # the parallel degrees a search varies, from the axis registry (cp among them: issue 26)
+    + ", ".join(f"`{a.name}`" for a in AXES if a.searchable) + ", "
+    "`batch`, `microbatches`, `seq`, `overlap` (numbers, evaluated as arrays), `allreduce`, "
     "`fsdp`, `cross_node`, `one_shot_volume` and, for training, `recompute`, `sequence_parallel`, "
     "`optimizer_sharding`, `schedule`, `virtual_stages` (one pass per value) and the fleet axes `model`, `cluster`, `phase`, "
     "`stack` (names of declared blocks, or phases: each combination is a sub-space with its own model and "

@@ -50,10 +50,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ccost import analysis, costs, derive, lower, units
-from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.derive import maximum, named
-from ccost.diagnostics import CcostError, error
+from ccost.check.plan import evaluation_errors
+from ccost.diagnostics import Diagnostics
 
 Num = Any
 
@@ -115,35 +115,9 @@ def _attention(program: lower.Program):
 
 
 def check(plan: S.Plan) -> None:
-    """Diagnose a serve plan the model cannot price (the schema has already checked each field)."""
-    span = plan.spans.get("phase", plan.span)
-    missing = [f for f in ("concurrency", "input_tokens", "output_tokens") if getattr(plan, f) is None]
-    if missing:
-        raise CcostError(error("E104", f"plan `{plan.name}` is a serve plan and needs "
-                               + ", ".join(f"`{f}`" for f in missing), span,
-                               "add e.g. `concurrency = 32; input_tokens = 1024; output_tokens = 256`"))
-    if plan.output_tokens < 2:
-        raise CcostError(error("E203", f"plan `{plan.name}`: output_tokens must be at least 2, got "
-                               f"{plan.output_tokens} (TPOT is the gap between output tokens)",
-                               plan.spans.get("output_tokens", span), "use output_tokens ≥ 2"))
-    if plan.chunk_tokens is not None and plan.chunk_tokens < 1:
-        raise CcostError(error("E203", f"plan `{plan.name}`: chunk_tokens must be at least 1, got "
-                               f"{plan.chunk_tokens}", plan.spans.get("chunk_tokens", span),
-                               "use e.g. `chunk_tokens = 512`, or leave it out (the whole prompt in one step)"))
-    if plan.cp > 1:
-        raise CcostError(error("E401", f"plan `{plan.name}`: context parallelism is priced for decode and prefill "
-                               "plans, not yet for a serve plan's mixed steps (its prompt chunk's ring attention)",
-                               plan.spans.get("cp", span), "remove `cp`, or price the decode and prefill steps as "
-                               "plans of their own"))
-    if not rules.microbatches_at_most_batch(plan.microbatches, plan.concurrency):
-        raise CcostError(error("E401", f"plan `{plan.name}` splits concurrency = {plan.concurrency} running requests "
-                               f"into microbatches = {plan.microbatches}: a micro-batch needs at least one",
-                               plan.spans.get("microbatches", span),
-                               f"use microbatches ≤ {plan.concurrency}, or a higher concurrency"))
-    if plan.compute_time is not None:
-        raise CcostError(error("E401", f"plan `{plan.name}`: a serve plan prices two kinds of step (decode and "
-                               "mixed), so one `compute_time` cannot stand for them",
-                               plan.spans.get("compute_time", span), "remove `compute_time`"))
+    """Diagnose a serve plan the model cannot price: the plan rules every command shares
+    (``ccost.check.plan.evaluation_errors``, which ``ccost check`` reports too)."""
+    Diagnostics(evaluation_errors(plan)).raise_if_errors()
 
 
 def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerms:

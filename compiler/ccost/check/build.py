@@ -14,13 +14,13 @@ from ccost import schema as SC
 from ccost import units as U
 from ccost.check.context import ERR, Bad, Block, Context, File, unparen
 from ccost.check.expressions import num
-from ccost.check.fields import check_items, value
+from ccost.check.fields import check_items, check_value, value
 from ccost.check.load import std_file
-from ccost.check.plan import _check_link, _check_plan
+from ccost.check.plan import _check_link, _check_model, _check_plan
 from ccost.check.scope import members as members_of
 from ccost.check.scope import names_of_kind
 from ccost.check.search import validate as _check_search
-from ccost.diagnostics import Diagnostic, Span, error
+from ccost.diagnostics import Diagnostic, Diagnostics, Span, error
 from ccost.spec import Policy, Spec
 from ccost.syntax import tree as T
 
@@ -31,6 +31,7 @@ MAX_SWEEP_POINTS = 100_000
 #: gets the built entity and ``where``, which places a diagnostic (see ``entity``).
 _VALIDATORS: dict[str, Callable[[Any, Callable[..., Span | None]], list[Diagnostic]]] = {
     "link": _check_link,
+    "model": _check_model,
     "plan": _check_plan,
     "search": _check_search,
 }
@@ -112,8 +113,17 @@ def _build(ctx: Context, b: Block) -> Any:
         if f.name in written:
             continue
         if f.required or (f.required_if is not None and not bad and f.required_if(values)):
-            if _parent_lacks(ctx, b, f.name) or _misspelled(ctx, b, f.name):
+            if _parent_lacks(ctx, b, f.name):
                 bad = True
+                continue
+            if _misspelled(ctx, b, f.name):
+                # E103 said which field the unknown one probably meant; check the rest of the block with that
+                # value, so its other errors come in the same run (issue 26, item 7)
+                guessed = _guessed_value(ctx, b, f)
+                if guessed is None:
+                    bad = True
+                else:
+                    values[f.name], spans[f.name] = guessed
                 continue
             cond = "" if f.required else f", {f.required_doc}"
             ctx.add(error(f.missing_code, f"{b.label} is missing `{f.name}`{cond}: {f.doc}", b.where,
@@ -183,6 +193,38 @@ def _misspelled(ctx: Context, b: Block, name: str) -> bool:
             return True
         cur = ctx.names.get(cur.node.extends) if cur.node.extends else None
     return False
+
+
+def _guessed_value(ctx: Context, b: Block, f: SC.Field) -> tuple[Any, Span] | None:
+    """The value of the unknown member of ``b`` (or of a block it extends) that was probably field ``f``
+    (``concurency = 32`` for ``concurrency``), checked as ``f``; None when there is none or it does not
+    check. An attempt that fails leaves no trace: its diagnostics and the values it memoised are dropped
+    (the user sees the E103 and fixes the name first)."""
+    cur: Block | None = b
+    for _ in range(64):
+        if cur is None:
+            return None
+        m = ctx.guessed.get((id(cur), f.name))
+        if m is not None:
+            break
+        cur = ctx.names.get(cur.node.extends) if cur.node.extends else None
+    else:
+        return None
+    if m is None or cur is None:
+        return None
+    saved, memo = ctx.diags, set(ctx.values)
+    ctx.diags = Diagnostics()
+    try:
+        v = check_value(ctx, m.value, f, cur)
+    except Bad:
+        v = ERR
+    failed = v is ERR or ctx.diags.has_errors()
+    ctx.diags = saved
+    if failed:
+        for key in set(ctx.values) - memo:
+            del ctx.values[key]
+        return None
+    return v, m.value.span
 
 
 def _parent_lacks(ctx: Context, b: Block, name: str) -> bool:

@@ -426,7 +426,7 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
             if pt and _same_point(p, pt, fields):
                 marks.append(f"cost-optimal ≥ {units.format_percent(float(thr))}")
         rows.append(tuple([V.fmt_value(f, p.get(f)) for f in fields]
-                          + [V.fmt_value(m, p.get(m)) for m in metrics] + ["; ".join(marks)]))
+                          + [_point_value(m, p) for m in metrics] + ["; ".join(marks)]))
     has_optima = bool(opt) or any(cost.values())
     if not has_optima:  # a sweep over overlap, batch or the model: no optimum column to fill
         rows = [r[:-1] if not r[-1].startswith("not evaluated") else r for r in rows]
@@ -505,7 +505,14 @@ COMPARE_ROWS = ("gpus", "step_time_s", "compute_time_s", "comm_time_s", "latency
 
 
 SEARCH_METRICS = ("gpus", "latency_s", "step_time_s", "throughput_tokens_s", "throughput_per_gpu", "efficiency",
-                  "overhead", "bubble", "memory_bytes_per_gpu")
+                  "overhead", "bubble", "memory_bytes_per_gpu", "fits_memory")
+#: What a layout that does not fit in memory is not shown with: it runs nowhere, so it is not "100 %
+#: efficient" (issue 26; the results document keeps the model's numbers).
+UNFIT_HIDDEN = ("speedup", "efficiency")
+
+
+def _point_value(m: str, p: Mapping[str, Any]) -> str:
+    return "—" if m in UNFIT_HIDDEN and p.get("fits_memory") is False else V.fmt_value(m, p.get(m))
 
 
 #: Columns a page holds at the wide tables' font; a search with more axes than that leaves room for shows
@@ -527,7 +534,7 @@ def _search_points(points: Sequence[Mapping[str, Any]], axes: Sequence[str], lim
     for p in list(points)[:limit]:
         layout = ([", ".join(f"{a}={_search_axis(p, a)}" for a in axes)] if joined
                   else [_search_axis(p, a) for a in axes])
-        rows.append(tuple(layout + [V.fmt_value(m, p.get(m)) for m in metrics]))
+        rows.append(tuple(layout + [_point_value(m, p) for m in metrics]))
     caption = f"first {limit} of {len(points)}" if len(points) > limit else ""
     heads = ["layout"] if joined else list(axes)
     return V.Table(tuple(heads + [V.label(m, "search") for m in metrics]), tuple(rows),
@@ -1010,11 +1017,17 @@ def not_modelled(serving: bool = False) -> tuple[V.Assumption, ...]:
 
 # ----------------------------------------------------------------------------------------------------
 
-def opening_comment(text: str, max_lines: int = 4) -> str:
+#: The most characters of the opening comment the cover shows: a statement of purpose is a sentence or two.
+#: A longer one is cut at a word (a 100 kB comment line took over 60 s to lay out on the cover: issue 31).
+ABOUT_CHARS = 600
+
+
+def opening_comment(text: str, max_lines: int = 4, max_chars: int = ABOUT_CHARS) -> str:
     """The spec's opening comment up to its first full stop or question mark (at a line end), at most
-    ``max_lines`` lines: the author's one-sentence statement of what the spec is for, for the cover."""
+    ``max_lines`` lines and ``max_chars`` characters (cut at a word, with "…"): the author's one-sentence
+    statement of what the spec is for, for the cover. Reads only the lines it keeps."""
     lines = []
-    for line in text.splitlines():
+    for line in _lines(text):
         stripped = line.strip()
         if not stripped.startswith("#"):
             break
@@ -1024,9 +1037,24 @@ def opening_comment(text: str, max_lines: int = 4) -> str:
                 break
             continue
         lines.append(body)
-        if body.endswith((".", "?")) or len(lines) >= max_lines:
+        if body.endswith((".", "?")) or len(lines) >= max_lines or sum(map(len, lines)) > max_chars:
             break
-    return " ".join(lines)
+    about = " ".join(lines)
+    if len(about) > max_chars:
+        cut = about[:max_chars]
+        about = (cut[:cut.rfind(" ")] if " " in cut[max_chars // 2:] else cut).rstrip() + " …"
+    return about
+
+
+def _lines(text: str):
+    """The lines of ``text`` one at a time (the opening comment needs the first few, not a split of all)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        if end == -1:
+            end = len(text)
+        yield text[start:end].rstrip("\r")
+        start = end + 1
 
 
 def _sweep_base(spec: S.Spec, name: str) -> str:

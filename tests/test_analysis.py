@@ -28,7 +28,9 @@ def _plans(spec):
 def _metric_values(program, metrics) -> dict[str, object]:
     out = {f.name: getattr(metrics, f.name) for f in fields(metrics)}
     c = program.compute
-    out.update({f"compute.{f.name}": getattr(c, f.name) for f in fields(c) if f.name != "operators"})
+    out.update({f"compute.{f.name}": getattr(c, f.name) for f in fields(c) if f.name not in ("operators", "memory")})
+    out.update({f"memory.{n}": v for n, v in c.memory.parts.items()})
+    out.update({"memory.total": c.memory.total, "memory.limit": c.memory.limit})
     for i, row in enumerate(c.operators):  # (name, bytes, FLOPs, time, memory time, FLOP time)
         out.update({f"compute.operators{i}.{j}": v for j, v in enumerate(row[1:])})
     for i, k in enumerate(program.collectives):
@@ -301,7 +303,7 @@ def test_training_pipeline_schedule_and_flops():
     gp = phases.lower_plan(replace(plan, schedule="gpipe"), spec.policy)
     assert phases.analyse(gp).bubble == pytest.approx(1 / 17, rel=1e-12)
     assert gp.train.in_flight_mb == 16
-    assert gp.compute.mem_activations > 7 * c.mem_activations
+    assert gp.compute.memory["activations"] > 7 * c.memory["activations"]
 
 
 def test_given_compute_time_is_split_over_the_microbatches():

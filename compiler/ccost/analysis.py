@@ -40,6 +40,8 @@ from ccost import axes, costs, derive, lower, results, units
 from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.derive import named
+from ccost.program import Collective, Compute, Program, total
+from ccost.program import on as program_on
 
 Num = Any
 
@@ -73,14 +75,7 @@ class Metrics:
     eta: Num  # “Communication Cost Analysis” §6: η = T_compute / (T_compute + T_exposed)
 
 
-def _sum(xs, empty=0.0):
-    total = None
-    for x in xs:
-        total = x if total is None else total + x
-    return empty if total is None else total
-
-
-def costs_nothing(k: lower.Collective) -> bool:
+def costs_nothing(k: Collective) -> bool:
     """A collective that is exactly free in this plan: no instance per step, or a group of one rank.
     Only decided for scalars (floats, Values); in array mode every collective is summed (adding an exact
     0.0 changes no bit, so skipping it in the scalar modes keeps the modes identical)."""
@@ -90,7 +85,7 @@ def costs_nothing(k: lower.Collective) -> bool:
     return cnt == 0 or size <= 1
 
 
-def analyse(program: lower.Program) -> Metrics:
+def analyse(program: Program) -> Metrics:
     """Totals, step time, overhead, bubble, speedup, efficiency and throughput of a lowered plan."""
     # training: the schedule's own step, ccost.training.analyse_train (ccost.phases picks it)
     assert program.train is None, "a training step is analysed by ccost.training (ccost.phases.analyse)"
@@ -98,15 +93,15 @@ def analyse(program: lower.Program) -> Metrics:
     coll = [k for k in program.collectives if not costs_nothing(k)]
     # A plan without a collective (one GPU) sums no terms: a zero of the right dimension in derive mode.
     t0, b0, n0 = (derive.zero(d, c.T_compute) for d in (units.TIME, units.INFORMATION, units.DIMENSIONLESS))
-    T_comm = named("T_comm", _sum((k.total for k in coll), t0), "communication per step: Σ count × time")
-    T_lat = named("T_lat", _sum((k.count * k.cost.latency for k in coll), t0), "latency term: Σ count·α·hops")
-    T_bw = named("T_bw", _sum((k.count * k.cost.bandwidth_time for k in coll), t0),
+    T_comm = named("T_comm", total((k.total for k in coll), t0), "communication per step: Σ count × time")
+    T_lat = named("T_lat", total((k.count * k.cost.latency for k in coll), t0), "latency term: Σ count·α·hops")
+    T_bw = named("T_bw", total((k.count * k.cost.bandwidth_time for k in coll), t0),
                  "bandwidth term: Σ count·volume/B")
-    volume = named("V_step", _sum((k.count * k.cost.volume for k in coll), b0), "bytes each GPU sends per step")
-    hops = named("hops_step", _sum((k.count * k.cost.hops for k in coll), n0), "latency steps per step")
+    volume = named("V_step", total((k.count * k.cost.volume for k in coll), b0), "bytes each GPU sends per step")
+    hops = named("hops_step", total((k.count * k.cost.hops for k in coll), n0), "latency steps per step")
     hidden = [k.hidden for k in coll if k.hidden is not None]
     if hidden:  # ring attention's sends behind the attention of the block held (lower._ring_attention)
-        T_hid = named("T_hidden", _sum(hidden, t0), "communication hidden behind compute by construction")
+        T_hid = named("T_hidden", total(hidden, t0), "communication hidden behind compute by construction")
         exposed = named("T_exposed", costs.exposed_comm(T_comm - T_hid, x.overlap), "communication not "
                         "hidden: (T_comm − T_hidden)·(1 − overlap)")
     else:
@@ -133,7 +128,7 @@ def analyse(program: lower.Program) -> Metrics:
     return _rated(program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume, hops)
 
 
-def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, ovh) -> Metrics:
+def _steady(program: Program, T_comm, T_lat, T_bw, volume, hops, exposed, ovh) -> Metrics:
     """Serving (decode, prefill) under a stack with ``pipeline = steady``: M micro-batches circulate through
     the P stages with no flush. The collectives were lowered per micro-batch (messages of B/M sequences,
     one micro-batch's path through every stage), so a stage's slot is t_mb + T_exposed/P. A micro-batch's
@@ -158,7 +153,7 @@ def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, 
     return _rated(program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume, hops)
 
 
-def _rated(program: lower.Program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume,
+def _rated(program: Program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume,
            hops) -> Metrics:
     """The Metrics of a serving schedule's step (flush or steady): what follows from the step time the same
     way in both, speedup, efficiency, throughput and η."""
@@ -175,10 +170,10 @@ def _rated(program: lower.Program, T_comm, T_lat, T_bw, exposed, latency, step, 
                    speedup, eff, thr, thr_gpu, volume, hops, eta)
 
 
-def gpus_used(program: lower.Program):
+def gpus_used(program: Program):
     """N, the GPUs of the plan: the product of its degrees (``ccost.axes``; an optional axis only when the
     plan prices it), named for the derivation."""
-    on = lower._on(program.static)
+    on = program_on(program.static)
     return named("N", axes.product(program.inputs, on), f"GPUs: {axes.label(on)}")
 
 
@@ -213,7 +208,7 @@ _t, _b, _gb, _p = results.fmt_time, results.fmt_bytes, results.fmt_gb, results.f
 Verdict = tuple[str, Any, Any, str]
 
 
-def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics) -> list[dict]:
+def checklist(plan: S.Plan, policy: S.Policy, program: Program, m: Metrics) -> list[dict]:
     """The notes' ten checks (numbered 1–10 as in “Communication Cost Math — Distributed Inference” §7) and memory (11), each with a status
     (pass, warn, fail, n/a), the value it was judged on, the threshold and one sentence."""
     k = _Ctx(plan, policy, program, m)
@@ -226,11 +221,11 @@ class _Ctx:
 
     plan: S.Plan
     policy: S.Policy
-    program: lower.Program
+    program: Program
     m: Metrics
 
     @property
-    def c(self) -> lower.Compute:
+    def c(self) -> Compute:
         return self.program.compute
 
     @property
@@ -253,7 +248,7 @@ def _judge_1(k: _Ctx) -> Verdict:
     else:
         bound = "memory-bound" if (t_mem or 0) >= (t_flop or 0) else "FLOP-bound"
     status = "pass"
-    held = (f"{_gb(finite(c.mem_weights))} of weights held per GPU (FSDP shard + one gathered layer), "
+    held = (f"{_gb(finite(c.memory['weights']))} of weights held per GPU (FSDP shard + one gathered layer), "
             f"{_gb(finite(c.weights_gpu))} used per step" if static.fsdp
             else f"{_gb(finite(c.weights_gpu))} of weights per GPU")
     note = (f"{held}; compute {_t(finite(c.T_compute))} per step ({bound}"
@@ -266,7 +261,7 @@ def _judge_1(k: _Ctx) -> Verdict:
         status = "warn"
         note += (f" model `{model.name}` gives no active_params: every parameter is counted as active and "
                  "replicated on each EP rank (conservative).")
-    return status, finite(c.mem_weights), None, note
+    return status, finite(c.memory["weights"]), None, note
 
 
 def _gemm_rate(k: _Ctx) -> float | None:
@@ -434,13 +429,10 @@ def _judge_10(k: _Ctx) -> Verdict:
 def _judge_11(k: _Ctx) -> Verdict:
     """11. memory"""
     c = k.c
-    mem, limit = finite(c.mem_total), finite(c.mem_limit)
+    mem, limit = finite(c.memory.total), finite(c.memory.limit)
     fits = mem is not None and limit is not None and mem <= limit
-    parts = [f"weights {_gb(finite(c.mem_weights))}"]
-    for what, nbytes in (("KV cache", c.mem_kv), ("gradients", c.mem_grads), ("optimizer", c.mem_optimizer),
-                         ("activations", c.mem_activations)):
-        if finite(nbytes):
-            parts.append(f"{what} {_gb(finite(nbytes))}")
+    parts = [f"{p.word} {_gb(finite(c.memory[p.name]))}" for p in results.MEMORY_PARTS
+             if p.always or finite(c.memory[p.name])]
     held = f"{_gb(mem)} per GPU ({' + '.join(parts)})"
     of_gpu = f"{_p(k.policy.max_memory)} of {_gb(k.plan.cluster.gpu.memory)}"
     if fits:
@@ -482,7 +474,7 @@ TITLES = {i.id: i.title for i in ITEMS}
 VALUE_KEYS = {i.id: i.value_key for i in ITEMS if i.value_key}
 
 
-def _links_used(program: lower.Program, cluster: S.Cluster) -> list[S.Link]:
+def _links_used(program: Program, cluster: S.Cluster) -> list[S.Link]:
     """The cluster's links that carry at least one collective with a cost, intra-node first."""
     names: set[str] = set()
     for k in program.collectives:

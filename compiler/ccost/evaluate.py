@@ -24,6 +24,7 @@ from ccost import __version__, analysis, axes, collectives, costs, derive, econo
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.derive import Step
+from ccost.results import MEMORY_PARTS
 from ccost.diagnostics import CcostError, Diagnostics, error
 
 
@@ -224,13 +225,13 @@ def collective_record(k: lower.Collective) -> dict:
 def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, items: list) -> dict:
     """The document section of one plan: INTERFACE.md's keys, in its order, then extras."""
     c = program.compute
-    mem = _f(c.mem_total)
-    limit = _f(c.mem_limit)
+    mem = _f(c.memory.total)
+    limit = _f(c.memory.limit)
     doc: dict[str, Any] = {
         "title": plan.title or plan.name,
         "gpus": plan.gpus,
         # what the GPU holds (FSDP: its shard + one gathered layer); compute.bytes_read_per_gpu is what it reads
-        "weight_bytes_per_gpu": _f(c.mem_weights),
+        "weight_bytes_per_gpu": _f(c.memory["weights"]),
         "memory_bytes_per_gpu": mem,
         "fits_memory": bool(mem is not None and limit is not None and mem <= limit),
         "compute_time_s": _f(c.T_compute),
@@ -265,14 +266,7 @@ def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, ite
             "bytes_read_per_gpu": _f(c.bytes_gpu),
             "flops_per_gpu": _f(c.flops_gpu),
         },
-        "memory": {
-            "weights_bytes": _f(c.mem_weights),
-            "kv_cache_bytes": _f(c.mem_kv),
-            "gradient_bytes": _f(c.mem_grads),
-            "optimizer_bytes": _f(c.mem_optimizer),
-            "activation_bytes": _f(c.mem_activations),
-            "limit_bytes": limit,
-        },
+        "memory": {**{p.key: _f(c.memory[p.name]) for p in MEMORY_PARTS}, "limit_bytes": limit},
         "volume_bytes_per_step": _f(m.volume),
         "hops_per_step": _f(m.hops),
         "collectives": [collective_record(k) for k in program.collectives if not analysis.costs_nothing(k)],
@@ -506,12 +500,9 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
         from ccost import training
         rate, mfu = training.model_rates(program, m)
         groups.append(("training: FLOPs, activations, overlap", list(program.train.groups)))
-        groups.append(("memory", [c.mem_weights, c.mem_grads, c.mem_optimizer, c.mem_activations, c.mem_total,
-                                  c.mem_limit]))
     else:
         rate = mfu = None
-        groups.append(("memory", [c.mem_weights, c.mem_kv, c.mem_grads, c.mem_optimizer, c.mem_total,
-                                  c.mem_limit]))
+    groups.append(("memory", [*c.memory.held, c.memory.total, c.memory.limit]))
     groups.append(("totals", [m.volume, m.hops, m.T_lat, m.T_bw, m.T_comm, m.exposed, m.latency, m.overhead,
                               m.bubble, m.in_flight, m.step, m.gpus, m.speedup, m.efficiency, c.tokens_step,
                               m.throughput, m.throughput_gpu, m.eta] + ([rate, mfu] if rate is not None else [])))

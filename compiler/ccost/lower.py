@@ -79,16 +79,15 @@ decode, ``seq`` otherwise), d = hidden, L = layers:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
-from ccost import axes, check, collectives, costs, derive, kernels, units
+from ccost import axes, check, costs, derive, kernels, units
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.derive import floor, maximum, minimum, named
 from ccost.diagnostics import Diagnostics
+from ccost.program import Collective, Compute, Program, collective, memory, on, p2p
 
 Num = Any  # float | np.ndarray | derive.Value
 
@@ -500,148 +499,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
 
 
 # ---------------------------------------------------------------------------------------------------
-# The collective program
-
-@dataclass(frozen=True)
-class Collective:
-    """One line of a plan's collective program: ``count`` collectives per step, each costing ``cost``.
-
-    ``algorithm`` is the algorithm used (for ``auto``, the winner; an index array into ``candidates``
-    in array mode). ``group`` holds the topology alternatives (flat / hierarchical / split) when the group
-    can span NVLink domains. ``total`` = count × time.
-    """
-
-    key: str  # TP, PP, PPx, EP, DP, DPe, AG, RS, ...
-    kind: str
-    purpose: str
-    algorithm: Any
-    count: Num
-    group_size: Num
-    per_domain: Num
-    message: Num
-    cost: costs.Cost
-    total: Num
-    link: Any  # name (str), or for a spanning group the `used` mode to map to names
-    group: costs.GroupCost | None = None
-    reason: str | None = None
-    candidates: tuple = ()
-    candidate_costs: dict = field(default_factory=dict)
-    note: str | None = None
-    #: A one-shot AllReduce priced under the other volume convention (``Static.one_shot_volume`` says
-    #: which one was charged), so the review can show both; None for every other algorithm.
-    one_shot_other: costs.GroupCost | None = None
-    one_shot_volume: str | None = None  # the convention charged, when one_shot_other is set
-    #: The part of ``total`` that runs behind compute by construction (ring attention's sends behind the
-    #: attention of the block already held); None for a collective nothing hides but ``overlap``.
-    hidden: Num | None = None
-
-
-@dataclass(frozen=True)
-class Compute:
-    """Compute and memory terms of one step (per GPU unless the name says otherwise)."""
-
-    weights_gpu: Num  # bytes of weights this GPU holds unsharded (what it reads each step)
-    kv_gpu: Num  # KV-cache bytes on this GPU
-    bytes_gpu: Num  # bytes read per step per GPU
-    flops_gpu: Num
-    T_mem: Num  # stage, memory bound
-    T_flop: Num  # stage, FLOP bound
-    T_stage: Num
-    T_compute: Num  # the step's compute on the critical path (pp stages)
-    T_one: Num  # the same work (one model instance) on one GPU
-    params_gpu: Num
-    mem_weights: Num
-    mem_kv: Num
-    mem_grads: Num
-    mem_optimizer: Num
-    mem_total: Num
-    mem_limit: Num
-    tokens_step: Num  # tokens per step in the whole plan (all replicas)
-    # One stage, one micro-batch (the pipelined step is (M + P − 1)·t_mb + ...; ccost.analysis):
-    bytes_mb: Num = 0.0  # bytes read: the stage's whole weights + 1/M of its KV cache
-    flops_mb: Num = 0.0  # 1/M of the stage's FLOPs
-    T_mem_mb: Num = 0.0
-    T_flop_mb: Num = 0.0
-    t_mb: Num = 0.0  # roofline of one micro-batch on one stage (T_stage/M when compute_time is given)
-    #: The per-operator roofline of one stage: (operator, bytes, FLOPs, time, memory time, FLOP time) rows;
-    #: empty under the notes' whole-step roofline.
-    operators: tuple = ()
-    mem_activations: Num = 0.0  # training: activations held (ccost.training)
-    #: The stack's host time per step, once per step (not per stage or micro-batch): t_step, plus
-    #: t_seq·B in decode and prefill under a stack with seq_overhead; 0 without overheads.
-    T_host: Num = 0.0
-
-
-@dataclass(frozen=True)
-class Program:
-    static: Static
-    inputs: Inputs
-    collectives: tuple[Collective, ...]
-    compute: Compute
-    train: Any = None  # training: the schedule's terms (ccost.training.TrainTerms)
-
-
-def _on(static: Static) -> frozenset[str]:
-    """The optional axes (``axes.OPTIONAL``) the plan prices: each has a flag of its name in ``Static``."""
-    return frozenset(n for n in axes.OPTIONAL if getattr(static, n))
-
-
-def _group_per_domain(p: Num, stride: Num, D: Num) -> Num:
-    """Ranks of a group of ``p`` at ``stride`` that share one NVLink domain: clamp(D/stride, 1, p)."""
-    return minimum(maximum(D / stride, 1), p)
-
-
-def _link_name(static: Static, used) -> Any:
-    """The link a priced group used: intra, inter (flat), or both (hierarchical)."""
-    both = f"{static.intra_name}+{static.inter_name}"
-    names = {"intra": static.intra_name, "flat": static.inter_name, "hierarchical": both}
-    if isinstance(used, np.ndarray):
-        return np.array([names[m] for m in costs.GROUP_MODES], dtype=object)[used]
-    return names[used]
-
-
-def _priced(static: Static, kind: str, algorithm: str | None, p: Num, m: Num, g: Num, tag: str):
-    """(GroupCost, chosen algorithm, reason, candidate costs) of one collective on its topology.
-
-    For an AllReduce with ``auto``, ``costs.group_cost`` prices every algorithm on the topology and keeps
-    the cheapest, with the reason (array mode: index arrays instead of labels)."""
-    gc = costs.group_cost(kind, algorithm if kind == "allreduce" else None, p, m, g, static.intra,
-                          static.inter, static.cross_node, tag=tag, one_shot_volume=static.one_shot_volume)
-    cand = {a: alt.chosen for a, alt in (gc.alternatives or {}).items()}
-    alg = gc.algorithm if gc.algorithm is not None else gc.chosen.algorithm
-    return gc, alg, gc.reason, cand
-
-
-def _collective(static: Static, key: str, kind: str, purpose: str, count: Num, p: Num, stride: Num,
-                m: Num, x: Inputs, algorithm: str | None = None, note: str | None = None) -> Collective:
-    g = named(f"g_{key}", _group_per_domain(p, stride, x.D), f"{key} ranks per NVLink domain")
-    gc, alg, reason, cand = _priced(static, kind, algorithm, p, m, g, key)
-    chosen = _floored(static, gc.chosen, p, x, key)
-    total = named(f"T_{key},step", count * chosen.time, f"{purpose}: {key} collectives per step × time")
-    other = None
-    # an algorithm with a second volume convention (one-shot's egress) is priced under the other one too
-    if isinstance(alg, str) and collectives.algorithm(kind, alg).egress is not None:
-        convention = collectives.other_one_shot_volume(static.one_shot_volume)
-        other = costs.group_cost(kind, alg, p, m, g, static.intra, static.inter, static.cross_node,
-                                 tag=f"{key},{convention}", one_shot_volume=convention)
-    return Collective(key, kind, purpose, alg, count, p, g, m, chosen, total, _link_name(static, gc.used),
-                      gc, reason, tuple(cand), cand, note, other,
-                      static.one_shot_volume if other is not None else None)
-
-
-def _floored(static: Static, c: costs.Cost, p: Num, x: Inputs, key: str) -> costs.Cost:
-    """The collective ``c`` held to the stack's small-message floor (unchanged when the stack has none)."""
-    if not static.floor:
-        return c
-    return costs.floored(c, x.T_floor, p, tag=key)
-
-
-def _p2p(static: Static, key: str, purpose: str, count: Num, m: Num, link: costs.LinkParams,
-         link_name: str | None, x: Inputs, note: str | None = None) -> Collective:
-    c = _floored(static, link.cost("p2p", None, 2, m, key), 2, x, key)
-    total = named(f"T_{key},step", count * c.time, f"{purpose}: sends per step × time")
-    return Collective(key, "p2p", purpose, "direct", count, 2, 2, m, c, total, link_name, None, None, (), {}, note)
-
+# The collective program (its records and builders: ccost.program)
 
 def lower(static: Static, x: Inputs) -> Program:
     """The collective program and compute terms of one plan (see the module docstring for the model).
@@ -668,7 +526,7 @@ def lower(static: Static, x: Inputs) -> Program:
 
     # --- tensor parallelism: 2 AllReduces per layer -------------------------------------------------------
     n_tp = named("count_TP", 2 * x.L, "AllReduces per step: 2 per layer")
-    coll.append(_collective(static, "TP", "allreduce", "tensor-parallel attention and FFN outputs", n_tp, x.tp, 1,
+    coll.append(collective(static, "TP", "allreduce", "tensor-parallel attention and FFN outputs", n_tp, x.tp, 1,
                             m_act, x, static.algorithm))
 
     # --- expert parallelism: 2 All-to-Alls per MoE layer ---------------------------------------------------
@@ -677,8 +535,8 @@ def lower(static: Static, x: Inputs) -> Program:
                      "tokens routed per rank" + (" per micro-batch: (B/M)" if static.steady else ": B")
                      + "·S·k·d·bytes")
         n_ep = named("count_EP", 2 * x.L_moe, "All-to-Alls per step: dispatch + combine per MoE layer")
-        coll.append(_collective(
-            static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, axes.stride(x, "ep", _on(static)),
+        coll.append(collective(
+            static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, axes.stride(x, "ep", on(static)),
             m_ep, x,
             note="volume (P−1)/P·m per rank, the convention of “Communication Cost Analysis” §2 (“Communication Cost Math — Distributed Inference” §2 omits the "
                  "factor)"))
@@ -704,16 +562,16 @@ def lower(static: Static, x: Inputs) -> Program:
     passes = 1
     boundaries = named("count_PP", passes * (x.pp - 1), "stage-boundary sends per step")
     if static.inter is not None:
-        stage_stride = named("s_PP", axes.stride(x, "pp", _on(static)), "ranks between consecutive stages")
+        stage_stride = named("s_PP", axes.stride(x, "pp", on(static)), "ranks between consecutive stages")
         crossing = named("count_PP,x", passes * minimum(x.pp - 1, floor((x.pp - 1) * stage_stride / x.D)),
                          "stage boundaries that cross NVLink domains")
         inside = named("count_PP,in", boundaries - crossing, "stage boundaries inside one NVLink domain")
-        coll.append(_p2p(static, "PP", "pipeline activations to the next stage (inside a domain)", inside,
+        coll.append(p2p(static, "PP", "pipeline activations to the next stage (inside a domain)", inside,
                          m_act, static.intra, static.intra_name, x))
-        coll.append(_p2p(static, "PPx", "pipeline activations to the next stage (across domains)", crossing,
+        coll.append(p2p(static, "PPx", "pipeline activations to the next stage (across domains)", crossing,
                          m_act, static.inter, static.inter_name, x))
     else:
-        coll.append(_p2p(static, "PP", "pipeline activations to the next stage", boundaries, m_act,
+        coll.append(p2p(static, "PP", "pipeline activations to the next stage", boundaries, m_act,
                          static.intra, static.intra_name, x))
 
     comp = _compute(static, x, weights_gpu, params_gpu, b_w, p_dense_gpu if static.moe else None,
@@ -763,14 +621,14 @@ def _ring_attention(static: Static, x: Inputs, comp: Compute) -> list[Collective
     if static.inter is None:
         parts = [("CP", purpose, n_cp, static.intra, static.intra_name)]
     else:
-        s_cp = named("s_CP", axes.stride(x, "cp", _on(static)), "ranks between consecutive cp ranks")
+        s_cp = named("s_CP", axes.stride(x, "cp", on(static)), "ranks between consecutive cp ranks")
         cross = named("x_CP", minimum(1, floor((x.cp * s_cp - 1) / x.D)),
                       "1 when the cp ring spans NVLink domains (its slowest link paces every step), else 0")
         parts = [("CP", purpose + " (inside a domain)", n_cp * (1 - cross), static.intra, static.intra_name),
                  ("CPx", purpose + " (across domains)", n_cp * cross, static.inter, static.inter_name)]
     out = []
     for key, what, count, link, link_name in parts:
-        k = _p2p(static, key, what, count, m_kv, link, link_name, x)
+        k = p2p(static, key, what, count, m_kv, link, link_name, x)
         if t_blk is not None:
             hid = named(f"T_{key},hidden", count * minimum(k.cost.time, t_blk),
                         "sends hidden behind the attention of the block held: count·min(T_send, t_attn,block)")
@@ -902,13 +760,12 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
 
     # --- memory (serving: weights and KV cache; training's gradients, optimizer state and FSDP shards are
     # ccost.training's) ----------------------------------------------------------------------------------------
-    mem_weights = weights_gpu
-    mem_total = named("mem_GPU", mem_weights + kv_gpu, "memory per GPU")
-    mem_limit = named("mem_limit", x.max_mem * x.mem, "usable memory: max_memory·HBM")
+    mem = memory(x, weights=weights_gpu, kv_cache=kv_gpu)
     tokens = named("tokens_step", x.dp * x.ep * x.B * x.S, "tokens per step, all replicas: dp·ep·B·S")
-    return Compute(weights_gpu, kv_gpu, bytes_gpu, flops_gpu, T_mem, T_flop, T_stage, T_compute, T_one,
-                   params_gpu, mem_weights, kv_gpu, 0.0, 0.0, mem_total, mem_limit, tokens,
-                   bytes_mb, flops_mb, T_mem_mb, T_flop_mb, t_mb, operators,
+    return Compute(weights_gpu=weights_gpu, kv_gpu=kv_gpu, bytes_gpu=bytes_gpu, flops_gpu=flops_gpu, T_mem=T_mem,
+                   T_flop=T_flop, T_stage=T_stage, T_compute=T_compute, T_one=T_one, params_gpu=params_gpu,
+                   memory=mem, tokens_step=tokens, bytes_mb=bytes_mb, flops_mb=flops_mb, T_mem_mb=T_mem_mb,
+                   T_flop_mb=T_flop_mb, t_mb=t_mb, operators=operators,
                    T_host=T_host if static.overheads and not static.compute_given else 0.0)
 
 

@@ -72,6 +72,31 @@ class Key:
                 "review": self.review or lab, "text": self.text or lab}[context]
 
 
+@dataclass(frozen=True)
+class MemoryPart:
+    """One part of the memory per GPU: declared here once, it is a key of a plan's ``memory`` section, a
+    part of ``program.Memory`` (which the cost models fill in by ``name``), a line of ``ccost explain``'s
+    memory group, a word of checklist item 11 and a row of the review's memory table."""
+
+    name: str  # the part's name in ``program.Memory`` (``memory(x, kv_cache=...)``)
+    key: str  # its key in a plan's ``memory`` section (``plans.<plan>.memory.KEY``)
+    meaning: str
+    label: str  # how the document's readers see it (``label_in``)
+    word: str  # how checklist item 11 names it ("weights 35.3 GB + KV cache 10.7 GB")
+    always: bool = False  # item 11 names it even when it is zero
+
+
+#: The parts of the memory per GPU, in the order they are listed and summed.
+MEMORY_PARTS: tuple[MemoryPart, ...] = (
+    MemoryPart("weights", "weights_bytes", "weights on one GPU", "weights", "weights", always=True),
+    MemoryPart("kv_cache", "kv_cache_bytes", "KV cache on one GPU", "KV cache", "KV cache"),
+    MemoryPart("gradients", "gradient_bytes", "gradients on one GPU (training)", "gradients", "gradients"),
+    MemoryPart("optimizer", "optimizer_bytes", "optimizer state on one GPU (training)", "optimizer state",
+               "optimizer"),
+    MemoryPart("activations", "activation_bytes", "activations one GPU holds (training: the micro-batches in "
+               "flight and the logits)", "activations", "activations"),
+)
+
 #: The training record's keys whose label is not their name with spaces (the review's key numbers and
 #: ``ccost eval``'s plan block print these).
 _TRAINING_LABELS = {"model_flops_per_gpu_s": "model FLOP/s per GPU", "mfu": "MFU"}
@@ -205,13 +230,7 @@ def _keys() -> list[Key]:
           "bytes read per GPU"),
         K(f"{plan}.compute.flops_per_gpu", NUM, "FLOP", "FLOPs one GPU does per step", "FLOPs per GPU"),
         K(f"{plan}.memory", "object", "", "what the memory per GPU is made of"),
-        *[K(f"{plan}.memory.{f}", NUM, "B", m, lab, dim="gb") for f, m, lab in (
-            ("weights_bytes", "weights on one GPU", "weights"),
-            ("kv_cache_bytes", "KV cache on one GPU", "KV cache"),
-            ("gradient_bytes", "gradients on one GPU (training)", "gradients"),
-            ("optimizer_bytes", "optimizer state on one GPU (training)", "optimizer state"),
-            ("activation_bytes", "activations one GPU holds (training: the micro-batches in flight and the "
-             "logits)", "activations"))],
+        *[K(f"{plan}.memory.{m.key}", NUM, "B", m.meaning, m.label, dim="gb") for m in MEMORY_PARTS],
         # the review's memory table reads the limit against the parts above it
         K(f"{plan}.memory.limit_bytes", NUM, "B", "the policy's usable memory: max_memory × the GPU's memory",
           "memory limit", dim="gb", review="usable (policy)"),

@@ -1075,7 +1075,7 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
         return np.broadcast_to(fail, shape).reshape(n)
 
     # latency: one step through every stage in turn (what a user waits); step: the pipelined step time
-    mem, limit = np.asarray(c.mem_total, dtype=float), np.asarray(c.mem_limit, dtype=float)
+    mem, limit = np.asarray(c.memory.total, dtype=float), np.asarray(c.memory.limit, dtype=float)
     fails = {
         "fits_memory": test(~(mem <= limit)) if st.fits_memory else None,
         "max_overhead": test(~(np.asarray(m.overhead, dtype=float) <= st.max_overhead))

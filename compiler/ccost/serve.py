@@ -150,9 +150,8 @@ def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerm
     # --- the decode step: all C requests decoding, at the mean context; memory at the peak context --------
     dec = _lowered(plan, policy, derivation, "decode", plan.input_tokens + plan.output_tokens, B=C, ctx=ctx_dec)
     peak = _lowered(plan, policy, derivation, "decode", plan.input_tokens + plan.output_tokens, B=C, ctx=ctx_max)
-    cp = peak.compute
-    mem = (cp.mem_weights, cp.mem_kv, cp.mem_total, cp.mem_limit)
-    dec = replace(dec, compute=replace(dec.compute, mem_kv=cp.mem_kv, mem_total=cp.mem_total))
+    mem = peak.compute.memory
+    dec = replace(dec, compute=replace(dec.compute, memory=mem))
     m_dec = analysis.analyse(dec)
 
     # --- the mixed step: one forward pass of n_dec decode rows + a chunk of c̄ prompt tokens ------------------
@@ -204,8 +203,7 @@ def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerm
     mix = replace(A, compute=replace(
         cA, bytes_gpu=bytes_mix, T_mem=costs.memory_time(bytes_mix, x.BW_hbm),
         T_flop=T_flop, T_stage=T_stage, T_compute=T_compute, t_mb=t_mb, operators=rows, T_host=T_host,
-        flops_gpu=named("F_mix", cA.flops_gpu + extra_f, "FLOPs per mixed step per GPU"),
-        mem_kv=cp.mem_kv, mem_total=cp.mem_total))
+        flops_gpu=named("F_mix", cA.flops_gpu + extra_f, "FLOPs per mixed step per GPU"), memory=mem))
     m_mix = analysis.analyse(mix)
     t_dec = named("t_dec", m_dec.step, "decode step: all C requests decode one token")
     t_mix = named("t_mix", m_mix.step, "mixed step: n_dec requests decode beside one prompt chunk")
@@ -235,7 +233,7 @@ def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerm
     return ServeTerms(
         dec, m_dec, mix, m_mix, saturated, (n_c, c_bar, R, ctx_dec, n_dec, share, B_mix),
         own + (bytes_mix, T_stage) + ((T_host,) if T_host is not cA.T_host else ()) + (T_compute, t_mb),
-        mem + (ctx_max,),
+        (*mem.held, mem.total, mem.limit, ctx_max),
         (t_dec, t_mix, ttft, tpot, t_mean, e2e, running, req_s, out_s, out_gpu, in_s, tot_s, tot_gpu),
         C, I, O, c, n_c, c_bar, R, n_dec, share, ttft, tpot, t_mean, e2e, req_s, out_s, out_gpu, in_s, tot_s,
         tot_gpu, gpus)

@@ -326,14 +326,11 @@ def plan_section(name: str, doc_plan: Mapping[str, Any], steps: Sequence[Any],
                          memory_table(doc_plan))
 
 
-MEMORY_PARTS = ("weights_bytes", "kv_cache_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes")
-
-
 def memory_table(doc_plan: Mapping[str, Any]) -> V.Table:
     """Each part of the memory per GPU (the parts that are not zero), the total and the usable limit."""
     mem = doc_plan.get("memory") or {}
     rows = []
-    for key in MEMORY_PARTS:
+    for key in (p.key for p in results.MEMORY_PARTS):
         v = mem.get(key)
         if v:
             what = V.label(f"memory.{key}")

@@ -46,10 +46,10 @@ def test_float_and_derivation_modes_are_bit_identical(name):
     spec = _load(name)
     for pname in _plans(spec):
         plan = spec.plans[pname]
-        pf = phases.lower_plan(plan, spec.policy)
-        pd = phases.lower_plan(plan, spec.policy, derivation=True)
-        vf = _metric_values(pf, phases.analyse(pf))
-        vd = _metric_values(pd, phases.analyse(pd))
+        phase = phases.of(plan)  # a serve plan: its decode step, with the plan's throughput
+        pf, pd = phase.price(plan, spec.policy, False), phase.price(plan, spec.policy, True)
+        vf = _metric_values(pf.program, pf.metrics)
+        vd = _metric_values(pd.program, pd.metrics)
         assert vf.keys() == vd.keys()
         for key in vf:
             a, b = derive.value_of(vf[key]), derive.value_of(vd[key])

@@ -42,6 +42,7 @@ from ccost import spec as S
 from ccost.derive import named
 from ccost.program import Collective, Compute, Program, total
 from ccost.program import on as program_on
+from ccost.schema import phase_kind
 
 Num = Any
 
@@ -177,6 +178,43 @@ def gpus_used(program: Program):
     return named("N", axes.product(program.inputs, on), f"GPUs: {axes.label(on)}")
 
 
+def collective_values(program: Program) -> list[tuple[str, list]]:
+    """(title, values) of each collective of a program that costs something, as ``ccost explain`` groups
+    them: count and message, each candidate's and topology alternative's time, then hops, volume, time
+    and the step's total."""
+    out = []
+    for k in program.collectives:
+        if costs_nothing(k):
+            continue
+        vals: list = [k.count, k.message]
+        vals += [cand.time for cand in k.candidate_costs.values()]
+        if k.group is not None:
+            vals += [alt.time for alt in (k.group.flat, k.group.hierarchical, k.group.split) if alt is not None]
+        vals += [k.cost.hops, k.cost.volume, k.cost.time, k.total]
+        size, cnt = derive.value_of(k.group_size), derive.value_of(k.count)
+        out.append((f"{k.key}: {cnt:g} × {k.kind} ({k.algorithm}) on {size:g} ranks over {k.link} — {k.purpose}",
+                    vals))
+    return out
+
+
+def step_groups(program: Program, m: Metrics, extra: list | tuple = (), totals: list | tuple = ()
+                ) -> list[tuple[str, list]]:
+    """The derivation of one step, grouped for reading (``evaluate.explain_sections`` numbers them): each
+    collective, compute, the cost model's ``extra`` groups, memory by part, then the totals (and the cost
+    model's own ``totals``)."""
+    c = program.compute
+    groups = collective_values(program)
+    groups.append(("compute", [c.weights_gpu, c.kv_gpu, c.bytes_gpu, c.flops_gpu, c.T_mem, c.T_flop,
+                               c.T_stage, c.T_compute, c.T_one, c.bytes_mb, c.flops_mb, c.T_mem_mb,
+                               c.T_flop_mb, c.t_mb]))
+    groups += list(extra)
+    groups.append(("memory", [*c.memory.held, c.memory.total, c.memory.limit]))
+    groups.append(("totals", [m.volume, m.hops, m.T_lat, m.T_bw, m.T_comm, m.exposed, m.latency, m.overhead,
+                              m.bubble, m.in_flight, m.step, m.gpus, m.speedup, m.efficiency, c.tokens_step,
+                              m.throughput, m.throughput_gpu, m.eta, *totals]))
+    return groups
+
+
 def regime(m: Metrics) -> str:
     """latency-bound / bandwidth-bound by the dominant term of T_comm; "no communication" without any."""
     lat, bw = derive.value_of(m.T_lat), derive.value_of(m.T_bw)
@@ -234,8 +272,8 @@ class _Ctx:
 
     @property
     def per(self) -> str:
-        """What one step of the plan is: a token while decoding, else a step."""
-        return "token" if self.plan.phase == "decode" else "step"
+        """What one step of the plan is, its phase's ``per``: a token while decoding, else a step."""
+        return phase_kind(self.plan.phase).per
 
 
 def _judge_1(k: _Ctx) -> Verdict:

@@ -88,6 +88,7 @@ from ccost.check.plan import evaluation_errors
 from ccost.derive import floor, maximum, minimum, named
 from ccost.diagnostics import Diagnostics
 from ccost.program import Collective, Compute, Program, collective, memory, on, p2p
+from ccost.schema import PhaseKind, phase_kind
 
 Num = Any  # float | np.ndarray | derive.Value
 
@@ -103,7 +104,7 @@ class Static:
     """The structural choices of a plan: fixed per plan, never arrays, decided in Python."""
 
     plan: str
-    phase: str  # decode | prefill | train
+    phase: str  # the phase whose step this is (ccost.schema.PHASE_KINDS; ccost.phases picks its cost model)
     algorithm: str  # an AllReduce algorithm of ccost.collectives.ALGORITHMS, or auto
     cross_node: str  # auto | flat | hierarchical
     fsdp: bool
@@ -143,10 +144,8 @@ class Static:
     kernel_gemm: bool = False
     kernel_attention: bool = False
     kernels: str | None = None
-
-    @property
-    def train(self) -> bool:
-        return self.phase == "train"
+    train: bool = False  # a training step (its phase ``trains``: ccost.training's model)
+    seq_step: bool = False  # every sequence brings its `seq` tokens to the step (prefill), not one (decode)
 
 
 @dataclass(frozen=True)
@@ -235,17 +234,18 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
     active = float(model.active_params) if (moe and model.active_params) else params
     heads_known = bool(model.heads)
     kv_heads_known = bool(model.kv_heads) or heads_known
-    kv = bool(plan.seq) and plan.phase in ("decode", "prefill")
+    kind = phase_kind(plan.phase)
+    kv = bool(plan.seq) and kind.kv_cache
     stack = plan.stack if plan.stack is not None else default_stack(plan.phase)
-    roofline = "step" if plan.phase == "train" else stack.roofline
+    roofline = "step" if kind.trains else stack.roofline
     kern = kernels_for(gpu, stack) if roofline == "operator" and gpu.achieved_flops is None else None
     fp8_w = model.weights == "fp8" and gpu.fp8_flops is not None
     gemm_curve = kern.gemm(fp8_w) if kern is not None else None
-    attn_curve = kern is not None and static_kv_curve(kern, plan.phase)
+    attn_curve = kern is not None and static_kv_curve(kern, kind)
     static = Static(
         plan=plan.name, phase=plan.phase, algorithm=plan.allreduce,
-        cross_node=plan.cross_node, fsdp=bool(plan.fsdp) and plan.phase == "train",
-        moe=moe, kv=kv, kv_read=kv and plan.phase == "decode",
+        cross_node=plan.cross_node, fsdp=bool(plan.fsdp) and kind.trains,
+        moe=moe, kv=kv, kv_read=kv and kind.reads_kv,
         kv_heads_known=kv_heads_known, heads_known=heads_known, compute_given=plan.compute_time is not None,
         intra=costs.LinkParams.from_link(cluster.intra_node, derivation, "intra"),
         inter=(costs.LinkParams.from_link(cluster.inter_node, derivation, "inter")
@@ -258,17 +258,18 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         tp_overlap=bool(stack.tp_comm_overlap), **{a: True for a in axes.active(plan)},
         stack=stack.name, stack_source=stack.source, stack_default=plan.stack is None,
         overheads=bool(stack.step_overhead or stack.layer_overhead
-                       or (stack.seq_overhead and plan.phase != "train")), floor=bool(stack.collective_floor),
-        roofline="step" if plan.phase == "train" else stack.roofline, mla=bool(model.kv_lora_rank),
-        steady=plan.phase != "train" and stack.pipeline == "steady",
+                       or (stack.seq_overhead and not kind.trains)), floor=bool(stack.collective_floor),
+        roofline="step" if kind.trains else stack.roofline, mla=bool(model.kv_lora_rank),
+        steady=not kind.trains and stack.pipeline == "steady",
         head_dim_given=bool(model.head_dim),
-        seq_host=bool(stack.seq_overhead) and plan.phase != "train",
+        seq_host=bool(stack.seq_overhead) and not kind.trains,
         kernel_gemm=gemm_curve is not None, kernel_attention=bool(attn_curve),
         kernels=kern.name if kern is not None else None,
+        train=kind.trains, seq_step="S" in kind.seq_feeds,
     )
     fp8_gemm = (static.roofline == "operator" and model.weights == "fp8" and gpu.fp8_flops is not None)
     act = S.DTYPE_BYTES[model.activations]
-    s_step = 1 if plan.phase == "decode" else (plan.seq or 1)
+    s_step = (plan.seq or 1) if "S" in kind.seq_feeds else 1  # decode: one new token per sequence
     values = dict(
         **{a.name: axes.degree(plan, a.name, plan.phase) for a in axes.AXES if not a.optional}, B=plan.batch, S=s_step, ctx=plan.seq or 0,
         M=plan.microbatches, overlap=plan.overlap, L=model.layers, d=model.hidden,
@@ -280,7 +281,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         R=(gpu.achieved_flops if gpu.achieved_flops is not None
            else (gpu.fp8_flops if fp8_gemm else gpu.flops) * stack.gemm_efficiency),
         mem=gpu.memory, max_mem=policy.max_memory, T_given=plan.compute_time or 0.0,
-        c_F=6.0 if plan.phase == "train" else 2.0,
+        c_F=kind.c_F,
         b_opt=S.DTYPE_BYTES[plan.master_weights] + OPTIMIZER_BYTES_PER_PARAM - 4.0,
         v=plan.virtual_stages if plan.schedule == "interleaved" else 1, V=model.vocab or 0,
         f=model.ffn or 4 * model.hidden,
@@ -290,7 +291,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         BW_elem=gpu.hbm_bandwidth * stack.elementwise_efficiency,
         **{a.name: axes.degree(plan, a.name, plan.phase) for a in axes.AXES if a.optional},
         t_step=stack.step_overhead, t_layer=stack.layer_overhead, T_floor=stack.collective_floor,
-        t_seq=stack.seq_overhead if plan.phase != "train" else 0.0,
+        t_seq=stack.seq_overhead if not kind.trains else 0.0,
         hd=model.head_dim or (model.hidden / model.heads if model.heads else 1),
         kv_lat=(model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0), d_c=model.kv_lora_rank or 0,
         R_attn=gpu.flops * stack.attention_efficiency,
@@ -298,7 +299,8 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
     )
     if not derivation:
         return static, Inputs(**{k: float(v) for k, v in values.items()})
-    return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy, stack, kern) for k, v in values.items()})
+    return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy, stack, kind, kern)
+                             for k, v in values.items()})
 
 
 def kernels_for(gpu: S.Gpu, stack: S.Stack) -> S.Kernels | None:
@@ -315,9 +317,10 @@ def kernels_for(gpu: S.Gpu, stack: S.Stack) -> S.Kernels | None:
     return gpu.kernels[0]
 
 
-def static_kv_curve(kern: S.Kernels, phase: str) -> bool:
-    """The kernels block has the attention curve of ``phase``: decode's (KV read) or prefill's (causal)."""
-    return kern.decode_attention if phase == "decode" else kern.prefill_attention if phase == "prefill" else False
+def static_kv_curve(kern: S.Kernels, kind: PhaseKind) -> bool:
+    """The kernels block has the attention curve of a step of phase ``kind``: decode's (the KV cache read
+    every step) or prefill's (causal, the KV cache written); none for a step without a KV cache."""
+    return kern.decode_attention if kind.reads_kv else kern.prefill_attention if kind.kv_cache else False
 
 
 def _curve_values(kern: S.Kernels | None, gemm: tuple | None, gpu: S.Gpu, fp8: bool) -> dict:
@@ -342,9 +345,9 @@ _DEFAULT_STACKS: dict[str, S.Stack] = {}
 
 
 def default_stack(phase: str) -> S.Stack:
-    """The bundled profile a plan of ``phase`` gets when it names no ``stack`` (``S.DEFAULT_STACKS``, from
+    """The bundled profile a plan of ``phase`` gets when it names no ``stack`` (its record's ``default_stack``, from
     ``std/stacks.ccost``). Without the bundled library (an installation error), the ideal profile."""
-    name = S.DEFAULT_STACKS.get(phase, "serving_default")
+    name = phase_kind(phase).default_stack
     if name not in _DEFAULT_STACKS:
         found = None
         folder = check._std_dir()
@@ -424,7 +427,7 @@ _CURVE_KEYS = ("g_eta", "g_half", "g_ew", "g_t0", "a_ew", "a_t0", "a_c", "p_eta"
 
 
 def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Cluster, policy: S.Policy,
-          stack: S.Stack, kern: S.Kernels | None = None):
+          stack: S.Stack, kind: PhaseKind, kern: S.Kernels | None = None):
     sym, dim, desc = _LEAVES[key]
     gpu = cluster.gpu
     source = None
@@ -439,7 +442,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
     elif key in axes.NAMES or key in ("B", "ctx", "M", "overlap", "T_given"):
         source = f"plan {plan.name}"
     elif key == "S":
-        source = "decode: one new token per sequence" if plan.phase == "decode" else f"plan {plan.name}: seq"
+        source = f"plan {plan.name}: seq" if "S" in kind.seq_feeds else f"{kind.name}: one new token per sequence"
     elif key in ("L", "d", "h", "h_kv", "params", "params_active", "E", "k", "L_moe", "W", "hd", "kv_lat", "d_c"):
         source = f"model {model.name}"
         if key == "W" and model.weight_bytes is None:
@@ -476,8 +479,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
     elif key == "max_mem":
         source = "policy"
     elif key == "c_F":
-        source = ("training: 2 forward + 4 backward" if plan.phase == "train"
-                  else "one forward pass: a multiply and an add per parameter")
+        source = kind.c_F_source
     elif key == "b_opt":
         source = f"Adam: master weights ({plan.master_weights}) + m, v at 4 B each"
     elif key in ("v",):
@@ -584,7 +586,7 @@ def lower(static: Static, x: Inputs) -> Program:
 
 def _splits_tokens(static: Static) -> bool:
     """Context parallelism splits a prefill's tokens cp ways (a decode step's context only)."""
-    return static.cp and static.phase == "prefill"
+    return static.cp and static.seq_step
 
 
 def _ring_attention(static: Static, x: Inputs, comp: Compute) -> list[Collective]:
@@ -815,7 +817,7 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
     ``seqs`` and ``tp``, ``pp`` say whose work it is (B, tp, pp for a stage; ep·B, 1, 1 for one GPU);
     ``cp``, the context-parallel degree of a stage: a prefill's tokens, a decode step's context split cp ways."""
     t = tag
-    split = cp is not None and static.phase == "prefill"
+    split = cp is not None and static.seq_step
     tokens = named(f"T_tok{t}", seqs * x.S * share / cp if split else seqs * x.S * share,
                    "tokens this GPU processes" + (" (one micro-batch)" if t == ",mb" else "")
                    + (": S/cp of each sequence" if split else ""))

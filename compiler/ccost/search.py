@@ -64,6 +64,7 @@ from ccost.check.search import combo_label as _combo_label
 from ccost.check.search import value_name as _name
 from ccost.diagnostics import CcostError, error
 from ccost.results import RECORD_METRICS
+from ccost.schema import phase_kind
 
 OBJECTIVES = ("latency", "throughput_per_gpu", "gpus")
 #: Points per chunk: big enough that numpy's per-call overhead vanishes, small enough for the cache and
@@ -418,10 +419,11 @@ def _job(search: S.Search, policy: S.Policy, chunk: int) -> _Job:
     base = search.base
     if base is None or base.cluster is None or base.model is None:
         raise CcostError(error("E401", f"search `{search.name}` has no base plan to evaluate", search.span))
-    if base.phase == "serve":  # a serve plan prices several steps per point (ccost.serve), not one program
-        raise CcostError(error("E401", f"search `{search.name}`: its base plan `{base.name}` is a serve plan, which "
-                               "the layout search does not price", search.spans.get("base", search.span),
-                               "search a decode plan of the same layout, or compare serve plans (or sweep one)"))
+    kind = phase_kind(base.phase)
+    if not kind.searchable:  # a serve plan prices several steps per point (ccost.serve), not one program
+        raise CcostError(error("E401", f"search `{search.name}`: its base plan `{base.name}` is a {kind.name} plan, "
+                               "which the layout search does not price", search.spans.get("base", search.span),
+                               kind.search_help))
     # the checker's rules for the block (E205, E402, E203, E404), for a Search built without the checker
     diags = [d for d in validate(search, lambda *a: None) if d.is_error]
     if diags:
@@ -576,7 +578,7 @@ def _whole_microbatches(plan: S.Plan, cvals: dict):
     search varies neither batch nor microbatches (the base plan keeps the rule, or is refused)."""
     import numpy as np
 
-    if plan.phase == "serve" or not ({"batch", "microbatches"} & cvals.keys()):
+    if phase_kind(plan.phase).rows != "batch" or not ({"batch", "microbatches"} & cvals.keys()):
         return None
     M = np.asarray(cvals["microbatches"] if "microbatches" in cvals else plan.microbatches)
     B = np.asarray(cvals["batch"] if "batch" in cvals else plan.batch)
@@ -1052,11 +1054,10 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
     n = index.size
     index = index.reshape(n)
     inputs = {}
+    feeds = phase_kind(plan.phase).seq_feeds  # seq: the context (ctx) and, but in decode, the step's tokens (S)
     for f, v in vals.items():
         if f == "seq":
-            inputs["ctx"] = v
-            if plan.phase != "decode":
-                inputs["S"] = v
+            inputs.update(dict.fromkeys(feeds, v))
         else:
             inputs[ARRAY_AXES[f]] = v
     prog = phases.lower(static, lower.with_arrays(x0, **inputs))
@@ -1181,7 +1182,7 @@ def _records(search, cols, order, decode) -> list[dict]:
     out = []
     for i in order:
         layout = decode(cols["index"][i])
-        train = layout.get("phase", search.base.phase if search.base is not None else None) == "train"
+        train = phase_kind(layout.get("phase", search.base.phase)).trains if search.base is not None else False
         rec = {f: _name(v) for f, v in layout.items()}  # a model, cluster or stack by its name
         for k in RECORD_METRICS:  # what a search records for each point it keeps
             v = cols[k][i]

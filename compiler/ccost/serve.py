@@ -276,30 +276,20 @@ def record(plan: S.Plan, t: ServeTerms) -> dict:
     }
 
 
-def collective_values(program: lower.Program) -> list[tuple[str, list]]:
-    """(title, values) of each collective of a program, as ``explain`` lists them."""
-    out = []
-    for k in program.collectives:
-        if analysis.costs_nothing(k):
-            continue
-        vals: list = [k.count, k.message]
-        vals += [cand.time for cand in k.candidate_costs.values()]
-        if k.group is not None:
-            vals += [alt.time for alt in (k.group.flat, k.group.hierarchical, k.group.split) if alt is not None]
-        vals += [k.cost.hops, k.cost.volume, k.cost.time, k.total]
-        size, cnt = derive.value_of(k.group_size), derive.value_of(k.count)
-        out.append((f"{k.key}: {cnt:g} × {k.kind} ({k.algorithm}) on {size:g} ranks over {k.link} — {k.purpose}",
-                    vals))
-    return out
+def price(plan: S.Plan, policy: S.Policy, derivation: bool = False):
+    """(program, metrics, terms) of a serve plan: its decode step's program, the metrics with the plan's
+    throughput (output tokens/s), and every term (``ServeTerms``)."""
+    t = terms(plan, policy, derivation)
+    return t.dec, metrics_for_plan(t), t
 
 
-def explain_groups(plan: S.Plan, policy: S.Policy, econ_values) -> list[tuple[str, list]]:
-    """The derivation of a serve plan, grouped for reading (``evaluate.explain_sections`` numbers them)."""
-    t = terms(plan, policy, derivation=True)
+def explain_groups(t: ServeTerms) -> list[tuple[str, list]]:
+    """The derivation of a serve plan (``terms`` in derivation mode), grouped for reading
+    (``evaluate.explain_sections`` numbers them and adds cost and power)."""
     groups: list[tuple[str, list]] = [("serve: chunks, slots and Little's law", list(t.setup))]
     for label, prog, m in (("decode step (all C requests decoding)", t.dec, t.m_dec),
                            ("mixed step (n_dec decoding + one prompt chunk)", t.mix, t.m_mix)):
-        groups += [(f"{label}: {title}", vals) for title, vals in collective_values(prog)]
+        groups += [(f"{label}: {title}", vals) for title, vals in analysis.collective_values(prog)]
         c = prog.compute
         vals = [c.bytes_gpu, c.flops_gpu, c.T_stage, c.T_compute, c.t_mb]
         if prog is t.mix:
@@ -311,6 +301,24 @@ def explain_groups(plan: S.Plan, policy: S.Policy, econ_values) -> list[tuple[st
     groups.append(("totals of the decode step", [m.volume, m.hops, m.T_lat, m.T_bw, m.bubble, m.gpus, m.speedup,
                                                  m.efficiency, m.eta]))
     groups.append(("serve: TTFT, TPOT, requests/s, tokens/s", list(t.results)))
-    groups.append(("cost and power", econ_values(metrics_for_plan(t))))
     return groups
 
+
+def review_note(sv: dict) -> str:
+    """What a serve plan's numbers mean, in words, for its part of the review."""
+    return (f"Serve plan (continuous batching, a closed loop): {sv['concurrency']:,} requests per replica of "
+            f"{sv['input_tokens']:,} prompt and {sv['output_tokens']:,} output tokens; each prompt is prefilled in "
+            f"{sv['chunks_per_prompt']:g} chunk(s) of at most {sv['chunk_tokens']:,} tokens, one chunk per step beside "
+            "the decoding requests. The step time, collectives, compute and checklist above are the decode step's "
+            "(every request decoding); memory is the peak, every request at its longest context; TTFT, TPOT and "
+            "requests/s combine the decode and mixed steps by Little's law. An arrival rate (open loop) is not "
+            "modelled.")
+
+
+#: What the continuous-batching model leaves out: a paragraph of a review that has a serve plan.
+NOT_MODELLED = (
+    "Serving", "A serve plan is a closed loop: a finished request is replaced at once, so an arrival rate, "
+    "queueing of an open loop and its tail latencies are not modelled. Every request has the same prompt and "
+    "output length; one request's chunk is prefilled per step (prompts are not packed into one step), each "
+    "chunk priced as the mean chunk I/n_c; decode steps run at the mean context I + O/2; memory is held to "
+    "the peak, every request at I + O; no preemption, prefix caching or speculative decoding.")

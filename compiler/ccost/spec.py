@@ -23,7 +23,6 @@ from ccost.diagnostics import Span
 DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
     {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 )
-PHASES = ("decode", "prefill", "train", "serve")
 ROOFLINES = ("operator", "step")
 PIPELINES = ("steady", "flush")
 #: Where a stack's operator rates come from (decode, prefill): its own efficiencies × the GPU's peaks, or
@@ -263,17 +262,11 @@ class Stack(Entity):
                 and self.roofline == "step" and self.pipeline == "flush" and self.rates == "profile")
 
 
-#: The bundled default profiles (specs/std/stacks.ccost) a plan gets when it names no ``stack``.
-DEFAULT_STACKS: Mapping[str, str] = MappingProxyType(
-    {"decode": "serving_default", "prefill": "serving_default", "serve": "serving_default",
-     "train": "training_default"})
-
-
 @dataclass(frozen=True)
 class Plan(Entity):
     model: Model | None = None
     cluster: Cluster | None = None
-    phase: str = "decode"
+    phase: str = "decode"  # one of ccost.schema.PHASE_NAMES
     batch: int = 1
     seq: int | None = None
     tp: int = 1
@@ -288,7 +281,7 @@ class Plan(Entity):
     overlap: float = 0.0
     compute_time: float | None = None
     load: float = 1.0  # share of the month the plan runs at its throughput (issue 17)
-    stack: Stack | None = None  # None: the bundled default for the phase (DEFAULT_STACKS)
+    stack: Stack | None = None  # None: the bundled default for the phase (its default_stack, ccost.schema)
     # training (ccost.training)
     schedule: str = "one_f_one_b"  # gpipe | one_f_one_b | interleaved
     virtual_stages: int = 1  # interleaved: model chunks per GPU, v

@@ -448,6 +448,36 @@ def analyse_train(program):
                      gpus, speedup, eff, thr, thr_gpu, volume, hops, eta)
 
 
+def record(plan, program, m) -> dict:
+    """The ``training`` section of a training plan's document (float mode)."""
+    tt, f = program.train, A.finite
+    rate, mfu = model_rates(program, m)
+    return {
+        "schedule": plan.schedule,
+        "virtual_stages": int(f(program.inputs.v) or 1),
+        "recompute": plan.recompute,
+        "sequence_parallel": program.static.sp,
+        "optimizer_sharding": "fsdp" if program.static.fsdp else plan.optimizer_sharding,
+        "model_flops_per_token": f(tt.flops_model_token),
+        "model_flops_per_gpu_s": f(rate),
+        "mfu": f(mfu),
+        "forward_time_s": f(tt.t_fwd),
+        "backward_time_s": f(tt.t_bwd),
+        "exposed_per_microbatch_s": f(tt.c_mb),
+        "exposed_once_s": f(tt.once),
+        "microbatches_in_flight": f(tt.in_flight_mb),
+        "activation_bytes_per_token_layer": f(tt.act_token_layer),
+    }
+
+
+def explain_groups(program, m) -> list[tuple[str, list]]:
+    """The derivation of a training step, grouped for reading: the step's groups with the schedule's
+    (FLOPs, activations, overlap) before memory, and model FLOP/s and MFU among the totals."""
+    rate, mfu = model_rates(program, m)
+    return A.step_groups(program, m, [("training: FLOPs, activations, overlap", list(program.train.groups))],
+                         [rate, mfu])
+
+
 def model_rates(program, m) -> tuple[Num, Num]:
     """(model FLOP/s per GPU, MFU) of a training step."""
     tt = program.train

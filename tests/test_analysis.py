@@ -204,7 +204,7 @@ def test_measured_links_pass_item_3(tmp_path):
     # issue 15: the plan's stack profile must be measured too (a1 names the notes' `ideal`)
     items = {i["id"]: i for i in evaluate.evaluate_plan(plan, spec.policy).checklist}
     assert items[3]["status"] == "warn" and "stack profile" in items[3]["note"]
-    stack = replace(plan.stack or lower.default_stack(plan.phase), source="measured: ccost calibrate --steps s.csv")
+    stack = replace(plan.stack, source="measured: ccost calibrate --steps s.csv")
     items = {i["id"]: i for i in evaluate.evaluate_plan(replace(plan, stack=stack), spec.policy).checklist}
     assert items[3]["status"] == "pass"
 

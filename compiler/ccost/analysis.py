@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -320,7 +320,7 @@ def _rate_note(k: _Ctx) -> tuple[str, str]:
     gemm_efficiency was applied). ``warn`` unless the rate comes from measured kernel curves."""
     gpu, plan = k.plan.cluster.gpu, k.plan
     rate = _gemm_rate(k)
-    stack = plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
+    stack = plan.stack  # the checker's: the plan's own, or its phase's bundled default
     eff = stack.gemm_efficiency
     fmt = lambda x: units.format_quantity(x, units.FLOP_RATE)  # noqa: E731
     if rate is None:
@@ -369,7 +369,7 @@ def _judge_3(k: _Ctx) -> Verdict:
                     "spec sheets are optimistic.")
         else:
             # Issue 15: the profile that priced the plan counts too (its overheads, efficiencies, floor).
-            stack = plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
+            stack = plan.stack  # the checker's: the plan's own, or its phase's bundled default
             if (stack.source or "").strip().lower().startswith("measured"):
                 return ("pass", "measured", "measured",
                         f"Measured α/β ({srcs}) and stack profile ({stack.name}: {stack.source}).")
@@ -534,7 +534,7 @@ def sweep_points(sweep: S.Sweep):
         # a swept reference (cluster = [a, b]) is shown by its name
         shown = {k: getattr(v, "name", v) for k, v in assign.items()}
         label = ",".join(f"{k}={v}" for k, v in shown.items())
-        yield shown, replace(base, name=f"{sweep.name}[{label}]", **assign)
+        yield shown, S.vary(base, name=f"{sweep.name}[{label}]", **assign)
 
 
 def cost_thresholds(policy: S.Policy) -> list[float]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ccost import derive, lower, units
+from ccost import derive, units
 from ccost import spec as S
 from ccost.derive import named
 from ccost.schema import phase_kind
@@ -143,7 +143,7 @@ def economics(plan: S.Plan, pr: Pricing, gpus: Num, throughput: Num, derivation:
         power_gpu = named("P_GPU", p_node_w / g, "power per GPU, host share included: P_node / G")
     elif pr.gpu_power is not None:
         tdp = _leaf(D, "P_TDP", pr.gpu_power, units.POWER, "power of one GPU under load", pr.power_source)
-        stack = plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
+        stack = plan.stack  # the checker's: the plan's own, or its phase's bundled default
         if pr.host_power:
             host = _leaf(D, "P_host", pr.host_power, units.POWER, "power of one node besides its GPUs",
                          f"cluster {pr.cluster}: host_power")

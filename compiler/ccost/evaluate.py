@@ -58,6 +58,7 @@ def evaluate_plan(plan: S.Plan, policy: S.Policy) -> PlanResult:
     """Price one plan in float mode, by its phase (``ccost.phases``). Raises ``CcostError`` (E401, E301, ...)
     for a plan that cannot be evaluated: a diagnostic, never a traceback or a NaN."""
     phase = phases.of(plan)
+    evaluable(plan)
     priced = phase.price(plan, policy, False)
     program, metrics = priced.program, priced.metrics
     econ = plan_economics(plan, policy, metrics)
@@ -68,6 +69,13 @@ def evaluate_plan(plan: S.Plan, policy: S.Policy) -> PlanResult:
         doc[phase.kind.section] = phase.record(plan, priced)
     doc["cost"] = cost_document(plan, econ)
     return PlanResult(plan, program, metrics, items, doc)
+
+
+def evaluable(plan: S.Plan) -> None:
+    """Raise ``CcostError`` for a plan the model cannot price: the rules that need no cost model
+    (``check.plan.evaluation_errors``, its phase's own among them). The model (``lower.prepare`` and what it
+    feeds) takes the plan as evaluable: it never imports the checker."""
+    Diagnostics(evaluation_errors(plan)).raise_if_errors()
 
 
 def plan_economics(plan: S.Plan, policy: S.Policy, m: analysis.Metrics,
@@ -428,6 +436,7 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
                                f"did you mean `{close[0]}`?" if close else
                                "plans: " + ", ".join(spec.plans) if spec.plans else "the spec has no plans"))
     phase = phases.of(plan)
+    evaluable(plan)
     priced = phase.price(plan, spec.policy, True)
     groups = phase.explain(plan, priced)
     groups.append(("cost and power", plan_economics(plan, spec.policy, priced.metrics, derivation=True).values))

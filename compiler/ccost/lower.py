@@ -78,15 +78,12 @@ decode, ``seq`` otherwise), d = hidden, L = layers:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ccost import axes, check, costs, derive, kernels, units
+from ccost import axes, costs, derive, kernels, units
 from ccost import spec as S
-from ccost.check.plan import evaluation_errors
 from ccost.derive import floor, maximum, minimum, named
-from ccost.diagnostics import Diagnostics
 from ccost.program import Collective, Compute, Program, collective, memory, on, p2p
 from ccost.schema import PhaseKind, phase_kind
 
@@ -222,28 +219,42 @@ def with_arrays(x: Inputs, **arrays) -> Inputs:
     return replace(x, **arrays)
 
 
-def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[Static, Inputs]:
-    """The ``Static`` choices and ``Inputs`` of a checked plan: floats, or (``derivation=True``) named
-    derivation leaves with units and sources. Raises ``CcostError`` for a plan that cannot be evaluated."""
-    Diagnostics(evaluation_errors(plan)).raise_if_errors()
-    model, cluster = plan.model, plan.cluster
+@dataclass(frozen=True)
+class Step:
+    """A step of another phase that a plan runs (``ccost.serve``: a serve plan's decode and mixed steps are
+    decode and prefill steps): its phase, and the context ``seq`` its KV cache holds (None: no KV cache).
+    ``prepare`` prices it as the plan's own step of that phase; the rows it runs (``B``) and its contexts are
+    then given with ``with_arrays``."""
+
+    phase: str
+    seq: int | None
+
+
+def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False,
+            step: Step | None = None) -> tuple[Static, Inputs]:
+    """The ``Static`` choices and ``Inputs`` of a checked plan (or of one ``step`` of it): floats, or
+    (``derivation=True``) named derivation leaves with units and sources. The plan is one the caller has
+    checked can be evaluated (``ccost.check.plan.evaluation_errors``, which ``ccost.evaluate`` and
+    ``ccost.search`` run first); its stack is the checker's (the bundled default when it names none)."""
+    model, cluster, stack = plan.model, plan.cluster, plan.stack
     assert model is not None and cluster is not None and cluster.gpu is not None
+    assert stack is not None, f"plan `{plan.name}` has no stack: the checker gives every plan one"
+    phase, seq = (plan.phase, plan.seq) if step is None else (step.phase, step.seq)
     gpu = cluster.gpu
     moe = bool(model.is_moe and model.experts and model.experts > 1)
     params = float(model.params) if model.params else model.total_weight_bytes / S.DTYPE_BYTES[model.weights]
     active = float(model.active_params) if (moe and model.active_params) else params
     heads_known = bool(model.heads)
     kv_heads_known = bool(model.kv_heads) or heads_known
-    kind = phase_kind(plan.phase)
-    kv = bool(plan.seq) and kind.kv_cache
-    stack = plan.stack if plan.stack is not None else default_stack(plan.phase)
+    kind = phase_kind(phase)
+    kv = bool(seq) and kind.kv_cache
     roofline = "step" if kind.trains else stack.roofline
     kern = kernels_for(gpu, stack) if roofline == "operator" and gpu.achieved_flops is None else None
     fp8_w = model.weights == "fp8" and gpu.fp8_flops is not None
     gemm_curve = kern.gemm(fp8_w) if kern is not None else None
     attn_curve = kern is not None and static_kv_curve(kern, kind)
     static = Static(
-        plan=plan.name, phase=plan.phase, algorithm=plan.allreduce,
+        plan=plan.name, phase=phase, algorithm=plan.allreduce,
         cross_node=plan.cross_node, fsdp=bool(plan.fsdp) and kind.trains,
         moe=moe, kv=kv, kv_read=kv and kind.reads_kv,
         kv_heads_known=kv_heads_known, heads_known=heads_known, compute_given=plan.compute_time is not None,
@@ -255,8 +266,8 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         one_shot_volume=plan.one_shot_volume,
         schedule=plan.schedule, recompute=plan.recompute, sp=bool(plan.sequence_parallel) and plan.tp > 1,
         zero=plan.optimizer_sharding, overlap_given="overlap" in plan.spans,
-        tp_overlap=bool(stack.tp_comm_overlap), **{a: True for a in axes.active(plan)},
-        stack=stack.name, stack_source=stack.source, stack_default=plan.stack is None,
+        tp_overlap=bool(stack.tp_comm_overlap), **{a: True for a in axes.active(plan, phase)},
+        stack=stack.name, stack_source=stack.source, stack_default=not plan.stack_named,
         overheads=bool(stack.step_overhead or stack.layer_overhead
                        or (stack.seq_overhead and not kind.trains)), floor=bool(stack.collective_floor),
         roofline="step" if kind.trains else stack.roofline, mla=bool(model.kv_lora_rank),
@@ -269,9 +280,9 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
     )
     fp8_gemm = (static.roofline == "operator" and model.weights == "fp8" and gpu.fp8_flops is not None)
     act = S.DTYPE_BYTES[model.activations]
-    s_step = (plan.seq or 1) if "S" in kind.seq_feeds else 1  # decode: one new token per sequence
+    s_step = (seq or 1) if "S" in kind.seq_feeds else 1  # decode: one new token per sequence
     values = dict(
-        **{a.name: axes.degree(plan, a.name, plan.phase) for a in axes.AXES if not a.optional}, B=plan.batch, S=s_step, ctx=plan.seq or 0,
+        **{a.name: axes.degree(plan, a.name, phase) for a in axes.AXES if not a.optional}, B=plan.batch, S=s_step, ctx=seq or 0,
         M=plan.microbatches, overlap=plan.overlap, L=model.layers, d=model.hidden,
         h=model.heads or 1, h_kv=model.kv_heads or model.heads or 1,
         params=params, params_active=active, E=model.experts or 1, k=model.top_k or 1,
@@ -289,7 +300,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         k_node=min(model.top_k or 1, model.route_nodes or (model.top_k or 1)), R_peak=gpu.flops,
         c_fwd=2.0, b_master=S.DTYPE_BYTES[plan.master_weights],
         BW_elem=gpu.hbm_bandwidth * stack.elementwise_efficiency,
-        **{a.name: axes.degree(plan, a.name, plan.phase) for a in axes.AXES if a.optional},
+        **{a.name: axes.degree(plan, a.name, phase) for a in axes.AXES if a.optional},
         t_step=stack.step_overhead, t_layer=stack.layer_overhead, T_floor=stack.collective_floor,
         t_seq=stack.seq_overhead if not kind.trains else 0.0,
         hd=model.head_dim or (model.hidden / model.heads if model.heads else 1),
@@ -339,24 +350,6 @@ def _curve_values(kern: S.Kernels | None, gemm: tuple | None, gpu: S.Gpu, fp8: b
         out.update(p_eta=kern.prefill_attention_efficiency, p_half=kern.prefill_attention_half_tokens,
                    p_t0=kern.prefill_attention_latency)
     return out
-
-
-_DEFAULT_STACKS: dict[str, S.Stack] = {}
-
-
-def default_stack(phase: str) -> S.Stack:
-    """The bundled profile a plan of ``phase`` gets when it names no ``stack`` (its record's ``default_stack``, from
-    ``std/stacks.ccost``). Without the bundled library (an installation error), the ideal profile."""
-    name = phase_kind(phase).default_stack
-    if name not in _DEFAULT_STACKS:
-        found = None
-        folder = check._std_dir()
-        if folder is not None:
-            spec, _ = check.load_spec(os.path.join(folder, "stacks.ccost"))
-            found = spec.stacks.get(name)
-        _DEFAULT_STACKS[name] = found or S.Stack(name, None, None, source="built-in ideal profile "
-                                                 "(std/stacks.ccost not found)")
-    return _DEFAULT_STACKS[name]
 
 
 _DTYPE_NOTE = "bytes per element"
@@ -473,7 +466,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
         if gpu.source:
             source += f"; {gpu.source}"
     elif key in ("t_step", "t_layer", "T_floor", "t_seq"):
-        source = f"stack {stack.name}" + ("" if plan.stack is not None else " (the default for the phase)")
+        source = f"stack {stack.name}" + ("" if plan.stack_named else " (the default for the phase)")
         if stack.source:
             source += f"; {stack.source}"
     elif key == "max_mem":

@@ -39,8 +39,8 @@ class Priced:
 
 @dataclass(frozen=True)
 class Phase:
-    """One phase's functions. ``price(plan, policy, derivation)`` → ``Priced``; ``check(plan)`` raises the
-    phase's own evaluation errors before it is priced (None: ``check.plan.evaluation_errors`` says all);
+    """One phase's functions. ``price(plan, policy, derivation)`` → ``Priced`` (of a plan that can be priced:
+    its record's rules, ``errors``, run with the checker's, ``check.plan.evaluation_errors``);
     ``record(plan, priced)`` → its section of the plan's document (``kind.section``; float mode);
     ``explain(plan, priced)`` → its derivation groups, before cost and power (derivation mode);
     ``lower``/``analyse`` price one program on arrays, what a layout search runs (None: not searchable,
@@ -52,7 +52,6 @@ class Phase:
     explain: Callable[[S.Plan, Priced], list[tuple[str, list]]]
     lower: Callable[[LW.Static, LW.Inputs], Program] | None = None
     analyse: Callable[[Program], analysis.Metrics] | None = None
-    check: Callable[[S.Plan], None] | None = None
     record: Callable[[S.Plan, Priced], dict] | None = None
     note: Callable[[dict], str] | None = None
     not_modelled: tuple[str, str] | None = None
@@ -84,7 +83,7 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
     _one_step("train", training.lower_train, training.analyse_train,
               lambda plan, p: training.explain_groups(p.program, p.metrics),
               lambda plan, p: training.record(plan, p.program, p.metrics)),
-    Phase(KINDS["serve"], _serve_price, lambda plan, p: serve.explain_groups(p.terms), check=serve.check,
+    Phase(KINDS["serve"], _serve_price, lambda plan, p: serve.explain_groups(p.terms),
           record=lambda plan, p: serve.record(plan, p.terms), note=serve.review_note,
           not_modelled=serve.NOT_MODELLED),
 )}

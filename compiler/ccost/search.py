@@ -62,7 +62,8 @@ from ccost.check.search import (  # the search block's rules, applied by the che
 )
 from ccost.check.search import combo_label as _combo_label
 from ccost.check.search import value_name as _name
-from ccost.diagnostics import CcostError, error
+from ccost.check.plan import evaluation_errors
+from ccost.diagnostics import CcostError, Diagnostics, error
 from ccost.results import RECORD_METRICS
 from ccost.schema import phase_kind
 
@@ -382,7 +383,7 @@ class _Job:
         assert base is not None
         axes = dict(self.search.axes)
         seq0 = axes["seq"][0] if "seq" in axes else base.seq
-        return replace(base, seq=seq0, **fixed)
+        return S.vary(base, seq=seq0, **fixed)
 
     def pass_setup(self, p_i: int) -> tuple[dict, S.Plan, Settings]:
         """Pass ``p_i``'s fixed values (fleet and static axes), plan and constraints (in a fleet search each
@@ -639,14 +640,18 @@ def _prepare_pass(search: S.Search, policy: S.Policy, plan: S.Plan, fixed: Mappi
     that passed the layout constraints stands in (its numbers are replaced by the arrays anyway)."""
     from ccost import lower
 
+    def prepared(p: S.Plan):
+        Diagnostics(evaluation_errors(p)).raise_if_errors()  # the model takes an evaluable plan
+        return _optional_axes(search, lower.prepare(p, policy))
+
     try:
-        return _optional_axes(search, lower.prepare(plan, policy))
+        return prepared(plan)
     except CcostError as exc:
         if not _fleet_of(search):
             raise
         degrees = {f: int(v[first]) for f, v in vals.items() if f in PA.NAMES}
         try:
-            return _optional_axes(search, lower.prepare(replace(plan, **degrees), policy))
+            return prepared(replace(plan, **degrees))
         except CcostError:
             raise CcostError(error(
                 "E404", f"search `{search.name}`: the combination {_combo_label(fixed)} cannot be evaluated: "
@@ -1175,7 +1180,7 @@ def point_plan(search: S.Search, layout: Mapping[str, Any]) -> S.Plan:
     values = {k: next((x for x in axes.get(k, ()) if _name(x) == v), v) if k in FLEET_AXES else v
               for k, v in layout.items()}
     label = ",".join(f"{k}={_name(v)}" for k, v in values.items())
-    return replace(search.base, name=f"{search.name}[{label}]", **values)
+    return S.vary(search.base, name=f"{search.name}[{label}]", **values)
 
 
 def _records(search, cols, order, decode) -> list[dict]:

@@ -52,8 +52,6 @@ from typing import Any
 from ccost import analysis, costs, derive, lower, units
 from ccost import spec as S
 from ccost.derive import maximum, named
-from ccost.check.plan import evaluation_errors
-from ccost.diagnostics import Diagnostics
 
 Num = Any
 
@@ -98,11 +96,9 @@ def _leaf(name: str, value: float, desc: str, source: str, derivation: bool):
 
 
 def _lowered(plan: S.Plan, policy: S.Policy, derivation: bool, phase: str, seq: int | None, **override):
-    """``lower`` of the serve plan as a decode or prefill plan, some inputs replaced by serve values."""
-    # `batch` is a stand-in (every step replaces B with its own rows): as large as the micro-batches, so that
-    # the step is a plan (E401 otherwise; check() holds concurrency to the same rule)
-    sub = replace(plan, phase=phase, batch=max(1, plan.microbatches), seq=seq)
-    static, x = lower.prepare(sub, policy, derivation)
+    """``lower`` of one step of the serve plan, a decode or prefill step (``lower.Step``) whose KV cache holds
+    ``seq`` tokens, with some inputs given by the serve model: the rows it runs (``B``), its contexts."""
+    static, x = lower.prepare(plan, policy, derivation, lower.Step(phase, seq))
     return lower.lower(static, lower.with_arrays(x, **override))
 
 
@@ -114,15 +110,10 @@ def _attention(program: lower.Program):
     raise AssertionError("a program with a KV cache has an attention operator")  # pragma: no cover
 
 
-def check(plan: S.Plan) -> None:
-    """Diagnose a serve plan the model cannot price: the plan rules every command shares
-    (``ccost.check.plan.evaluation_errors``, which ``ccost check`` reports too)."""
-    Diagnostics(evaluation_errors(plan)).raise_if_errors()
-
-
 def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerms:
-    """Price a serve plan (see the module docstring). Raises ``CcostError`` for a plan that cannot be."""
-    check(plan)
+    """Price a serve plan (see the module docstring), one that can be: what it cannot price is refused
+    before, by the rules of its record (``ccost.schema``'s serve ``errors``) that
+    ``ccost.check.plan.evaluation_errors`` runs for ``ccost check`` and ``ccost.evaluate``."""
     src = f"plan {plan.name}"
     C = _leaf("C", plan.concurrency, "concurrency: requests running per replica", src, derivation)
     I = _leaf("I", plan.input_tokens, "prompt tokens per request", src, derivation)

@@ -1,6 +1,6 @@
 """Rules on built entities that need no cost model: a plan's degrees against its cluster and model (E301,
 W301-W306), a link's measured curve (E203), and the errors that keep a plan from being evaluated
-(``evaluation_errors``: ``ccost.lower`` refuses such a plan with them, a search's E404 names them). The
+(``evaluation_errors``: ``ccost.evaluate`` refuses such a plan with them, a search's E404 names them). The
 build pass (``ccost.check.build._VALIDATORS``) runs the first two on each entity it builds; a search's own
 rules are ``ccost.check.search``.
 
@@ -283,12 +283,14 @@ def evaluation_errors(plan: Any, where: Where | None = None) -> list[Diagnostic]
     """The errors that keep a plan from being evaluated: what the formulas cannot price (rather than divide
     by zero or return NaN). Empty when it can be.
 
-    One list of rules for every caller: ``ccost.lower.prepare`` and ``ccost.serve`` refuse a plan with them,
-    a search names them for a combination of its fleet axes that no layout could price (E404,
-    ``ccost.check.search``), a sweep shows them for its points, and the checker reports them (issue 31,
-    item 15: ``check`` passes no plan that ``eval`` refuses). The checker passes its own ``where`` (see the
-    module docstring): a rule whose place is None is its parent's to report, E301 has a richer message of
-    its own (``_too_many_gpus``) and the model's rules (``model_errors``) run once on the model block."""
+    One list of rules for every caller: ``ccost.evaluate`` (and a search, before it prices a pass, and
+    ``calibrate --steps``) refuses a plan with them, so the model, which never imports the checker, takes
+    only evaluable plans; a search names them for a combination of its fleet axes that no layout could
+    price (E404, ``ccost.check.search``), a sweep shows them for its points, and the checker reports them
+    (issue 31, item 15: ``check`` passes no plan that ``eval`` refuses). The checker passes its own
+    ``where`` (see the module docstring): a rule whose place is None is its parent's to report, E301 has a
+    richer message of its own (``_too_many_gpus``) and the model's rules (``model_errors``) run once on the
+    model block."""
     checking = where is not None
     at: Where = where if where is not None else placed(plan)
     diags = Diagnostics()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from ccost import axes
@@ -88,7 +87,7 @@ def fleet_diagnostics(search: S.Search, where: Callable[..., Span | None]) -> li
         fixed = dict(zip((f for f, _ in fleet), combo))
         if "phase" in fixed and not getattr(PHASES.get(fixed["phase"]), "searchable", True):
             continue
-        plan = replace(base, **fixed, **layout, seq=seqs[0])
+        plan = S.vary(base, **fixed, **layout, seq=seqs[0])
         errs = [d for d in evaluation_errors(plan) if d.is_error and d.code not in ("E301", "E302")
                 and "leaves stages without a layer" not in d.message]
         if errs:

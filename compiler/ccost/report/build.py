@@ -764,7 +764,7 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
         if plan is not None:
             st = _plan_stack(plan)
             lines += (f". Priced under stack profile `{st.name}`"
-                      + (f" (the bundled default for {plan.phase}: the plan names none)" if plan.stack is None
+                      + (f" (the bundled default for {plan.phase}: the plan names none)" if not plan.stack_named
                          else ""))
             lines += (f". Overlap assumed: {units.format_percent(plan.overlap)} of communication hidden "
                       "behind compute")
@@ -777,10 +777,10 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
 
 
 def _plan_stack(plan: S.Plan) -> S.Stack:
-    """The stack profile that prices ``plan``: its own, or the bundled default for its phase."""
-    from ccost import lower
-
-    return plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
+    """The stack profile that prices ``plan``: its own, or the bundled default for its phase (the checker
+    resolves it)."""
+    assert plan.stack is not None
+    return plan.stack
 
 
 def _stacks_used(spec: S.Spec, names) -> list:

@@ -16,31 +16,20 @@ with its cost model, and a ``Phase`` here (docs/architecture.md, recipe f).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from ccost import analysis, serve, training
 from ccost import lower as LW
 from ccost import spec as S
-from ccost.program import Program
+from ccost.program import Priced, Program
 from ccost.schema import PHASES as KINDS
 from ccost.schema import PhaseKind
 
 
 @dataclass(frozen=True)
-class Priced:
-    """A plan priced in one mode: the program its document, checklist and collectives show, its metrics
-    (with the plan's throughput, what its cost is per), and the phase's own terms (serve: ``ServeTerms``;
-    None for a one-step phase)."""
-
-    program: Program
-    metrics: analysis.Metrics
-    terms: Any = None
-
-
-@dataclass(frozen=True)
 class Phase:
-    """One phase's functions. ``price(plan, policy, derivation)`` → ``Priced`` (of a plan that can be priced:
-    its record's rules, ``errors``, run with the checker's, ``check.plan.evaluation_errors``);
+    """One phase's functions. ``price(plan, policy, derivation)`` → ``program.Priced`` (of a plan that can be
+    priced: its record's rules, ``errors``, run with the checker's, ``check.plan.evaluation_errors``);
     ``record(plan, priced)`` → its section of the plan's document (``kind.section``; float mode);
     ``explain(plan, priced)`` → its derivation groups, before cost and power (derivation mode);
     ``lower``/``analyse`` price one program on arrays, what a layout search runs (None: not searchable,
@@ -61,30 +50,26 @@ class Phase:
         return self.kind.name
 
 
-def _one_step(name: str, lower_fn, analyse_fn, explain, record=None) -> Phase:
-    """A phase whose plan is one step: ``lower.prepare``, its cost model's ``lower`` and ``analyse``."""
+def _one_step(name: str, lower_fn, analyse_fn, explain=None, record=None) -> Phase:
+    """A phase whose plan is one step: ``lower.prepare``, its cost model's ``lower`` and ``analyse``; its
+    derivation is the step's groups (``analysis.step_groups``) unless ``explain`` says more."""
     def price(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Priced:
         static, x = LW.prepare(plan, policy, derivation)
         program = lower_fn(static, x)
         return Priced(program, analyse_fn(program))
 
-    return Phase(KINDS[name], price, explain, lower_fn, analyse_fn, record=record)
+    def step_groups(plan: S.Plan, priced: Priced) -> list[tuple[str, list]]:
+        return analysis.step_groups(priced.program, priced.metrics)
+
+    return Phase(KINDS[name], price, explain or step_groups, lower_fn, analyse_fn, record=record)
 
 
-def _serve_price(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Priced:
-    return Priced(*serve.price(plan, policy, derivation))
-
-
-_STEP = (LW.lower, analysis.analyse, lambda plan, p: analysis.step_groups(p.program, p.metrics))
-
+#: Every phase's functions, in the order of ``ccost.schema.PHASE_KINDS``.
 PHASES: dict[str, Phase] = {p.name: p for p in (
-    _one_step("decode", *_STEP),
-    _one_step("prefill", *_STEP),
-    _one_step("train", training.lower_train, training.analyse_train,
-              lambda plan, p: training.explain_groups(p.program, p.metrics),
-              lambda plan, p: training.record(plan, p.program, p.metrics)),
-    Phase(KINDS["serve"], _serve_price, lambda plan, p: serve.explain_groups(p.terms),
-          record=lambda plan, p: serve.record(plan, p.terms), note=serve.review_note,
+    _one_step("decode", LW.lower, analysis.analyse),
+    _one_step("prefill", LW.lower, analysis.analyse),
+    _one_step("train", training.lower_train, training.analyse_train, training.explain_groups, training.record),
+    Phase(KINDS["serve"], serve.price, serve.explain_groups, record=serve.record, note=serve.review_note,
           not_modelled=serve.NOT_MODELLED),
 )}
 assert tuple(PHASES) == tuple(KINDS), "every phase of ccost.schema.PHASE_KINDS has its functions here"

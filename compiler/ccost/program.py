@@ -144,6 +144,17 @@ class Program:
     train: Any = None  # training: the schedule's terms (ccost.training.TrainTerms)
 
 
+@dataclass(frozen=True)
+class Priced:
+    """A plan priced by its phase (``ccost.phases``), in one mode: the program its document, checklist and
+    collectives show, its metrics (``analysis.Metrics``, with the plan's throughput: what its cost is per),
+    and the phase's own terms (serve: ``serve.ServeTerms``; None for a one-step phase)."""
+
+    program: Program
+    metrics: Any
+    terms: Any = None
+
+
 # ---------------------------------------------------------------------------------------------------
 # Builders: a collective on its group and link, priced as it is built
 

@@ -52,6 +52,7 @@ from typing import Any
 from ccost import analysis, costs, derive, lower, units
 from ccost import spec as S
 from ccost.derive import maximum, named
+from ccost.program import Priced
 
 Num = Any
 
@@ -239,8 +240,9 @@ def _f(x) -> float | None:
     return analysis.finite(x)
 
 
-def record(plan: S.Plan, t: ServeTerms) -> dict:
+def record(plan: S.Plan, priced: Priced) -> dict:
     """The ``serve`` section of a serve plan's document (seconds, tokens, requests)."""
+    t = priced.terms
     return {
         "concurrency": plan.concurrency,
         "input_tokens": plan.input_tokens,
@@ -267,16 +269,17 @@ def record(plan: S.Plan, t: ServeTerms) -> dict:
     }
 
 
-def price(plan: S.Plan, policy: S.Policy, derivation: bool = False):
-    """(program, metrics, terms) of a serve plan: its decode step's program, the metrics with the plan's
-    throughput (output tokens/s), and every term (``ServeTerms``)."""
+def price(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Priced:
+    """A serve plan priced: its decode step's program, the metrics with the plan's throughput (output
+    tokens/s), and every term (``ServeTerms``)."""
     t = terms(plan, policy, derivation)
-    return t.dec, metrics_for_plan(t), t
+    return Priced(t.dec, metrics_for_plan(t), t)
 
 
-def explain_groups(t: ServeTerms) -> list[tuple[str, list]]:
-    """The derivation of a serve plan (``terms`` in derivation mode), grouped for reading
+def explain_groups(plan: S.Plan, priced: Priced) -> list[tuple[str, list]]:
+    """The derivation of a serve plan (priced in derivation mode), grouped for reading
     (``evaluate.explain_sections`` numbers them and adds cost and power)."""
+    t = priced.terms
     groups: list[tuple[str, list]] = [("serve: chunks, slots and Little's law", list(t.setup))]
     for label, prog, m in (("decode step (all C requests decoding)", t.dec, t.m_dec),
                            ("mixed step (n_dec decoding + one prompt chunk)", t.mix, t.m_mix)):

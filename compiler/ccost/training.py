@@ -86,7 +86,7 @@ from typing import Any
 from ccost import analysis as A
 from ccost import axes, costs, derive, units
 from ccost.derive import floor, maximum, minimum, named
-from ccost.program import Compute, Program, collective, memory, on, p2p, total
+from ccost.program import Compute, Priced, Program, collective, memory, on, p2p, total
 
 Num = Any
 
@@ -448,8 +448,9 @@ def analyse_train(program):
                      gpus, speedup, eff, thr, thr_gpu, volume, hops, eta)
 
 
-def record(plan, program, m) -> dict:
+def record(plan, priced: Priced) -> dict:
     """The ``training`` section of a training plan's document (float mode)."""
+    program, m = priced.program, priced.metrics
     tt, f = program.train, A.finite
     rate, mfu = model_rates(program, m)
     return {
@@ -470,9 +471,10 @@ def record(plan, program, m) -> dict:
     }
 
 
-def explain_groups(program, m) -> list[tuple[str, list]]:
+def explain_groups(plan, priced: Priced) -> list[tuple[str, list]]:
     """The derivation of a training step, grouped for reading: the step's groups with the schedule's
     (FLOPs, activations, overlap) before memory, and model FLOP/s and MFU among the totals."""
+    program, m = priced.program, priced.metrics
     rate, mfu = model_rates(program, m)
     return A.step_groups(program, m, [("training: FLOPs, activations, overlap", list(program.train.groups))],
                          [rate, mfu])

@@ -103,20 +103,35 @@ def test_every_phase_has_one_record_and_its_functions():
         assert kind.token_kind in ("output", "input", "training"), name
 
 
-@pytest.mark.parametrize("spec, plan", [
-    ("llama3-405b-train.ccost", None),
-    ("llama3-70b-serve.ccost", None),
-])
-def test_a_phase_section_holds_exactly_the_keys_its_record_declares(spec, plan):
-    """What ``record`` writes and what the record declares (the JSON Schema, docs/interface.md, the
-    writers' labels) are one list: a key added to one and not the other fails here."""
-    s, _ = check.load_spec(str(REPO / "specs" / spec))
-    name = plan or s.local_plans[0]
-    p = s.plans[name]
-    kind = schema.phase_kind(p.phase)
-    doc = evaluate.evaluate_plan(p, s.policy).doc
-    assert list(doc[kind.section]) == [f.name for f in kind.section_fields]
-    assert all(f"plans.<plan>.{kind.section}.{f.name}" in results.BY_PATH for f in kind.section_fields)
+def _starter(phase: str):
+    """The spec ``ccost init --phase PHASE`` writes (the phase's record's ``starter``), checked."""
+    from ccost.commands import init
+
+    models, clusters = init.bundled()
+    r = check.check_text(init.starter(models["llama3_70b"], clusters["hgx_h100"], phase), str(REPO / "s.ccost"))
+    assert r.errors == [], [(d.code, d.message) for d in r.errors]
+    return r.spec
+
+
+@pytest.mark.parametrize("phase", schema.PHASE_NAMES)
+def test_every_phase_prices_records_and_explains_its_starter(phase):
+    """Each phase, from its records alone: ``ccost init``'s starter checks and evaluates; a phase with its
+    own section writes exactly the keys its record declares (the JSON Schema, docs/interface.md and the
+    writers' labels come from that list); its sweep points carry its sweep keys; explain derives it."""
+    spec = _starter(phase)
+    (name,) = spec.local_plans
+    kind = schema.phase_kind(phase)
+    res = evaluate.evaluate(spec)
+    doc = res.plans[name].doc
+    assert doc["phase"] == phase and doc["cost"]["tokens"] == kind.token_kind
+    assert doc["layout"]["batch"] == getattr(spec.plans[name], kind.rows) == kind.starter.batch
+    if kind.section:
+        assert list(doc[kind.section]) == [f.name for f in kind.section_fields]
+        assert all(f"plans.<plan>.{kind.section}.{f.name}" in results.BY_PATH for f in kind.section_fields)
+    (sweep,) = res.sweeps.values()
+    assert all(set(kind.sweep_keys) <= set(p) for p in sweep["points"])
+    groups = evaluate.explain_sections(spec, name)
+    assert groups[-1][0] == "cost and power" and sum(len(steps) for _, steps in groups) > 20
 
 
 def test_the_phase_field_and_init_offer_the_registrys_phases():

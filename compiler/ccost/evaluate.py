@@ -24,9 +24,9 @@ from ccost import __version__, analysis, axes, collectives, costs, derive, econo
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.derive import Step
+from ccost.diagnostics import CcostError, Diagnostics, error
 from ccost.results import MEMORY_PARTS
 from ccost.schema import phase_kind
-from ccost.diagnostics import CcostError, Diagnostics, error
 
 
 @dataclass(frozen=True)

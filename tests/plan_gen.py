@@ -183,7 +183,7 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
     st.append(f"roofline = {draw('choice', S.ROOFLINES)}")
     out.append("stack st { " + "; ".join(st) + " }")
 
-    phase = draw("choice", S.PHASES)
+    phase = draw("choice", SC.PHASE_NAMES)
     p = [f"model = m; cluster = c; phase = {phase}; tp = {tp}; pp = {pp}; ep = {ep}; dp = {dp}"]
     batch = value(draw, _field("plan", "batch"))
     p += [f"batch = {batch}"]

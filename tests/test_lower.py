@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from ccost import evaluate, lower
+from ccost import evaluate
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.diagnostics import CcostError
@@ -288,11 +288,12 @@ def test_single_gpu_has_no_collectives_and_unit_speedup():
     assert d["regime"] == "no communication"
 
 
-def test_the_errors_lower_refuses_a_plan_with_are_reported_without_raising():
+def test_the_errors_evaluate_refuses_a_plan_with_are_reported_without_raising():
     assert [d.code for d in evaluation_errors(plan(tp=16))] == ["E301"]
     assert evaluation_errors(plan(tp=8)) == []
-    with pytest.raises(CcostError):
-        lower.prepare(plan(tp=16), POLICY)
+    with pytest.raises(CcostError) as exc:  # the model takes an evaluable plan: evaluate checks it first
+        evaluate.evaluate_plan(plan(tp=16), POLICY)
+    assert [d.code for d in exc.value.diagnostics] == ["E301"]
 
 
 def test_moe_without_active_params_is_conservative_and_still_pays_alltoall():

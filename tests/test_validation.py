@@ -82,14 +82,14 @@ def test_v9_tp_sweep_fixed_part_within_30_percent_of_the_measured_7_ms(inference
 
 def test_serving_default_is_what_fit_stack_prints():
     import fit_stack
-    from ccost import lower
+    from ccost import check
     from ccost.calibrate.steps import fit_steps
 
     rows = fit_stack.inference_rows()
     assert [r.label for r in rows][:1] == ["V9-1"] and len(rows) == 13
     fit = fit_steps(rows, folds=0, fields=fit_stack.FITTED, start=fit_stack.START)
     want = fit_stack.rounded({f: fit.values[f] for f in fit_stack.FITTED})
-    std = lower.default_stack("decode")
+    std = check.default_stacks()["decode"]
     assert {f: getattr(std, f) for f in fit_stack.FITTED} == pytest.approx(want, rel=1e-9, abs=1e-12)
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -40,6 +40,9 @@ from ccost import axes, costs, derive, lower, results, units
 from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.derive import named
+from ccost.program import Collective, Compute, Program, total
+from ccost.program import on as program_on
+from ccost.schema import phase_kind, rebatched
 
 Num = Any
 
@@ -73,14 +76,7 @@ class Metrics:
     eta: Num  # “Communication Cost Analysis” §6: η = T_compute / (T_compute + T_exposed)
 
 
-def _sum(xs, empty=0.0):
-    total = None
-    for x in xs:
-        total = x if total is None else total + x
-    return empty if total is None else total
-
-
-def costs_nothing(k: lower.Collective) -> bool:
+def costs_nothing(k: Collective) -> bool:
     """A collective that is exactly free in this plan: no instance per step, or a group of one rank.
     Only decided for scalars (floats, Values); in array mode every collective is summed (adding an exact
     0.0 changes no bit, so skipping it in the scalar modes keeps the modes identical)."""
@@ -90,7 +86,7 @@ def costs_nothing(k: lower.Collective) -> bool:
     return cnt == 0 or size <= 1
 
 
-def analyse(program: lower.Program) -> Metrics:
+def analyse(program: Program) -> Metrics:
     """Totals, step time, overhead, bubble, speedup, efficiency and throughput of a lowered plan."""
     # training: the schedule's own step, ccost.training.analyse_train (ccost.phases picks it)
     assert program.train is None, "a training step is analysed by ccost.training (ccost.phases.analyse)"
@@ -98,15 +94,15 @@ def analyse(program: lower.Program) -> Metrics:
     coll = [k for k in program.collectives if not costs_nothing(k)]
     # A plan without a collective (one GPU) sums no terms: a zero of the right dimension in derive mode.
     t0, b0, n0 = (derive.zero(d, c.T_compute) for d in (units.TIME, units.INFORMATION, units.DIMENSIONLESS))
-    T_comm = named("T_comm", _sum((k.total for k in coll), t0), "communication per step: Σ count × time")
-    T_lat = named("T_lat", _sum((k.count * k.cost.latency for k in coll), t0), "latency term: Σ count·α·hops")
-    T_bw = named("T_bw", _sum((k.count * k.cost.bandwidth_time for k in coll), t0),
+    T_comm = named("T_comm", total((k.total for k in coll), t0), "communication per step: Σ count × time")
+    T_lat = named("T_lat", total((k.count * k.cost.latency for k in coll), t0), "latency term: Σ count·α·hops")
+    T_bw = named("T_bw", total((k.count * k.cost.bandwidth_time for k in coll), t0),
                  "bandwidth term: Σ count·volume/B")
-    volume = named("V_step", _sum((k.count * k.cost.volume for k in coll), b0), "bytes each GPU sends per step")
-    hops = named("hops_step", _sum((k.count * k.cost.hops for k in coll), n0), "latency steps per step")
+    volume = named("V_step", total((k.count * k.cost.volume for k in coll), b0), "bytes each GPU sends per step")
+    hops = named("hops_step", total((k.count * k.cost.hops for k in coll), n0), "latency steps per step")
     hidden = [k.hidden for k in coll if k.hidden is not None]
     if hidden:  # ring attention's sends behind the attention of the block held (lower._ring_attention)
-        T_hid = named("T_hidden", _sum(hidden, t0), "communication hidden behind compute by construction")
+        T_hid = named("T_hidden", total(hidden, t0), "communication hidden behind compute by construction")
         exposed = named("T_exposed", costs.exposed_comm(T_comm - T_hid, x.overlap), "communication not "
                         "hidden: (T_comm − T_hidden)·(1 − overlap)")
     else:
@@ -133,7 +129,7 @@ def analyse(program: lower.Program) -> Metrics:
     return _rated(program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume, hops)
 
 
-def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, ovh) -> Metrics:
+def _steady(program: Program, T_comm, T_lat, T_bw, volume, hops, exposed, ovh) -> Metrics:
     """Serving (decode, prefill) under a stack with ``pipeline = steady``: M micro-batches circulate through
     the P stages with no flush. The collectives were lowered per micro-batch (messages of B/M sequences,
     one micro-batch's path through every stage), so a stage's slot is t_mb + T_exposed/P. A micro-batch's
@@ -158,7 +154,7 @@ def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, 
     return _rated(program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume, hops)
 
 
-def _rated(program: lower.Program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume,
+def _rated(program: Program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume,
            hops) -> Metrics:
     """The Metrics of a serving schedule's step (flush or steady): what follows from the step time the same
     way in both, speedup, efficiency, throughput and η."""
@@ -175,11 +171,48 @@ def _rated(program: lower.Program, T_comm, T_lat, T_bw, exposed, latency, step, 
                    speedup, eff, thr, thr_gpu, volume, hops, eta)
 
 
-def gpus_used(program: lower.Program):
+def gpus_used(program: Program):
     """N, the GPUs of the plan: the product of its degrees (``ccost.axes``; an optional axis only when the
     plan prices it), named for the derivation."""
-    on = lower._on(program.static)
+    on = program_on(program.static)
     return named("N", axes.product(program.inputs, on), f"GPUs: {axes.label(on)}")
+
+
+def collective_values(program: Program) -> list[tuple[str, list]]:
+    """(title, values) of each collective of a program that costs something, as ``ccost explain`` groups
+    them: count and message, each candidate's and topology alternative's time, then hops, volume, time
+    and the step's total."""
+    out = []
+    for k in program.collectives:
+        if costs_nothing(k):
+            continue
+        vals: list = [k.count, k.message]
+        vals += [cand.time for cand in k.candidate_costs.values()]
+        if k.group is not None:
+            vals += [alt.time for alt in (k.group.flat, k.group.hierarchical, k.group.split) if alt is not None]
+        vals += [k.cost.hops, k.cost.volume, k.cost.time, k.total]
+        size, cnt = derive.value_of(k.group_size), derive.value_of(k.count)
+        out.append((f"{k.key}: {cnt:g} × {k.kind} ({k.algorithm}) on {size:g} ranks over {k.link} — {k.purpose}",
+                    vals))
+    return out
+
+
+def step_groups(program: Program, m: Metrics, extra: list | tuple = (), totals: list | tuple = ()
+                ) -> list[tuple[str, list]]:
+    """The derivation of one step, grouped for reading (``evaluate.explain_sections`` numbers them): each
+    collective, compute, the cost model's ``extra`` groups, memory by part, then the totals (and the cost
+    model's own ``totals``)."""
+    c = program.compute
+    groups = collective_values(program)
+    groups.append(("compute", [c.weights_gpu, c.kv_gpu, c.bytes_gpu, c.flops_gpu, c.T_mem, c.T_flop,
+                               c.T_stage, c.T_compute, c.T_one, c.bytes_mb, c.flops_mb, c.T_mem_mb,
+                               c.T_flop_mb, c.t_mb]))
+    groups += list(extra)
+    groups.append(("memory", [*c.memory.held, c.memory.total, c.memory.limit]))
+    groups.append(("totals", [m.volume, m.hops, m.T_lat, m.T_bw, m.T_comm, m.exposed, m.latency, m.overhead,
+                              m.bubble, m.in_flight, m.step, m.gpus, m.speedup, m.efficiency, c.tokens_step,
+                              m.throughput, m.throughput_gpu, m.eta, *totals]))
+    return groups
 
 
 def regime(m: Metrics) -> str:
@@ -213,7 +246,7 @@ _t, _b, _gb, _p = results.fmt_time, results.fmt_bytes, results.fmt_gb, results.f
 Verdict = tuple[str, Any, Any, str]
 
 
-def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics) -> list[dict]:
+def checklist(plan: S.Plan, policy: S.Policy, program: Program, m: Metrics) -> list[dict]:
     """The notes' ten checks (numbered 1–10 as in “Communication Cost Math — Distributed Inference” §7) and memory (11), each with a status
     (pass, warn, fail, n/a), the value it was judged on, the threshold and one sentence."""
     k = _Ctx(plan, policy, program, m)
@@ -226,11 +259,11 @@ class _Ctx:
 
     plan: S.Plan
     policy: S.Policy
-    program: lower.Program
+    program: Program
     m: Metrics
 
     @property
-    def c(self) -> lower.Compute:
+    def c(self) -> Compute:
         return self.program.compute
 
     @property
@@ -239,8 +272,8 @@ class _Ctx:
 
     @property
     def per(self) -> str:
-        """What one step of the plan is: a token while decoding, else a step."""
-        return "token" if self.plan.phase == "decode" else "step"
+        """What one step of the plan is, its phase's ``per``: a token while decoding, else a step."""
+        return phase_kind(self.plan.phase).per
 
 
 def _judge_1(k: _Ctx) -> Verdict:
@@ -253,7 +286,7 @@ def _judge_1(k: _Ctx) -> Verdict:
     else:
         bound = "memory-bound" if (t_mem or 0) >= (t_flop or 0) else "FLOP-bound"
     status = "pass"
-    held = (f"{_gb(finite(c.mem_weights))} of weights held per GPU (FSDP shard + one gathered layer), "
+    held = (f"{_gb(finite(c.memory['weights']))} of weights held per GPU (FSDP shard + one gathered layer), "
             f"{_gb(finite(c.weights_gpu))} used per step" if static.fsdp
             else f"{_gb(finite(c.weights_gpu))} of weights per GPU")
     note = (f"{held}; compute {_t(finite(c.T_compute))} per step ({bound}"
@@ -266,7 +299,7 @@ def _judge_1(k: _Ctx) -> Verdict:
         status = "warn"
         note += (f" model `{model.name}` gives no active_params: every parameter is counted as active and "
                  "replicated on each EP rank (conservative).")
-    return status, finite(c.mem_weights), None, note
+    return status, finite(c.memory["weights"]), None, note
 
 
 def _gemm_rate(k: _Ctx) -> float | None:
@@ -287,7 +320,7 @@ def _rate_note(k: _Ctx) -> tuple[str, str]:
     gemm_efficiency was applied). ``warn`` unless the rate comes from measured kernel curves."""
     gpu, plan = k.plan.cluster.gpu, k.plan
     rate = _gemm_rate(k)
-    stack = plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
+    stack = plan.stack  # the checker's: the plan's own, or its phase's bundled default
     eff = stack.gemm_efficiency
     fmt = lambda x: units.format_quantity(x, units.FLOP_RATE)  # noqa: E731
     if rate is None:
@@ -336,7 +369,7 @@ def _judge_3(k: _Ctx) -> Verdict:
                     "spec sheets are optimistic.")
         else:
             # Issue 15: the profile that priced the plan counts too (its overheads, efficiencies, floor).
-            stack = plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
+            stack = plan.stack  # the checker's: the plan's own, or its phase's bundled default
             if (stack.source or "").strip().lower().startswith("measured"):
                 return ("pass", "measured", "measured",
                         f"Measured α/β ({srcs}) and stack profile ({stack.name}: {stack.source}).")
@@ -434,13 +467,10 @@ def _judge_10(k: _Ctx) -> Verdict:
 def _judge_11(k: _Ctx) -> Verdict:
     """11. memory"""
     c = k.c
-    mem, limit = finite(c.mem_total), finite(c.mem_limit)
+    mem, limit = finite(c.memory.total), finite(c.memory.limit)
     fits = mem is not None and limit is not None and mem <= limit
-    parts = [f"weights {_gb(finite(c.mem_weights))}"]
-    for what, nbytes in (("KV cache", c.mem_kv), ("gradients", c.mem_grads), ("optimizer", c.mem_optimizer),
-                         ("activations", c.mem_activations)):
-        if finite(nbytes):
-            parts.append(f"{what} {_gb(finite(nbytes))}")
+    parts = [f"{p.word} {_gb(finite(c.memory[p.name]))}" for p in results.MEMORY_PARTS
+             if p.always or finite(c.memory[p.name])]
     held = f"{_gb(mem)} per GPU ({' + '.join(parts)})"
     of_gpu = f"{_p(k.policy.max_memory)} of {_gb(k.plan.cluster.gpu.memory)}"
     if fits:
@@ -485,7 +515,7 @@ TITLES = {i.id: i.title for i in ITEMS}
 VALUE_KEYS = {i.id: i.value_key for i in ITEMS if i.value_key}
 
 
-def _links_used(program: lower.Program, cluster: S.Cluster) -> list[S.Link]:
+def _links_used(program: Program, cluster: S.Cluster) -> list[S.Link]:
     """The cluster's links that carry at least one collective with a cost, intra-node first."""
     names: set[str] = set()
     for k in program.collectives:
@@ -508,7 +538,7 @@ def sweep_points(sweep: S.Sweep):
         shown = {k: getattr(v, "name", v) for k, v in assign.items()}
         label = ",".join(f"{k}={v}" for k, v in shown.items())
         # a fixed global batch (or micro-batch size) gives each point its batch (and micro-batches)
-        yield shown, replace(base, name=f"{sweep.name}[{label}]", **assign).rebatched(keep=frozenset(assign))
+        yield shown, rebatched(S.vary(base, name=f"{sweep.name}[{label}]", **assign), keep=frozenset(assign))
 
 
 def cost_thresholds(policy: S.Policy) -> list[float]:

@@ -20,8 +20,10 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.axes import AXES, Axis, label
 from ccost.collectives import KINDS
@@ -714,13 +716,364 @@ register(BlockKind(
     '  collective_floor = 15 us\n  source = "fit: bench/fit_stack.py"\n}',
 ))
 
+# --- phases -------------------------------------------------------------------------------------------
+# The values of a plan's `phase`, one record each: what every layer may know of a phase without its cost
+# model (the checker and the schema read it here; ``ccost.phases`` pairs each record with the functions
+# that price it, and nothing else tests a phase's name). A new phase, or a new serving mode, is one record
+# here (with its plan fields below, `phases=(NAME,)`), its module, and one line in ``ccost.phases``
+# (docs/architecture.md, recipe f).
+
+NUM = "number|null"  # results.NUM: a finite float, or null where it is undefined
+
+
+@dataclass(frozen=True)
+class ResultField:
+    """One key of a phase's own part of the results document (``results`` makes each a ``Key``): its name,
+    JSON type, unit, meaning, label, and the labels of the contexts whose wording differs
+    (``results.Key``'s ``short``, ``review``, ``text``, ...)."""
+
+    name: str
+    type: str
+    unit: str
+    meaning: str
+    label: str
+    wording: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Starter:
+    """What ``ccost init`` writes for the phase: the sequences a step runs, the plan's workload lines
+    (``{batch}`` is filled in), whether a pipelined plan gets micro-batches, and a sweep (its header line,
+    then the line of values; the base plan goes between them)."""
+
+    batch: int
+    workload: tuple[str, ...]
+    microbatches: bool = False
+    sweep: tuple[str, str] = ('sweep batch_sizes "How does the batch size move step time and throughput?" {',
+                              "  batch = [1, 8, 32, 128]")
+
+
+def _seq_cells(p: Any) -> tuple[str, str]:
+    return f"{p.batch:,}", (f"{p.seq:,}" if p.seq else "—")
+
+
+def _seq_workload(p: Any) -> str:
+    return f"batch {p.batch}" + (f", seq {p.seq}" if p.seq else "")
+
+
+@dataclass(frozen=True)
+class PhaseKind:
+    """One phase: its name and what it reads, requires, records and costs, as data.
+
+    ``seq_feeds`` names the cost model's inputs the plan's ``seq`` sets: ``ctx``, the context the KV cache
+    holds; ``S``, the tokens each sequence brings to a step (a decode step brings one new token, so decode
+    feeds only ``ctx``). ``kv_cache``: with ``seq`` a KV cache is held (``reads_kv``: and read every step).
+    ``kv_always``: every step holds a KV cache whatever ``seq`` (serve: its requests' contexts); either
+    way the model needs its KV heads (E104). ``needs``: the plan fields it cannot be priced without (the
+    schema's ``required_if``, E104); ``errors(plan, add)``: the phase's own rules beyond them (what its
+    cost model cannot price), reported through ``add(code, message, field, reads, help)`` by
+    ``ccost.check.plan.evaluation_errors``. ``rows``: the plan field that counts the sequences a step runs, what the document's layout shows
+    as ``batch`` (the micro-batch rules, E401 and W308, read ``batch`` only when it is ``batch``). ``unread``:
+    plan fields it does not read (W306, with ``unread_why`` and ``unread_help``). ``own_code``: the warning
+    a plan of another phase gets for writing this phase's own fields (W305 training's, W306 serving's), with
+    ``own_scope`` for the message. ``trains``: a training step (forward, backward and the optimizer: FSDP,
+    ZeRO and the training schedule apply; the stack's serving fields do not), ``c_F`` its FLOPs per parameter
+    per token. ``targets``: a plan of it may state a training target (``train_tokens``, ``global_batch``, a
+    ``deadline``: ``ccost.target`` prices its time to train, goodput and cost, the review's chapter "Time to
+    train"); its global batch derives ``batch`` (``rebatched``) and E303 is among its ``errors``. ``per``: what one step of it is, in the checklist's sentences. ``token_kind``: which tokens its
+    throughput counts (what the cost per token is per). ``closed_form_tp``: the notes' closed-form tp
+    optimum N* applies to a tp sweep of it. ``search_refusal``: why the layout search cannot price it (None:
+    it can), with the help for a search's base plan (``search_help``) and for its ``phase`` axis
+    (``axis_help``). ``section``: the key of its own part of a plan's document (``section_fields``, under
+    ``section_doc``; ``scoped``: a bare key name finds it, ``results.SCOPES``), the keys of it a sweep point
+    repeats (``sweep_fields``) and ``ccost diff`` compares (``diff_keys``). ``starter``: what ``ccost init``
+    writes. ``cells(plan)``: the review's batch and seq cells; ``workload(plan)``: ``ccost explain``'s."""
+
+    name: str
+    default_stack: str
+    token_kind: str  # output | input | training
+    per: str = "step"
+    trains: bool = False
+    targets: bool = False
+    c_F: float = 2.0
+    c_F_source: str = "one forward pass: a multiply and an add per parameter"
+    seq_feeds: tuple[str, ...] = ("S", "ctx")
+    kv_cache: bool = False
+    reads_kv: bool = False
+    kv_always: bool = False
+    needs: tuple[str, ...] = ()
+    errors: Callable[[Any, Callable[..., None]], None] | None = None
+    rows: str = "batch"
+    unread: tuple[str, ...] = ()
+    unread_why: str = ""
+    unread_help: str = ""
+    own_code: str | None = None
+    own_scope: str = ""
+    closed_form_tp: bool = False
+    search_refusal: str | None = None
+    search_help: str = ""
+    axis_help: str = ""
+    section: str | None = None
+    section_doc: str = ""
+    scoped: bool = False
+    section_fields: tuple[ResultField, ...] = ()
+    sweep_fields: tuple[ResultField, ...] = ()
+    diff_keys: tuple[str, ...] = ()
+    starter: Starter = Starter(32, ())
+    cells: Callable[[Any], tuple[str, str]] = _seq_cells
+    workload: Callable[[Any], str] = _seq_workload
+
+    @property
+    def searchable(self) -> bool:
+        return self.search_refusal is None
+
+    @property
+    def sweep_keys(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.sweep_fields)
+
+
+def global_batch_error(p: Any) -> tuple[str, str, str] | None:
+    """E303's one wording: (message, field to point at, help) when a plan's global batch is not whole
+    sequences per replica, its batch not whole micro-batches of ``microbatch_size``, or either contradicts a
+    written ``batch`` or ``microbatches``; else None."""
+    if p.global_batch is not None and p.global_batch_tokens is not None:
+        return (f"plan `{p.name}` gives both global_batch = {p.global_batch:,} and global_batch_tokens = "
+                f"{p.global_batch_tokens:,}", "global_batch_tokens", "give one: sequences or tokens per step")
+    g = p.global_sequences
+    mbs = p.microbatch_size or 1
+    replicas = p.dp * p.ep
+    ranks = "dp" if p.ep == 1 else "dp·ep"
+    if g is not None:
+        if g != int(g):
+            return (f"plan `{p.name}`: global_batch_tokens = {p.global_batch_tokens:,} is not a whole number of "
+                    f"sequences of seq = {p.seq:,} tokens ({g:,.4g})", "global_batch_tokens",
+                    f"use a multiple of {p.seq:,}, such as {p.seq * max(1, round(g)):,}")
+        g = int(g)
+        what = f"global_batch = {g:,}" + (f" ({p.global_batch_tokens:,} tokens)" if p.global_batch is None else "")
+        if not rules.holds_global_batch(g, replicas, mbs):
+            holding = [d for d in range(1, min(g, 1 << 20) + 1) if rules.holds_global_batch(g, d * p.ep, mbs)]
+            others = p.gpus // p.dp  # the GPUs of one replica's model copy
+            room = p.cluster.gpus // others if p.cluster is not None else 0
+            fitting = [d for d in holding if d <= room]
+            where_ = f" on the {p.cluster.gpus:,} GPUs of `{p.cluster.name}`" if fitting else ""
+            fits = (fitting or holding)[:12]
+            unit = "sequences" if mbs == 1 else f"sequences in micro-batches of {mbs}"
+            help_ = (f"dp values that hold it{'' if p.ep == 1 else f' with ep = {p.ep}'}{where_}: "
+                     + ", ".join(map(str, fits)) if fits else
+                     f"a global batch that {ranks}·microbatch_size = {replicas * mbs} divides")
+            return (f"plan `{p.name}`: {what} {unit} do not split over its {ranks} = {replicas:,} replicas "
+                    f"({g / replicas:,.4g} sequences per replica): this layout cannot hold the global batch",
+                    "dp", help_)
+        if "batch" in p.spans and p.batch * replicas != g:
+            return (f"plan `{p.name}` writes batch = {p.batch:,} per replica, but {what} over {ranks} = "
+                    f"{replicas:,} replicas is {g // replicas:,} per replica", "batch",
+                    "remove `batch`: with a global batch it is derived (global batch / (dp·ep))")
+    if p.microbatch_size is not None:
+        if p.batch % mbs:
+            return (f"plan `{p.name}`: batch = {p.batch:,} per replica does not split into micro-batches of "
+                    f"microbatch_size = {mbs:,}", "microbatch_size",
+                    f"microbatch_size values that divide {p.batch:,}: {rules.divisors(p.batch, 64)}")
+        if "microbatches" in p.spans and p.microbatches * mbs != p.batch:
+            return (f"plan `{p.name}` writes microbatches = {p.microbatches:,}, but batch = {p.batch:,} in "
+                    f"micro-batches of microbatch_size = {mbs:,} is {p.batch // mbs:,}", "microbatches",
+                    "remove `microbatches`: with a microbatch_size it is derived (batch / microbatch_size)")
+    return None
+
+
+def _target_errors(plan: Any, add: Callable[..., None]) -> None:
+    """What a plan of a phase that takes a training target cannot price (``PhaseKind.errors``): a global
+    batch its layout cannot hold, or a batch its micro-batch size does not split (E303)."""
+    err = global_batch_error(plan)
+    if err is not None:
+        add("E303", err[0], err[1], (err[1], "global_batch", "global_batch_tokens", "batch", "dp", "ep", "seq",
+                                     "microbatch_size", "microbatches"), err[2])
+
+
+def _serve_errors(plan: Any, add: Callable[..., None]) -> None:
+    """What a serve plan (``ccost.serve``) cannot price, beyond its fields' own checks: through ``add``."""
+    missing = [f for f in ("concurrency", "input_tokens", "output_tokens") if getattr(plan, f) is None]
+    if missing:
+        add("E104", f"plan `{plan.name}` is a serve plan and needs " + ", ".join(f"`{f}`" for f in missing),
+            "phase", ("phase", *missing), "add e.g. `concurrency = 32; input_tokens = 1024; output_tokens = 256`")
+        return
+    if plan.output_tokens < 2:
+        add("E203", f"plan `{plan.name}`: output_tokens must be at least 2, got {plan.output_tokens} (TPOT is the "
+            "gap between output tokens)", "output_tokens", ("output_tokens",), "use output_tokens ≥ 2")
+    if plan.chunk_tokens is not None and plan.chunk_tokens < 1:
+        add("E203", f"plan `{plan.name}`: chunk_tokens must be at least 1, got {plan.chunk_tokens}", "chunk_tokens",
+            ("chunk_tokens",), "use e.g. `chunk_tokens = 512`, or leave it out (the whole prompt in one step)")
+    if plan.cp > 1:
+        add("E401", f"plan `{plan.name}`: context parallelism is priced for decode and prefill plans, not yet for a "
+            "serve plan's mixed steps (its prompt chunk's ring attention)", "cp", ("cp", "phase"),
+            "remove `cp`, or price the decode and prefill steps as plans of their own")
+    if not rules.microbatches_at_most_batch(plan.microbatches, plan.concurrency):
+        add("E401", f"plan `{plan.name}` splits concurrency = {plan.concurrency} running requests into "
+            f"microbatches = {plan.microbatches}: a micro-batch needs at least one", "microbatches",
+            ("microbatches", "concurrency"), f"use microbatches ≤ {plan.concurrency}, or a higher concurrency")
+    if plan.compute_time is not None:
+        add("E401", f"plan `{plan.name}`: a serve plan prices two kinds of step (decode and mixed), so one "
+            "`compute_time` cannot stand for them", "compute_time", ("compute_time", "phase"),
+            "remove `compute_time`")
+
+
+_SEQ_LINE = "  seq     = 4096        # {doc}"
+_BATCH_LINE = "  batch   = {batch}          # sequences in flight per replica"
+
+PHASE_KINDS: tuple[PhaseKind, ...] = (
+    PhaseKind(
+        "decode", "serving_default", "output", per="token", seq_feeds=("ctx",), kv_cache=True, reads_kv=True,
+        closed_form_tp=True,
+        starter=Starter(32, (_BATCH_LINE, _SEQ_LINE.format(doc="context length: KV-cache reads and memory")))),
+    PhaseKind(
+        "prefill", "serving_default", "input", kv_cache=True, needs=("seq",),
+        starter=Starter(1, (_BATCH_LINE, _SEQ_LINE.format(doc="prompt tokens")))),
+    PhaseKind(
+        "train", "training_default", "training", trains=True, targets=True, errors=_target_errors, c_F=6.0,
+        c_F_source="training: 2 forward + 4 backward", needs=("seq",), own_code="W305", own_scope="training",
+        section="training", section_doc="training plans: schedule, FLOPs and what is hidden (ccost.training)",
+        section_fields=(
+            ResultField("schedule", "string", "text", "`gpipe`, `one_f_one_b` or `interleaved`", "schedule"),
+            ResultField("virtual_stages", "integer", "count", "model chunks per GPU, v (1 unless interleaved)",
+                        "virtual stages"),
+            ResultField("recompute", "string", "text", "`none`, `selective` or `full`", "recompute"),
+            ResultField("sequence_parallel", "boolean", "", "sequence parallelism on (and tp > 1)",
+                        "sequence parallel"),
+            ResultField("optimizer_sharding", "string", "text", "`none`, `zero1`, `zero2` or `fsdp`",
+                        "optimizer sharding"),
+            ResultField("model_flops_per_token", NUM, "FLOP", "model FLOPs per token, forward + backward: "
+                        "3·(2·N_GEMM + 2·L·S·d causal attention), logits included, recomputation not",
+                        "model flops per token"),
+            ResultField("model_flops_per_gpu_s", NUM, "FLOP/s", "model FLOPs per step per GPU / step time",
+                        "model FLOP/s per GPU"),
+            ResultField("mfu", NUM, "fraction", "model FLOP/s per GPU / the GPU's peak FLOP/s", "MFU"),
+            ResultField("forward_time_s", NUM, "s", "one micro-batch's forward pass on one GPU", "forward time s"),
+            ResultField("backward_time_s", NUM, "s", "one micro-batch's backward pass on one GPU, recomputation "
+                        "included", "backward time s"),
+            ResultField("exposed_per_microbatch_s", NUM, "s", "communication a micro-batch waits for (TP, EP, "
+                        "PP, FSDP gathers not hidden)", "exposed per microbatch s"),
+            ResultField("exposed_once_s", NUM, "s", "communication the step waits for once (DP gradients not "
+                        "hidden behind the last backward)", "exposed once s"),
+            ResultField("microbatches_in_flight", NUM, "count", "micro-batches whose activations the first "
+                        "stage holds", "microbatches in flight"),
+            ResultField("activation_bytes_per_token_layer", NUM, "B", "activation bytes stored per token and "
+                        "layer", "activation bytes per token layer")),
+        starter=Starter(8, (_BATCH_LINE, _SEQ_LINE.format(doc="sequence length")), microbatches=True)),
+    PhaseKind(
+        "serve", "serving_default", "output", seq_feeds=(), kv_always=True,
+        needs=("concurrency", "input_tokens", "output_tokens"), errors=_serve_errors, rows="concurrency",
+        unread=("batch", "seq"),
+        unread_why="the serve step's batch is `concurrency`, its contexts come from `input_tokens` and "
+                   "`output_tokens`",
+        unread_help="remove them; set `concurrency`, `input_tokens` and `output_tokens`",
+        own_code="W306", own_scope="`phase = serve`",
+        search_refusal="a serve plan prices a decode and a mixed step per point",
+        search_help="search a decode plan of the same layout, or compare serve plans (or sweep one)",
+        axis_help="search decode (and prefill) layouts, then compare or sweep serve plans of the best",
+        section="serve", scoped=True,
+        section_doc="serve plans: continuous batching, a closed loop of `concurrency` requests (ccost.serve); "
+                    "the plan's other keys describe its decode step, its memory the peak context I + O, its "
+                    "throughput the output tokens/s",
+        section_fields=(
+            ResultField("concurrency", "integer", "count", "requests running at once per replica (per dp·ep rank "
+                        "group)", "concurrency"),
+            ResultField("input_tokens", "integer", "count", "prompt tokens per request", "input tokens"),
+            ResultField("output_tokens", "integer", "count", "output tokens per request", "output tokens"),
+            ResultField("chunk_tokens", "integer", "count", "the most prompt tokens one step prefills", "chunk"),
+            ResultField("requests_running", NUM, "count", "requests running in the plan: dp·ep·concurrency",
+                        "requests running"),
+            ResultField("chunks_per_prompt", NUM, "count", "prefill steps per request, n_c = ⌈I/chunk⌉",
+                        "chunks per prompt"),
+            ResultField("mean_chunk_tokens", NUM, "count", "prompt tokens per chunk on average, I/n_c",
+                        "mean chunk"),
+            ResultField("prefill_saturated", "boolean", "", "one chunk per step cannot keep up (C·n_c > n_c + O "
+                        "− 1): every step is mixed and requests wait for prefill", "prefill saturated"),
+            ResultField("mixed_step_share", NUM, "fraction", "share of steps that carry a prompt chunk",
+                        "mixed steps", (("review", "steps with a prompt chunk"),)),
+            ResultField("decoding_in_mixed_step", NUM, "count", "requests decoding beside the chunk in a mixed "
+                        "step", "decoding in a mixed step"),
+            ResultField("decode_step_time_s", NUM, "s", "a step with every request decoding (= step_time_s)",
+                        "decode step"),
+            ResultField("mixed_step_time_s", NUM, "s", "a step with one prompt chunk beside the decoding "
+                        "requests", "mixed step"),
+            ResultField("mean_step_time_s", NUM, "s", "the mean step time", "mean step"),
+            ResultField("ttft_s", NUM, "s", "time to first token: the request's prefill chunks (and its wait for "
+                        "prefill when saturated)", "TTFT"),
+            ResultField("tpot_s", NUM, "s", "time per output token after the first (mean inter-token latency, "
+                        "ITL)", "TPOT", (("text", "TPOT (inter-token)"), ("review", "TPOT (inter-token)"))),
+            ResultField("request_latency_s", NUM, "s", "a request from admission to its last token: TTFT + (O − "
+                        "1)·TPOT", "request latency"),
+            ResultField("requests_per_s", NUM, "1/s", "requests completed per second, Little's law: requests "
+                        "running / request latency", "requests/s"),
+            ResultField("output_tokens_per_s", NUM, "tokens/s", "output tokens per second: requests/s × O",
+                        "output tokens/s", (("short", "output tok/s"),)),
+            ResultField("output_tokens_per_s_per_gpu", NUM, "tokens/s", "output tokens per second per GPU",
+                        "output tokens/s per GPU"),
+            ResultField("input_tokens_per_s", NUM, "tokens/s", "prompt tokens prefilled per second: requests/s × "
+                        "I", "input tokens/s"),
+            ResultField("total_tokens_per_s", NUM, "tokens/s", "prompt + output tokens per second",
+                        "total tokens/s", (("review", "total tokens/s (in + out)"),)),
+            ResultField("total_tokens_per_s_per_gpu", NUM, "tokens/s", "prompt + output tokens per second per "
+                        "GPU", "total tokens/s per GPU")),
+        sweep_fields=(
+            ResultField("ttft_s", NUM, "s", "serve plans: time to first token", "TTFT"),
+            ResultField("tpot_s", NUM, "s", "serve plans: time per output token (inter-token latency)", "TPOT"),
+            ResultField("requests_per_s", NUM, "1/s", "serve plans: requests completed per second", "requests/s"),
+            ResultField("output_tokens_per_s", NUM, "tokens/s", "serve plans: output tokens per second",
+                        "output tokens/s")),
+        diff_keys=("ttft_s", "tpot_s", "request_latency_s", "requests_per_s", "output_tokens_per_s"),
+        starter=Starter(32, (
+            "  concurrency   = {batch}     # requests running per replica",
+            "  input_tokens  = 1024   # prompt tokens per request",
+            "  output_tokens = 256    # output tokens per request",
+            "  chunk_tokens  = 512    # chunked prefill: prompt tokens one step prefills"),
+            sweep=('sweep concurrency "How does the number of running requests move TPOT and tokens/s?" {',
+                   "  concurrency = [1, 8, 32, 128]")),
+        cells=lambda p: (f"{p.concurrency:,} requests", f"{p.input_tokens:,} in / {p.output_tokens:,} out"),
+        workload=lambda p: (f"concurrency {p.concurrency}, {p.input_tokens} in / {p.output_tokens} out, chunks of "
+                            f"{p.chunk_tokens or p.input_tokens}")),
+)
+PHASES: Mapping[str, PhaseKind] = MappingProxyType({k.name: k for k in PHASE_KINDS})
+#: The phases' names, in the table's order: the values of a plan's `phase`.
+PHASE_NAMES: tuple[str, ...] = tuple(PHASES)
+
+
+def phase_kind(name: str) -> PhaseKind:
+    """The record of phase ``name`` (a checked plan's phase is always one)."""
+    return PHASES[name]
+
+
+def targeted(plan: Any) -> bool:
+    """A plan of a phase that takes a training target (``PhaseKind.targets``) that states one
+    (``train_tokens`` or ``train_steps``): ``ccost.target`` prices its time to train."""
+    return PHASES[plan.phase].targets and plan.states_target
+
+
+def rebatched(plan: Any, keep: frozenset[str] | set[str] = frozenset()) -> Any:
+    """``plan`` with its batch (and micro-batches) from its global batch (and micro-batch size) when its phase
+    takes a training target (``Plan.rebatched``, which keeps the fields in ``keep``); else ``plan``."""
+    return plan.rebatched(keep) if PHASES[plan.phase].targets else plan
+
+
+def _needs(field: str) -> Callable[[Mapping[str, Any]], bool]:
+    """The schema's ``required_if`` of a plan field some phases need (their ``needs``)."""
+    def required(values: Mapping[str, Any]) -> bool:
+        kind = PHASES.get(values.get("phase"))  # type: ignore[arg-type]
+        return kind is not None and field in kind.needs
+    return required
+
+
+def _needs_doc(field: str) -> str:
+    """'required for `prefill` and `train`': the phases that need ``field``."""
+    return "required for " + " and ".join(f"`{k.name}`" for k in PHASE_KINDS if field in k.needs)
+
+
 # --- plan ---------------------------------------------------------------------------------------------
 def _build_plan(ctx: BuildContext) -> S.Plan:
     """A plan; one that states a global batch and writes no `batch` gets batch = global batch / (dp·ep), and
     one with a `microbatch_size` and no `microbatches` gets microbatches = batch / microbatch_size
-    (``Plan.rebatched``; a layout that cannot hold them keeps its numbers and is E303, ``ccost.check.plan``)."""
+    (``rebatched``; a layout that cannot hold them keeps its numbers and is E303, ``_target_errors``)."""
     plan = S.Plan(ctx.name, ctx.title, ctx.span, ctx.spans, **ctx.values)
-    return plan.rebatched(keep=frozenset(ctx.spans) & {"batch", "microbatches"})
+    return rebatched(plan, keep=frozenset(ctx.spans) & {"batch", "microbatches"})
 
 
 register(BlockKind(
@@ -728,14 +1081,13 @@ register(BlockKind(
     (
         Field("model", ref("model"), "the model", "llama3_70b", required=True),
         Field("cluster", ref("cluster"), "the cluster", "hgx", required=True),
-        Field("phase", enum(*S.PHASES), "the workload: one decode step, a prefill of `seq` tokens, a "
+        Field("phase", enum(*PHASE_NAMES), "the workload: one decode step, a prefill of `seq` tokens, a "
               "training step, or `serve`: continuous batching of requests (`concurrency`, `input_tokens`, "
               "`output_tokens`, `chunk_tokens`; ccost.serve)", "decode", required=True),
         Field("batch", INT, "sequences in flight, per replica (per dp·ep rank)", "32", **R_TOKENS),
         Field("seq", INT, "prompt tokens (prefill), context length (decode: KV-cache reads and memory), "
               "sequence length (train)", "2048", **R_TOKENS,
-              required_if=lambda v: v.get("phase") in ("prefill", "train"),
-              required_doc="required for `prefill` and `train`"),
+              required_if=_needs("seq"), required_doc=_needs_doc("seq")),
         *(_degree(a) for a in AXES if not a.optional),
         Field("fsdp", BOOL, "train: shard parameters, AllGather per layer, ReduceScatter gradients",
               "true", phases=("train",)),
@@ -800,15 +1152,13 @@ register(BlockKind(
         *(_degree(a) for a in AXES if a.optional),
         Field("concurrency", INT, "serve: requests running at once per replica (per dp·ep rank group), a "
               "closed loop: a finished request is replaced at once. It is the batch of the serve step; `batch` "
-              "is not read", "32", **R_TOKENS, required_if=lambda v: v.get("phase") == "serve",
-              required_doc="required for `serve`",
-              phases=("serve",)),
+              "is not read", "32", **R_TOKENS, required_if=_needs("concurrency"),
+              required_doc=_needs_doc("concurrency"), phases=("serve",)),
         Field("input_tokens", INT, "serve: prompt tokens per request", "1024", **R_TOKENS,
-              required_if=lambda v: v.get("phase") == "serve", required_doc="required for `serve`",
-              phases=("serve",)),
+              required_if=_needs("input_tokens"), required_doc=_needs_doc("input_tokens"), phases=("serve",)),
         Field("output_tokens", INT, "serve: tokens generated per request, at least 2 (the first comes from the "
               "prefill's last chunk; TPOT is the gap to the next ones)", "256", minimum=2, maximum=1e9,
-              required_if=lambda v: v.get("phase") == "serve", required_doc="required for `serve`",
+              required_if=_needs("output_tokens"), required_doc=_needs_doc("output_tokens"),
               phases=("serve",)),
         Field("chunk_tokens", INT, "serve: chunked prefill, the most prompt tokens one step prefills (one "
               "request's chunk per step)", "512", **R_TOKENS,

@@ -62,8 +62,10 @@ from ccost.check.search import (  # the search block's rules, applied by the che
 )
 from ccost.check.search import combo_label as _combo_label
 from ccost.check.search import value_name as _name
-from ccost.diagnostics import CcostError, error
+from ccost.check.plan import evaluation_errors
+from ccost.diagnostics import CcostError, Diagnostics, error
 from ccost.results import RECORD_METRICS
+from ccost.schema import phase_kind, rebatched, targeted
 
 OBJECTIVES = ("latency", "throughput_per_gpu", "gpus")
 #: Points per chunk: big enough that numpy's per-call overhead vanishes, small enough for the cache and
@@ -131,10 +133,10 @@ def settings(search: S.Search, policy: S.Policy) -> Settings:
     me = search.min_efficiency if search.min_efficiency is not None else (
         policy.min_efficiency if use_policy else None)
     most = search.max_gpus or base.cluster.gpus
-    if base.has_target and base.gpu_budget is not None:  # a training target's GPU budget caps the layouts
+    if targeted(base) and base.gpu_budget is not None:  # a training target's GPU budget caps the layouts
         most = min(most, base.gpu_budget)
     return Settings(most, search.fits_memory, search.tp_in_domain, search.tp_divides_kv_heads,
-                    search.pp_divides_layers, mo, me, base.deadline if base.has_target else None)
+                    search.pp_divides_layers, mo, me, base.deadline if targeted(base) else None)
 
 
 @dataclass
@@ -414,14 +416,14 @@ class _Job:
         assert base is not None
         axes = dict(self.search.axes)
         seq0 = axes["seq"][0] if "seq" in axes else base.seq
-        return replace(base, seq=seq0, **fixed)
+        return S.vary(base, seq=seq0, **fixed)
 
     @property
     def target_by(self) -> str | None:
         """A training target's front weighs the time to train against the run's cost (``train_cost_usd``)
         when every searched cluster is priced, else against its GPU-days; None without a target."""
         base = self.search.base
-        if base is None or not base.has_target:
+        if base is None or not targeted(base):
             return None
         from ccost import economics
 
@@ -464,10 +466,11 @@ def _job(search: S.Search, policy: S.Policy, chunk: int) -> _Job:
     base = search.base
     if base is None or base.cluster is None or base.model is None:
         raise CcostError(error("E401", f"search `{search.name}` has no base plan to evaluate", search.span))
-    if base.phase == "serve":  # a serve plan prices several steps per point (ccost.serve), not one program
-        raise CcostError(error("E401", f"search `{search.name}`: its base plan `{base.name}` is a serve plan, which "
-                               "the layout search does not price", search.spans.get("base", search.span),
-                               "search a decode plan of the same layout, or compare serve plans (or sweep one)"))
+    kind = phase_kind(base.phase)
+    if not kind.searchable:  # a serve plan prices several steps per point (ccost.serve), not one program
+        raise CcostError(error("E401", f"search `{search.name}`: its base plan `{base.name}` is a {kind.name} plan, "
+                               "which the layout search does not price", search.spans.get("base", search.span),
+                               kind.search_help))
     # the checker's rules for the block (E205, E402, E203, E404), for a Search built without the checker
     diags = [d for d in validate(search, lambda *a: None) if d.is_error]
     if diags:
@@ -622,7 +625,7 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
             acc.priced += rows.size * col_off.shape[1]
             fleet = {f: v for f, v in fixed.items() if f in FLEET_AXES}
             fleet_best = (acc.best_fleet.setdefault(_combo_label(fleet), _Best())
-                          if fleet and plan.has_target else None)
+                          if fleet and targeted(plan) else None)
             _price_chunk(lower, phases, static, x0, plan, vals,
                          p_i * per_pass + row_off[rows][:, None] + col_off, st, count, priced_checks, acc.top,
                          acc.front, top_select, acc.best_removed, acc.mem_limit, pr, best_select, alive,
@@ -645,7 +648,7 @@ def _global_batch(plan: S.Plan, vals: dict, shape: tuple[int, int], count):
     import numpy as np
 
     mbs = plan.microbatch_size
-    if plan.phase != "train" or (plan.global_sequences is None and mbs is None):
+    if not phase_kind(plan.phase).targets or (plan.global_sequences is None and mbs is None):
         return None
     n = shape[0] * shape[1]
 
@@ -673,9 +676,9 @@ def _whole_microbatches(plan: S.Plan, cvals: dict):
     base plan fixes its global batch (``_global_batch`` tests the rule at every point)."""
     import numpy as np
 
-    if plan.phase == "serve" or not ({"batch", "microbatches"} & cvals.keys()):
+    if phase_kind(plan.phase).rows != "batch" or not ({"batch", "microbatches"} & cvals.keys()):
         return None
-    if plan.phase == "train" and (plan.global_sequences is not None or plan.microbatch_size is not None):
+    if phase_kind(plan.phase).targets and (plan.global_sequences is not None or plan.microbatch_size is not None):
         return None
     M = np.asarray(cvals["microbatches"] if "microbatches" in cvals else plan.microbatches)
     B = np.asarray(cvals["batch"] if "batch" in cvals else plan.batch)
@@ -712,7 +715,7 @@ def _layout_fails(plan: S.Plan, st: Settings, lvals: dict, n: int) -> dict:
         # a pass (the static axes' values) with model chunks but no interleaving: every layout of it repeats
         # the pass with virtual_stages = 1 (ccost.lower prices v only when interleaved)
         V_RULE: np.full(n, plan.virtual_stages > 1 and plan.schedule != "interleaved")
-        if plan.phase == "train" else None,
+        if phase_kind(plan.phase).trains else None,
     }
 
 
@@ -740,14 +743,18 @@ def _prepare_pass(search: S.Search, policy: S.Policy, plan: S.Plan, fixed: Mappi
     that passed the layout constraints stands in (its numbers are replaced by the arrays anyway)."""
     from ccost import lower
 
+    def prepared(p: S.Plan):
+        Diagnostics(evaluation_errors(p)).raise_if_errors()  # the model takes an evaluable plan
+        return _optional_axes(search, lower.prepare(p, policy))
+
     try:
-        return _optional_axes(search, lower.prepare(plan, policy))
+        return prepared(plan)
     except CcostError as exc:
         if not _fleet_of(search):
             raise
         degrees = {f: int(v[first]) for f, v in vals.items() if f in PA.NAMES}
         try:
-            return _optional_axes(search, lower.prepare(replace(plan, **degrees), policy))
+            return prepared(replace(plan, **degrees))
         except CcostError:
             raise CcostError(error(
                 "E404", f"search `{search.name}`: the combination {_combo_label(fixed)} cannot be evaluated: "
@@ -1157,11 +1164,10 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
     n = index.size
     index = index.reshape(n)
     inputs = {}
+    feeds = phase_kind(plan.phase).seq_feeds  # seq: the context (ctx) and, but in decode, the step's tokens (S)
     for f, v in vals.items():
         if f == "seq":
-            inputs["ctx"] = v
-            if plan.phase != "decode":
-                inputs["S"] = v
+            inputs.update(dict.fromkeys(feeds, v))
         else:
             inputs[ARRAY_AXES[f]] = v
     prog = phases.lower(static, lower.with_arrays(x0, **inputs))
@@ -1180,7 +1186,7 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
         return np.broadcast_to(fail, shape).reshape(n)
 
     # latency: one step through every stage in turn (what a user waits); step: the pipelined step time
-    mem, limit = np.asarray(c.mem_total, dtype=float), np.asarray(c.mem_limit, dtype=float)
+    mem, limit = np.asarray(c.memory.total, dtype=float), np.asarray(c.memory.limit, dtype=float)
     fails = {
         "fits_memory": test(~(mem <= limit)) if st.fits_memory else None,
         "max_overhead": test(~(np.asarray(m.overhead, dtype=float) <= st.max_overhead))
@@ -1205,7 +1211,7 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
     # cost per million tokens at the plan's load (ccost.economics, the formulas of a single plan); NaN
     # when the cluster is not priced (then no record carries it and the objective refuses to run)
     econ = None
-    if pr is not None and (pr.priced or (plan.has_target and pr.powered)):
+    if pr is not None and (pr.priced or (targeted(plan) and pr.powered)):
         from ccost import economics
 
         econ = economics.economics(plan, pr, keys["gpus"], full(m.throughput))
@@ -1213,7 +1219,7 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
     # a training target's time to train, goodput and cost (ccost.target, the formulas of a single plan)
     nan = np.full(n, np.nan)
     keys.update(time_to_train_s=nan, train_cost_usd=nan, gpu_days=nan, target_cost=nan)
-    if plan.has_target:
+    if targeted(plan):
         from ccost import target
 
         tg = target.target(plan, N=keys["gpus"], T_step=full(m.step), tokens_step=full(c.tokens_step), W=x0.W,
@@ -1276,7 +1282,7 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
         return
     top.merge_rows(keys, keep, take, top_select)
     front.merge_rows(keys, keep, take, _pareto_select)
-    if tfront is not None and plan.has_target:
+    if tfront is not None and targeted(plan):
         tfront.merge_rows(keys, keep, take, _target_pareto_select)
     if fleet_best is not None:  # the best of this fleet combination (a training target's per-cluster answer)
         fleet_best.merge_rows(keys, keep, take, best_select or top_select)
@@ -1307,14 +1313,14 @@ def point_plan(search: S.Search, layout: Mapping[str, Any]) -> S.Plan:
               for k, v in layout.items()}
     label = ",".join(f"{k}={_name(v)}" for k, v in values.items())
     # a fixed global batch gives each layout its batch (global batch / (dp·ep))
-    return replace(search.base, name=f"{search.name}[{label}]", **values).rebatched()
+    return rebatched(S.vary(search.base, name=f"{search.name}[{label}]", **values))
 
 
 def _records(search, cols, order, decode) -> list[dict]:
     out = []
     for i in order:
         layout = decode(cols["index"][i])
-        train = layout.get("phase", search.base.phase if search.base is not None else None) == "train"
+        train = phase_kind(layout.get("phase", search.base.phase)).trains if search.base is not None else False
         rec = {f: _name(v) for f, v in layout.items()}  # a model, cluster or stack by its name
         for k in RECORD_METRICS:  # what a search records for each point it keeps
             v = cols[k][i]
@@ -1400,7 +1406,7 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
         "constraints": constraints,
         "top": top,
         "pareto": front,
-        **({"target": _target_doc(search, st, tfront_cols, decode, fleet_cols)} if search.base.has_target else {}),
+        **({"target": _target_doc(search, st, tfront_cols, decode, fleet_cols)} if targeted(search.base) else {}),
     }
 
 

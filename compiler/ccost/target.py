@@ -151,7 +151,7 @@ def target(plan: S.Plan, *, N: Num, T_step: Num, tokens_step: Num, W: Num, param
     leaves with their sources."""
     D = derivation
     cluster = plan.cluster
-    assert cluster is not None and plan.has_target
+    assert cluster is not None and plan.states_target
     where_p, where_c = f"plan {plan.name}", f"cluster {cluster.name}"
     if plan.train_steps is not None:
         steps = _leaf(D, "n_steps", float(plan.train_steps), units.DIMENSIONLESS, "optimizer steps to train",

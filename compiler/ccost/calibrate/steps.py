@@ -33,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ccost.diagnostics import CcostError, Span, error
+from ccost.check.plan import evaluation_errors
+from ccost.diagnostics import CcostError, Diagnostics, Span, error
 
 FIELDS = ("step_overhead", "layer_overhead", "seq_overhead", "hbm_efficiency", "gemm_efficiency", "attention_efficiency",
           "collective_floor")
@@ -282,10 +283,8 @@ class _Plans:
             self.policies.append(spec.policy)
         self.measured = np.array([r.measured for r in rows])
         stacks = {p.stack.name if p.stack is not None else None for p in self.plans}
-        from ccost import lower
-
         first = self.plans[0]
-        st = first.stack if first.stack is not None else lower.default_stack(first.phase)
+        st = first.stack  # the checker's: the plan's own, or its phase's bundled default
         self.start_stack = st.name if len(stacks) == 1 else f"{st.name} (and others)"
         self.start = {f: float(getattr(st, f)) for f in FIELDS}
         # where the fitted profile's operator rates come from, as in the stack it starts from: its efficiencies,
@@ -293,6 +292,7 @@ class _Plans:
         self.rates = st.rates if rates is None else rates
         for i, r in enumerate(rows):  # every row can be priced, or the error names it
             try:
+                Diagnostics(evaluation_errors(self.plans[i])).raise_if_errors()
                 t = self.predict(self.start, [i])[0]
             except CcostError as exc:
                 raise _err(f"plan `{r.plan}` of {r.spec} cannot be evaluated: {exc.diagnostics[0].message}",

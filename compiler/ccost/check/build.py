@@ -7,6 +7,7 @@ has too many points (E402) are reported here.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Callable, Iterable
 
@@ -21,7 +22,7 @@ from ccost.check.scope import members as members_of
 from ccost.check.scope import names_of_kind
 from ccost.check.search import validate as _check_search
 from ccost.diagnostics import Diagnostic, Diagnostics, Span, error
-from ccost.spec import Policy, Spec
+from ccost.spec import Plan, Policy, Spec
 from ccost.syntax import tree as T
 
 # A sweep is evaluated point by point; beyond this many points it is a typo, not a study (DESIGN §8).
@@ -151,6 +152,11 @@ def _build(ctx: Context, b: Block) -> Any:
     bctx = SC.BuildContext(b.name or kind.name, b.node.title, b.where, MappingProxyType(spans),
                            MappingProxyType(values), varied or ())
     ent = kind.build(bctx)
+    if isinstance(ent, Plan) and ent.stack is None:  # the bundled default of its phase (std/stacks.ccost)
+        from ccost.check import default_stacks
+
+        defaults = default_stacks()
+        ent = replace(ent, stack=defaults[ent.phase], stack_defaults=defaults)
     validate = _VALIDATORS.get(kind.name)
     if validate is not None:
         own_members = {m.name: m for m in b.node.members}

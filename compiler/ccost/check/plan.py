@@ -1,6 +1,6 @@
 """Rules on built entities that need no cost model: a plan's degrees against its cluster and model (E301,
 W301-W306), a link's measured curve (E203), and the errors that keep a plan from being evaluated
-(``evaluation_errors``: ``ccost.lower`` refuses such a plan with them, a search's E404 names them). The
+(``evaluation_errors``: ``ccost.evaluate`` refuses such a plan with them, a search's E404 names them). The
 build pass (``ccost.check.build._VALIDATORS``) runs the first two on each entity it builds; a search's own
 rules are ``ccost.check.search``.
 
@@ -21,7 +21,7 @@ from ccost import spec as S
 from ccost import units as U
 from ccost.check.load import _std_dir
 from ccost.diagnostics import Diagnostic, Diagnostics, Span, error, warning
-from ccost.schema import SCHEMA
+from ccost.schema import PHASE_KINDS, SCHEMA, phase_kind
 
 
 
@@ -137,7 +137,7 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     out += _check_microbatches(p, where)
     out += _check_context(p, where)
     out += _check_training(p, where)
-    out += _check_serve(p, where)
+    out += _check_phase_fields(p, where)
     out += _check_stack_phase(p, where)
     out += evaluation_errors(p, where)  # what `eval` would refuse (E302, E401, E104)
     return out
@@ -152,7 +152,7 @@ def _check_stack_phase(p, where: Callable[..., Span | None]) -> list[Diagnostic]
     """A training plan on a stack with a host time per sequence (W305): training charges the stack's
     fixed time per step, not per running sequence (a serving engine's sampling and detokenising)."""
     st = p.stack
-    if p.phase != "train" or st is None or not st.seq_overhead or "stack" not in p.spans:
+    if not phase_kind(p.phase).trains or st is None or not st.seq_overhead or "stack" not in p.spans:
         return []
     span = where("stack", ("stack",))
     if span is None:
@@ -168,29 +168,34 @@ def fields_of_phase(phase: str) -> tuple[str, ...]:
     return tuple(f.name for f in SCHEMA["plan"].fields if f.phases == (phase,))
 
 
-def _check_serve(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
-    """Serving fields on a plan that does not serve, and `batch`/`seq` on one that does (W306): legal, but
-    nothing reads them (ccost.serve)."""
-    if p.phase != "serve":
-        written = [f for f in fields_of_phase("serve") if f in p.spans]
+def _check_phase_fields(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """Fields only another phase reads (its ``own_code``: W305 training's, W306 serving's), and fields the
+    plan's own phase does not read (its ``unread``, W306: `batch` and `seq` of a serve plan): legal, but
+    nothing reads them."""
+    out: list[Diagnostic] = []
+    own = phase_kind(p.phase)
+    for kind in PHASE_KINDS:
+        if kind is own or kind.own_code is None:
+            continue
+        written = [f for f in fields_of_phase(kind.name) if f in p.spans]
         if written and where(written[0], (*written, "phase")) is not None:
-            return [warning("W306", f"plan `{p.name}` is a {p.phase} plan: " + ", ".join(f"`{f}`" for f in written)
-                            + (" applies" if len(written) == 1 else " apply") + " only to `phase = serve`",
-                            where(written[0], (*written, "phase")), help="remove them, or set `phase = serve`")]
-        return []
-    written = [f for f in ("batch", "seq") if f in p.spans]
+            out.append(warning(kind.own_code, f"plan `{p.name}` is a {p.phase} plan: "
+                               + ", ".join(f"`{f}`" for f in written)
+                               + (" applies" if len(written) == 1 else " apply") + f" only to {kind.own_scope}",
+                               where(written[0], (*written, "phase")),
+                               help=f"remove them, or set `phase = {kind.name}`"))
+    written = [f for f in own.unread if f in p.spans]
     if written and where(written[0], (*written, "phase")) is not None:
-        return [warning("W306", f"plan `{p.name}` is a serve plan: " + " and ".join(f"`{f}`" for f in written)
-                        + (" is" if len(written) == 1 else " are") + " not read (the serve step's batch is `concurrency`, its contexts come from "
-                        "`input_tokens` and `output_tokens`)", where(written[0], (*written, "phase")),
-                        help="remove them; set `concurrency`, `input_tokens` and `output_tokens`")]
-    return []
+        out.append(warning("W306", f"plan `{p.name}` is a {p.phase} plan: " + " and ".join(f"`{f}`" for f in written)
+                           + (" is" if len(written) == 1 else " are") + f" not read ({own.unread_why})",
+                           where(written[0], (*written, "phase")), help=own.unread_help))
+    return out
 
 
 def _check_microbatches(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """W308: a batch the micro-batches split unevenly (more micro-batches than sequences is E401)."""
     M, B = p.microbatches, p.batch
-    if p.phase == "serve" or M <= 1 or M > B or rules.microbatches_divide_batch(M, B):
+    if phase_kind(p.phase).rows != "batch" or M <= 1 or M > B or rules.microbatches_divide_batch(M, B):
         return []
     span = where("microbatches", ("microbatches", "batch"))
     if span is None:
@@ -206,7 +211,8 @@ def _check_microbatches(p, where: Callable[..., Span | None]) -> list[Diagnostic
 def _check_context(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """W307: a prefill or training plan whose cp does not split ``seq`` into 2·cp equal chunks (decode
     shards the KV cache, where a token more on one rank changes nothing)."""
-    if p.cp <= 1 or p.phase not in ("prefill", "train") or not p.seq or rules.cp_splits_seq(p.cp, p.seq):
+    # only where cp splits the sequence's tokens (seq feeds the step's tokens S: prefill, train)
+    if p.cp <= 1 or "S" not in phase_kind(p.phase).seq_feeds or not p.seq or rules.cp_splits_seq(p.cp, p.seq):
         return []
     span = where("cp", ("cp", "seq"))
     if span is None:
@@ -225,16 +231,9 @@ def _check_context(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
 
 def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """Training choices that change nothing as written (W305): they are legal, but the author meant
-    something else."""
+    something else. (Training fields on a plan of another phase: ``_check_phase_fields``.)"""
     out: list[Diagnostic] = []
-    if p.phase != "train":
-        written = [f for f in fields_of_phase("train") if f in p.spans]
-        if written and where(written[0], (*written, "phase")) is not None:
-            out.append(warning("W305", f"plan `{p.name}` is a {p.phase} plan: "
-                               + ", ".join(f"`{f}`" for f in written)
-                               + (" applies" if len(written) == 1 else " apply") + " only to training",
-                               where(written[0], (*written, "phase")),
-                               help="remove them, or set `phase = train`"))
+    if not phase_kind(p.phase).trains:
         return out
     reads = ("schedule", "virtual_stages", "pp", "microbatches")
     if p.schedule == "interleaved" and where("schedule", reads) is not None:
@@ -267,69 +266,19 @@ def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     return out
 
 
-def global_batch_error(p) -> tuple[str, str, str] | None:
-    """E303's one wording (``check`` and ``lower``): (message, field to point at, help) when the plan's
-    global batch is not whole sequences per replica, its batch not whole micro-batches of
-    ``microbatch_size``, or either contradicts a written ``batch`` or ``microbatches``; else None."""
-    if p.phase != "train":
-        return None
-    if p.global_batch is not None and p.global_batch_tokens is not None:
-        return (f"plan `{p.name}` gives both global_batch = {p.global_batch:,} and global_batch_tokens = "
-                f"{p.global_batch_tokens:,}", "global_batch_tokens", "give one: sequences or tokens per step")
-    g = p.global_sequences
-    mbs = p.microbatch_size or 1
-    replicas = p.dp * p.ep
-    ranks = "dp" if p.ep == 1 else "dp·ep"
-    if g is not None:
-        if g != int(g):
-            return (f"plan `{p.name}`: global_batch_tokens = {p.global_batch_tokens:,} is not a whole number of "
-                    f"sequences of seq = {p.seq:,} tokens ({g:,.4g})", "global_batch_tokens",
-                    f"use a multiple of {p.seq:,}, such as {p.seq * max(1, round(g)):,}")
-        g = int(g)
-        what = f"global_batch = {g:,}" + (f" ({p.global_batch_tokens:,} tokens)" if p.global_batch is None else "")
-        if not rules.holds_global_batch(g, replicas, mbs):
-            holding = [d for d in range(1, min(g, 1 << 20) + 1) if rules.holds_global_batch(g, d * p.ep, mbs)]
-            others = p.gpus // p.dp  # the GPUs of one replica's model copy
-            room = p.cluster.gpus // others if p.cluster is not None else 0
-            fitting = [d for d in holding if d <= room]
-            where_ = f" on the {p.cluster.gpus:,} GPUs of `{p.cluster.name}`" if fitting else ""
-            fits = (fitting or holding)[:12]
-            unit = "sequences" if mbs == 1 else f"sequences in micro-batches of {mbs}"
-            help_ = (f"dp values that hold it{'' if p.ep == 1 else f' with ep = {p.ep}'}{where_}: "
-                     + ", ".join(map(str, fits)) if fits else
-                     f"a global batch that {ranks}·microbatch_size = {replicas * mbs} divides")
-            return (f"plan `{p.name}`: {what} {unit} do not split over its {ranks} = {replicas:,} replicas "
-                    f"({g / replicas:,.4g} sequences per replica): this layout cannot hold the global batch",
-                    "dp", help_)
-        if "batch" in p.spans and p.batch * replicas != g:
-            return (f"plan `{p.name}` writes batch = {p.batch:,} per replica, but {what} over {ranks} = "
-                    f"{replicas:,} replicas is {g // replicas:,} per replica", "batch",
-                    "remove `batch`: with a global batch it is derived (global batch / (dp·ep))")
-    if p.microbatch_size is not None:
-        if p.batch % mbs:
-            return (f"plan `{p.name}`: batch = {p.batch:,} per replica does not split into micro-batches of "
-                    f"microbatch_size = {mbs:,}", "microbatch_size",
-                    f"microbatch_size values that divide {p.batch:,}: {rules.divisors(p.batch, 64)}")
-        if "microbatches" in p.spans and p.microbatches * mbs != p.batch:
-            return (f"plan `{p.name}` writes microbatches = {p.microbatches:,}, but batch = {p.batch:,} in "
-                    f"micro-batches of microbatch_size = {mbs:,} is {p.batch // mbs:,}", "microbatches",
-                    "remove `microbatches`: with a microbatch_size it is derived (batch / microbatch_size)")
-    return None
-
-
 def _check_target(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """A training target's own warnings: goodput needs the cluster's checkpoint storage (W309), and the target
     fields that change nothing as written (W305). (Its error, a global batch the layout cannot hold, E303,
-    is one of ``evaluation_errors``: eval refuses such a plan too.)"""
-    if p.phase != "train":
+    is its phase's own (``ccost.schema.PhaseKind.errors``): eval refuses such a plan too.)"""
+    if not phase_kind(p.phase).targets:
         return []
-    out: list[Diagnostic] = []  # (E303, a global batch the layout cannot hold: evaluation_errors)
+    out: list[Diagnostic] = []  # (E303, a global batch the layout cannot hold: the phase's own errors)
     if p.train_tokens is not None and p.train_steps is not None and where("train_steps", ("train_steps",
                                                                                         "train_tokens")):
         out.append(warning("W305", f"plan `{p.name}` gives train_tokens and train_steps: the steps are used, "
                            "the tokens are not read", where("train_steps", ("train_steps", "train_tokens")),
                            help="give one of them"))
-    if not p.has_target:
+    if not p.states_target:
         for f in ("deadline", "gpu_budget", "checkpoint_interval"):
             if f in p.spans and where(f, (f, "train_tokens", "train_steps")) is not None:
                 out.append(warning("W305", f"plan `{p.name}`: `{f}` applies to a training target, and the plan "
@@ -366,12 +315,14 @@ def evaluation_errors(plan: Any, where: Where | None = None) -> list[Diagnostic]
     """The errors that keep a plan from being evaluated: what the formulas cannot price (rather than divide
     by zero or return NaN). Empty when it can be.
 
-    One list of rules for every caller: ``ccost.lower.prepare`` and ``ccost.serve`` refuse a plan with them,
-    a search names them for a combination of its fleet axes that no layout could price (E404,
-    ``ccost.check.search``), a sweep shows them for its points, and the checker reports them (issue 31,
-    item 15: ``check`` passes no plan that ``eval`` refuses). The checker passes its own ``where`` (see the
-    module docstring): a rule whose place is None is its parent's to report, E301 has a richer message of
-    its own (``_too_many_gpus``) and the model's rules (``model_errors``) run once on the model block."""
+    One list of rules for every caller: ``ccost.evaluate`` (and a search, before it prices a pass, and
+    ``calibrate --steps``) refuses a plan with them, so the model, which never imports the checker, takes
+    only evaluable plans; a search names them for a combination of its fleet axes that no layout could
+    price (E404, ``ccost.check.search``), a sweep shows them for its points, and the checker reports them
+    (issue 31, item 15: ``check`` passes no plan that ``eval`` refuses). The checker passes its own
+    ``where`` (see the module docstring): a rule whose place is None is its parent's to report, E301 has a
+    richer message of its own (``_too_many_gpus``) and the model's rules (``model_errors``) run once on the
+    model block."""
     checking = where is not None
     at: Where = where if where is not None else placed(plan)
     diags = Diagnostics()
@@ -410,18 +361,15 @@ def evaluation_errors(plan: Any, where: Where | None = None) -> list[Diagnostic]
             f"`{model.name}` leaves stages without a layer", "pp", ("pp", "model"),
             f"use pp ≤ {model.layers} (pp values that divide {model.layers}: "
             f"{rules.divisors(model.layers, 64)})")
-    if plan.phase != "serve" and isinstance(plan.batch, int) and isinstance(plan.microbatches, int) \
+    kind = phase_kind(plan.phase)
+    if kind.rows == "batch" and isinstance(plan.batch, int) and isinstance(plan.microbatches, int) \
             and plan.batch >= 1 and not rules.microbatches_at_most_batch(plan.microbatches, plan.batch):
         add("E401", f"plan `{plan.name}` splits batch = {plan.batch} into microbatches = "
             f"{plan.microbatches}: a micro-batch needs at least one sequence", "microbatches",
             ("microbatches", "batch"), f"use microbatches ≤ {plan.batch}, or a larger batch")
-    gb = global_batch_error(plan)
-    if gb is not None:
-        add("E303", gb[0], gb[1], (gb[1], "global_batch", "global_batch_tokens", "batch", "dp", "ep", "seq",
-                                   "microbatch_size", "microbatches"), gb[2])
     if not (model.params or model.weight_bytes):
         add("E104", f"model `{model.name}` needs `params` or `weight_bytes`", "model", ("model",), on=model.span)
-    if plan.phase in ("prefill", "train") and not plan.seq:
+    if "seq" in kind.needs and not plan.seq:
         add("E104", f"plan `{plan.name}` is a {plan.phase} plan and needs `seq` (tokens per sequence)", "phase",
             ("phase", "seq"), "add e.g. `seq = 2048`")
     if not (0.0 <= plan.overlap <= 1.0):
@@ -444,7 +392,7 @@ def evaluation_errors(plan: Any, where: Where | None = None) -> list[Diagnostic]
                                 "non-negative alpha", link.span))
         diags.extend(model_errors(model, placed(model)))
     # The KV cache's size per token (decode and prefill with a context; every serve step holds one).
-    holds_kv = (plan.phase in ("decode", "prefill") and plan.seq) or plan.phase == "serve"
+    holds_kv = (kind.kv_cache and plan.seq) or kind.kv_always
     if holds_kv and not model.kv_heads and not model.kv_lora_rank and plan.compute_time is None:
         context = f"a KV cache of {plan.seq} tokens" if plan.seq else "a KV cache for every running request"
         add("E104", f"model `{model.name}` gives neither `kv_heads` nor an MLA latent (`kv_lora_rank`): plan "
@@ -454,37 +402,9 @@ def evaluation_errors(plan: Any, where: Where | None = None) -> list[Diagnostic]
             "`kv_lora_rank` and `qk_rope_head_dim`", on=model.span)
     if model.heads is not None and model.heads < 1:
         add("E203", f"model `{model.name}`: heads must be at least 1", "model", ("model",), on=model.span)
-    if plan.phase == "serve":
-        diags.extend(_serve_errors(plan, add))
+    if kind.errors is not None:  # the phase's own rules (a serve plan's: its record in ccost.schema)
+        kind.errors(plan, add)
     return diags.items
-
-
-def _serve_errors(plan: Any, add: Callable[..., None]) -> list[Diagnostic]:
-    """What a serve plan (``ccost.serve``) cannot price, beyond its fields' own checks: through ``add``."""
-    missing = [f for f in ("concurrency", "input_tokens", "output_tokens") if getattr(plan, f) is None]
-    if missing:
-        add("E104", f"plan `{plan.name}` is a serve plan and needs " + ", ".join(f"`{f}`" for f in missing),
-            "phase", ("phase", *missing), "add e.g. `concurrency = 32; input_tokens = 1024; output_tokens = 256`")
-        return []
-    if plan.output_tokens < 2:
-        add("E203", f"plan `{plan.name}`: output_tokens must be at least 2, got {plan.output_tokens} (TPOT is the "
-            "gap between output tokens)", "output_tokens", ("output_tokens",), "use output_tokens ≥ 2")
-    if plan.chunk_tokens is not None and plan.chunk_tokens < 1:
-        add("E203", f"plan `{plan.name}`: chunk_tokens must be at least 1, got {plan.chunk_tokens}", "chunk_tokens",
-            ("chunk_tokens",), "use e.g. `chunk_tokens = 512`, or leave it out (the whole prompt in one step)")
-    if plan.cp > 1:
-        add("E401", f"plan `{plan.name}`: context parallelism is priced for decode and prefill plans, not yet for a "
-            "serve plan's mixed steps (its prompt chunk's ring attention)", "cp", ("cp", "phase"),
-            "remove `cp`, or price the decode and prefill steps as plans of their own")
-    if not rules.microbatches_at_most_batch(plan.microbatches, plan.concurrency):
-        add("E401", f"plan `{plan.name}` splits concurrency = {plan.concurrency} running requests into "
-            f"microbatches = {plan.microbatches}: a micro-batch needs at least one", "microbatches",
-            ("microbatches", "concurrency"), f"use microbatches ≤ {plan.concurrency}, or a higher concurrency")
-    if plan.compute_time is not None:
-        add("E401", f"plan `{plan.name}`: a serve plan prices two kinds of step (decode and mixed), so one "
-            "`compute_time` cannot stand for them", "compute_time", ("compute_time", "phase"),
-            "remove `compute_time`")
-    return []
 
 
 def _sig(x: float) -> str:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from ccost import axes
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.diagnostics import Diagnostic, Span, error
+from ccost.schema import PHASES, targeted
 
 #: Fields a search can vary as arrays: plan field → ``lower.Inputs`` attribute (seq feeds two inputs).
 ARRAY_AXES: Mapping[str, str] = {**{a.name: a.name for a in axes.AXES if a.searchable}, "batch": "B",
@@ -80,7 +80,7 @@ def _target_diagnostics(search: S.Search, where: Callable[..., Span | None]) -> 
     if base is None:
         return []
     out: list[Diagnostic] = []
-    phases = set(dict(search.axes).get("phase") or (base.phase,))
+    phases = set(dict(search.axes).get("phase") or (base.phase,))  # (names: the registry's keys)
     plan_kind = SCHEMA["plan"]
     for f, _ in search.axes:
         field = plan_kind.field(f)
@@ -89,19 +89,20 @@ def _target_diagnostics(search: S.Search, where: Callable[..., Span | None]) -> 
                              + " and ".join(field.phases) + f" plans only; its base plan `{base.name}` is a "
                              f"{base.phase} plan", where(f) or search.span,
                              help=f"remove `{f}`, or search a {field.phases[0]} plan"))
-    if "batch" in dict(search.axes) and base.global_sequences is not None and "train" in phases:
+    targets = any(PHASES[x].targets for x in phases if x in PHASES)
+    if "batch" in dict(search.axes) and base.global_sequences is not None and targets:
         gb = "global_batch" if base.global_batch is not None else "global_batch_tokens"
         out.append(error("E205", f"search `{search.name}` varies `batch`, but its base plan `{base.name}` fixes "
                          f"the global batch (`{gb}`): each layout's batch is the global batch / (dp·ep)",
                          where("batch") or search.span,
                          help="remove `batch` (vary dp, and the batch follows), or remove the base plan's "
                               f"`{gb}`"))
-    if "microbatches" in dict(search.axes) and base.microbatch_size is not None and "train" in phases:
+    if "microbatches" in dict(search.axes) and base.microbatch_size is not None and targets:
         out.append(error("E205", f"search `{search.name}` varies `microbatches`, but its base plan `{base.name}` "
                          f"fixes `microbatch_size`: each layout's micro-batches are batch / microbatch_size",
                          where("microbatches") or search.span,
                          help="remove `microbatches`, or remove the base plan's `microbatch_size`"))
-    if search.objective in TARGET_OBJECTIVES and not base.has_target:
+    if search.objective in TARGET_OBJECTIVES and not targeted(base):
         out.append(error("E205", f"search `{search.name}` ranks by {search.objective}, but its base plan "
                          f"`{base.name}` states no training target", where("objective") or search.span,
                          help=f"give plan `{base.name}` `train_tokens = ...` (a training plan), or rank by "
@@ -122,16 +123,17 @@ def fleet_diagnostics(search: S.Search, where: Callable[..., Span | None]) -> li
     seqs = varied.get("seq") or (base.seq,)
     out: list[Diagnostic] = []
     layout = dict.fromkeys(axes.NAMES, 1)  # the smallest layout: only the combination counts
-    if "serve" in (varied.get("phase") or ()):  # several steps per point (ccost.serve), not one program
-        out.append(error("E404", f"search `{search.name}`: `serve` cannot be a value of the `phase` axis: a serve "
-                         "plan prices a decode and a mixed step per point, which the layout search does not",
-                         where("phase") or search.span,
-                         help="search decode (and prefill) layouts, then compare or sweep serve plans of the best"))
+    # a phase the search cannot price (serve: several steps per point, ccost.serve), not one program
+    kinds = [PHASES.get(p) for p in dict.fromkeys(varied.get("phase") or ())]
+    for kind in (k for k in kinds if k is not None and not k.searchable):
+        out.append(error("E404", f"search `{search.name}`: `{kind.name}` cannot be a value of the `phase` axis: "
+                         f"{kind.search_refusal}, which the layout search does not", where("phase") or search.span,
+                         help=kind.axis_help))
     for combo in itertools.product(*(v for _, v in fleet)):
         fixed = dict(zip((f for f, _ in fleet), combo))
-        if fixed.get("phase") == "serve":
+        if "phase" in fixed and not getattr(PHASES.get(fixed["phase"]), "searchable", True):
             continue
-        plan = replace(base, **fixed, **layout, seq=seqs[0])
+        plan = S.vary(base, **fixed, **layout, seq=seqs[0])
         errs = [d for d in evaluation_errors(plan) if d.is_error and d.code not in ("E301", "E302")
                 and "leaves stages without a layer" not in d.message]
         if errs:

@@ -885,8 +885,9 @@ def _target_errors(plan: Any, add: Callable[..., None]) -> None:
     batch its layout cannot hold, or a batch its micro-batch size does not split (E303)."""
     err = global_batch_error(plan)
     if err is not None:
-        add("E303", err[0], err[1], (err[1], "global_batch", "global_batch_tokens", "batch", "dp", "ep", "seq",
-                                     "microbatch_size", "microbatches"), err[2])
+        add(code="E303", message=err[0], name=err[1], help=err[2], reads=(
+            err[1], "global_batch", "global_batch_tokens", "batch", "dp", "ep", "seq", "microbatch_size",
+            "microbatches"))
 
 
 def _serve_errors(plan: Any, add: Callable[..., None]) -> None:

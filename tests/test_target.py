@@ -368,3 +368,18 @@ def test_ranking_by_the_cost_of_the_run_needs_a_price():
     with pytest.raises(CcostError) as exc:
         search.run_search(res.spec.searches["s"], res.spec.policy)
     assert exc.value.diagnostics[0].code == "E403"
+
+
+def test_the_policy_gate_judges_the_deadline_and_the_goodput():
+    """`ccost check --policy` fails a plan that misses its target's deadline (checklist item 13) or whose
+    goodput is below the policy's min_goodput (item 14), with a line that says by how much."""
+    from dataclasses import replace
+
+    from ccost import gate
+
+    spec, _ = _doc("train-target-llama70b.ccost")
+    lines = gate.policy_failures(spec, evaluate.evaluate(spec))
+    assert any(ln.startswith("llama70b: checklist 13 time to train") and "> deadline 60 d" in ln for ln in lines), lines
+    strict = replace(spec, policy=replace(spec.policy, min_goodput=0.995))
+    lines = gate.policy_failures(strict, evaluate.evaluate(strict))
+    assert any(ln.startswith("llama70b: checklist 14 goodput 98.9 % < min 99.5 %") for ln in lines), lines

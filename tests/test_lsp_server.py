@@ -71,7 +71,7 @@ def test_a_burst_of_edits_is_checked_once_at_its_latest_version(monkeypatch):
             d.schedule(uri, 0.05)
             await asyncio.sleep(0)  # the edits arrive one by one, faster than the pause
         await asyncio.sleep(0.3)
-        d.pool.shutdown(wait=True)
+        d.worker.submit(lambda: None).result(timeout=30)  # the worker has done what it was given
         await asyncio.sleep(0.05)  # the publish, scheduled back on the loop
 
     asyncio.run(run())
@@ -98,11 +98,35 @@ def test_a_check_that_finishes_after_a_newer_edit_is_not_published(monkeypatch):
         await asyncio.sleep(0.2)
         d.schedule(uri, 0.0)  # the change notification of version 2
         await asyncio.sleep(0.2)
-        d.pool.shutdown(wait=True)
+        d.worker.submit(lambda: None).result(timeout=30)
         await asyncio.sleep(0.05)
 
     asyncio.run(run())
     assert [p.version for p in server.published] == [2]
+
+
+def test_a_check_of_a_closed_then_reopened_document_is_not_published(monkeypatch):
+    """Versions start again at 1 when a document is opened again: the text decides, not the number."""
+    server = _Docs()
+    uri = "file:///tmp/reopen.ccost"
+
+    def check(text, path):
+        if "old" in text:
+            server.put(uri, "# new\n", 1)  # closed and opened again while the old text is checked
+        return []
+
+    monkeypatch.setattr(F, "diagnostics", check)
+
+    async def run():
+        d = S.Diagnoser(server)
+        server.put(uri, "# old\n", 1)
+        d.schedule(uri, 0.0)
+        await asyncio.sleep(0.2)
+        d.worker.submit(lambda: None).result(timeout=30)
+        await asyncio.sleep(0.05)
+
+    asyncio.run(run())
+    assert server.published == []
 
 
 # --------------------------------------------------------------------------------------------------

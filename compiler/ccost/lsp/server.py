@@ -14,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import queue
 import re
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from concurrent.futures import Future
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as L
@@ -104,6 +106,30 @@ def _at(ls: LanguageServer, params) -> tuple[str, str, int, int] | None:
 # Diagnostics: the latest version, after the edits pause, on a worker thread
 
 
+class Worker:
+    """One thread that runs the calls given to it in turn. A daemon: the server exits when the editor
+    says so, even in the middle of a long check."""
+
+    def __init__(self):
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="ccost-check", daemon=True).start()
+
+    def submit(self, call) -> Future:
+        future: Future = Future()
+        self.jobs.put((call, future))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            call, future = self.jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(call())
+            except BaseException as exc:  # handed to the future's owner
+                future.set_exception(exc)
+
+
 class Diagnoser:
     """Checks each open document once its edits pause and publishes the result for the version checked,
     only while that version is still the latest (a newer one has its own check queued)."""
@@ -111,11 +137,13 @@ class Diagnoser:
     def __init__(self, server: LanguageServer):
         self.server = server
         self.timers: dict[str, asyncio.TimerHandle] = {}
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ccost-check")
+        self.worker = Worker()
 
-    def _version(self, uri: str) -> int | None:
+    def _current(self, uri: str, version: int | None, text: str) -> bool:
+        """Whether ``version`` (with ``text``: a document closed and opened again restarts its versions)
+        is what the editor has open now."""
         doc = _opened(self.server, uri)
-        return None if doc is None else doc.version
+        return doc is not None and doc.version == version and doc.source == text
 
     def schedule(self, uri: str, delay: float = DEBOUNCE_S) -> None:
         old = self.timers.pop(uri, None)
@@ -136,11 +164,11 @@ class Diagnoser:
         text, version, loop = doc.source, doc.version, asyncio.get_running_loop()
 
         def check() -> list[F.Problem] | None:
-            if self._version(uri) != version:  # edited while queued: the newer version is scheduled
+            if not self._current(uri, version, text):  # edited while queued: the newer one is scheduled
                 return None
             return F.diagnostics(text, path_of(uri))
 
-        future = self.pool.submit(check)
+        future = self.worker.submit(check)
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._done, uri, version, text, f))
 
     def _done(self, uri: str, version: int | None, text: str, future: Future) -> None:
@@ -150,7 +178,7 @@ class Diagnoser:
             log.exception("checking %s failed", uri)
             self.server.report_server_error(exc, FeatureNotificationError)
             return
-        if problems is None or self._version(uri) != version:
+        if problems is None or not self._current(uri, version, text):
             return
         lines = text.split("\n")
         doc = _opened(self.server, uri)
@@ -186,8 +214,8 @@ def build() -> LanguageServer:
     @server.feature(L.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: LanguageServer, params: L.DidSaveTextDocumentParams) -> None:
         F.forget()  # the saved file may be imported by the open ones: check them all again
-        for uri in list(ls.workspace.text_documents):
-            checks.schedule(uri, 0.0)
+        for doc in list(ls.workspace.text_documents.values()):
+            checks.schedule(doc.uri, 0.0)
 
     @server.feature(L.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: LanguageServer, params: L.DidCloseTextDocumentParams) -> None:
@@ -240,7 +268,6 @@ def build() -> LanguageServer:
     def shutdown(ls: LanguageServer, params) -> None:
         for uri in list(checks.timers):
             checks.cancel(uri)
-        checks.pool.shutdown(wait=False, cancel_futures=True)
 
     return server
 

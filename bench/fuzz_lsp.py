@@ -1,6 +1,6 @@
 """Fuzz the language server with random editing sessions (issue 31): no session may cause an internal error.
 
-    .venv/bin/python bench/fuzz_lsp.py [--sessions 2000] [--per-server 25] [--jobs 2] [--seed N]
+    .venv/bin/python bench/fuzz_lsp.py [--sessions 2000] [--per-server 25] [--jobs 2] [--seed N] [--first I]
 
 Every session is what an editor does to one document, sent to ``ccost lsp`` by a real LSP client (pygls's,
 tests/lsp_client.py) over stdio: open a spec (an example of specs/, a case of the bad-input corpus
@@ -16,15 +16,18 @@ by waiting for the diagnostics of its last version, and closes the document.
 A server runs ``--per-server`` sessions, in a project folder of its own (a git work tree holding the
 examples and their measured/ files), then is shut down as an editor does and a new one starts; ``--jobs``
 servers run at once. An internal error is: a server that exits or stops answering (a request or the
-final diagnostics not answered within the time allowed: 60 s, plus 30 s a megabyte of document), an
-error response (other than a cancelled request), an error message to the editor, a traceback or an error
-line on the server's standard error, or an answer that shows the secret placed outside the project (a
-file with a marker, imported in many refused ways) or locates a file outside the project and std/. The
-actions of a failing session are saved under ``--out`` to reproduce it.
+final diagnostics not answered ``HANG_S`` after the time allowed, ``SLOW_S`` plus ``SLOW_S_PER_MB`` a
+megabyte of document; an answer between the two is counted and timed as slow, not as an error: a large
+document is checked in full, and the machine may be busy), an error response (other than a cancelled
+request), an error message to the editor, a traceback or an error line on the server's standard error,
+or an answer that shows the secret placed outside the project (a file with a marker, imported in many
+refused ways) or locates a file outside the project and std/. The actions of a failing session are saved
+under ``--out`` to reproduce it.
 
-Prints the seed first (re-run with ``--seed``), then sessions, actions, requests and checks done, the
-failures by kind, and the wall time. Exit 1 when there was an internal error. A benchmark, not a test:
-the suite runs the same session code on a few sessions (tests/test_lsp_fuzz.py).
+Prints the seed first (re-run with ``--seed``; one session: ``--seed S --first N --sessions 1``), then
+sessions, actions, requests and checks done, the slow answers, the failures by kind, and the wall time.
+Exit 1 when there was an internal error. A benchmark, not a test: the suite runs the same session code on
+a few sessions (tests/test_lsp_fuzz.py).
 """
 
 from __future__ import annotations
@@ -216,6 +219,31 @@ def leaks(answer, project: Path) -> str | None:
     return f"the secret's marker in an answer: {text[:300]}" if MARKER in text else None
 
 
+SLOW_S = 60  # an answer later than this (plus SLOW_S_PER_MB a megabyte of document) is counted as slow
+SLOW_S_PER_MB = 30
+HANG_S = 900  # and one not given this long after that is a hang
+
+
+async def answered(coro, limit: float, stats: Counter, log: list[str]) -> tuple[bool, object]:
+    """(True, the answer) once ``coro`` finishes. Past ``limit`` the answer is counted as slow (with its
+    time; a busy machine or a large document checked in full, not an error) and waited for ``HANG_S``
+    more; (False, None) then: a hang."""
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    task = asyncio.ensure_future(coro)
+    done, _ = await asyncio.wait({task}, timeout=limit)
+    if not done:
+        done, _ = await asyncio.wait({task}, timeout=HANG_S)
+        if not done:
+            task.cancel()
+            return False, None
+        took = loop.time() - t0
+        stats["slow answers"] += 1
+        stats["slowest answer (s)"] = max(stats["slowest answer (s)"], round(took))
+        log.append(f"  (answered after {took:.0f} s)")
+    return True, task.result()
+
+
 async def session(s, rng: random.Random, uri: str, pastes: list[str], project: Path, stats: Counter,
                   log: list[str]) -> list[str]:
     """One document's life; returns the problems found (leaks and hangs; the server's own errors are read
@@ -243,27 +271,26 @@ async def session(s, rng: random.Random, uri: str, pastes: list[str], project: P
             if cursor and kind in ("hover", "definition") and rng.random() < 0.5:  # on the word before
                 at = (at[0], max(0, at[1] - 2))
             log.append(f"{kind} at {at}")
-            limit = 60 + 30 * len(doc.text) / 1e6
+            limit = SLOW_S + SLOW_S_PER_MB * len(doc.text) / 1e6
             ask = {"hover": lambda: s.hover(uri, *at), "complete": lambda: s.complete(uri, *at),
                    "definition": lambda: s.definition(uri, *at), "format": lambda: s.format(uri)}[kind]
-            try:
-                answer = await asyncio.wait_for(ask(), limit)
-            except asyncio.TimeoutError:
-                problems.append(f"hang: {kind} at {at} not answered in {limit:.0f} s")
+            ok, answer = await answered(ask(), limit, stats, log)
+            if not ok:
+                problems.append(f"hang: {kind} at {at} not answered in {limit + HANG_S:.0f} s")
                 return problems
             stats["requests"] += 1
             leak = leaks(answer, project) if kind != "format" else None
             if leak:
                 problems.append(leak)
-    limit = 60 + 30 * len(doc.text) / 1e6
-    try:
-        final = await s.diagnostics(uri, doc.version, timeout=limit)
+    limit = SLOW_S + SLOW_S_PER_MB * len(doc.text) / 1e6
+    ok, final = await answered(s.diagnostics(uri, doc.version, timeout=limit + HANG_S), limit, stats, log)
+    if ok:
         stats["checks"] += 1
         shown = " ".join(d.message for d in final)
         if MARKER in shown:
             problems.append(f"the secret's marker in a diagnostic: {shown[:300]}")
-    except TimeoutError:
-        problems.append(f"hang: no diagnostics for version {doc.version} in {limit:.0f} s")
+    else:
+        problems.append(f"hang: no diagnostics for version {doc.version} in {limit + HANG_S:.0f} s")
     s.close(uri)
     log.append("close")
     return problems
@@ -337,38 +364,51 @@ def run_batch(args: tuple[int, list[int], str]) -> tuple[Counter, list[str]]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def merge(total: Counter, more: Counter) -> None:
+    """Add one server's counts to the run's (the slowest answer is a maximum, not a sum)."""
+    slowest = max(total["slowest answer (s)"], more["slowest answer (s)"])
+    total.update(more)
+    total["slowest answer (s)"] = slowest
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sessions", type=int, default=2000)
     ap.add_argument("--per-server", type=int, default=25, help="sessions per server process")
     ap.add_argument("--jobs", type=int, default=2, help="servers at once")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--first", type=int, default=0,
+                    help="the number of the first session (one: --seed S --first N --sessions 1)")
     ap.add_argument("--out", default=str(REPO / "bench" / "fuzz-failures"))
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2 ** 32)
     print(f"seed {seed}", flush=True)
     t0 = time.time()
-    batches = [(seed, list(range(i, min(i + args.per_server, args.sessions))), args.out)
-               for i in range(0, args.sessions, args.per_server)]
+    end = args.first + args.sessions
+    batches = [(seed, list(range(i, min(i + args.per_server, end))), args.out)
+               for i in range(args.first, end, args.per_server)]
     stats: Counter = Counter()
     failures: list[str] = []
     if args.jobs > 1:
         with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
             results = pool.imap_unordered(run_batch, batches)
             for k, (st, fl) in enumerate(results, 1):
-                stats.update(st)
+                merge(stats, st)
                 failures += fl
                 print(f"  {k}/{len(batches)} servers, {stats['sessions']} sessions, "
                       f"{stats['failed sessions']} failed, {time.time() - t0:.0f} s", flush=True)
     else:
         for k, b in enumerate(batches, 1):
             st, fl = run_batch(b)
-            stats.update(st)
+            merge(stats, st)
             failures += fl
             print(f"  {k}/{len(batches)} servers, {stats['sessions']} sessions, "
                   f"{stats['failed sessions']} failed, {time.time() - t0:.0f} s", flush=True)
     print(f"seed {seed}: {stats['sessions']} sessions on {len(batches)} servers, {stats['edits']} edits, "
           f"{stats['requests']} requests answered, {stats['checks']} final diagnostics received")
+    print(f"slow answers (after {SLOW_S} s + {SLOW_S_PER_MB} s a megabyte; not errors): "
+          f"{stats['slow answers']}"
+          + (f", the slowest after {stats['slowest answer (s)']} s" if stats["slow answers"] else ""))
     internal = sum(v for k, v in stats.items() if k.startswith("failure: "))
     print(f"internal errors: {internal} in {stats['failed sessions']} session(s)"
           + "".join(f"\n  {k[9:]}: {v}" for k, v in sorted(stats.items()) if k.startswith("failure: ")))

@@ -168,6 +168,16 @@ def test_completion_context_is_right_on_pathological_text():
     assert (F.context(text, 4, 2).kind, F.context(text, 4, 2).block) == ("link", "fast")
 
 
+def test_positions_past_the_end_of_a_line_or_of_the_text_are_answered():
+    """Found by bench/fuzz_lsp.py: completion past the last line, inside an open block, raised IndexError.
+    An editor sends such positions for a text it has just shortened."""
+    text, path = "plan p {\n", "/tmp/past.ccost"
+    for line, character in ((5, 0), (1, 40), (0, 99), (2, 0)):
+        F.hover(text, path, line, character)
+        F.definition(text, path, line, character)
+        assert {"model", "cluster"} <= {i.label for i in F.complete(text, path, line, character)}
+
+
 def test_hover_reads_a_bounded_word_around_the_cursor():
     line = "link l {\n  alpha = h100" + ".x" * 50_000 + " us }"
     assert F._word_at(line, 1, len("  alpha = h1")) == ("h100", 10, 14)

@@ -165,11 +165,11 @@ _IMPORT = re.compile(r'(?m)^[ \t]*import[ \t]+("(?:[^"\\\r\n]|\\[^\r\n])*")')
 
 def imported(text: str, path: str) -> list:
     """The files the document imports, transitively (``ccost.check.context.File``; ``tree`` is None for
-    one that does not parse), as
-    ``ccost check`` resolves them: its own loader (``ccost.check.load.imports_of``) reads the import lines
-    of the document, so an import it refuses (outside the project or std/, E113) is neither read nor
-    followed, and a file it cannot read is left out. The document need not parse: only its import lines
-    are read, so names stay available while a line is being typed."""
+    one that does not parse), as ``ccost check`` resolves them: its own loader
+    (``ccost.check.load.imports_of``) reads the import lines of the document, so an import it refuses
+    (outside the project or std/, E113) is neither read nor followed, and a file it cannot read is left
+    out. The document need not parse: only its import lines are read, so names stay available while a
+    line is being typed."""
     imports = "\n".join("import " + m.group(1) for m in _IMPORT.finditer(text))
     if not imports:
         return []
@@ -389,7 +389,7 @@ def complete(text: str, path: str, line: int, character: int) -> list[Item]:
 def _written_fields(text: str, line: int) -> set[str]:
     """Fields already written in the block around ``line`` (so completion does not offer them again)."""
     lines = text.split("\n")
-    start = line
+    start = line = min(line, len(lines) - 1)  # a position past the end is on the last line
     while start > 0 and "{" not in _strip_comment(lines[start]):
         start -= 1
     end = line

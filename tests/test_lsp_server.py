@@ -368,3 +368,38 @@ def test_over_pipes_hover_is_the_same_whatever_comments_an_import_has(tmp_path: 
     assert errors_a == errors_b == []
     assert [x is None for x in a] == [x is None for x in b]
     assert sum(x is not None for x in b) >= 30
+
+
+def test_a_lone_surrogate_from_the_editor_becomes_a_replacement_character():
+    """Found by bench/fuzz_lsp.py: JSON carries lone UTF-16 surrogates, which no UTF-8 file holds; in an
+    import path one reached os.path.realpath and raised UnicodeEncodeError, and one in an answer could not
+    be sent. The server reads the text as a file could hold it, one character for one."""
+    doc = SimpleNamespace(source='import "a\ud800.ccost"\nlink l { alpha = 1 \udfff }\n')
+    text = S.text_of(doc)
+    assert text == 'import "a\ufffd.ccost"\nlink l { alpha = 1 \ufffd }\n' and len(text) == len(doc.source)
+    path = "/tmp/surrogate.ccost"
+    assert [p.code for p in F.diagnostics(text, path)]  # checked, with diagnostics, without raising
+    F.complete(text, path, 1, 20), F.hover(text, path, 0, 9), F.definition(text, path, 0, 9)
+
+
+@pytest.mark.slow  # as above: a server subprocess
+def test_over_pipes_lone_surrogates_are_answered_without_error(tmp_path: Path):
+    spec = tmp_path / "s.ccost"
+    text = ('import "a\ud800.ccost"\nlink l "\udfff" { alpha = 1 us; bandwidth = 1 GB/s }\n'
+            'cluster c {\n  intra_node = l\n}\n')
+
+    async def run():
+        s = await Session(cwd=str(tmp_path)).start()
+        try:
+            s.open(spec.as_uri(), text)
+            diagnostics = await s.diagnostics(spec.as_uri(), 1)
+            answers = [await s.hover(spec.as_uri(), 0, 9), await s.hover(spec.as_uri(), 1, 6),
+                       await s.complete(spec.as_uri(), 3, 15), await s.definition(spec.as_uri(), 0, 9)]
+            return diagnostics, answers, s.internal_errors()
+        finally:
+            await s.stop()
+
+    diagnostics, answers, errors = asyncio.run(run())
+    assert errors == []
+    assert "E106" in {d.code for d in diagnostics}  # the import, as a file name, does not exist
+    assert "l" in {i.label for i in answers[2].items}

@@ -37,6 +37,7 @@ _ITEM_KIND = {"field": L.CompletionItemKind.Field, "unit": L.CompletionItemKind.
               "value": L.CompletionItemKind.EnumMember, "reference": L.CompletionItemKind.Reference,
               "keyword": L.CompletionItemKind.Keyword}
 _BEYOND_BMP = re.compile("[\U00010000-\U0010ffff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 log = logging.getLogger(__name__)
 
 
@@ -80,6 +81,14 @@ def _points(doc: TextDocument, line: str, units: int) -> int:
     return len(line)
 
 
+def text_of(doc: TextDocument) -> str:
+    """The document's text as a file could hold it. JSON can carry a lone UTF-16 surrogate (an editor's
+    buffer may hold one) that no UTF-8 file can: each becomes U+FFFD, one character for one, so positions
+    stay where they were."""
+    text = doc.source
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
 def _line(text_lines: list[str], n: int) -> str:
     return text_lines[n] if 0 <= n < len(text_lines) else ""
 
@@ -96,7 +105,7 @@ def _at(ls: LanguageServer, params) -> tuple[str, str, int, int] | None:
     doc = _opened(ls, params.text_document.uri)
     if doc is None:
         return None
-    text = doc.source
+    text = text_of(doc)
     line = params.position.line
     return text, path_of(doc.uri), line, _points(doc, _line(text.split("\n"), line),
                                                  params.position.character)
@@ -143,7 +152,7 @@ class Diagnoser:
         """Whether ``version`` (with ``text``: a document closed and opened again restarts its versions)
         is what the editor has open now."""
         doc = _opened(self.server, uri)
-        return doc is not None and doc.version == version and doc.source == text
+        return doc is not None and doc.version == version and text_of(doc) == text
 
     def schedule(self, uri: str, delay: float = DEBOUNCE_S) -> None:
         old = self.timers.pop(uri, None)
@@ -161,7 +170,7 @@ class Diagnoser:
         doc = _opened(self.server, uri)
         if doc is None:
             return
-        text, version, loop = doc.source, doc.version, asyncio.get_running_loop()
+        text, version, loop = text_of(doc), doc.version, asyncio.get_running_loop()
 
         def check() -> list[F.Problem] | None:
             if not self._current(uri, version, text):  # edited while queued: the newer one is scheduled
@@ -256,7 +265,7 @@ def build() -> LanguageServer:
         doc = _opened(ls, params.text_document.uri)
         if doc is None:
             return None
-        text = doc.source
+        text = text_of(doc)
         out = F.formatted(text, path_of(doc.uri))
         if out is None or out == text:
             return [] if out is not None else None

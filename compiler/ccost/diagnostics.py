@@ -93,7 +93,7 @@ CODES: dict[str, str] = {
     "E510": "a Hugging Face config.json cannot be read or does not describe a model",
     "W510": "config.json's parameter count disagrees with the checkpoint's size",
     "E511": "`ccost init`: the file to write already exists or cannot be written",
-    "E512": "an optional part of ccost is not installed (`pip install 'ccost[lsp]'`)",
+    "E512": "an optional part of ccost (an extra: `lsp`, `distributed`) is not installed; the help gives the command",
     "E513": "a search's worker processes or Dask cluster failed (scheduler unreachable, worker died)",
     "W301": "tensor-parallel group leaves the NVLink domain",
     "W302": "tensor parallelism does not divide kv_heads",

@@ -80,6 +80,7 @@ CODES: dict[str, str] = {
     "E207": "fields of one block contradict each other (a model's heads, experts or parameter split)",
     "E301": "parallel degrees do not fit the cluster",
     "E302": "inter_node link missing on a multi-node cluster",
+    "E303": "a training target's global batch does not split into whole sequences per replica (or contradicts `batch`)",
     "E401": "plan cannot be evaluated",
     "E402": "search, sweep or written list too large",
     "E404": "a search's model × cluster × phase × stack combination cannot be evaluated",
@@ -102,6 +103,7 @@ CODES: dict[str, str] = {
     "W306": "a serving field that has no effect as written",
     "W307": "context parallelism does not split the sequence into equal chunks",
     "W308": "micro-batches of unequal size",
+    "W309": "a training target whose goodput cannot be modelled (the cluster gives no `checkpoint_bandwidth`)",
     "W401": "plan does not fit in GPU memory",
     "W402": "achieved_flops absent; peak flops used",
 }

@@ -787,12 +787,14 @@ class PhaseKind:
     (``axis_help``). ``section``: the key of its own part of a plan's document (``section_fields``, under
     ``section_doc``; ``scoped``: a bare key name finds it, ``results.SCOPES``), the keys of it a sweep point
     repeats (``sweep_fields``) and ``ccost diff`` compares (``diff_keys``). ``starter``: what ``ccost init``
-    writes. ``cells(plan)``: the review's batch and seq cells; ``workload(plan)``: ``ccost explain``'s."""
+    writes. ``cells(plan)``: the review's batch and seq cells; ``workload(plan)``: ``ccost explain``'s.
+    ``means``: what one step (or one run) of the phase is, in a sentence (the language server's hover)."""
 
     name: str
     default_stack: str
     token_kind: str  # output | input | training
     per: str = "step"
+    means: str = ""
     trains: bool = False
     targets: bool = False
     c_F: float = 2.0
@@ -923,13 +925,16 @@ _BATCH_LINE = "  batch   = {batch}          # sequences in flight per replica"
 PHASE_KINDS: tuple[PhaseKind, ...] = (
     PhaseKind(
         "decode", "serving_default", "output", per="token", seq_feeds=("ctx",), kv_cache=True, reads_kv=True,
+        means="each step generates one token for every sequence of the batch",
         closed_form_tp=True,
         starter=Starter(32, (_BATCH_LINE, _SEQ_LINE.format(doc="context length: KV-cache reads and memory")))),
     PhaseKind(
         "prefill", "serving_default", "input", kv_cache=True, needs=("seq",),
+        means="one step is the prefill of the batch's prompts",
         starter=Starter(1, (_BATCH_LINE, _SEQ_LINE.format(doc="prompt tokens")))),
     PhaseKind(
         "train", "training_default", "training", trains=True, targets=True, errors=_target_errors, c_F=6.0,
+        means="one step is a training step of the global batch: forward, backward, gradient exchange",
         c_F_source="training: 2 forward + 4 backward", needs=("seq",), own_code="W305", own_scope="training",
         section="training", section_doc="training plans: schedule, FLOPs and what is hidden (ccost.training)",
         section_fields=(
@@ -961,6 +966,8 @@ PHASE_KINDS: tuple[PhaseKind, ...] = (
         starter=Starter(8, (_BATCH_LINE, _SEQ_LINE.format(doc="sequence length")), microbatches=True)),
     PhaseKind(
         "serve", "serving_default", "output", seq_feeds=(), kv_always=True,
+        means="continuous batching of requests: the request figures (TTFT, TPOT, requests/s) come from the "
+              "decode steps and the mixed steps that also prefill a chunk (`ccost.serve`)",
         needs=("concurrency", "input_tokens", "output_tokens"), errors=_serve_errors, rows="concurrency",
         unread=("batch", "seq"),
         unread_why="the serve step's batch is `concurrency`, its contexts come from `input_tokens` and "

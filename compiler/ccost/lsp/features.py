@@ -511,14 +511,16 @@ def _resolved(text: str, path: str, kind: str, block: str | None, field: str) ->
     return f"value: {v}"
 
 
-#: What one step of each phase is (``ccost.spec.PHASES``; a test keeps the two in step), for a plan's hover.
-PHASE_MEANS = {
-    "decode": "each step generates one token for every sequence of the batch",
-    "prefill": "one step is the prefill of the batch's prompts",
-    "train": "one step is a training step of the global batch: forward, backward, gradient exchange",
-    "serve": "continuous batching of requests: the request figures (TTFT, TPOT, requests/s) come from "
-             "the decode steps and the mixed steps that also prefill a chunk (`ccost.serve`)",
-}
+
+
+def _phase_means(phase: str) -> str:
+    """What one step of a phase is, from its record (``ccost.schema.PHASE_KINDS``)."""
+    from ccost.schema import phase_kind
+
+    try:
+        return phase_kind(phase).means
+    except KeyError:
+        return ""
 
 
 def plan_numbers(text: str, path: str, plan: str) -> str:
@@ -564,7 +566,7 @@ def plan_numbers(text: str, path: str, plan: str) -> str:
     rows += O.cost_lines(p.get("cost") or {})
     cell = lambda v: v.replace("|", "\\|")  # noqa: E731  (a table cell)
     lines = [f"**plan `{plan}`**" + (f" — {p['title']}" if p.get("title") else ""), "",
-             f"`phase = {phase}`: {PHASE_MEANS.get(phase, '')}", "",
+             f"`phase = {phase}`: {_phase_means(phase)}", "",
              "| | |", "|---|---|", *(f"| {cell(k)} | {cell(v)} |" for k, v in rows),
              "", f"`ccost explain {os.path.basename(path)} {plan}` derives every number."]
     return "\n".join(lines)

@@ -43,8 +43,8 @@ def summary(spec) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ccost.check import check_file, check_text
-    from ccost.commands.paths import STDIN, expand
-    from ccost.diagnostics import render_all, use_colour
+    from ccost.commands.paths import STDIN, expand, read_stdin
+    from ccost.diagnostics import CcostError, render_all, use_colour
 
     status = 0
     clean = []
@@ -52,7 +52,13 @@ def run(args: argparse.Namespace) -> int:
         path = arg.path
         if path == STDIN:
             path = "<stdin>"
-            result = check_text(sys.stdin.read(), path)
+            try:
+                text = read_stdin()
+            except CcostError as exc:
+                print(render_all(exc.diagnostics, None, colour=use_colour(sys.stderr)), file=sys.stderr)
+                status = 2
+                continue
+            result = check_text(text, path)
         else:
             result = check_file(path)
         if result.diagnostics:

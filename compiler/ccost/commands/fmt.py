@@ -51,19 +51,6 @@ def expand(paths: list[str]) -> list[str]:
     return [a.path for a in expand_args(paths)]
 
 
-def _read_stdin() -> str:
-    """Standard input, bounded like a file (``ccost fmt - < /dev/zero`` is refused, not read forever)."""
-    from ccost.syntax.parse import MAX_FILE_BYTES
-    from ccost.userfiles import read_stream
-
-    data = read_stream(limit=MAX_FILE_BYTES, what="spec")
-    try:
-        return data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        raise CcostError(error("E002", f"standard input is not UTF-8 text (byte offset {exc.start})",
-                               help="save the file as UTF-8")) from None
-
-
 def _read_bytes(name: str) -> bytes:
     """The file as it is on disk, through the same bounded reader as the text (ccost.userfiles)."""
     from ccost.syntax.parse import MAX_FILE_BYTES
@@ -76,6 +63,7 @@ def _read_bytes(name: str) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ccost.commands.paths import read_stdin
     from ccost.fmt import normalize_newlines
     from ccost.syntax.parse import read_source
 
@@ -85,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         path = Path(name)
         try:
             if name == "-":
-                text = _read_stdin()
+                text = read_stdin()
                 out = format_checked(text, "<stdin>")
             else:
                 text = read_source(name)

@@ -300,7 +300,20 @@ TEXT_FRONT = 25
 
 
 #: The metric columns of a search's layout tables in the text output.
-SEARCH_TEXT_METRICS = ("gpus", "latency_s", "throughput_per_gpu", "efficiency", "overhead", "memory_bytes_per_gpu")
+SEARCH_TEXT_METRICS = ("gpus", "latency_s", "step_time_s", "throughput_per_gpu", "efficiency", "overhead",
+                       "memory_bytes_per_gpu")
+
+
+def search_columns_note() -> str:
+    """What a search table's two times are, in the results' own words (``results.KEYS``), for the tables
+    that print them side by side: ``latency`` is one pass of the batch through every stage, ``pipelined
+    step`` the step the throughput is counted on; they differ when a layout has pipeline stages or
+    micro-batches."""
+    lat, step = results.record("latency_s"), results.record("step_time_s")
+    assert lat is not None and step is not None
+    return (f"{lat.label_in('search')} = {lat.meaning.split(';')[0]}; {step.label_in('search')} = "
+            f"{step.meaning}, the time throughput is counted on. They differ when a layout has pipeline "
+            "stages or micro-batches.")
 
 
 def search_text(name: str, s: dict) -> str:
@@ -348,13 +361,14 @@ def search_text(name: str, s: dict) -> str:
 
     def rows_of(points):
         return [[*(cell(p, f) for f in axes),
-                 f"{p['gpus']:,}", fmt_time(p["latency_s"]), fmt_num(p["throughput_per_gpu"], 4),
+                 f"{p['gpus']:,}", fmt_time(p["latency_s"]), fmt_time(p["step_time_s"]),
+                 fmt_num(p["throughput_per_gpu"], 4),
                  fmt_pct(p["efficiency"]), fmt_pct(p["overhead"]), fmt_gb(p["memory_bytes_per_gpu"]),
                  *((fmt_num(p.get("cost_per_mtok_usd"), 4),) if priced else ())]
                 for p in points]
 
     headers = [*axes, *[results.label_in(k, "search") for k in SEARCH_TEXT_METRICS], *(("USD/Mtok",) if priced else ())]
-    align = "r" * len(axes) + "rrrrrr" + ("r" if priced else "")
+    align = "r" * len(axes) + "r" * len(SEARCH_TEXT_METRICS) + ("r" if priced else "")
     if s["top"]:
         from ccost.search import DISTINCT_NOTE
 
@@ -372,4 +386,6 @@ def search_text(name: str, s: dict) -> str:
                     "best throughput at its latency)" + (f"; {len(shown)} of them, evenly spaced:"
                                                          if len(shown) < len(front) else ":"),
                 _indent(table(headers, rows_of(shown), align))]
+    if s["top"] or front:
+        out += ["", f"  {search_columns_note()}"]
     return "\n".join(out)

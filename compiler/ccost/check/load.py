@@ -220,13 +220,20 @@ def _missing_import(ctx: Context, imp: T.Import, importer: File, target: File) -
     chain = " → ".join([g.display for g in ctx.loading] + [target.display])
     folder = os.path.dirname(target.real) or "."
     help_text = None
+    # never the importing file or one that imports it (importing it back is a cycle, E105): `old.ccost`
+    # missing "models.ccost" was told `did you mean import "old.ccost"`
+    importers = {g.key for g in ctx.loading}
     try:
-        siblings = sorted(n for n in os.listdir(folder) if n.endswith(".ccost"))
+        siblings = sorted(n for n in os.listdir(folder) if n.endswith(".ccost")
+                          and os.path.realpath(os.path.join(folder, n)) not in importers)
     except OSError:
         siblings = []
     base = os.path.basename(target.real)
     guess = suggest(base, siblings)
-    if guess:
+    std = _std_dir()
+    if not imp.path.startswith("std/") and std is not None and os.path.isfile(os.path.join(std, base)):
+        help_text = f'did you mean the bundled library\'s `import "std/{base}"`?'
+    elif guess:
         shown = os.path.join(os.path.dirname(imp.path), guess) if os.path.dirname(imp.path) else guess
         help_text = f'did you mean `import "{shown}"`?'
     elif imp.path.startswith("std/") and siblings:

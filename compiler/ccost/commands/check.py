@@ -90,6 +90,10 @@ def _gate(specs) -> int:
     for spec in specs:
         with Bar(sys.stderr) as bar:  # a long search's bar, on a terminal only
             results = evaluate.evaluate(spec, progress=bar)
+        plans, items = gate.judged(spec, results)
+        if not plans:  # nothing was judged: not a green gate
+            print(f"{spec.path}: no plans to judge against the policy (the file defines and imports none)")
+            continue
         failures = gate.policy_failures(spec, results)
         for line in failures:
             print(f"{spec.path}: {line}", file=sys.stderr)
@@ -98,5 +102,6 @@ def _gate(specs) -> int:
         if failures:
             failed = True
         else:
-            print(f"{spec.path}: policy ok")
+            print(f"{spec.path}: policy ok: {_plural(len(plans), 'plan')} judged on checklist items "
+                  f"{', '.join(items) or 'none'}")
     return 1 if failed else 0

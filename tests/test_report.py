@@ -734,7 +734,7 @@ def test_dirty_flag_of_a_plans_repository_whose_spec_imports_std(tmp_path):
     (repo / "specs" / "hw.ccost").write_text("link l { alpha = 2 us; bandwidth = 450 GB/s }\n")
     _git(repo, "init", "-q")
     files = [Path(f) for f in load_spec(str(spec))[0].files]
-    assert any("std" in str(f) and "gpus.ccost" in str(f) for f in files) and len(files) == 3
+    assert any("std" in str(f) and "gpus.ccost" in str(f) for f in files) and len(files) >= 3
     assert git_state(files) == "no commit yet (spec files not committed)"  # before: "not in git"
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "plans")

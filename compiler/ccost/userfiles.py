@@ -1,4 +1,6 @@
-"""The one way ccost reads a file a user named: regular files only, bounded, with a clear refusal.
+"""The one way ccost reads a file a user named: regular files only, bounded, with a clear refusal; the one
+rule for where a path a file names may lead (``confine``); and bounded JSON and YAML (``load_json``,
+``load_yaml``).
 
 Every file that comes from a user (a spec and its imports, an nccl-tests log, the two sides of ``ccost
 diff``, a file ``ccost fmt`` rewrites) is read through ``read_user_bytes``. It

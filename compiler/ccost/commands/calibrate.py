@@ -204,8 +204,8 @@ def _intra_link(spec: str, algorithm: str, in_place: bool):
 def _run_steps(args: argparse.Namespace) -> int:
     """``--steps FILE``: fit a stack profile to measured step times and print a ``stack`` block."""
     from ccost.calibrate.block import valid_name
-    from ccost.calibrate.steps import fit_steps, plot_steps_svg, read_steps, stack_block
-    from ccost.userfiles import read_user_bytes
+    from ccost.calibrate.files import read_steps_file
+    from ccost.calibrate.steps import fit_steps, plot_steps_svg, stack_block
 
     if args.logs:
         raise _usage("--steps fits a stack profile; nccl-tests logs are calibrated on their own",
@@ -217,16 +217,7 @@ def _run_steps(args: argparse.Namespace) -> int:
         raise _usage("--title contains a control character", "write the title on one line")
     if not 0 <= args.folds <= 100:
         raise _usage(f"--folds {args.folds}: between 0 (no hold-out) and 100")
-    try:
-        data = read_user_bytes(args.steps, limit=16 * 1024 * 1024, code="E501", what="steps file",
-                               display=args.steps, help="a CSV/YAML table, a benchmark JSON or a log")
-    except FileNotFoundError:
-        raise _usage(f"steps file {args.steps} not found", "check the path") from None
-    try:
-        text = data.decode("utf-8").lstrip("\ufeff")
-    except UnicodeDecodeError:
-        raise _usage(f"{args.steps} is not text (UTF-8)", "pass a CSV, YAML or JSON file, or a log") from None
-    rows = read_steps(args.steps, text, args.spec, args.plan, args.only)
+    rows = read_steps_file(args.steps, args.spec, args.plan, args.only)
     fit = fit_steps(rows, args.folds, args.steps)
     block = stack_block(fit, name, args.title, _command(args))
     _self_check(block, args.output or "<calibrate>")

@@ -54,6 +54,22 @@ def inference_rows(rows_file: Path = ROWS):
             for i, r in enumerate(data["rows"]) if r["metric"] in metric]
 
 
+def uses(row: dict) -> bool:
+    """The rows.yaml rows this fit uses: the decode and prefill development rows."""
+    return row["metric"] in ("decode_step", "prefill") and row.get("set", "development") == "development"
+
+
+def fit_profiles(rows: list[dict]) -> dict:
+    """The fit on ``rows`` (rows.yaml records, bench/validate.py's hold-outs): {stack name: {field: value}}."""
+    from ccost.calibrate.steps import StepRow, fit_steps
+
+    metric = {"decode_step": "tpot", "prefill": "ttft"}
+    steps = [StepRow(str(Path(r["_dir"]) / r["spec"]), r["plan"], metric[r["metric"]], float(r["measured"]),
+                     str(ROWS), i + 1, r["id"]) for i, r in enumerate(rows) if uses(r)]
+    fit = fit_steps(steps, folds=0, source_file=str(ROWS), fields=FITTED, start=START)
+    return {"serving_default": {f: fit.values[f] for f in FITTED}}
+
+
 def rounded(values: dict) -> dict:
     return {f: round(round(v / ROUND[f]) * ROUND[f], 9) for f, v in values.items()}
 

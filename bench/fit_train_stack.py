@@ -71,6 +71,34 @@ def fit_gemm(spec, rows, elem: float):
     return min((_loss(spec, rows, g, elem), g) for g in _grid(max(0.1, g0 - 0.01), min(1.0, g0 + 0.01), 0.001))
 
 
+def uses(row: dict) -> bool:
+    """The rows.yaml rows these fits use: the Megatron-Core and torchtitan rows."""
+    return row["stack"] in ("megatron", "torchtitan")
+
+
+def fit_profiles(rows: list[dict]) -> dict:
+    """The fits on ``rows`` (rows.yaml records, bench/validate.py's hold-outs): {stack name: {field: value}}.
+    Without Megatron rows, torchtitan's elementwise share is the bundled megatron_core's."""
+    from ccost import check
+
+    out: dict = {}
+    meg = [r for r in rows if r["stack"] == "megatron"]
+    tt = [r for r in rows if r["stack"] == "torchtitan"]
+    if meg:
+        spec, _ = check.load_spec(str(ROWS.parent / meg[0]["spec"]))
+        _, gemm, elem = fit_two(spec, meg)
+        out["megatron_core"] = {"gemm_efficiency": gemm, "elementwise_efficiency": elem}
+        out["training_default"] = dict(out["megatron_core"])
+    else:
+        spec, _ = check.load_spec(str(ROWS.parent / tt[0]["spec"]))
+        elem = spec.stacks["megatron_core"].elementwise_efficiency
+    if tt:
+        spec, _ = check.load_spec(str(ROWS.parent / tt[0]["spec"]))
+        _, gemm_t = fit_gemm(spec, tt, elem)
+        out["torchtitan"] = {"gemm_efficiency": gemm_t, "elementwise_efficiency": elem}
+    return out or None
+
+
 def main() -> int:
     spec, rows = _rows("megatron")
     loss, gemm, elem = fit_two(spec, rows)

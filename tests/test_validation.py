@@ -97,3 +97,25 @@ def test_spearman_by_hand():
     # ranks 1..4 against 1..4 reversed: d² = 9 + 1 + 1 + 9 = 20; 1 − 6·20/(4·15) = −1
     assert validate.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
     assert validate.spearman([1, 2, 3], [10, 20, 30]) == 1.0
+
+
+def test_the_size_trend_is_a_least_squares_line_in_log_log():
+    # By hand: ratios 2 at 8e9 and 1 at 64e9 (three octaves) -> slope log(1/2)/log(8) = -1/3 exactly; at 8 B
+    # the line gives 2 and at 70 B 2·(70/8)^(-1/3) = 0.9869: one above 1, one below, a sign change.
+    rows = [validate.Row("a", "e", "p", "decode_step", 1.0, 2.0, "", "", params=8e9),
+            validate.Row("b", "e", "p", "decode_step", 1.0, 1.0, "", "", params=64e9)]
+    t = validate.trend(rows)
+    assert t["slope"] == pytest.approx(-1 / 3)
+    assert t["ratio_at"]["8B"] == pytest.approx(2.0)
+    assert t["ratio_at"]["70B"] == pytest.approx(2 * (70 / 8) ** (-1 / 3))
+    assert t["sign_change"]
+
+
+def test_every_added_row_names_its_source_and_a_known_engine():
+    import yaml
+
+    data = yaml.safe_load(validate.ROWS.read_text(encoding="utf-8"))
+    for r in data["rows"]:
+        assert r["set"] in ("development", "added"), r["id"]
+        assert r["id"].split("-")[0] in data["sources"], r["id"]
+        assert r["stack"] in ("vllm", "sglang", "trtllm", "megatron", "torchtitan", "llmfoundry"), r["id"]

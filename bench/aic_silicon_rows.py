@@ -64,6 +64,9 @@ MODELS = {  # the table's model -> (ccost model in serving.ccost, weights fp8?)
 }
 CLUSTERS = {"h100_sxm": "hgx_h100", "h200_sxm": "hgx_h200"}
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+#: the std stack profile of each engine at the versions selected: every vLLM run here is V1 before 0.14
+#: (asynchronous scheduling off by default)
+STACKS = {"vllm": "vllm_v1", "sglang": "sglang", "trtllm": "trtllm"}
 
 
 def _csv_path(given: str | None) -> Path:
@@ -140,7 +143,7 @@ def plans_ccost(sel: list[dict]) -> str:
         name = _plan_name(r)
         out.append(f'plan {name} "{ENGINE_NAMES[r["engine"]]} {r["version"]} {r["model"]} {r["prec"]} '
                    f'{r["system"]} TP{r["tp"]}, {r["conc"]} requests of {r["isl"]}/{r["osl"]}" {{\n'
-                   f"  model = {_model(r)}; cluster = {CLUSTERS[r['system']]}; stack = {r['engine']}\n"
+                   f"  model = {_model(r)}; cluster = {CLUSTERS[r['system']]}; stack = {STACKS[r['engine']]}\n"
                    f"  phase = serve; concurrency = {r['conc']}; input_tokens = {r['isl']}; "
                    f"output_tokens = {r['osl']}; tp = {r['tp']}\n}}")
     return "\n".join(out)

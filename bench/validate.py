@@ -166,6 +166,21 @@ def price(rows: list[dict], overrides: dict | None = None) -> list[Row]:
     return out
 
 
+def times(rows: list[dict], overrides: dict | None = None) -> list[float]:
+    """The predicted time of each inference row alone (what a fit needs; no results document)."""
+    from ccost import phases, serve
+
+    out = []
+    for r in rows:
+        plan, policy = plan_of(r, overrides), spec_of(r).policy
+        if r["metric"] == "serve_tpot":
+            out.append(float(serve.terms(plan, policy).tpot))
+            continue
+        m = phases.analyse(phases.lower_plan(plan, policy))
+        out.append(float(m.latency if r["metric"] == "prefill" else m.step))
+    return out
+
+
 def predict(rows_file: Path = ROWS) -> list[Row]:
     return price(load_rows(rows_file))
 

@@ -139,6 +139,7 @@ class Static:
     head_dim_given: bool = False
     floor: bool = False  # the stack's collectives have a small-message floor
     seq_host: bool = False  # decode, prefill: the stack charges host time per running sequence (seq_overhead)
+    host_overlap: bool = False  # decode, prefill: host time runs behind the GPU's step (max, not sum)
 
     @property
     def train(self) -> bool:
@@ -240,6 +241,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         steady=plan.phase != "train" and stack.pipeline == "steady",
         head_dim_given=bool(model.head_dim),
         seq_host=bool(stack.seq_overhead) and plan.phase != "train",
+        host_overlap=bool(stack.host_overlap) and plan.phase != "train",
     )
     fp8_gemm = (static.roofline == "operator" and model.weights == "fp8" and gpu.fp8_flops is not None)
     act = S.DTYPE_BYTES[model.activations]
@@ -754,13 +756,14 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
                         "one stage: Σ operators' rooflines" + (" + the stack's per-layer time" if static.overheads
                                                                else ""))
         T_host = _host(static, x, x.B)
-        T_compute = named("T_compute", x.pp * T_stage + T_host if static.overheads else x.pp * T_stage,
-                          "compute on the critical path: a token crosses the pp stages in turn"
-                          + (", plus the stack's host time T_host" if static.overheads else ""))
+        T_compute = named("T_compute", with_host(static, x.pp * T_stage, T_host) if static.overheads
+                          else x.pp * T_stage, "compute on the critical path: a token crosses the pp stages in turn"
+                          + (_HOST_NOTE[static.host_overlap] if static.overheads else ""))
         one = _operators(static, x, ",1", 1.0, x.W, None if n_dense is None else n_dense * b_w,
                          None if n_dense is None else (x.params - n_dense) * b_w, b_w, n_dense, n_expert1,
                          kv_one, x.ep * x.B, 1.0, 1.0)
-        T_one = one.T + (x.t_layer * x.L + _host(static, x, x.ep * x.B, named_=False) if static.overheads else 0.0)
+        T_one = with_host(static, one.T + x.t_layer * x.L, _host(static, x, x.ep * x.B, named_=False)) \
+            if static.overheads else one.T
         T_one = named("T_1", T_one, "the same work on one GPU (the instance's ep·B sequences), no communication")
         mb = _operators(static, x, ",mb", 1 / x.M, weights_gpu, _times(p_dense_gpu, b_w), _times(p_exp_gpu, b_w),
                         b_w, n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep, cp=x.cp if static.cp else None)
@@ -779,9 +782,9 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
             T_stage = named("T_stage", maximum(T_mem, T_flop) + T_layers,
                             "one stage: the larger roofline bound + the stack's per-layer time")
             T_host = _host(static, x, x.B)
-            T_compute = named("T_compute", x.pp * T_stage + T_host,
-                              "compute on the critical path: a token crosses the pp stages in turn, plus the "
-                              "stack's host time T_host")
+            T_compute = named("T_compute", with_host(static, x.pp * T_stage, T_host),
+                              "compute on the critical path: a token crosses the pp stages in turn"
+                              + _HOST_NOTE[static.host_overlap])
         else:
             T_stage = named("T_stage", maximum(T_mem, T_flop), "roofline of one stage: the larger bound")
             T_compute = named("T_compute", x.pp * T_stage,
@@ -792,7 +795,7 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
                           "FLOPs of the model instance's step on one GPU")
         T_one = maximum(costs.memory_time(bytes_one, x.BW_hbm), costs.flop_time(flops_one, x.R))
         if static.overheads:
-            T_one = T_one + x.t_layer * x.L + _host(static, x, x.ep * x.B, named_=False)
+            T_one = with_host(static, T_one + x.t_layer * x.L, _host(static, x, x.ep * x.B, named_=False))
         T_one = named("T_1", T_one, "the same work on one GPU, no communication")
         # Per micro-batch: the stage reads its whole weights again for every micro-batch (and 1/M of its
         # KV cache: the micro-batch's own sequences), but does only 1/M of the FLOPs. With M = 1 these are
@@ -822,6 +825,19 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
                    params_gpu, mem_weights, kv_gpu, 0.0, 0.0, mem_total, mem_limit, tokens,
                    bytes_mb, flops_mb, T_mem_mb, T_flop_mb, t_mb, operators,
                    T_host=T_host if static.overheads and not static.compute_given else 0.0)
+
+
+#: How the host time joins the GPU's: added, or (asynchronous scheduling) run behind it.
+_HOST_NOTE = {False: ", plus the stack's host time T_host",
+              True: "; the stack's host time T_host runs behind it (asynchronous scheduling): the larger of the two"}
+
+
+def with_host(static: Static, gpu: Num, host: Num) -> Num:
+    """A step's time from its GPU time and the stack's host time: their sum, or with ``host_overlap``
+    (the engine prepares step n + 1 while the GPU runs step n: vLLM's asynchronous scheduling, SGLang's and
+    TensorRT-LLM's overlap schedulers) the larger of the two: the GPU waits for the host only when the
+    host's work for a step takes longer than the GPU's."""
+    return maximum(gpu, host) if static.host_overlap else gpu + host
 
 
 def _host(static: Static, x: Inputs, seqs: Num, named_: bool = True) -> Num:

@@ -581,6 +581,14 @@ register(BlockKind(
               "slots, every sequence gets its next token every max(M, P) slots; collectives carry one "
               "micro-batch); `flush` is the training schedule (M + P − 1)·t_mb that the reference notes use "
               "(training always flushes)", "flush"),
+        Field("host_overlap", BOOL, "decode, prefill, serve: the engine prepares step n + 1 on the host while "
+              "the GPU runs step n (asynchronous scheduling: vLLM's `async_scheduling`, SGLang's overlap "
+              "scheduler, TensorRT-LLM's overlap scheduler), so a step takes max(GPU time, host time) instead "
+              "of their sum", "true"),
+        Field("engine", STRING, "the serving engine or training framework this profile describes (a fact for "
+              "the reader)", '"vllm"', recorded=True),
+        Field("engine_version", STRING, "the versions of `engine` the profile holds for (a fact for the reader)",
+              '"0.14+"', recorded=True),
         Field("source", STRING, "where the numbers came from (a fit script and its rows, a measurement)",
               '"fit: bench/fit_stack.py"'),
         Field("host_power", POWER, "power per GPU of the host work this stack runs (CPU cores for scheduling, "

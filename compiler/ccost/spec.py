@@ -204,6 +204,9 @@ class Stack(Entity):
     roofline: str = "operator"  # operator: each operator class bounded on its own and added; step: one
     # roofline for the whole step, max(bytes/BW, FLOPs/R), the reference notes' model
     host_power: float = 0.0  # W per GPU of the stack's host work (issue 17); the cluster's host_power wins
+    host_overlap: bool = False  # serving: host work of step n + 1 runs behind the GPU's step n (async scheduling)
+    engine: str | None = None  # the engine or framework the profile describes (recorded)
+    engine_version: str | None = None  # its versions (recorded)
 
     @property
     def is_ideal(self) -> bool:

@@ -10,7 +10,8 @@ Inputs (``read_steps``), each row a plan of a spec and a measured time:
 - a Megatron log's ``elapsed time per iteration (ms)`` lines (the median, the first iteration left out as
   warm-up), for ``--plan``.
 
-What is predicted: a decode plan's step time for a TPOT, a prefill plan's latency for a TTFT, any plan's
+What is predicted: a decode plan's step time for a TPOT, a prefill plan's latency for a TTFT, a serve plan's
+TPOT or TTFT (``ccost.serve``; metric ``serve_tpot`` in rows.yaml is a TPOT), any plan's
 step time for ``step_time`` — ``ccost.lower`` and ``ccost.analysis`` in float mode, the plan priced with a
 ``stack`` whose fields are the parameters.
 
@@ -40,7 +41,8 @@ FIELDS = ("step_overhead", "layer_overhead", "seq_overhead", "hbm_efficiency", "
 # Typical magnitudes: the fit works on θ/scale so that every parameter moves on the same footing.
 SCALE = {"step_overhead": 5e-3, "layer_overhead": 2e-5, "seq_overhead": 2e-4, "hbm_efficiency": 1.0, "gemm_efficiency": 1.0,
          "attention_efficiency": 1.0, "collective_floor": 1.5e-5}
-METRICS = {"tpot": "decode", "ttft": "prefill", "step_time": None, "decode_step": "decode", "prefill": "prefill"}
+METRICS = {"tpot": "decode", "ttft": "prefill", "step_time": None, "decode_step": "decode", "prefill": "prefill",
+           "serve_tpot": "serve"}
 MAX_ROWS = 10_000
 
 
@@ -191,7 +193,7 @@ def _record_rows(path: str, records: list[tuple[int, dict]], base: Path, spec: s
             if metric not in METRICS:
                 raise _err(f"metric {metric!r} of plan `{name}` is not a time ccost can fit a stack to", path, line,
                            help="metrics: tpot, ttft, step_time (or decode_step, prefill); select rows with --only")
-            metric = {"decode_step": "tpot", "prefill": "ttft"}.get(metric, metric)
+            metric = {"decode_step": "tpot", "prefill": "ttft", "serve_tpot": "tpot"}.get(metric, metric)
             rows.append(StepRow(sp_path, name, metric, _time(rec["measured"], path, line, "measured"), path, line,
                                 str(rec.get("id") or "")))
             found = True
@@ -275,9 +277,10 @@ class _Plans:
                 raise _err(f"unknown plan `{r.plan}` in {r.spec}", r.file, r.line,
                            help=f"plans there: {', '.join(sorted(spec.plans)[:12]) or '(none)'}")
             want = METRICS[r.metric]
-            if want is not None and plan.phase != want:
+            if want is not None and plan.phase != want and plan.phase != "serve":
                 raise _err(f"{r.metric} is measured on a {want} plan; `{r.plan}` is {plan.phase}", r.file, r.line,
-                           help="a TPOT is a decode plan's step time, a TTFT a prefill plan's latency")
+                           help="a TPOT is a decode plan's step time (or a serve plan's TPOT), a TTFT a prefill "
+                           "plan's latency (or a serve plan's TTFT)")
             self.plans.append(plan)
             self.policies.append(spec.policy)
         self.measured = np.array([r.measured for r in rows])
@@ -301,7 +304,7 @@ class _Plans:
                 raise _err(f"plan `{r.plan}` prices to {t!r}, not a time", r.file, r.line)
 
     def predict(self, theta: dict, idx=None) -> np.ndarray:
-        from ccost import phases
+        from ccost import phases, serve
         from ccost import spec as S
 
         stack = S.Stack("fitted", None, None, **{f: float(theta.get(f, self.start[f])) for f in FIELDS},
@@ -309,6 +312,10 @@ class _Plans:
         out = []
         for i in (range(len(self.rows)) if idx is None else idx):
             plan = replace(self.plans[i], stack=stack)
+            if plan.phase == "serve":  # continuous batching: the serve model's TPOT or TTFT
+                st = serve.terms(plan, self.policies[i])
+                out.append(float(st.ttft if self.rows[i].metric == "ttft" else st.tpot))
+                continue
             m = phases.analyse(phases.lower_plan(plan, self.policies[i]))
             t = m.latency if self.rows[i].metric == "ttft" else m.step
             out.append(float(t))

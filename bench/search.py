@@ -76,7 +76,7 @@ def loop_one(s, policy, st, layout: dict) -> tuple | None:
     prog = phases.lower(*lower.prepare(plan, policy))
     m = phases.analyse(prog)
     c = prog.compute
-    ok = (not st.fits_memory or c.mem_total <= c.mem_limit) and \
+    ok = (not st.fits_memory or c.memory.total <= c.memory.limit) and \
         (st.max_overhead is None or m.overhead <= st.max_overhead) and \
         (st.min_efficiency is None or m.efficiency >= st.min_efficiency)
     return (m.latency, m.throughput_gpu) if ok else None

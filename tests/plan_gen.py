@@ -138,23 +138,38 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
     out.append("cluster c { " + "; ".join(c) + " }")
 
     # Model: shape within the ranges; a transformer's shape fields kept to what a plan can split.
-    mm = [f"layers = {layers}"] + _members(draw, "model", ["hidden"])
-    for opt in ("heads", "ffn", "vocab"):
-        if draw("bool"):
-            mm += _members(draw, "model", [opt])
-    # The KV cache per token needs kv_heads or an MLA latent (E104 otherwise, issue 13).
+    hidden = value(draw, _field("model", "hidden"))
+    mm = [f"layers = {layers}", f"hidden = {hidden}"]
+    heads = vocab = None
     if draw("bool"):
-        mm += _members(draw, "model", ["kv_heads"])
+        heads = value(draw, _field("model", "heads"))
+        mm.append(f"heads = {heads}")
+    if draw("bool"):
+        mm += _members(draw, "model", ["ffn"])
+    if draw("bool"):
+        vocab = value(draw, _field("model", "vocab"))
+        mm.append(f"vocab = {vocab}")
+    # The KV cache per token needs kv_heads or an MLA latent (E104 otherwise, issue 13); kv_heads divides
+    # heads (E207 otherwise, issue 31): a divisor of it, drawn from the smallest and the largest ones
+    if draw("bool"):
+        if heads is None:
+            mm += _members(draw, "model", ["kv_heads"])
+        else:
+            small = [k for k in range(1, min(heads, 4096) + 1) if heads % k == 0]
+            mm.append(f"kv_heads = {draw('choice', small + [heads])}")
     else:
         mm += _members(draw, "model", ["kv_lora_rank", "qk_rope_head_dim"])
-    params = value(draw, _field("model", "params"))
+    # the embedding and the LM head are vocab × hidden parameters each, part of params (E207 otherwise)
+    embedding = 2.0 * vocab * hidden if vocab else 1.0
+    params = value(draw, _field("model", "params"), embedding, None)
     mm.append(f"params = {lit(_field('model', 'params'), params)}")
     if draw("bool"):
         mm += _members(draw, "model", ["weight_bytes"])
-    if draw("bool"):  # mixture of experts: top_k < experts, active_params ≤ params (E401, E203 otherwise)
+    if draw("bool"):  # mixture of experts: top_k < experts, top_k/experts·params ≤ active_params ≤ params (E207)
         experts = value(draw, _field("model", "experts"), 2, None)
         top_k = value(draw, _field("model", "top_k"), 1, experts - 1)
-        active = value(draw, _field("model", "active_params"), None, params)
+        active = value(draw, _field("model", "active_params"),
+                       max(params * top_k / experts * (1 + 1e-12), embedding), params)
         mm += [f"experts = {experts}", f"top_k = {top_k}",
                f"active_params = {lit(_field('model', 'active_params'), active)}"]
         if draw("bool"):
@@ -168,7 +183,7 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
     st.append(f"roofline = {draw('choice', S.ROOFLINES)}")
     out.append("stack st { " + "; ".join(st) + " }")
 
-    phase = draw("choice", S.PHASES)
+    phase = draw("choice", SC.PHASE_NAMES)
     p = [f"model = m; cluster = c; phase = {phase}; tp = {tp}; pp = {pp}; ep = {ep}; dp = {dp}"]
     batch = value(draw, _field("plan", "batch"))
     p += [f"batch = {batch}"]

@@ -330,3 +330,93 @@ def test_relative_places():
         path.write_text("a\n# E@+1:4: E001 next\nb  # W@-2:1: W001 first…\n")
         got = [(e.file, e.line, e.col, e.code, e.message, e.prefix, e.at) for e in ie.parse(path)]
     assert got == [("r.ccost", 3, 4, "E001", "next", False, 2), ("r.ccost", 1, 1, "W001", "first", True, 3)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Every hint that proposes a value is the fix (issue 26, item 1): applied, it checks clean of its own
+# diagnostic and means what the field documents. The `# fix:` lines above pin chosen cases by hand; this
+# applies every `NAME = VALUE` a help proposes for the member (or the block) the diagnostic points at.
+
+_PROPOSAL = re.compile(r"`([A-Za-z_]\w*) = ([^`]+?)`")
+_STRUCTURE = ("...", "…", "NAME", "PLAN", "[", "{", ";")  # a pattern to fill in, a list, a block: not a value
+
+
+def _fields_named(name: str):
+    from ccost import schema as SC
+
+    return [f for k in SC.SCHEMA.values() for f in k.fields if f.name == name]
+
+
+def _apply(line: str, name: str, value: str, add: bool) -> str | None:
+    """``line`` with member ``name`` set to ``value``: its written value replaced, or (``add``, a block's
+    opening line) the member added after the ``{``. None when the line has neither."""
+    m = re.search(rf"(?<![\w.]){re.escape(name)}\s*=\s*([^;}}#\n]*[^;}}#\s])", line)
+    if m is not None:
+        return line[:m.start(1)] + value + line[m.end(1):]
+    if add and "{" in line:
+        i = line.index("{") + 1
+        return line[:i] + f" {name} = {value};" + line[i:]
+    return None
+
+
+def _rate_time(value: str) -> str | None:
+    """The time unit after the last ``/`` of a proposed quantity (``3.50 USD/h`` → ``h``), else None."""
+    from ccost import units as U
+
+    unit = value.split(" ", 1)[1] if " " in value.strip() else ""
+    if "/" not in unit:
+        return None
+    per = unit.rsplit("/", 1)[1].strip()
+    try:
+        return per if U.parse_unit(per)[1] == U.TIME else None
+    except U.UnitError:
+        return None
+
+
+def _proposals(path: Path):
+    """(diagnostic, name, value, is an addition) for every value a help of the case proposes at the line of
+    its diagnostic, in the case file itself."""
+    result = check_text(without_expectations(path), str(path))
+    lines = without_expectations(path).splitlines(keepends=True)
+    for d in result.diagnostics:
+        if not d.help or d.span is None or os.path.abspath(d.span.file) != str(path):
+            continue
+        add = d.help.lstrip().startswith("add ")
+        for name, value in _PROPOSAL.findall(d.help):
+            if any(s in value for s in _STRUCTURE) or re.fullmatch(r"[A-Z]+", value.strip()) \
+                    or not _fields_named(name):
+                continue
+            if _apply(lines[d.span.line - 1], name, value.strip(), add) is not None:
+                yield d, name, value.strip(), add
+
+
+REPLACEABLE = [c for c in CASES if c.stem != "non_utf8"]
+
+
+@pytest.mark.parametrize("path", REPLACEABLE, ids=[c.stem for c in REPLACEABLE])
+def test_every_value_a_hint_proposes_is_the_fix(path: Path, monkeypatch):
+    monkeypatch.chdir(path.parent)
+    path = path.resolve()
+    text = without_expectations(path)
+    for d, name, value, add in _proposals(path):
+        lines = text.splitlines(keepends=True)
+        lines[d.span.line - 1] = _apply(lines[d.span.line - 1], name, value, add)
+        fixed = check_text("".join(lines), str(path))
+        here = [f"{x.code} {x.message}" for x in fixed.diagnostics if x.span is not None
+                and os.path.abspath(x.span.file) == str(path) and x.span.line == d.span.line
+                and (x.is_error or x.code == d.code)]
+        assert here == [], f"{path.name}:{d.span.line}: the help's `{name} = {value}` (for {d.code}) leaves {here}"
+        # what the field documents: a rate per the time its name and example give it (`USD/h`, not `USD/s`)
+        per = _rate_time(value)
+        if per is not None:
+            documented = {f.per_time for f in _fields_named(name) if f.type.kind == "quantity"}
+            assert documented == {per}, f"{path.name}: `{name} = {value}` is per {per}; the field is per {documented}"
+
+
+def test_the_hint_corpus_covers_the_misleading_hints_of_issue_26():
+    """The two hints that misled (a price per second, one token for 1 KiB) are cases whose applied
+    proposals the test above checks: at least one proposal each."""
+    found = {p.stem: [(n, v) for _, n, v, _ in _proposals(p.resolve())]
+             for p in (BAD / "price_without_time.ccost", BAD / "tokens_in_kib.ccost")}
+    assert found == {"price_without_time": [("price_per_gpu_hour", "3.50 USD/h")],
+                     "tokens_in_kib": [("input_tokens", "1024")]}

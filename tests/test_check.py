@@ -505,7 +505,8 @@ def test_tp_beyond_the_node_offers_the_std_link_when_it_imports_cleanly(tmp_path
 
 
 def train_codes(fields: str) -> list[str]:
-    return codes(BASE + f"plan p {{ model = m70; cluster = two; phase = train; seq = 4096; {fields} }}")
+    # batch = 12: the micro-batches below hold a sequence each (more is E401, which `check` reports too)
+    return codes(BASE + f"plan p {{ model = m70; cluster = two; phase = train; seq = 4096; batch = 12; {fields} }}")
 
 
 def test_training_choices_without_effect_warn():

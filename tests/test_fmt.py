@@ -194,7 +194,8 @@ def specs(draw) -> str:
         draw(_block(f"model {model}", [
             ("!layers", st.sampled_from(["80", "8_0"])), ("!hidden", st.just("8192")),
             ("!params", st.sampled_from(["70.6e9", "70_600_000_000", "7.06E10"])),
-            ("kv_heads", st.just("8")), ("weights", st.sampled_from(["bf16", "fp8"])),
+            # kv_heads: a decode or prefill plan with `seq` holds a KV cache whose size needs it (E104)
+            ("!kv_heads", st.just("8")), ("weights", st.sampled_from(["bf16", "fp8"])),
         ])),
         draw(_block(f"plan {plan}", [
             ("!model", st.just(model)), ("!cluster", st.just(cluster)),

@@ -101,17 +101,54 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
 
 
-def _contract() -> dict:
-    (contract,) = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"][
-        "contracts"]
+def _contracts() -> list[dict]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+
+
+def _contract(kind: str = "layers") -> dict:
+    (contract,) = [c for c in _contracts() if c["type"] == kind]
     return contract
 
 
 def test_the_layer_contract_has_no_exceptions():
-    contract = _contract()
-    assert contract["type"] == "layers"
-    assert not {"ignore_imports", "unmatched_ignore_imports_alerting"} & set(contract), \
-        "an import against the layers is fixed, not ignored"
+    for contract in _contracts():
+        assert contract["type"] in ("layers", "forbidden")
+        assert not {"ignore_imports", "unmatched_ignore_imports_alerting", "allow_indirect_imports"} & set(contract), \
+            "an import against the layers is fixed, not ignored"
+
+
+#: The model: what prices a checked plan. It reads no file and never imports the front end.
+MODEL = {"costs", "program", "lower", "analysis", "phases", "economics"}
+
+
+def test_the_model_is_forbidden_the_front_end():
+    """The second contract: the model layers do not import ccost.check or the parser (not even through
+    another module: indirect imports count), so evaluation never parses or checks a file. Every phase's
+    cost model (the module of its functions in ccost.phases: training, serve, ...) is part of it."""
+    from ccost import phases
+
+    forbidden = _contract("forbidden")
+    sources = {m.removeprefix("ccost.") for m in forbidden["source_modules"]}
+    cost_models = {f.__module__.removeprefix("ccost.") for ph in phases.PHASES.values()
+                   for f in (ph.price, ph.explain, ph.record, ph.lower, ph.analyse) if f is not None}
+    assert MODEL | cost_models <= sources and {"training", "serve"} <= cost_models
+    assert {"ccost.check", "ccost.syntax"} <= set(forbidden["forbidden_modules"])
+
+
+def test_a_planted_import_of_the_front_end_breaks_the_contract(tmp_path):
+    """lint-imports on a copy of the package where ccost.lower imports the checker (as lower.default_stack
+    once did to read std/stacks.ccost): the forbidden contract breaks, and says which import."""
+    exe = _lint_imports()
+    assert exe is not None, "lint-imports not found: install the test extra (pip install -e '.[test]')"
+    shutil.copytree(PACKAGE, tmp_path / "ccost", ignore=shutil.ignore_patterns("__pycache__", "_data"))
+    lower = tmp_path / "ccost" / "lower.py"
+    lower.write_text(lower.read_text(encoding="utf-8") + "\n\ndef _planted():\n    from ccost import check\n\n"
+                     "    return check\n", encoding="utf-8")
+    run = subprocess.run([exe, str(ROOT / "pyproject.toml")], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert run.returncode != 0, run.stdout
+    assert "the model layers do not import ccost.check or the parser BROKEN" in run.stdout, run.stdout
+    assert "ccost.lower -> ccost.check" in run.stdout, run.stdout
 
 
 def _layer_of() -> dict[str, int]:

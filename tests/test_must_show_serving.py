@@ -123,9 +123,7 @@ def test_the_review_names_the_stack_profile_of_each_plan_and_its_source():
     by_title = {a.topic: a.text for a in view.assumptions}
     prof = by_title["stack profile serving_default"]
     assert "prices tp8, tp8_b1, tp8_b64" in prof and "bench/fit_stack.py" in prof
-    from ccost import lower
-
-    std = lower.default_stack("decode")  # the figures the review quotes are the bundled profile's
+    std = check.default_stacks()["decode"]  # the figures the review quotes are the bundled profile's
     assert f"per layer {std.layer_overhead * 1e6:.0f} µs" in prof
     assert f"HBM {std.hbm_efficiency * 100:.0f} %" in prof
     assert "Priced under stack profile `serving_default` (the bundled default for decode" in by_title["plan tp8"]

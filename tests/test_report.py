@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from ccost import check
 from ccost import spec as S
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,10 +120,13 @@ def a1_spec(title: str = "NVLink 4 through NVSwitch", source: str = "spec sheet"
     cluster = S.Cluster("hgx", None, None, gpu=gpu, nodes=1, gpus_per_node=8, intra_node=link)
     model = S.Model("llama3_70b", "Llama-3-70B", None, layers=80, hidden=8192, heads=64, kv_heads=8,
                     params=70.6e9, weight_bytes=W)
+    # no stack named: the checker would give each plan the bundled default of its phase
+    defaults = check.default_stacks()
     tp8 = S.Plan("tp8", "TP=8 decode, batch 32", None, model=model, cluster=cluster, phase="decode",
-                 batch=32, tp=8, allreduce="ring")
+                 batch=32, tp=8, allreduce="ring", stack=defaults["decode"], stack_defaults=defaults)
     tree = S.Plan("tp8_tree", "TP=8 decode, tree AllReduce", None, model=model, cluster=cluster,
-                  phase="decode", batch=32, tp=8, allreduce="tree")
+                  phase="decode", batch=32, tp=8, allreduce="tree", stack=defaults["decode"],
+                  stack_defaults=defaults)
     return S.Spec(path="specs/a1-fixture.ccost", links={"nvlink4": link}, gpus={"h100": gpu},
                   clusters={"hgx": cluster}, models={"llama3_70b": model},
                   plans={"tp8": tp8, "tp8_tree": tree}, sweeps={}, compares={},

@@ -118,6 +118,39 @@ def test_std_gpus_carry_a_source_and_no_invented_achieved_flops(gpus):
         assert g.source, name
 
 
+# Money and power of every GPU (issue 26, item 9: H200 and B200 had neither), typed from the sources named
+# (docs/sources.md): price per GPU-hour in USD/h and power in W.
+HOUR = 3600.0
+GPU_MONEY_POWER = {
+    "a100": (2.4984, 400),     # Modal A100 80GB [LAMBDA-LIST]; TDP [LAMBDA-TCO]
+    "h100": (3.78, 700),       # Lambda 1x H100 SXM [LAMBDA-LIST]; [TDP-H100]
+    "h100_pcie": (2.86, 350),  # Lambda 1x H100 PCIe [LAMBDA-LIST]; [H100PCIe-PB]
+    "h200": (4.54, 700),       # Spheron H200 SXM [SPHERON-PRICE]; TGP 700 W SXM [SAUL], [LZ]
+    "b200": (6.03, 1000),      # Spheron B200 SXM [SPHERON-PRICE]; HGX B200 [KB200]
+    "gb200": (9.08 / 2, 1200),  # Spheron 9.08 USD/h per Superchip of two GPUs [SPHERON-PRICE]; [KB200]
+    "mi300x": (1.85, 750),     # Vultr [GB-MI300X]; TDP [GB-MI300X]
+    "l40s": (1.9512, 350),     # Modal L40S [LAMBDA-LIST]; [L40S-TDP]
+}
+
+
+@pytest.mark.parametrize("name", sorted(GPU_MONEY_POWER))
+def test_every_std_gpu_has_a_sourced_price_and_power(gpus, name):
+    price, watts = GPU_MONEY_POWER[name]
+    g = gpus[name]
+    assert close(g.price_per_hour * HOUR, price) and close(g.power, watts), (name, g.price_per_hour, g.power)
+
+
+def test_the_money_and_power_table_covers_every_std_gpu_and_each_value_has_a_source(gpus):
+    # every GPU (an FP8 variant inherits its base's figures) is in the table above
+    assert {n for n in gpus if n not in FP8_FLOPS} == set(GPU_MONEY_POWER)
+    assert all(gpus[n].price_per_hour is not None and gpus[n].power is not None for n in gpus)
+    # each `price_per_hour` and `power` line of the library cites a source tag
+    text = (STD / "gpus.ccost").read_text(encoding="utf-8")
+    lines = [ln for ln in text.splitlines() if ln.strip().startswith(("price_per_hour", "power"))]
+    assert len(lines) == 2 * len(GPU_MONEY_POWER)
+    assert all("[" in ln.split("#", 1)[1] for ln in lines if "#" in ln) and all("#" in ln for ln in lines)
+
+
 # --- links (catalog section 2; per GPU, per direction) -----------------------------------------------
 
 LINK_BANDWIDTH = {

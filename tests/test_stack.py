@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ccost import check, evaluate, lower
+from ccost import check, evaluate
 from ccost import spec as S
 
 MS, US = 1e-3, 1e-6
@@ -21,10 +21,12 @@ model m { layers = 10; hidden = 1024; heads = 8; kv_heads = 8; params = 50e9; we
 """
 
 
-def doc(text: str, plan: str) -> dict:
+def doc(text: str, plan: str | None) -> dict:
+    """The document of ``plan`` (None: the whole results document)."""
     r = check.check_text(HW + text, "t.ccost")
     assert r.errors == [], [(d.code, d.message) for d in r.errors]
-    return evaluate.evaluate(r.spec).plans[plan].doc
+    res = evaluate.evaluate(r.spec)
+    return evaluate.results_document(res) if plan is None else res.plans[plan].doc
 
 
 def test_overheads_and_hbm_efficiency_add_as_stated():
@@ -117,8 +119,9 @@ def test_ideal_and_an_empty_stack_are_the_notes_model():
 
 
 def test_a_plan_without_a_stack_gets_the_bundled_default_for_its_phase():
-    serving = lower.default_stack("decode")
-    assert serving.name == "serving_default" and lower.default_stack("prefill") is serving
+    defaults = check.default_stacks()  # what the checker gives a plan that names none
+    serving = defaults["decode"]
+    assert serving.name == "serving_default" and defaults["prefill"] is serving and defaults["serve"] is serving
     # current vLLM (bench/fit_stack.py): host time that runs behind the GPU (asynchronous scheduling; vLLM
     # V1's fitted terms, 0 where its rows cannot resolve one), the GPU's work on vLLM's kernel curves; the
     # floor is 0 (the engines run custom one-shot AllReduces inside NVLink; a measured link carries NCCL's)
@@ -126,13 +129,56 @@ def test_a_plan_without_a_stack_gets_the_bundled_default_for_its_phase():
     assert serving.step_overhead >= 0 and 0 < serving.hbm_efficiency < 1
     assert serving.collective_floor >= 0
     assert "bench/fit_stack.py" in serving.source
-    assert lower.default_stack("train").name == "training_default"
+    assert defaults["train"].name == "training_default"
     d = doc("plan p { model = m; cluster = node; phase = decode; batch = 1 }", "p")
     # the default's own numbers, applied as in test_overheads_and_hbm_efficiency_add_as_stated; the host's
     # step_overhead + seq_overhead (one running sequence) runs behind the GPU's 100 GB read: the larger counts
     want = max(100e9 / (2e12 * serving.hbm_efficiency) + 10 * serving.layer_overhead,
                serving.step_overhead + 1 * serving.seq_overhead)
     assert d["compute_time_s"] == pytest.approx(want, **HAND)
+
+
+def test_the_checker_resolves_every_plans_stack():
+    """A checked plan always has its stack: the one it names (or inherits), else its phase's bundled
+    default, with the defaults of every phase kept for a sweep or search that varies the phase."""
+    r = check.check_text(HW + 'import "std/stacks.ccost"\n'
+                         "plan d { model = m; cluster = node; phase = decode; batch = 1 }\n"
+                         "plan t { model = m; cluster = node; phase = train; batch = 1; seq = 128 }\n"
+                         "plan i { model = m; cluster = node; phase = decode; batch = 1; stack = ideal }\n"
+                         "plan j extends i { batch = 2 }\n", "t.ccost")
+    assert r.errors == []
+    plans, defaults = r.spec.plans, check.default_stacks()
+    assert plans["d"].stack is defaults["decode"] and not plans["d"].stack_named
+    assert plans["t"].stack is defaults["train"] and plans["t"].stack.name == "training_default"
+    assert plans["i"].stack.name == "ideal" and plans["i"].stack_named and plans["j"].stack.name == "ideal"
+
+
+def test_varying_the_phase_takes_the_new_phases_default_unless_a_stack_is_named():
+    r = check.check_text(HW + 'import "std/stacks.ccost"\n'
+                         "plan d { model = m; cluster = node; phase = decode; batch = 1; seq = 128 }\n"
+                         "plan i extends d { stack = ideal }\n", "t.ccost")
+    d, i, ideal = r.spec.plans["d"], r.spec.plans["i"], r.spec.stacks["ideal"]
+    assert S.vary(d, phase="train").stack.name == "training_default"
+    assert S.vary(i, phase="train").stack is ideal  # named: kept
+    given = S.vary(d, stack=ideal)
+    assert given.stack_named and S.vary(given, phase="train").stack is ideal
+    # a sweep over the phase prices each point under its own phase's default (as a plan written so would)
+    sw = doc('sweep s { base = d; phase = [decode, train] }\n'
+             "plan d { model = m; cluster = node; phase = decode; batch = 1; seq = 128 }\n"
+             "plan t { model = m; cluster = node; phase = train; batch = 1; seq = 128 }\n", None)
+    assert sw["sweeps"]["s"]["points"][1]["step_time_s"] == sw["plans"]["t"]["step_time_s"]
+
+
+def test_a_plan_built_without_the_checker_needs_a_stack():
+    """The model reads no file: a plan built by hand (not checked) must carry its stack."""
+    from ccost import lower
+
+    gpu = S.Gpu("g", None, None, memory=80e9, hbm_bandwidth=2e12, flops=1e15)
+    cluster = S.Cluster("c", None, None, gpu=gpu, intra_node=S.Link("l", None, None, alpha=1e-6, bandwidth=1e11))
+    model = S.Model("m", None, None, layers=2, hidden=64, heads=2, kv_heads=2, params=1e6)
+    plan = S.Plan("p", None, None, model=model, cluster=cluster)
+    with pytest.raises(AssertionError, match="the checker gives every plan one"):
+        lower.prepare(plan, S.Policy("policy", None, None))
 
 
 def test_an_unknown_stack_is_a_diagnostic():
@@ -209,8 +255,19 @@ def test_a_kv_cache_without_kv_heads_or_latent_is_an_error():
 model nokv { layers = 10; hidden = 1024; heads = 8; params = 1e9 }
 plan p { model = nokv; cluster = node; phase = decode; batch = 1; seq = 100 }
 """, "t.ccost")
+    # `check` reports it (issue 31, item 15), with the rule eval refuses the plan with
+    (d,) = r.errors
+    assert d.code == "E104" and "kv_heads" in d.message and "kv_lora_rank" in d.message
+    # and eval refuses the plan, built past the checker (the same model without kv_heads)
+    from dataclasses import replace
+
+    ok = check.check_text(HW + """
+model kv { layers = 10; hidden = 1024; heads = 8; kv_heads = 8; params = 1e9 }
+plan p { model = kv; cluster = node; phase = decode; batch = 1; seq = 100 }
+""", "t.ccost").spec
+    plan = ok.plans["p"]
     with pytest.raises(CcostError) as e:
-        evaluate.evaluate(r.spec)
+        evaluate.evaluate_plan(replace(plan, model=replace(plan.model, kv_heads=None, heads=None)), ok.policy)
     assert "E104" in str(e.value) and "kv_heads" in str(e.value) and "kv_lora_rank" in str(e.value)
 
 

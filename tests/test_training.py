@@ -28,8 +28,9 @@ POLICY = S.Policy(name="policy", title=None, span=None)
 
 
 def doc(**kw) -> dict:
+    # no stack named: the checker would give the plan the bundled default of its phase
     base = dict(name="p", title=None, span=None, model=GPT3, cluster=CLUSTER, phase="train", batch=1, seq=2048,
-                tp=8, pp=1, dp=1)
+                tp=8, pp=1, dp=1, stack=check.default_stacks()["train"])
     base.update(kw)
     return evaluate.evaluate_plan(S.Plan(**base), POLICY).doc
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -40,6 +40,9 @@ from ccost import axes, costs, derive, lower, results, units
 from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.derive import named
+from ccost.program import Collective, Compute, Program, total
+from ccost.program import on as program_on
+from ccost.schema import phase_kind
 
 Num = Any
 
@@ -73,14 +76,7 @@ class Metrics:
     eta: Num  # “Communication Cost Analysis” §6: η = T_compute / (T_compute + T_exposed)
 
 
-def _sum(xs, empty=0.0):
-    total = None
-    for x in xs:
-        total = x if total is None else total + x
-    return empty if total is None else total
-
-
-def costs_nothing(k: lower.Collective) -> bool:
+def costs_nothing(k: Collective) -> bool:
     """A collective that is exactly free in this plan: no instance per step, or a group of one rank.
     Only decided for scalars (floats, Values); in array mode every collective is summed (adding an exact
     0.0 changes no bit, so skipping it in the scalar modes keeps the modes identical)."""
@@ -90,7 +86,7 @@ def costs_nothing(k: lower.Collective) -> bool:
     return cnt == 0 or size <= 1
 
 
-def analyse(program: lower.Program) -> Metrics:
+def analyse(program: Program) -> Metrics:
     """Totals, step time, overhead, bubble, speedup, efficiency and throughput of a lowered plan."""
     # training: the schedule's own step, ccost.training.analyse_train (ccost.phases picks it)
     assert program.train is None, "a training step is analysed by ccost.training (ccost.phases.analyse)"
@@ -98,15 +94,15 @@ def analyse(program: lower.Program) -> Metrics:
     coll = [k for k in program.collectives if not costs_nothing(k)]
     # A plan without a collective (one GPU) sums no terms: a zero of the right dimension in derive mode.
     t0, b0, n0 = (derive.zero(d, c.T_compute) for d in (units.TIME, units.INFORMATION, units.DIMENSIONLESS))
-    T_comm = named("T_comm", _sum((k.total for k in coll), t0), "communication per step: Σ count × time")
-    T_lat = named("T_lat", _sum((k.count * k.cost.latency for k in coll), t0), "latency term: Σ count·α·hops")
-    T_bw = named("T_bw", _sum((k.count * k.cost.bandwidth_time for k in coll), t0),
+    T_comm = named("T_comm", total((k.total for k in coll), t0), "communication per step: Σ count × time")
+    T_lat = named("T_lat", total((k.count * k.cost.latency for k in coll), t0), "latency term: Σ count·α·hops")
+    T_bw = named("T_bw", total((k.count * k.cost.bandwidth_time for k in coll), t0),
                  "bandwidth term: Σ count·volume/B")
-    volume = named("V_step", _sum((k.count * k.cost.volume for k in coll), b0), "bytes each GPU sends per step")
-    hops = named("hops_step", _sum((k.count * k.cost.hops for k in coll), n0), "latency steps per step")
+    volume = named("V_step", total((k.count * k.cost.volume for k in coll), b0), "bytes each GPU sends per step")
+    hops = named("hops_step", total((k.count * k.cost.hops for k in coll), n0), "latency steps per step")
     hidden = [k.hidden for k in coll if k.hidden is not None]
     if hidden:  # ring attention's sends behind the attention of the block held (lower._ring_attention)
-        T_hid = named("T_hidden", _sum(hidden, t0), "communication hidden behind compute by construction")
+        T_hid = named("T_hidden", total(hidden, t0), "communication hidden behind compute by construction")
         exposed = named("T_exposed", costs.exposed_comm(T_comm - T_hid, x.overlap), "communication not "
                         "hidden: (T_comm − T_hidden)·(1 − overlap)")
     else:
@@ -141,7 +137,7 @@ def analyse(program: lower.Program) -> Metrics:
     return _rated(program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume, hops)
 
 
-def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, ovh) -> Metrics:
+def _steady(program: Program, T_comm, T_lat, T_bw, volume, hops, exposed, ovh) -> Metrics:
     """Serving (decode, prefill) under a stack with ``pipeline = steady``: M micro-batches circulate through
     the P stages with no flush. The collectives were lowered per micro-batch (messages of B/M sequences,
     one micro-batch's path through every stage), so a stage's slot is t_mb + T_exposed/P. A micro-batch's
@@ -178,7 +174,7 @@ def _steady(program: lower.Program, T_comm, T_lat, T_bw, volume, hops, exposed, 
     return _rated(program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume, hops)
 
 
-def _rated(program: lower.Program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume,
+def _rated(program: Program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume,
            hops) -> Metrics:
     """The Metrics of a serving schedule's step (flush or steady): what follows from the step time the same
     way in both, speedup, efficiency, throughput and η."""
@@ -195,11 +191,48 @@ def _rated(program: lower.Program, T_comm, T_lat, T_bw, exposed, latency, step, 
                    speedup, eff, thr, thr_gpu, volume, hops, eta)
 
 
-def gpus_used(program: lower.Program):
+def gpus_used(program: Program):
     """N, the GPUs of the plan: the product of its degrees (``ccost.axes``; an optional axis only when the
     plan prices it), named for the derivation."""
-    on = lower._on(program.static)
+    on = program_on(program.static)
     return named("N", axes.product(program.inputs, on), f"GPUs: {axes.label(on)}")
+
+
+def collective_values(program: Program) -> list[tuple[str, list]]:
+    """(title, values) of each collective of a program that costs something, as ``ccost explain`` groups
+    them: count and message, each candidate's and topology alternative's time, then hops, volume, time
+    and the step's total."""
+    out = []
+    for k in program.collectives:
+        if costs_nothing(k):
+            continue
+        vals: list = [k.count, k.message]
+        vals += [cand.time for cand in k.candidate_costs.values()]
+        if k.group is not None:
+            vals += [alt.time for alt in (k.group.flat, k.group.hierarchical, k.group.split) if alt is not None]
+        vals += [k.cost.hops, k.cost.volume, k.cost.time, k.total]
+        size, cnt = derive.value_of(k.group_size), derive.value_of(k.count)
+        out.append((f"{k.key}: {cnt:g} × {k.kind} ({k.algorithm}) on {size:g} ranks over {k.link} — {k.purpose}",
+                    vals))
+    return out
+
+
+def step_groups(program: Program, m: Metrics, extra: list | tuple = (), totals: list | tuple = ()
+                ) -> list[tuple[str, list]]:
+    """The derivation of one step, grouped for reading (``evaluate.explain_sections`` numbers them): each
+    collective, compute, the cost model's ``extra`` groups, memory by part, then the totals (and the cost
+    model's own ``totals``)."""
+    c = program.compute
+    groups = collective_values(program)
+    groups.append(("compute", [c.weights_gpu, c.kv_gpu, c.bytes_gpu, c.flops_gpu, c.T_mem, c.T_flop,
+                               c.T_stage, c.T_compute, c.T_one, c.bytes_mb, c.flops_mb, c.T_mem_mb,
+                               c.T_flop_mb, c.t_mb]))
+    groups += list(extra)
+    groups.append(("memory", [*c.memory.held, c.memory.total, c.memory.limit]))
+    groups.append(("totals", [m.volume, m.hops, m.T_lat, m.T_bw, m.T_comm, m.exposed, m.latency, m.overhead,
+                              m.bubble, m.in_flight, m.step, m.gpus, m.speedup, m.efficiency, c.tokens_step,
+                              m.throughput, m.throughput_gpu, m.eta, *totals]))
+    return groups
 
 
 def regime(m: Metrics) -> str:
@@ -233,7 +266,7 @@ _t, _b, _gb, _p = results.fmt_time, results.fmt_bytes, results.fmt_gb, results.f
 Verdict = tuple[str, Any, Any, str]
 
 
-def checklist(plan: S.Plan, policy: S.Policy, program: lower.Program, m: Metrics) -> list[dict]:
+def checklist(plan: S.Plan, policy: S.Policy, program: Program, m: Metrics) -> list[dict]:
     """The notes' ten checks (numbered 1–10 as in “Communication Cost Math — Distributed Inference” §7) and memory (11), each with a status
     (pass, warn, fail, n/a), the value it was judged on, the threshold and one sentence."""
     k = _Ctx(plan, policy, program, m)
@@ -246,11 +279,11 @@ class _Ctx:
 
     plan: S.Plan
     policy: S.Policy
-    program: lower.Program
+    program: Program
     m: Metrics
 
     @property
-    def c(self) -> lower.Compute:
+    def c(self) -> Compute:
         return self.program.compute
 
     @property
@@ -259,8 +292,8 @@ class _Ctx:
 
     @property
     def per(self) -> str:
-        """What one step of the plan is: a token while decoding, else a step."""
-        return "token" if self.plan.phase == "decode" else "step"
+        """What one step of the plan is, its phase's ``per``: a token while decoding, else a step."""
+        return phase_kind(self.plan.phase).per
 
 
 def _judge_1(k: _Ctx) -> Verdict:
@@ -273,20 +306,62 @@ def _judge_1(k: _Ctx) -> Verdict:
     else:
         bound = "memory-bound" if (t_mem or 0) >= (t_flop or 0) else "FLOP-bound"
     status = "pass"
-    held = (f"{_gb(finite(c.mem_weights))} of weights held per GPU (FSDP shard + one gathered layer), "
+    held = (f"{_gb(finite(c.memory['weights']))} of weights held per GPU (FSDP shard + one gathered layer), "
             f"{_gb(finite(c.weights_gpu))} used per step" if static.fsdp
             else f"{_gb(finite(c.weights_gpu))} of weights per GPU")
     note = (f"{held}; compute {_t(finite(c.T_compute))} per step ({bound}"
             + (f", {plan.microbatches} micro-batch{'es' if plan.microbatches > 1 else ''} on one GPU"
                if static.train else f", {plan.pp} stages in turn" if plan.pp > 1 else "") + ").")
     if bound == "FLOP-bound" and cluster.gpu.achieved_flops is None:
-        status = "warn"
-        note += f" gpu `{cluster.gpu.name}` has no achieved_flops: peak FLOP/s used, compute is optimistic."
+        status, rate_note = _rate_note(k)
+        note += " " + rate_note
     if static.moe and model.active_params is None:
         status = "warn"
         note += (f" model `{model.name}` gives no active_params: every parameter is counted as active and "
                  "replicated on each EP rank (conservative).")
-    return status, finite(c.mem_weights), None, note
+    return status, finite(c.memory["weights"]), None, note
+
+
+def _gemm_rate(k: _Ctx) -> float | None:
+    """The FLOP/s the weight GEMMs ran at: their FLOPs over their FLOP time in the per-operator roofline
+    (a measured kernel curve's rate at the step's token rows, or ``Inputs.R``), else ``Inputs.R`` (the
+    whole-step roofline, training: the rate its GEMMs ran at) — what ``ccost explain`` derives as R_GEMM or R."""
+    tt = getattr(k.program, "train", None)
+    if tt is not None and tt.r_gemm is not None:
+        return finite(tt.r_gemm)
+    for row in k.c.operators or ():
+        if row[0] == "weight GEMMs":
+            flops, t_flop = finite(row[2]), finite(row[5])
+            if flops and t_flop:
+                return flops / t_flop
+    return finite(k.program.inputs.R)
+
+
+def _rate_note(k: _Ctx) -> tuple[str, str]:
+    """(status, sentence): what FLOP/s the compute was priced at, from the values the formulas used rather
+    than from what the GPU lacks (issue 26: the note said "peak FLOP/s used" while the stack's
+    gemm_efficiency was applied). ``warn`` unless the rate comes from measured kernel curves."""
+    gpu, plan = k.plan.cluster.gpu, k.plan
+    rate = _gemm_rate(k)
+    stack = plan.stack  # the checker's: the plan's own, or its phase's bundled default
+    eff = stack.gemm_efficiency
+    fmt = lambda x: units.format_quantity(x, units.FLOP_RATE)  # noqa: E731
+    if rate is None:
+        return "warn", f"gpu `{gpu.name}` has no achieved_flops."
+    if k.static.kernel_gemm:
+        share = (f" × the stack's framework_efficiency {_p(stack.framework_efficiency)}" if k.static.train else "")
+        return "pass", (f"The weight GEMMs run at {fmt(rate)} on gpu `{gpu.name}`'s measured kernel curve "
+                        f"`{k.static.kernels}` (stack `{stack.name}`: rates = kernels), at this step's token rows"
+                        f"{share}.")
+    peak_name, peak = "flops", gpu.flops
+    if gpu.fp8_flops is not None and math.isclose(rate, gpu.fp8_flops * eff, rel_tol=1e-9):
+        peak_name, peak = "fp8_flops", gpu.fp8_flops
+    if math.isclose(rate, peak, rel_tol=1e-9):
+        return "warn", (f"gpu `{gpu.name}` has no achieved_flops and stack `{stack.name}` no gemm_efficiency "
+                        f"below 100 %: the peak {fmt(rate)} is used, so compute is optimistic.")
+    return "warn", (f"gpu `{gpu.name}` has no achieved_flops: the weight GEMMs run at {fmt(rate)}, its "
+                    f"{peak_name} {fmt(peak)} × stack `{stack.name}`'s gemm_efficiency {_p(eff)}, an estimate; "
+                    "measure achieved_flops.")
 
 
 def _judge_2(k: _Ctx) -> Verdict:
@@ -319,7 +394,7 @@ def _judge_3(k: _Ctx) -> Verdict:
                     "spec sheets are optimistic.")
         else:
             # Issue 15: the profile that priced the plan counts too (its overheads, efficiencies, floor).
-            stack = plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
+            stack = plan.stack  # the checker's: the plan's own, or its phase's bundled default
             if (stack.source or "").strip().lower().startswith("measured"):
                 return ("pass", "measured", "measured",
                         f"Measured α/β ({srcs}) and stack profile ({stack.name}: {stack.source}).")
@@ -417,13 +492,10 @@ def _judge_10(k: _Ctx) -> Verdict:
 def _judge_11(k: _Ctx) -> Verdict:
     """11. memory"""
     c = k.c
-    mem, limit = finite(c.mem_total), finite(c.mem_limit)
+    mem, limit = finite(c.memory.total), finite(c.memory.limit)
     fits = mem is not None and limit is not None and mem <= limit
-    parts = [f"weights {_gb(finite(c.mem_weights))}"]
-    for what, nbytes in (("KV cache", c.mem_kv), ("gradients", c.mem_grads), ("optimizer", c.mem_optimizer),
-                         ("activations", c.mem_activations)):
-        if finite(nbytes):
-            parts.append(f"{what} {_gb(finite(nbytes))}")
+    parts = [f"{p.word} {_gb(finite(c.memory[p.name]))}" for p in results.MEMORY_PARTS
+             if p.always or finite(c.memory[p.name])]
     held = f"{_gb(mem)} per GPU ({' + '.join(parts)})"
     of_gpu = f"{_p(k.policy.max_memory)} of {_gb(k.plan.cluster.gpu.memory)}"
     if fits:
@@ -465,7 +537,7 @@ TITLES = {i.id: i.title for i in ITEMS}
 VALUE_KEYS = {i.id: i.value_key for i in ITEMS if i.value_key}
 
 
-def _links_used(program: lower.Program, cluster: S.Cluster) -> list[S.Link]:
+def _links_used(program: Program, cluster: S.Cluster) -> list[S.Link]:
     """The cluster's links that carry at least one collective with a cost, intra-node first."""
     names: set[str] = set()
     for k in program.collectives:
@@ -487,7 +559,7 @@ def sweep_points(sweep: S.Sweep):
         # a swept reference (cluster = [a, b]) is shown by its name
         shown = {k: getattr(v, "name", v) for k, v in assign.items()}
         label = ",".join(f"{k}={v}" for k, v in shown.items())
-        yield shown, replace(base, name=f"{sweep.name}[{label}]", **assign)
+        yield shown, S.vary(base, name=f"{sweep.name}[{label}]", **assign)
 
 
 def cost_thresholds(policy: S.Policy) -> list[float]:
@@ -496,11 +568,12 @@ def cost_thresholds(policy: S.Policy) -> list[float]:
 
 
 def optima(points: list[dict], names: list[str], policy: S.Policy) -> tuple[dict | None, dict]:
-    """(time-optimal point, {threshold: cost-optimal point}) among the feasible points that fit memory
-    (all feasible points when none fits). Cost-optimal: the most GPUs whose efficiency stays at or above
-    the threshold (ties: the faster)."""
+    """(time-optimal point, {threshold: cost-optimal point}) among the feasible points that fit memory: a
+    layout that does not fit runs nowhere, so it is never an optimum (issue 26; None and no cost-optimal
+    point when none fits). Cost-optimal: the most GPUs whose efficiency stays at or above the threshold
+    (ties: the faster)."""
     ok = [p for p in points if p.get("step_time_s") is not None]
-    fit = [p for p in ok if p.get("fits_memory")] or ok
+    fit = [p for p in ok if p.get("fits_memory")]
 
     def key_of(p):
         return {k: p[k] for k in names}

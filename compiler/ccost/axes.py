@@ -91,9 +91,11 @@ def used(plan: Any) -> tuple[Axis, ...]:
     return tuple(a for a in AXES if not a.optional or getattr(plan, a.name) > 1)
 
 
-def active(plan: Any) -> frozenset[str]:
-    """The optional axes a plan prices (degree above 1, in a phase where the axis applies)."""
-    return frozenset(a.name for a in AXES if a.optional and a.applies(plan.phase) and getattr(plan, a.name) > 1)
+def active(plan: Any, phase: str | None = None) -> frozenset[str]:
+    """The optional axes a plan prices (degree above 1, in a phase where the axis applies; ``phase``: the
+    plan's own unless one of its steps is another phase's)."""
+    phase = plan.phase if phase is None else phase
+    return frozenset(a.name for a in AXES if a.optional and a.applies(phase) and getattr(plan, a.name) > 1)
 
 
 def _names(on: Iterable[str] | None) -> tuple[str, ...]:

@@ -57,7 +57,7 @@ CODES: dict[str, str] = {
     "E003": "unterminated string or block",
     "E004": "two members on one line",
     "E005": "missing `=` in a member",
-    "E006": "expression nested too deeply",
+    "E006": "expression nested too deeply or of too many operators",
     "E101": "unknown reference",
     "E102": "duplicate name",
     "E103": "unknown field",
@@ -70,17 +70,18 @@ CODES: dict[str, str] = {
     "E110": "a keyword used as a name",
     "E111": "unknown function or wrong arguments",
     "E112": "reference cycle between fields (`a.x` needs `b.y` needs `a.x`)",
-    "E113": "import refused: outside the project or std/, absolute, or nested too deeply",
+    "E113": "import refused: outside the project or std/, absolute, nested too deeply, or past the total size",
     "E201": "wrong dimension for a field",
     "E202": "unknown unit",
     "E203": "value out of range",
     "E204": "not one of the allowed values",
     "E205": "wrong type (number, string, list, reference)",
     "E206": "units do not combine",
+    "E207": "fields of one block contradict each other (a model's heads, experts or parameter split)",
     "E301": "parallel degrees do not fit the cluster",
     "E302": "inter_node link missing on a multi-node cluster",
     "E401": "plan cannot be evaluated",
-    "E402": "search too large",
+    "E402": "search, sweep or written list too large",
     "E404": "a search's model × cluster × phase × stack combination cannot be evaluated",
     "E403": "a cost asked of a plan that is not priced (no price per GPU-hour or node-hour)",
     "E501": "calibration log cannot be read or fitted",
@@ -91,7 +92,7 @@ CODES: dict[str, str] = {
     "E510": "a Hugging Face config.json cannot be read or does not describe a model",
     "W510": "config.json's parameter count disagrees with the checkpoint's size",
     "E511": "`ccost init`: the file to write already exists or cannot be written",
-    "E512": "an optional part of ccost is not installed (`pip install 'ccost[lsp]'`)",
+    "E512": "an optional part of ccost (an extra: `lsp`, `distributed`) is not installed; the help gives the command",
     "E513": "a search's worker processes or Dask cluster failed (scheduler unreachable, worker died)",
     "W301": "tensor-parallel group leaves the NVLink domain",
     "W302": "tensor parallelism does not divide kv_heads",
@@ -110,10 +111,9 @@ CODES: dict[str, str] = {
 #: tests/test_diagnostic_codes.py holds both ways: every code in the sources is in ``CODES``, and every
 #: code in ``CODES`` is raised somewhere or is here.
 RESERVED: dict[str, str] = {
-    "W401": "memory that does not fit is judged with the cost model, not by the checker: checklist item 11 of "
-            "`ccost eval` (`fits_memory` in the results), which `ccost check --policy` gates on",
-    "W402": "a FLOP-bound plan on a GPU without `achieved_flops` is a `warn` of checklist item 1, and "
-            "`ccost explain` says peak FLOP/s was used",
+    "W402": "a FLOP-bound plan on a GPU without `achieved_flops` is a `warn` of checklist item 1, whose note "
+            "says which FLOP/s the compute was priced at (the peak, peak × the stack's gemm_efficiency, or a "
+            "measured kernel curve's rate, which passes), as `ccost explain` derives it",
 }
 
 

@@ -29,6 +29,7 @@ from typing import Any, Mapping
 from ccost import results as R
 from ccost import spec as S
 from ccost import units
+from ccost.schema import PHASE_KINDS
 
 #: Results whose relative change is smaller than this are not listed (``ccost diff --threshold``, ``--all``).
 DEFAULT_THRESHOLD = 0.001
@@ -364,15 +365,11 @@ def _result_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any],
 COST_METRICS = ("cost_per_mtok_usd", "cost_per_hour_usd", "power_w", "tokens_per_joule")
 
 
-#: The request figures of a serve plan a diff lists (its ``serve`` section, ``ccost.serve``).
-SERVE_METRICS = ("ttft_s", "tpot_s", "request_latency_s", "requests_per_s", "output_tokens_per_s")
-
-
 def _cost_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any],
                   threshold: float = 0.0, section: str = "cost",
                   keys: tuple[str, ...] = COST_METRICS) -> tuple[list[ResultChange], int]:
-    """The plan's changed cost and power (``cost.cost_per_mtok_usd``, ...), or with ``section="serve"`` its
-    request figures, beyond ``threshold``."""
+    """The plan's changed cost and power (``cost.cost_per_mtok_usd``, ...), or with a phase's ``section``
+    and ``diff_keys`` (``ccost.schema.PHASE_KINDS``; a serve plan's request figures), beyond ``threshold``."""
     ca, cb = a.get(section) or {}, b.get(section) or {}
     out, small = [], 0
     for key in keys:
@@ -499,9 +496,12 @@ def compare(old: Side, new: Side, threshold: float = DEFAULT_THRESHOLD) -> SpecD
             changed, small = _cost_changes(name, pa[name], pb[name], threshold)
             results += changed
             below += small
-            changed, small = _cost_changes(name, pa[name], pb[name], threshold, "serve", SERVE_METRICS)
-            results += changed
-            below += small
+            for kind in PHASE_KINDS:  # a phase's own figures a diff lists (a serve plan's: ccost.serve)
+                if kind.diff_keys:
+                    changed, small = _cost_changes(name, pa[name], pb[name], threshold, kind.section,
+                                                   kind.diff_keys)
+                    results += changed
+                    below += small
             checklist += _checklist_changes(name, pa[name], pb[name])
     sa, sb = ra.get("sweeps") or {}, rb.get("sweeps") or {}
     for name in sb:

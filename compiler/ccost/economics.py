@@ -30,9 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ccost import derive, lower, units
+from ccost import derive, units
 from ccost import spec as S
 from ccost.derive import named
+from ccost.schema import phase_kind
 
 Num = Any
 
@@ -40,10 +41,6 @@ HOUR_S = 3600.0
 #: A month of 730 hours: a year of 8,760 hours over 12 (what cloud providers bill a month as).
 MONTH_S = 730.0 * HOUR_S
 MTOK = 1e6
-
-#: Which tokens a phase's throughput counts.
-TOKEN_KIND = {"decode": "output", "prefill": "input", "train": "training", "serve": "output"}
-
 
 @dataclass(frozen=True)
 class Pricing:
@@ -129,7 +126,7 @@ def economics(plan: S.Plan, pr: Pricing, gpus: Num, throughput: Num, derivation:
     """The plan's money and power from its GPUs ``gpus`` (tp·pp·ep·dp) and ``throughput`` (tokens/s), in
     the mode of those two (floats, arrays or Values; ``derivation`` makes the inputs leaves)."""
     D = derivation
-    kind = TOKEN_KIND.get(plan.phase, "training")
+    kind = phase_kind(plan.phase).token_kind  # which tokens the phase's throughput counts
     sub = {"output": "out", "input": "in", "training": "train"}[kind]
     load = _leaf(D, "load", plan.load, units.DIMENSIONLESS, "share of the month the plan runs at its throughput",
                  f"plan {plan.name}" + ("" if "load" in plan.spans else " (default: 100 %)"), style="percent")
@@ -146,7 +143,7 @@ def economics(plan: S.Plan, pr: Pricing, gpus: Num, throughput: Num, derivation:
         power_gpu = named("P_GPU", p_node_w / g, "power per GPU, host share included: P_node / G")
     elif pr.gpu_power is not None:
         tdp = _leaf(D, "P_TDP", pr.gpu_power, units.POWER, "power of one GPU under load", pr.power_source)
-        stack = plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
+        stack = plan.stack  # the checker's: the plan's own, or its phase's bundled default
         if pr.host_power:
             host = _leaf(D, "P_host", pr.host_power, units.POWER, "power of one node besides its GPUs",
                          f"cluster {pr.cluster}: host_power")

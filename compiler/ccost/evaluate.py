@@ -25,6 +25,8 @@ from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.derive import Step
 from ccost.diagnostics import CcostError, Diagnostics, error
+from ccost.results import MEMORY_PARTS
+from ccost.schema import phase_kind
 
 
 @dataclass(frozen=True)
@@ -53,37 +55,27 @@ class Results:
 # ---------------------------------------------------------------------------------------------------
 
 def evaluate_plan(plan: S.Plan, policy: S.Policy) -> PlanResult:
-    """Price one plan in float mode. Raises ``CcostError`` (E401, E301, ...) for a plan that cannot be
-    evaluated: a diagnostic, never a traceback or a NaN."""
-    if plan.phase == "serve":
-        return _evaluate_serve(plan, policy)
-    program = phases.lower_plan(plan, policy)
-    metrics = phases.analyse(program)
+    """Price one plan in float mode, by its phase (``ccost.phases``). Raises ``CcostError`` (E401, E301, ...)
+    for a plan that cannot be evaluated: a diagnostic, never a traceback or a NaN."""
+    phase = phases.of(plan)
+    evaluable(plan)
+    priced = phase.price(plan, policy, False)
+    program, metrics = priced.program, priced.metrics
     econ = plan_economics(plan, policy, metrics)
     items = analysis.checklist(plan, policy, program, metrics)
     items.append(cost_item(plan, policy, econ))
     doc = plan_document(plan, program, metrics, items)
+    if phase.record is not None:
+        doc[phase.kind.section] = phase.record(plan, priced)
     doc["cost"] = cost_document(plan, econ)
     return PlanResult(plan, program, metrics, items, doc)
 
 
-def _evaluate_serve(plan: S.Plan, policy: S.Policy) -> PlanResult:
-    """A serve plan (``ccost.serve``): the decode step's document and checklist, the plan's throughput in
-    output tokens/s, and the ``serve`` section with TTFT, TPOT and requests/s."""
-    from dataclasses import replace
-
-    from ccost import serve
-
-    t = serve.terms(plan, policy)
-    m = serve.metrics_for_plan(t)
-    shown = replace(plan, batch=plan.concurrency)  # the layout's batch: the decode step's sequences
-    econ = plan_economics(plan, policy, m)
-    items = analysis.checklist(shown, policy, t.dec, m)
-    items.append(cost_item(plan, policy, econ))
-    doc = plan_document(shown, t.dec, m, items)
-    doc["serve"] = serve.record(plan, t)
-    doc["cost"] = cost_document(plan, econ)
-    return PlanResult(plan, t.dec, m, items, doc)
+def evaluable(plan: S.Plan) -> None:
+    """Raise ``CcostError`` for a plan the model cannot price: the rules that need no cost model
+    (``check.plan.evaluation_errors``, its phase's own among them). The model (``lower.prepare`` and what it
+    feeds) takes the plan as evaluable: it never imports the checker."""
+    Diagnostics(evaluation_errors(plan)).raise_if_errors()
 
 
 def plan_economics(plan: S.Plan, policy: S.Policy, m: analysis.Metrics,
@@ -224,13 +216,13 @@ def collective_record(k: lower.Collective) -> dict:
 def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, items: list) -> dict:
     """The document section of one plan: INTERFACE.md's keys, in its order, then extras."""
     c = program.compute
-    mem = _f(c.mem_total)
-    limit = _f(c.mem_limit)
+    mem = _f(c.memory.total)
+    limit = _f(c.memory.limit)
     doc: dict[str, Any] = {
         "title": plan.title or plan.name,
         "gpus": plan.gpus,
         # what the GPU holds (FSDP: its shard + one gathered layer); compute.bytes_read_per_gpu is what it reads
-        "weight_bytes_per_gpu": _f(c.mem_weights),
+        "weight_bytes_per_gpu": _f(c.memory["weights"]),
         "memory_bytes_per_gpu": mem,
         "fits_memory": bool(mem is not None and limit is not None and mem <= limit),
         "compute_time_s": _f(c.T_compute),
@@ -246,7 +238,9 @@ def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, ite
         "regime": analysis.regime(m),
         # extra keys
         "phase": plan.phase,
-        "layout": {**{a.name: getattr(plan, a.name) for a in axes.used(plan)}, "batch": plan.batch,
+        # a serve plan's batch is its concurrency: the sequences its (decode) step runs
+        "layout": {**{a.name: getattr(plan, a.name) for a in axes.used(plan)},
+                   "batch": getattr(plan, phase_kind(plan.phase).rows),
                    "seq": plan.seq, "microbatches": plan.microbatches, "fsdp": plan.fsdp,
                    "allreduce": plan.allreduce, "cross_node": plan.cross_node,
                    "overlap": plan.overlap},
@@ -265,46 +259,13 @@ def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, ite
             "bytes_read_per_gpu": _f(c.bytes_gpu),
             "flops_per_gpu": _f(c.flops_gpu),
         },
-        "memory": {
-            "weights_bytes": _f(c.mem_weights),
-            "kv_cache_bytes": _f(c.mem_kv),
-            "gradient_bytes": _f(c.mem_grads),
-            "optimizer_bytes": _f(c.mem_optimizer),
-            "activation_bytes": _f(c.mem_activations),
-            "limit_bytes": limit,
-        },
+        "memory": {**{p.key: _f(c.memory[p.name]) for p in MEMORY_PARTS}, "limit_bytes": limit},
         "volume_bytes_per_step": _f(m.volume),
         "hops_per_step": _f(m.hops),
         "collectives": [collective_record(k) for k in program.collectives if not analysis.costs_nothing(k)],
         "checklist": items,
     }
-    if program.train is not None:
-        doc["training"] = training_record(plan, program, m)
     return doc
-
-
-def training_record(plan: S.Plan, program: lower.Program, m: analysis.Metrics) -> dict:
-    """The training section of a plan's document (ccost.training)."""
-    from ccost import training
-
-    tt = program.train
-    rate, mfu = training.model_rates(program, m)
-    return {
-        "schedule": plan.schedule,
-        "virtual_stages": int(_f(program.inputs.v) or 1),
-        "recompute": plan.recompute,
-        "sequence_parallel": program.static.sp,
-        "optimizer_sharding": "fsdp" if program.static.fsdp else plan.optimizer_sharding,
-        "model_flops_per_token": _f(tt.flops_model_token),
-        "model_flops_per_gpu_s": _f(rate),
-        "mfu": _f(mfu),
-        "forward_time_s": _f(tt.t_fwd),
-        "backward_time_s": _f(tt.t_bwd),
-        "exposed_per_microbatch_s": _f(tt.c_mb),
-        "exposed_once_s": _f(tt.once),
-        "microbatches_in_flight": _f(tt.in_flight_mb),
-        "activation_bytes_per_token_layer": _f(tt.act_token_layer),
-    }
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -367,10 +328,6 @@ def _searches(spec: S.Spec, diags: Diagnostics, progress=None) -> dict:
 GPU_AXES = frozenset(axes.NAMES)
 
 
-#: The serve figures a sweep point of a serve plan adds (its `serve` section's keys).
-SERVE_POINT = ("ttft_s", "tpot_s", "requests_per_s", "output_tokens_per_s")
-
-
 def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
     """A sweep: every point priced as a plan, the time-optimal point, the cost-optimal point per
     efficiency threshold (both only when the sweep varies a GPU count, ``GPU_AXES``; else None and {}),
@@ -396,8 +353,9 @@ def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
             "bandwidth_term_s": d["bandwidth_term_s"], "throughput_tokens_s": d["throughput_tokens_s"],
             "memory_bytes_per_gpu": d["memory_bytes_per_gpu"], "fits_memory": d["fits_memory"],
         })
-        if "serve" in d:  # a serve plan's request figures (ccost.serve): what a concurrency sweep is for
-            point.update({k: d["serve"][k] for k in SERVE_POINT})
+        kind = phase_kind(plan.phase)
+        if kind.sweep_keys:  # a serve plan's request figures (ccost.serve): what a concurrency sweep is for
+            point.update({k: d[kind.section][k] for k in kind.sweep_keys})
         points.append(point)
     if GPU_AXES & set(names):
         t_opt, c_opt = analysis.optima(points, names, policy)
@@ -418,7 +376,8 @@ def continuous_optimum(sw: S.Sweep) -> float | None:
     """N* = W·ln2/(2·α·c·L·BW) (“Communication Cost Math — Distributed Inference” §6) when the notes' model applies: the sweep varies tp only, on a
     decode plan with the tree AllReduce, c = 2 AllReduces per layer, α of the intra-node link."""
     base = sw.base
-    if base is None or [f for f, _ in sw.fields] != ["tp"] or base.phase != "decode" or base.allreduce != "tree":
+    if (base is None or [f for f, _ in sw.fields] != ["tp"] or not phase_kind(base.phase).closed_form_tp
+            or base.allreduce != "tree"):
         return None
     model, cluster = base.model, base.cluster
     if model is None or cluster is None or cluster.gpu is None or cluster.intra_node is None:
@@ -476,46 +435,11 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
         raise CcostError(error("E101", f"no plan named `{plan_name}` in {spec.path}", None,
                                f"did you mean `{close[0]}`?" if close else
                                "plans: " + ", ".join(spec.plans) if spec.plans else "the spec has no plans"))
-    if plan.phase == "serve":
-        from ccost import serve
-        return _sections(serve.explain_groups(
-            plan, spec.policy, lambda m: plan_economics(plan, spec.policy, m, derivation=True).values))
-    program = phases.lower_plan(plan, spec.policy, derivation=True)
-    m = phases.analyse(program)
-    c = program.compute
-    groups: list[tuple[str, list]] = []
-    for k in program.collectives:
-        if analysis.costs_nothing(k):
-            continue
-        vals: list = [k.count, k.message]
-        for cand in k.candidate_costs.values():
-            vals.append(cand.time)
-        if k.group is not None:
-            for alt in (k.group.flat, k.group.hierarchical, k.group.split):
-                if alt is not None:
-                    vals += [alt.time]
-        vals += [k.cost.hops, k.cost.volume, k.cost.time, k.total]
-        size = derive.value_of(k.group_size)
-        cnt = derive.value_of(k.count)
-        title = f"{k.key}: {cnt:g} × {k.kind} ({k.algorithm}) on {size:g} ranks over {k.link} — {k.purpose}"
-        groups.append((title, vals))
-    groups.append(("compute", [c.weights_gpu, c.kv_gpu, c.bytes_gpu, c.flops_gpu, c.T_mem, c.T_flop,
-                               c.T_stage, c.T_compute, c.T_one, c.bytes_mb, c.flops_mb, c.T_mem_mb,
-                               c.T_flop_mb, c.t_mb]))
-    if program.train is not None:
-        from ccost import training
-        rate, mfu = training.model_rates(program, m)
-        groups.append(("training: FLOPs, activations, overlap", list(program.train.groups)))
-        groups.append(("memory", [c.mem_weights, c.mem_grads, c.mem_optimizer, c.mem_activations, c.mem_total,
-                                  c.mem_limit]))
-    else:
-        rate = mfu = None
-        groups.append(("memory", [c.mem_weights, c.mem_kv, c.mem_grads, c.mem_optimizer, c.mem_total,
-                                  c.mem_limit]))
-    groups.append(("totals", [m.volume, m.hops, m.T_lat, m.T_bw, m.T_comm, m.exposed, m.latency, m.overhead,
-                              m.bubble, m.in_flight, m.step, m.gpus, m.speedup, m.efficiency, c.tokens_step,
-                              m.throughput, m.throughput_gpu, m.eta] + ([rate, mfu] if rate is not None else [])))
-    groups.append(("cost and power", plan_economics(plan, spec.policy, m, derivation=True).values))
+    phase = phases.of(plan)
+    evaluable(plan)
+    priced = phase.price(plan, spec.policy, True)
+    groups = phase.explain(plan, priced)
+    groups.append(("cost and power", plan_economics(plan, spec.policy, priced.metrics, derivation=True).values))
     return _sections(groups)
 
 

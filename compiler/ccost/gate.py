@@ -98,3 +98,38 @@ def policy_passes(spec: S.Spec, results: Any) -> list[str]:
         if not any(i.get("status") == "fail" for i in items):
             out.append(pass_line(name, items))
     return out
+
+
+#: The checklist item that judges memory per GPU against the policy's share of the GPU (``ccost.analysis``).
+MEMORY_ITEM = 11
+
+
+def model_diagnostics(spec: S.Spec) -> list:
+    """What ``ccost check`` learns from the cost model about the plans written in ``spec`` (issue 26, item
+    2: memory is known at check time): W401 for a plan whose memory per GPU fails checklist item 11 (the
+    rule the review, ``eval`` and this gate judge memory by, so the three agree), and the diagnostics of
+    a plan the model refuses that the checker did not (none is known: ``check`` runs the same plan rules).
+    The checker itself sits below the cost model (``ccost.check``), so the ``check`` command calls this."""
+    from ccost import evaluate
+    from ccost.diagnostics import CcostError, warning
+
+    out = []
+    for name in spec.local_plans:
+        plan = spec.plans[name]
+        try:
+            r = evaluate.evaluate_plan(plan, spec.policy)
+        except CcostError as exc:
+            out.extend(exc.diagnostics)
+            continue
+        item = next((i for i in r.checklist if i.get("id") == MEMORY_ITEM), None)
+        if item is None or item.get("status") != "fail" or plan.cluster is None or plan.cluster.gpu is None:
+            continue
+        gpu = plan.cluster.gpu
+        out.append(warning(
+            "W401", f"plan `{name}` does not fit in GPU memory: it needs {_bytes(item['value'])} per GPU, more "
+            f"than its limit of {_bytes(item['threshold'])} ({units.format_percent(spec.policy.max_memory)} of the "
+            f"{_bytes(gpu.memory)} of gpu `{gpu.name}`)", plan.span,
+            help="shard it over more GPUs (tp, pp; in training also fsdp or optimizer_sharding) or hold fewer "
+                 "sequences; `ccost eval` itemises the memory (checklist item 11), and `check --policy` fails "
+                 "on it"))
+    return out

@@ -1,6 +1,6 @@
 """The layout rules of a plan, written once: does its layout fit the cluster and divide the model evenly?
 
-``ccost.check`` warns with them (E301, W301–W304, W307, W308), ``ccost.lower`` refuses a plan it cannot
+``ccost.check`` warns with them (E301, W301–W304, W307, W308), ``ccost.evaluate`` refuses a plan the model cannot
 price (E301, E401: ``ccost.check.plan.evaluation_errors``), the checklist judges items 7 and 8 with them
 and the search applies them as constraints to whole arrays of layouts. So every predicate works on Python
 numbers and on numpy arrays alike: only arithmetic and comparisons, no ``if`` on a degree, no

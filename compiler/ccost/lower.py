@@ -78,17 +78,14 @@ decode, ``seq`` otherwise), d = hidden, L = layers:
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
-from ccost import axes, check, collectives, costs, derive, kernels, units
+from ccost import axes, costs, derive, kernels, units
 from ccost import spec as S
-from ccost.check.plan import evaluation_errors
 from ccost.derive import floor, maximum, minimum, named
-from ccost.diagnostics import Diagnostics
+from ccost.program import Collective, Compute, Program, collective, memory, on, p2p
+from ccost.schema import PhaseKind, phase_kind
 
 Num = Any  # float | np.ndarray | derive.Value
 
@@ -104,7 +101,7 @@ class Static:
     """The structural choices of a plan: fixed per plan, never arrays, decided in Python."""
 
     plan: str
-    phase: str  # decode | prefill | train
+    phase: str  # the phase whose step this is (ccost.schema.PHASE_KINDS; ccost.phases picks its cost model)
     algorithm: str  # an AllReduce algorithm of ccost.collectives.ALGORITHMS, or auto
     cross_node: str  # auto | flat | hierarchical
     fsdp: bool
@@ -145,10 +142,8 @@ class Static:
     kernel_attention: bool = False
     kernels: str | None = None
     host_overlap: bool = False  # decode, prefill: host time runs behind the GPU's step (max, not sum)
-
-    @property
-    def train(self) -> bool:
-        return self.phase == "train"
+    train: bool = False  # a training step (its phase ``trains``: ccost.training's model)
+    seq_step: bool = False  # every sequence brings its `seq` tokens to the step (prefill), not one (decode)
 
 
 @dataclass(frozen=True)
@@ -227,22 +222,38 @@ def with_arrays(x: Inputs, **arrays) -> Inputs:
     return replace(x, **arrays)
 
 
-def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[Static, Inputs]:
-    """The ``Static`` choices and ``Inputs`` of a checked plan: floats, or (``derivation=True``) named
-    derivation leaves with units and sources. Raises ``CcostError`` for a plan that cannot be evaluated."""
-    Diagnostics(evaluation_errors(plan)).raise_if_errors()
-    model, cluster = plan.model, plan.cluster
+@dataclass(frozen=True)
+class Step:
+    """A step of another phase that a plan runs (``ccost.serve``: a serve plan's decode and mixed steps are
+    decode and prefill steps): its phase, and the context ``seq`` its KV cache holds (None: no KV cache).
+    ``prepare`` prices it as the plan's own step of that phase; the rows it runs (``B``) and its contexts are
+    then given with ``with_arrays``."""
+
+    phase: str
+    seq: int | None
+
+
+def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False,
+            step: Step | None = None) -> tuple[Static, Inputs]:
+    """The ``Static`` choices and ``Inputs`` of a checked plan (or of one ``step`` of it): floats, or
+    (``derivation=True``) named derivation leaves with units and sources. The plan is one the caller has
+    checked can be evaluated (``ccost.check.plan.evaluation_errors``, which ``ccost.evaluate`` and
+    ``ccost.search`` run first); its stack is the checker's (the bundled default when it names none)."""
+    model, cluster, stack = plan.model, plan.cluster, plan.stack
     assert model is not None and cluster is not None and cluster.gpu is not None
+    assert stack is not None, f"plan `{plan.name}` has no stack: the checker gives every plan one"
+    phase, seq = (plan.phase, plan.seq) if step is None else (step.phase, step.seq)
     gpu = cluster.gpu
     moe = bool(model.is_moe and model.experts and model.experts > 1)
     params = float(model.params) if model.params else model.total_weight_bytes / S.DTYPE_BYTES[model.weights]
     active = float(model.active_params) if (moe and model.active_params) else params
     heads_known = bool(model.heads)
     kv_heads_known = bool(model.kv_heads) or heads_known
-    kv = bool(plan.seq) and plan.phase in ("decode", "prefill")
-    stack = plan.stack if plan.stack is not None else default_stack(plan.phase)
-    roofline = "step" if plan.phase == "train" else stack.roofline
-    kern = (kernels_for(gpu, stack) if (roofline == "operator" or plan.phase == "train") and gpu.achieved_flops is None
+    kind = phase_kind(phase)
+    kv = bool(seq) and kind.kv_cache
+    roofline = "step" if kind.trains else stack.roofline
+    # a training step prices its GEMMs and attention on the curves too, under a stack with rates = kernels
+    kern = (kernels_for(gpu, stack) if (roofline == "operator" or kind.trains) and gpu.achieved_flops is None
             else None)
     fp8_w = model.weights == "fp8" and gpu.fp8_flops is not None
     gemm_curve = kern.gemm(fp8_w) if kern is not None else None
@@ -252,11 +263,11 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         # operation as the GPU's other blocks measured it, the first that has one
         gemm_kern = next((k for k in gpu.kernels if k.gemm(fp8_w) is not None), kern)
         gemm_curve = gemm_kern.gemm(fp8_w)
-    attn_curve = kern is not None and static_kv_curve(kern, "prefill" if plan.phase == "train" else plan.phase)
+    attn_curve = kern is not None and (kern.prefill_attention if kind.trains else static_kv_curve(kern, kind))
     static = Static(
-        plan=plan.name, phase=plan.phase, algorithm=plan.allreduce,
-        cross_node=plan.cross_node, fsdp=bool(plan.fsdp) and plan.phase == "train",
-        moe=moe, kv=kv, kv_read=kv and plan.phase == "decode",
+        plan=plan.name, phase=phase, algorithm=plan.allreduce,
+        cross_node=plan.cross_node, fsdp=bool(plan.fsdp) and kind.trains,
+        moe=moe, kv=kv, kv_read=kv and kind.reads_kv,
         kv_heads_known=kv_heads_known, heads_known=heads_known, compute_given=plan.compute_time is not None,
         intra=costs.LinkParams.from_link(cluster.intra_node, derivation, "intra"),
         inter=(costs.LinkParams.from_link(cluster.inter_node, derivation, "inter")
@@ -266,23 +277,24 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         one_shot_volume=plan.one_shot_volume,
         schedule=plan.schedule, recompute=plan.recompute, sp=bool(plan.sequence_parallel) and plan.tp > 1,
         zero=plan.optimizer_sharding, overlap_given="overlap" in plan.spans,
-        tp_overlap=bool(stack.tp_comm_overlap), **{a: True for a in axes.active(plan)},
-        stack=stack.name, stack_source=stack.source, stack_default=plan.stack is None,
+        tp_overlap=bool(stack.tp_comm_overlap), **{a: True for a in axes.active(plan, phase)},
+        stack=stack.name, stack_source=stack.source, stack_default=not plan.stack_named,
         overheads=bool(stack.step_overhead or stack.layer_overhead
-                       or (stack.seq_overhead and plan.phase != "train")), floor=bool(stack.collective_floor),
-        roofline="step" if plan.phase == "train" else stack.roofline, mla=bool(model.kv_lora_rank),
-        steady=plan.phase != "train" and stack.pipeline == "steady",
+                       or (stack.seq_overhead and not kind.trains)), floor=bool(stack.collective_floor),
+        roofline="step" if kind.trains else stack.roofline, mla=bool(model.kv_lora_rank),
+        steady=not kind.trains and stack.pipeline == "steady",
         head_dim_given=bool(model.head_dim),
-        seq_host=bool(stack.seq_overhead) and plan.phase != "train",
+        seq_host=bool(stack.seq_overhead) and not kind.trains,
         kernel_gemm=gemm_curve is not None, kernel_attention=bool(attn_curve),
         kernels=kern.name if kern is not None else None,
-        host_overlap=bool(stack.host_overlap) and plan.phase != "train",
+        host_overlap=bool(stack.host_overlap) and not kind.trains,
+        train=kind.trains, seq_step="S" in kind.seq_feeds,
     )
     fp8_gemm = (static.roofline == "operator" and model.weights == "fp8" and gpu.fp8_flops is not None)
     act = S.DTYPE_BYTES[model.activations]
-    s_step = 1 if plan.phase == "decode" else (plan.seq or 1)
+    s_step = (seq or 1) if "S" in kind.seq_feeds else 1  # decode: one new token per sequence
     values = dict(
-        **{a.name: axes.degree(plan, a.name, plan.phase) for a in axes.AXES if not a.optional}, B=plan.batch, S=s_step, ctx=plan.seq or 0,
+        **{a.name: axes.degree(plan, a.name, phase) for a in axes.AXES if not a.optional}, B=plan.batch, S=s_step, ctx=seq or 0,
         M=plan.microbatches, overlap=plan.overlap, L=model.layers, d=model.hidden,
         h=model.heads or 1, h_kv=model.kv_heads or model.heads or 1,
         params=params, params_active=active, E=model.experts or 1, k=model.top_k or 1,
@@ -292,7 +304,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         R=(gpu.achieved_flops if gpu.achieved_flops is not None
            else (gpu.fp8_flops if fp8_gemm else gpu.flops) * stack.gemm_efficiency),
         mem=gpu.memory, max_mem=policy.max_memory, T_given=plan.compute_time or 0.0,
-        c_F=6.0 if plan.phase == "train" else 2.0,
+        c_F=kind.c_F,
         b_opt=S.DTYPE_BYTES[plan.master_weights] + OPTIMIZER_BYTES_PER_PARAM - 4.0,
         v=plan.virtual_stages if plan.schedule == "interleaved" else 1, V=model.vocab or 0,
         f=model.ffn or 4 * model.hidden,
@@ -300,10 +312,10 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
         k_node=min(model.top_k or 1, model.route_nodes or (model.top_k or 1)), R_peak=gpu.flops,
         c_fwd=2.0, b_master=S.DTYPE_BYTES[plan.master_weights],
         BW_elem=gpu.hbm_bandwidth * stack.elementwise_efficiency,
-        **{a.name: axes.degree(plan, a.name, plan.phase) for a in axes.AXES if a.optional},
+        **{a.name: axes.degree(plan, a.name, phase) for a in axes.AXES if a.optional},
         t_step=stack.step_overhead, t_layer=stack.layer_overhead, T_floor=stack.collective_floor,
         e_fw=stack.framework_efficiency,
-        t_seq=stack.seq_overhead if plan.phase != "train" else 0.0,
+        t_seq=stack.seq_overhead if not kind.trains else 0.0,
         hd=model.head_dim or (model.hidden / model.heads if model.heads else 1),
         kv_lat=(model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0), d_c=model.kv_lora_rank or 0,
         R_attn=gpu.flops * stack.attention_efficiency,
@@ -311,7 +323,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> tuple[S
     )
     if not derivation:
         return static, Inputs(**{k: float(v) for k, v in values.items()})
-    return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy, stack,
+    return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy, stack, kind,
                                        gemm_kern if k in _GEMM_KEYS else kern) for k, v in values.items()})
 
 
@@ -329,9 +341,10 @@ def kernels_for(gpu: S.Gpu, stack: S.Stack) -> S.Kernels | None:
     return gpu.kernels[0]
 
 
-def static_kv_curve(kern: S.Kernels, phase: str) -> bool:
-    """The kernels block has the attention curve of ``phase``: decode's (KV read) or prefill's (causal)."""
-    return kern.decode_attention if phase == "decode" else kern.prefill_attention if phase == "prefill" else False
+def static_kv_curve(kern: S.Kernels, kind: PhaseKind) -> bool:
+    """The kernels block has the attention curve of a step of phase ``kind``: decode's (the KV cache read
+    every step) or prefill's (causal, the KV cache written); none for a step without a KV cache."""
+    return kern.decode_attention if kind.reads_kv else kern.prefill_attention if kind.kv_cache else False
 
 
 def _curve_values(kern: S.Kernels | None, gemm: tuple | None, gpu: S.Gpu, fp8: bool, fp8_kv: bool = False,
@@ -355,24 +368,6 @@ def _curve_values(kern: S.Kernels | None, gemm: tuple | None, gpu: S.Gpu, fp8: b
         out.update(p_eta=kern.prefill_attention_efficiency, p_half=kern.prefill_attention_half_tokens,
                    p_t0=kern.prefill_attention_latency)
     return out
-
-
-_DEFAULT_STACKS: dict[str, S.Stack] = {}
-
-
-def default_stack(phase: str) -> S.Stack:
-    """The bundled profile a plan of ``phase`` gets when it names no ``stack`` (``S.DEFAULT_STACKS``, from
-    ``std/stacks.ccost``). Without the bundled library (an installation error), the ideal profile."""
-    name = S.DEFAULT_STACKS.get(phase, "serving_default")
-    if name not in _DEFAULT_STACKS:
-        found = None
-        folder = check._std_dir()
-        if folder is not None:
-            spec, _ = check.load_spec(os.path.join(folder, "stacks.ccost"))
-            found = spec.stacks.get(name)
-        _DEFAULT_STACKS[name] = found or S.Stack(name, None, None, source="built-in ideal profile "
-                                                 "(std/stacks.ccost not found)")
-    return _DEFAULT_STACKS[name]
 
 
 _DTYPE_NOTE = "bytes per element"
@@ -448,7 +443,7 @@ _GEMM_KEYS = ("g_eta", "g_half", "g_ew", "g_t0", "R_gpeak")
 
 
 def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Cluster, policy: S.Policy,
-          stack: S.Stack, kern: S.Kernels | None = None):
+          stack: S.Stack, kind: PhaseKind, kern: S.Kernels | None = None):
     sym, dim, desc = _LEAVES[key]
     gpu = cluster.gpu
     source = None
@@ -465,7 +460,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
     elif key in axes.NAMES or key in ("B", "ctx", "M", "overlap", "T_given"):
         source = f"plan {plan.name}"
     elif key == "S":
-        source = "decode: one new token per sequence" if plan.phase == "decode" else f"plan {plan.name}: seq"
+        source = f"plan {plan.name}: seq" if "S" in kind.seq_feeds else f"{kind.name}: one new token per sequence"
     elif key in ("L", "d", "h", "h_kv", "params", "params_active", "E", "k", "L_moe", "W", "hd", "kv_lat", "d_c"):
         source = f"model {model.name}"
         if key == "W" and model.weight_bytes is None:
@@ -496,14 +491,13 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
         if gpu.source:
             source += f"; {gpu.source}"
     elif key in ("t_step", "t_layer", "T_floor", "t_seq", "e_fw"):
-        source = f"stack {stack.name}" + ("" if plan.stack is not None else " (the default for the phase)")
+        source = f"stack {stack.name}" + ("" if plan.stack_named else " (the default for the phase)")
         if stack.source:
             source += f"; {stack.source}"
     elif key == "max_mem":
         source = "policy"
     elif key == "c_F":
-        source = ("training: 2 forward + 4 backward" if plan.phase == "train"
-                  else "one forward pass: a multiply and an add per parameter")
+        source = kind.c_F_source
     elif key == "b_opt":
         source = f"Adam: master weights ({plan.master_weights}) + m, v at 4 B each"
     elif key in ("v",):
@@ -525,148 +519,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
 
 
 # ---------------------------------------------------------------------------------------------------
-# The collective program
-
-@dataclass(frozen=True)
-class Collective:
-    """One line of a plan's collective program: ``count`` collectives per step, each costing ``cost``.
-
-    ``algorithm`` is the algorithm used (for ``auto``, the winner; an index array into ``candidates``
-    in array mode). ``group`` holds the topology alternatives (flat / hierarchical / split) when the group
-    can span NVLink domains. ``total`` = count × time.
-    """
-
-    key: str  # TP, PP, PPx, EP, DP, DPe, AG, RS, ...
-    kind: str
-    purpose: str
-    algorithm: Any
-    count: Num
-    group_size: Num
-    per_domain: Num
-    message: Num
-    cost: costs.Cost
-    total: Num
-    link: Any  # name (str), or for a spanning group the `used` mode to map to names
-    group: costs.GroupCost | None = None
-    reason: str | None = None
-    candidates: tuple = ()
-    candidate_costs: dict = field(default_factory=dict)
-    note: str | None = None
-    #: A one-shot AllReduce priced under the other volume convention (``Static.one_shot_volume`` says
-    #: which one was charged), so the review can show both; None for every other algorithm.
-    one_shot_other: costs.GroupCost | None = None
-    one_shot_volume: str | None = None  # the convention charged, when one_shot_other is set
-    #: The part of ``total`` that runs behind compute by construction (ring attention's sends behind the
-    #: attention of the block already held); None for a collective nothing hides but ``overlap``.
-    hidden: Num | None = None
-
-
-@dataclass(frozen=True)
-class Compute:
-    """Compute and memory terms of one step (per GPU unless the name says otherwise)."""
-
-    weights_gpu: Num  # bytes of weights this GPU holds unsharded (what it reads each step)
-    kv_gpu: Num  # KV-cache bytes on this GPU
-    bytes_gpu: Num  # bytes read per step per GPU
-    flops_gpu: Num
-    T_mem: Num  # stage, memory bound
-    T_flop: Num  # stage, FLOP bound
-    T_stage: Num
-    T_compute: Num  # the step's compute on the critical path (pp stages)
-    T_one: Num  # the same work (one model instance) on one GPU
-    params_gpu: Num
-    mem_weights: Num
-    mem_kv: Num
-    mem_grads: Num
-    mem_optimizer: Num
-    mem_total: Num
-    mem_limit: Num
-    tokens_step: Num  # tokens per step in the whole plan (all replicas)
-    # One stage, one micro-batch (the pipelined step is (M + P − 1)·t_mb + ...; ccost.analysis):
-    bytes_mb: Num = 0.0  # bytes read: the stage's whole weights + 1/M of its KV cache
-    flops_mb: Num = 0.0  # 1/M of the stage's FLOPs
-    T_mem_mb: Num = 0.0
-    T_flop_mb: Num = 0.0
-    t_mb: Num = 0.0  # roofline of one micro-batch on one stage (T_stage/M when compute_time is given)
-    #: The per-operator roofline of one stage: (operator, bytes, FLOPs, time, memory time, FLOP time) rows;
-    #: empty under the notes' whole-step roofline.
-    operators: tuple = ()
-    mem_activations: Num = 0.0  # training: activations held (ccost.training)
-    #: The stack's host time per step, once per step (not per stage or micro-batch): t_step, plus
-    #: t_seq·B in decode and prefill under a stack with seq_overhead; 0 without overheads.
-    T_host: Num = 0.0
-
-
-@dataclass(frozen=True)
-class Program:
-    static: Static
-    inputs: Inputs
-    collectives: tuple[Collective, ...]
-    compute: Compute
-    train: Any = None  # training: the schedule's terms (ccost.training.TrainTerms)
-
-
-def _on(static: Static) -> frozenset[str]:
-    """The optional axes (``axes.OPTIONAL``) the plan prices: each has a flag of its name in ``Static``."""
-    return frozenset(n for n in axes.OPTIONAL if getattr(static, n))
-
-
-def _group_per_domain(p: Num, stride: Num, D: Num) -> Num:
-    """Ranks of a group of ``p`` at ``stride`` that share one NVLink domain: clamp(D/stride, 1, p)."""
-    return minimum(maximum(D / stride, 1), p)
-
-
-def _link_name(static: Static, used) -> Any:
-    """The link a priced group used: intra, inter (flat), or both (hierarchical)."""
-    both = f"{static.intra_name}+{static.inter_name}"
-    names = {"intra": static.intra_name, "flat": static.inter_name, "hierarchical": both}
-    if isinstance(used, np.ndarray):
-        return np.array([names[m] for m in costs.GROUP_MODES], dtype=object)[used]
-    return names[used]
-
-
-def _priced(static: Static, kind: str, algorithm: str | None, p: Num, m: Num, g: Num, tag: str):
-    """(GroupCost, chosen algorithm, reason, candidate costs) of one collective on its topology.
-
-    For an AllReduce with ``auto``, ``costs.group_cost`` prices every algorithm on the topology and keeps
-    the cheapest, with the reason (array mode: index arrays instead of labels)."""
-    gc = costs.group_cost(kind, algorithm if kind == "allreduce" else None, p, m, g, static.intra,
-                          static.inter, static.cross_node, tag=tag, one_shot_volume=static.one_shot_volume)
-    cand = {a: alt.chosen for a, alt in (gc.alternatives or {}).items()}
-    alg = gc.algorithm if gc.algorithm is not None else gc.chosen.algorithm
-    return gc, alg, gc.reason, cand
-
-
-def _collective(static: Static, key: str, kind: str, purpose: str, count: Num, p: Num, stride: Num,
-                m: Num, x: Inputs, algorithm: str | None = None, note: str | None = None) -> Collective:
-    g = named(f"g_{key}", _group_per_domain(p, stride, x.D), f"{key} ranks per NVLink domain")
-    gc, alg, reason, cand = _priced(static, kind, algorithm, p, m, g, key)
-    chosen = _floored(static, gc.chosen, p, x, key)
-    total = named(f"T_{key},step", count * chosen.time, f"{purpose}: {key} collectives per step × time")
-    other = None
-    # an algorithm with a second volume convention (one-shot's egress) is priced under the other one too
-    if isinstance(alg, str) and collectives.algorithm(kind, alg).egress is not None:
-        convention = collectives.other_one_shot_volume(static.one_shot_volume)
-        other = costs.group_cost(kind, alg, p, m, g, static.intra, static.inter, static.cross_node,
-                                 tag=f"{key},{convention}", one_shot_volume=convention)
-    return Collective(key, kind, purpose, alg, count, p, g, m, chosen, total, _link_name(static, gc.used),
-                      gc, reason, tuple(cand), cand, note, other,
-                      static.one_shot_volume if other is not None else None)
-
-
-def _floored(static: Static, c: costs.Cost, p: Num, x: Inputs, key: str) -> costs.Cost:
-    """The collective ``c`` held to the stack's small-message floor (unchanged when the stack has none)."""
-    if not static.floor:
-        return c
-    return costs.floored(c, x.T_floor, p, tag=key)
-
-
-def _p2p(static: Static, key: str, purpose: str, count: Num, m: Num, link: costs.LinkParams,
-         link_name: str | None, x: Inputs, note: str | None = None) -> Collective:
-    c = _floored(static, link.cost("p2p", None, 2, m, key), 2, x, key)
-    total = named(f"T_{key},step", count * c.time, f"{purpose}: sends per step × time")
-    return Collective(key, "p2p", purpose, "direct", count, 2, 2, m, c, total, link_name, None, None, (), {}, note)
-
+# The collective program (its records and builders: ccost.program)
 
 def lower(static: Static, x: Inputs) -> Program:
     """The collective program and compute terms of one plan (see the module docstring for the model).
@@ -693,7 +546,7 @@ def lower(static: Static, x: Inputs) -> Program:
 
     # --- tensor parallelism: 2 AllReduces per layer -------------------------------------------------------
     n_tp = named("count_TP", 2 * x.L, "AllReduces per step: 2 per layer")
-    coll.append(_collective(static, "TP", "allreduce", "tensor-parallel attention and FFN outputs", n_tp, x.tp, 1,
+    coll.append(collective(static, "TP", "allreduce", "tensor-parallel attention and FFN outputs", n_tp, x.tp, 1,
                             m_act, x, static.algorithm))
 
     # --- expert parallelism: 2 All-to-Alls per MoE layer ---------------------------------------------------
@@ -702,8 +555,8 @@ def lower(static: Static, x: Inputs) -> Program:
                      "tokens routed per rank" + (" per micro-batch: (B/M)" if static.steady else ": B")
                      + "·S·k·d·bytes")
         n_ep = named("count_EP", 2 * x.L_moe, "All-to-Alls per step: dispatch + combine per MoE layer")
-        coll.append(_collective(
-            static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, axes.stride(x, "ep", _on(static)),
+        coll.append(collective(
+            static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, axes.stride(x, "ep", on(static)),
             m_ep, x,
             note="volume (P−1)/P·m per rank, the convention of “Communication Cost Analysis” §2 (“Communication Cost Math — Distributed Inference” §2 omits the "
                  "factor)"))
@@ -729,16 +582,16 @@ def lower(static: Static, x: Inputs) -> Program:
     passes = 1
     boundaries = named("count_PP", passes * (x.pp - 1), "stage-boundary sends per step")
     if static.inter is not None:
-        stage_stride = named("s_PP", axes.stride(x, "pp", _on(static)), "ranks between consecutive stages")
+        stage_stride = named("s_PP", axes.stride(x, "pp", on(static)), "ranks between consecutive stages")
         crossing = named("count_PP,x", passes * minimum(x.pp - 1, floor((x.pp - 1) * stage_stride / x.D)),
                          "stage boundaries that cross NVLink domains")
         inside = named("count_PP,in", boundaries - crossing, "stage boundaries inside one NVLink domain")
-        coll.append(_p2p(static, "PP", "pipeline activations to the next stage (inside a domain)", inside,
+        coll.append(p2p(static, "PP", "pipeline activations to the next stage (inside a domain)", inside,
                          m_act, static.intra, static.intra_name, x))
-        coll.append(_p2p(static, "PPx", "pipeline activations to the next stage (across domains)", crossing,
+        coll.append(p2p(static, "PPx", "pipeline activations to the next stage (across domains)", crossing,
                          m_act, static.inter, static.inter_name, x))
     else:
-        coll.append(_p2p(static, "PP", "pipeline activations to the next stage", boundaries, m_act,
+        coll.append(p2p(static, "PP", "pipeline activations to the next stage", boundaries, m_act,
                          static.intra, static.intra_name, x))
 
     comp = _compute(static, x, weights_gpu, params_gpu, b_w, p_dense_gpu if static.moe else None,
@@ -751,7 +604,7 @@ def lower(static: Static, x: Inputs) -> Program:
 
 def _splits_tokens(static: Static) -> bool:
     """Context parallelism splits a prefill's tokens cp ways (a decode step's context only)."""
-    return static.cp and static.phase == "prefill"
+    return static.cp and static.seq_step
 
 
 def _ring_attention(static: Static, x: Inputs, comp: Compute) -> list[Collective]:
@@ -788,14 +641,14 @@ def _ring_attention(static: Static, x: Inputs, comp: Compute) -> list[Collective
     if static.inter is None:
         parts = [("CP", purpose, n_cp, static.intra, static.intra_name)]
     else:
-        s_cp = named("s_CP", axes.stride(x, "cp", _on(static)), "ranks between consecutive cp ranks")
+        s_cp = named("s_CP", axes.stride(x, "cp", on(static)), "ranks between consecutive cp ranks")
         cross = named("x_CP", minimum(1, floor((x.cp * s_cp - 1) / x.D)),
                       "1 when the cp ring spans NVLink domains (its slowest link paces every step), else 0")
         parts = [("CP", purpose + " (inside a domain)", n_cp * (1 - cross), static.intra, static.intra_name),
                  ("CPx", purpose + " (across domains)", n_cp * cross, static.inter, static.inter_name)]
     out = []
     for key, what, count, link, link_name in parts:
-        k = _p2p(static, key, what, count, m_kv, link, link_name, x)
+        k = p2p(static, key, what, count, m_kv, link, link_name, x)
         if t_blk is not None:
             hid = named(f"T_{key},hidden", count * minimum(k.cost.time, t_blk),
                         "sends hidden behind the attention of the block held: count·min(T_send, t_attn,block)")
@@ -928,13 +781,12 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
 
     # --- memory (serving: weights and KV cache; training's gradients, optimizer state and FSDP shards are
     # ccost.training's) ----------------------------------------------------------------------------------------
-    mem_weights = weights_gpu
-    mem_total = named("mem_GPU", mem_weights + kv_gpu, "memory per GPU")
-    mem_limit = named("mem_limit", x.max_mem * x.mem, "usable memory: max_memory·HBM")
+    mem = memory(x, weights=weights_gpu, kv_cache=kv_gpu)
     tokens = named("tokens_step", x.dp * x.ep * x.B * x.S, "tokens per step, all replicas: dp·ep·B·S")
-    return Compute(weights_gpu, kv_gpu, bytes_gpu, flops_gpu, T_mem, T_flop, T_stage, T_compute, T_one,
-                   params_gpu, mem_weights, kv_gpu, 0.0, 0.0, mem_total, mem_limit, tokens,
-                   bytes_mb, flops_mb, T_mem_mb, T_flop_mb, t_mb, operators,
+    return Compute(weights_gpu=weights_gpu, kv_gpu=kv_gpu, bytes_gpu=bytes_gpu, flops_gpu=flops_gpu, T_mem=T_mem,
+                   T_flop=T_flop, T_stage=T_stage, T_compute=T_compute, T_one=T_one, params_gpu=params_gpu,
+                   memory=mem, tokens_step=tokens, bytes_mb=bytes_mb, flops_mb=flops_mb, T_mem_mb=T_mem_mb,
+                   T_flop_mb=T_flop_mb, t_mb=t_mb, operators=operators,
                    T_host=T_host if static.overheads and not static.compute_given else 0.0)
 
 
@@ -997,7 +849,7 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
     ``seqs`` and ``tp``, ``pp`` say whose work it is (B, tp, pp for a stage; ep·B, 1, 1 for one GPU);
     ``cp``, the context-parallel degree of a stage: a prefill's tokens, a decode step's context split cp ways."""
     t = tag
-    split = cp is not None and static.phase == "prefill"
+    split = cp is not None and static.seq_step
     tokens = named(f"T_tok{t}", seqs * x.S * share / cp if split else seqs * x.S * share,
                    "tokens this GPU processes" + (" (one micro-batch)" if t == ",mb" else "")
                    + (": S/cp of each sequence" if split else ""))

@@ -29,6 +29,7 @@ from typing import Any
 
 from ccost import results, units
 from ccost.results import fmt_bytes, fmt_gb, fmt_num, fmt_pct, fmt_time  # noqa: F401  (the writers' names)
+from ccost.schema import PHASE_KINDS
 
 SIGNIFICANT_DIGITS = 7
 
@@ -154,6 +155,38 @@ def serve_lines(sv: dict | None) -> list[tuple[str, str]]:
     ]
 
 
+def fmt_key(key: str, value) -> str:
+    """A value of the document in the text output, by its key's dimension (``ccost.results``): a time as
+    ``4.48 ms``, a rate with four digits, a fraction as a percentage, bytes in binary units."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value
+    rec = results.record(key)
+    dim = rec.dimension if rec is not None else ""
+    return {"time": fmt_time, "bytes": fmt_bytes, "gb": fmt_gb, "fraction": fmt_pct,
+            "rate": lambda v: fmt_num(v, 4)}.get(dim, fmt_num)(value)
+
+
+def training_lines(t: dict) -> list[tuple[str, str]]:
+    """A training plan's model FLOP/s and MFU (its ``training`` section, ccost.training), after its cost."""
+    L = lambda key: results.label_in(key, "text")  # noqa: E731
+    return [(L("training.model_flops_per_gpu_s"),
+             units.format_quantity(t["model_flops_per_gpu_s"] or 0.0, units.FLOP_RATE)
+             + f"  ({L('training.mfu')} {fmt_pct(t['mfu'])})")]
+
+
+def section_lines(section: str, values: dict) -> list[tuple[str, str]]:
+    """A phase's own section of a plan (``ccost.schema.PHASE_KINDS``' ``section``) without lines of its own
+    here: each number with its label."""
+    return [(results.label_in(f"{section}.{k}", "text"), fmt_key(f"{section}.{k}", v)) for k, v in values.items()]
+
+
+#: The text of a phase's section: (lines before the cost, lines after it). A section not here shows each of
+#: its numbers (``section_lines``), before the cost.
+SECTION_TEXT = {"serve": (serve_lines, None), "training": (None, training_lines)}
+
+
 def plan_text(name: str, p: dict) -> str:
     """One plan of the document as text: headline numbers, collectives, checklist."""
     out = [f"plan {name}" + (f" — {p['title']}" if p.get("title") and p["title"] != name else "")]
@@ -181,13 +214,14 @@ def plan_text(name: str, p: dict) -> str:
     if "throughput_tokens_s" in p:
         kv.append((L("throughput_tokens_s"), f"{fmt_num(p['throughput_tokens_s'], 4)} tokens/s "
                                  f"({fmt_num(p.get('throughput_per_gpu'), 4)} per GPU)"))
-    kv += serve_lines(p.get("serve"))
+    sections = [(k.section, p[k.section]) for k in PHASE_KINDS if k.section and p.get(k.section)]
+    for section, values in sections:
+        before, _ = SECTION_TEXT.get(section, (lambda v, s=section: section_lines(s, v), None))
+        kv += before(values) if before is not None else []
     kv += cost_lines(p.get("cost") or {})
-    if p.get("training"):
-        t = p["training"]
-        kv.append((L("training.model_flops_per_gpu_s"),
-                   units.format_quantity(t["model_flops_per_gpu_s"] or 0.0, units.FLOP_RATE)
-                   + f"  ({L('training.mfu')} {fmt_pct(t['mfu'])})"))
+    for section, values in sections:
+        _, after = SECTION_TEXT.get(section, (None, None))
+        kv += after(values) if after is not None else []
     width = max(len(k) for k, _ in kv)
     out += [f"  {k.ljust(width)}  {v}" for k, v in kv]
     if p.get("collectives"):
@@ -228,33 +262,50 @@ def _point_label(point: dict, fields: list[str]) -> str:
     return ", ".join(f"{f} = {fmt_field(f, point[f])}" for f in fields if f in point)
 
 
-#: A serve plan's sweep points: its request figures beside the step (ccost.serve).
-SERVE_POINT_METRICS = ("ttft_s", "tpot_s", "requests_per_s", "output_tokens_per_s")
+def point_keys(points: list) -> tuple[str, ...]:
+    """The phase figures a sweep's points carry beside the step (``ccost.schema.PHASE_KINDS``'
+    ``sweep_fields``: a serve plan's TTFT, TPOT, requests/s, output tokens/s), none for other sweeps."""
+    for kind in PHASE_KINDS:
+        if kind.sweep_keys and any(kind.sweep_keys[0] in pt for pt in points):
+            return kind.sweep_keys
+    return ()
 
 
 def sweep_text(name: str, s: dict) -> str:
     fields = list(s["field"])
     out = [f"sweep {name}" + (f" — {s['title']}" if s.get("title") else "")]
     rows = []
-    serve = any("ttft_s" in pt for pt in s["points"])  # a serve plan's sweep: its request figures too
-    extra = [results.label_in(k) for k in SERVE_POINT_METRICS] if serve else []
+    # a serve plan's sweep: its request figures too (the keys its phase's sweep points repeat)
+    keys = point_keys(s["points"])
+    extra = [results.label_in(k) for k in keys]
+    unfit = []  # points that do not fit in memory: not a layout that runs, so no speedup or efficiency shown
     for pt in s["points"]:
         if pt.get("error"):
-            rows.append([*(fmt_field(f, pt[f]) for f in fields), "—", "—", "—", "—"] + ["—"] * len(extra))
+            rows.append([*(fmt_field(f, pt[f]) for f in fields), "—", "—", "—", "—", "—", "—"]
+                        + ["—"] * len(extra))
             continue
+        fits = pt.get("fits_memory", True)
+        if not fits:
+            unfit.append(pt)
         rows.append([*(fmt_field(f, pt[f]) for f in fields), fmt_time(pt["step_time_s"]),
-                     "—" if pt["speedup"] is None else f"{fmt_num(pt['speedup'], 3)}×",
-                     fmt_pct(pt["efficiency"]), fmt_pct(pt["overhead"])]
-                    + ([fmt_time(pt["ttft_s"]), fmt_time(pt["tpot_s"]), fmt_num(pt["requests_per_s"], 4),
-                        fmt_num(pt["output_tokens_per_s"], 4)] if serve else []))
-    heads = [results.label_in(k) for k in ("step_time_s", "speedup", "efficiency", "overhead")]
+                     "—" if pt["speedup"] is None or not fits else f"{fmt_num(pt['speedup'], 3)}×",
+                     fmt_pct(pt["efficiency"] if fits else None), fmt_pct(pt["overhead"]),
+                     fmt_gb(pt.get("memory_bytes_per_gpu")), "yes" if fits else "NO"]
+                    + [fmt_key(k, pt[k]) for k in keys])
+    heads = [results.label_in(k) for k in ("step_time_s", "speedup", "efficiency", "overhead")] + \
+        [results.label_in(k, "short") for k in ("memory_bytes_per_gpu", "fits_memory")]
     out.append(_indent(table([*fields, *heads, *extra], rows,
-                             "r" * len(fields) + "rrrr" + "r" * len(extra))))
+                             "r" * len(fields) + "rrrrrl" + "r" * len(extra))))
     for pt in s["points"]:
         if pt.get("error"):
             out.append(f"  {_point_label(pt, fields)}: not evaluated: {pt['error']}")
+    if unfit:
+        out.append("  does not fit in memory (not a layout that runs; its speedup and efficiency against one "
+                   "ideal GPU are in the JSON, not shown here): " + "; ".join(_point_label(pt, fields) for pt in unfit))
     if s.get("time_optimal"):
         out.append(f"  time-optimal: {_point_label(s['time_optimal'], fields)}")
+    elif s["points"] and s.get("cost_optimal") and not any(pt.get("fits_memory") for pt in s["points"]):
+        out.append("  time-optimal: none (no point fits in memory)")
     for thr, pt in (s.get("cost_optimal") or {}).items():
         label = _point_label(pt, fields) if pt else "none reaches it"
         out.append(f"  cost-optimal at efficiency ≥ {fmt_pct(float(thr))}: {label}")
@@ -300,7 +351,8 @@ TEXT_FRONT = 25
 
 
 #: The metric columns of a search's layout tables in the text output.
-SEARCH_TEXT_METRICS = ("gpus", "latency_s", "throughput_per_gpu", "efficiency", "overhead", "memory_bytes_per_gpu")
+SEARCH_TEXT_METRICS = ("gpus", "latency_s", "throughput_per_gpu", "efficiency", "overhead", "memory_bytes_per_gpu",
+                       "fits_memory")
 
 
 def search_text(name: str, s: dict) -> str:
@@ -347,14 +399,17 @@ def search_text(name: str, s: dict) -> str:
     priced = any("cost_per_mtok_usd" in p for p in [*s["top"], *s["pareto"]])
 
     def rows_of(points):
+        # a layout that does not fit in memory (a search with `fits_memory = false`) runs nowhere: its
+        # efficiency is not shown as if it did
         return [[*(cell(p, f) for f in axes),
                  f"{p['gpus']:,}", fmt_time(p["latency_s"]), fmt_num(p["throughput_per_gpu"], 4),
-                 fmt_pct(p["efficiency"]), fmt_pct(p["overhead"]), fmt_gb(p["memory_bytes_per_gpu"]),
+                 fmt_pct(p["efficiency"] if p.get("fits_memory", True) else None), fmt_pct(p["overhead"]),
+                 fmt_gb(p["memory_bytes_per_gpu"]), "yes" if p.get("fits_memory", True) else "NO",
                  *((fmt_num(p.get("cost_per_mtok_usd"), 4),) if priced else ())]
                 for p in points]
 
     headers = [*axes, *[results.label_in(k, "search") for k in SEARCH_TEXT_METRICS], *(("USD/Mtok",) if priced else ())]
-    align = "r" * len(axes) + "rrrrrr" + ("r" if priced else "")
+    align = "r" * len(axes) + "rrrrrrl" + ("r" if priced else "")
     if s["top"]:
         from ccost.search import DISTINCT_NOTE
 

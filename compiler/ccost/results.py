@@ -27,10 +27,12 @@ from dataclasses import dataclass, replace
 from ccost import units
 from ccost.axes import AXES
 from ccost.collectives import ALGORITHM_NAMES, KINDS
+# NUM: a finite float, or null where it is undefined (never NaN: see ccost.output); the phases' own keys
+# are declared with their records in the schema
+from ccost.schema import NUM, PHASE_KINDS, PHASE_NAMES, PhaseKind
 
 SCHEMA_VERSION = 1
 
-NUM = "number|null"  # a finite float, or null where it is undefined (never NaN: see ccost.output)
 
 
 @dataclass(frozen=True)
@@ -72,9 +74,37 @@ class Key:
                 "review": self.review or lab, "text": self.text or lab}[context]
 
 
-#: The training record's keys whose label is not their name with spaces (the review's key numbers and
-#: ``ccost eval``'s plan block print these).
-_TRAINING_LABELS = {"model_flops_per_gpu_s": "model FLOP/s per GPU", "mfu": "MFU"}
+@dataclass(frozen=True)
+class MemoryPart:
+    """One part of the memory per GPU: declared here once, it is a key of a plan's ``memory`` section, a
+    part of ``program.Memory`` (which the cost models fill in by ``name``), a line of ``ccost explain``'s
+    memory group, a word of checklist item 11 and a row of the review's memory table."""
+
+    name: str  # the part's name in ``program.Memory`` (``memory(x, kv_cache=...)``)
+    key: str  # its key in a plan's ``memory`` section (``plans.<plan>.memory.KEY``)
+    meaning: str
+    label: str  # how the document's readers see it (``label_in``)
+    word: str  # how checklist item 11 names it ("weights 35.3 GB + KV cache 10.7 GB")
+    always: bool = False  # item 11 names it even when it is zero
+
+
+#: The parts of the memory per GPU, in the order they are listed and summed.
+MEMORY_PARTS: tuple[MemoryPart, ...] = (
+    MemoryPart("weights", "weights_bytes", "weights on one GPU", "weights", "weights", always=True),
+    MemoryPart("kv_cache", "kv_cache_bytes", "KV cache on one GPU", "KV cache", "KV cache"),
+    MemoryPart("gradients", "gradient_bytes", "gradients on one GPU (training)", "gradients", "gradients"),
+    MemoryPart("optimizer", "optimizer_bytes", "optimizer state on one GPU (training)", "optimizer state",
+               "optimizer"),
+    MemoryPart("activations", "activation_bytes", "activations one GPU holds (training: the micro-batches in "
+               "flight and the logits)", "activations", "activations"),
+)
+
+def _section_keys(plan: str, phase: PhaseKind) -> list[Key]:
+    """The keys of ``phase``'s own part of a plan's document: the section and one per field."""
+    return [Key(f"{plan}.{phase.section}", "object", "", phase.section_doc, phase.section, optional=True),
+            *[Key(f"{plan}.{phase.section}.{f.name}", f.type, f.unit, f.meaning, f.label, optional=True,
+                  **dict(f.wording)) for f in phase.section_fields]]
+
 
 #: The contexts a label can differ in (the fields of Key of the same names, and "label").
 CONTEXTS = ("label", "short", "search", "compare", "review", "text")
@@ -174,7 +204,8 @@ def _keys() -> list[Key]:
         *_metrics(plan, PLAN_METRICS),
         K(f"{plan}.regime", "string", "text", "`latency-bound` or `bandwidth-bound`, by the larger term of T_comm",
           "regime", normative=True),
-        K(f"{plan}.phase", "string", "text", "`decode`, `prefill`, `train` or `serve`", "phase"),
+        K(f"{plan}.phase", "string", "text", ", ".join(f"`{n}`" for n in PHASE_NAMES[:-1])
+          + f" or `{PHASE_NAMES[-1]}`", "phase"),
         K(f"{plan}.layout", "object", "", "the plan's parallel layout and choices, as checked", "layout"),
         *[K(f"{plan}.layout.{a.name}", "integer", "count", a.result_doc, a.name, optional=a.optional) for a in AXES],
         *[K(f"{plan}.layout.{f}", t, u, m, f) for f, t, u, m in (
@@ -205,79 +236,12 @@ def _keys() -> list[Key]:
           "bytes read per GPU"),
         K(f"{plan}.compute.flops_per_gpu", NUM, "FLOP", "FLOPs one GPU does per step", "FLOPs per GPU"),
         K(f"{plan}.memory", "object", "", "what the memory per GPU is made of"),
-        *[K(f"{plan}.memory.{f}", NUM, "B", m, lab, dim="gb") for f, m, lab in (
-            ("weights_bytes", "weights on one GPU", "weights"),
-            ("kv_cache_bytes", "KV cache on one GPU", "KV cache"),
-            ("gradient_bytes", "gradients on one GPU (training)", "gradients"),
-            ("optimizer_bytes", "optimizer state on one GPU (training)", "optimizer state"),
-            ("activation_bytes", "activations one GPU holds (training: the micro-batches in flight and the "
-             "logits)", "activations"))],
+        *[K(f"{plan}.memory.{m.key}", NUM, "B", m.meaning, m.label, dim="gb") for m in MEMORY_PARTS],
         # the review's memory table reads the limit against the parts above it
         K(f"{plan}.memory.limit_bytes", NUM, "B", "the policy's usable memory: max_memory × the GPU's memory",
           "memory limit", dim="gb", review="usable (policy)"),
-        K(f"{plan}.training", "object", "", "training plans: schedule, FLOPs and what is hidden "
-          "(ccost.training)", "training", optional=True),
-        *[K(f"{plan}.training.{f}", t, u, mn, _TRAINING_LABELS.get(f, f.replace("_", " ")), optional=True)
-          for f, t, u, mn in (
-            ("schedule", "string", "text", "`gpipe`, `one_f_one_b` or `interleaved`"),
-            ("virtual_stages", "integer", "count", "model chunks per GPU, v (1 unless interleaved)"),
-            ("recompute", "string", "text", "`none`, `selective` or `full`"),
-            ("sequence_parallel", "boolean", "", "sequence parallelism on (and tp > 1)"),
-            ("optimizer_sharding", "string", "text", "`none`, `zero1`, `zero2` or `fsdp`"),
-            ("model_flops_per_token", NUM, "FLOP", "model FLOPs per token, forward + backward: 3·(2·N_GEMM + "
-             "2·L·S·d causal attention), logits included, recomputation not"),
-            ("model_flops_per_gpu_s", NUM, "FLOP/s", "model FLOPs per step per GPU / step time"),
-            ("mfu", NUM, "fraction", "model FLOP/s per GPU / the GPU's peak FLOP/s"),
-            ("forward_time_s", NUM, "s", "one micro-batch's forward pass on one GPU"),
-            ("backward_time_s", NUM, "s", "one micro-batch's backward pass on one GPU, recomputation included"),
-            ("exposed_per_microbatch_s", NUM, "s", "communication a micro-batch waits for (TP, EP, PP, "
-             "FSDP gathers not hidden)"),
-            ("exposed_once_s", NUM, "s", "communication the step waits for once (DP gradients not hidden "
-             "behind the last backward)"),
-            ("microbatches_in_flight", NUM, "count", "micro-batches whose activations the first stage holds"),
-            ("activation_bytes_per_token_layer", NUM, "B", "activation bytes stored per token and layer"))],
-        K(f"{plan}.serve", "object", "", "serve plans: continuous batching, a closed loop of `concurrency` "
-          "requests (ccost.serve); the plan's other keys describe its decode step, its memory the peak context "
-          "I + O, its throughput the output tokens/s", "serve", optional=True),
-        *[K(f"{plan}.serve.{f}", t, u, mn, lab, optional=True, **(wording[0] if wording else {}))
-          for f, t, u, mn, lab, *wording in (
-            ("concurrency", "integer", "count", "requests running at once per replica (per dp·ep rank group)",
-             "concurrency"),
-            ("input_tokens", "integer", "count", "prompt tokens per request", "input tokens"),
-            ("output_tokens", "integer", "count", "output tokens per request", "output tokens"),
-            ("chunk_tokens", "integer", "count", "the most prompt tokens one step prefills", "chunk"),
-            ("requests_running", NUM, "count", "requests running in the plan: dp·ep·concurrency",
-             "requests running"),
-            ("chunks_per_prompt", NUM, "count", "prefill steps per request, n_c = ⌈I/chunk⌉", "chunks per prompt"),
-            ("mean_chunk_tokens", NUM, "count", "prompt tokens per chunk on average, I/n_c", "mean chunk"),
-            ("prefill_saturated", "boolean", "", "one chunk per step cannot keep up (C·n_c > n_c + O − 1): every "
-             "step is mixed and requests wait for prefill", "prefill saturated"),
-            ("mixed_step_share", NUM, "fraction", "share of steps that carry a prompt chunk", "mixed steps",
-             {"review": "steps with a prompt chunk"}),
-            ("decoding_in_mixed_step", NUM, "count", "requests decoding beside the chunk in a mixed step",
-             "decoding in a mixed step"),
-            ("decode_step_time_s", NUM, "s", "a step with every request decoding (= step_time_s)", "decode step"),
-            ("mixed_step_time_s", NUM, "s", "a step with one prompt chunk beside the decoding requests",
-             "mixed step"),
-            ("mean_step_time_s", NUM, "s", "the mean step time", "mean step"),
-            ("ttft_s", NUM, "s", "time to first token: the request's prefill chunks (and its wait for prefill "
-             "when saturated)", "TTFT"),
-            ("tpot_s", NUM, "s", "time per output token after the first (mean inter-token latency, ITL)",
-             "TPOT", {"text": "TPOT (inter-token)", "review": "TPOT (inter-token)"}),
-            ("request_latency_s", NUM, "s", "a request from admission to its last token: TTFT + (O − 1)·TPOT",
-             "request latency"),
-            ("requests_per_s", NUM, "1/s", "requests completed per second, Little's law: requests running / "
-             "request latency", "requests/s"),
-            ("output_tokens_per_s", NUM, "tokens/s", "output tokens per second: requests/s × O", "output tokens/s",
-             {"short": "output tok/s"}),
-            ("output_tokens_per_s_per_gpu", NUM, "tokens/s", "output tokens per second per GPU",
-             "output tokens/s per GPU"),
-            ("input_tokens_per_s", NUM, "tokens/s", "prompt tokens prefilled per second: requests/s × I",
-             "input tokens/s"),
-            ("total_tokens_per_s", NUM, "tokens/s", "prompt + output tokens per second", "total tokens/s",
-             {"review": "total tokens/s (in + out)"}),
-            ("total_tokens_per_s_per_gpu", NUM, "tokens/s", "prompt + output tokens per second per GPU",
-             "total tokens/s per GPU"))],
+        # each phase's own part of a plan's document (schema.PHASE_KINDS: training, serve)
+        *[k for phase in PHASE_KINDS if phase.section for k in _section_keys(plan, phase)],
         K(f"{plan}.volume_bytes_per_step", NUM, "B", "bytes one GPU sends per step", "volume per step"),
         K(f"{plan}.hops_per_step", NUM, "count", "latency steps per step: Σ count·hops", "hops per step",
           integral=True),
@@ -378,12 +342,10 @@ def _keys() -> list[Key]:
           "fraction)", optional=True, normative=True),
         *_metrics("sweeps.<sweep>.points[]", POINT_METRICS, optional=True,
                   normative=("step_time_s", "speedup", "efficiency", "overhead")),
-        # (a bare name finds the plan's serve record first: its labels, short ones included, are there)
-        *[K(f"sweeps.<sweep>.points[].{f}", NUM, u, m, lab, optional=True) for f, u, m, lab in (
-            ("ttft_s", "s", "serve plans: time to first token", "TTFT"),
-            ("tpot_s", "s", "serve plans: time per output token (inter-token latency)", "TPOT"),
-            ("requests_per_s", "1/s", "serve plans: requests completed per second", "requests/s"),
-            ("output_tokens_per_s", "tokens/s", "serve plans: output tokens per second", "output tokens/s"))],
+        # a phase's figures a sweep point repeats (a bare name finds the plan's serve record first: its
+        # labels, short ones included, are there: the section is `scoped`)
+        *[K(f"sweeps.<sweep>.points[].{f.name}", f.type, f.unit, f.meaning, f.label, optional=True)
+          for phase in PHASE_KINDS for f in phase.sweep_fields],
         K("sweeps.<sweep>.points[].error", "string", "text", "why the point could not be evaluated (then its "
           "numbers are absent)", optional=True),
         K("sweeps.<sweep>.time_optimal", "object|null", "", "the fastest point that fits memory; only for "
@@ -475,8 +437,10 @@ KEYS: tuple[Key, ...] = tuple(_keys())
 BY_PATH: dict[str, Key] = {k.path: k for k in KEYS}
 
 #: Where a key named by itself (``step_time_s``, ``serve.ttft_s``, ``time_s``) is looked up, in turn.
-SCOPES = ("plans.<plan>", "plans.<plan>.layout", "plans.<plan>.serve", "plans.<plan>.collectives[]", "sweeps.<sweep>.points[]",
-          "searches.<search>.top[]", "searches.<search>.constraints[]", "searches.<search>")
+SCOPES = ("plans.<plan>", "plans.<plan>.layout",
+          *(f"plans.<plan>.{phase.section}" for phase in PHASE_KINDS if phase.section and phase.scoped),
+          "plans.<plan>.collectives[]", "sweeps.<sweep>.points[]", "searches.<search>.top[]",
+          "searches.<search>.constraints[]", "searches.<search>")
 
 
 def record(key: str) -> Key | None:

@@ -20,8 +20,10 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.axes import AXES, Axis, label
 from ccost.collectives import KINDS
@@ -83,8 +85,11 @@ class FieldType:
     def doc_type(self) -> str:
         """Markdown for the docs' type column."""
         if self.kind == "quantity":
+            # money and power in the units a reader prices in (USD/h, not the SI USD/s inside: issue 26)
             return {U.TIME: "time", U.INFORMATION: "information", U.BANDWIDTH: "information/time",
-                    U.FLOP_RATE: "compute/time", U.COMPUTE: "compute"}.get(self.dim, U.unit_of_dim(self.dim))
+                    U.FLOP_RATE: "compute/time", U.COMPUTE: "compute", U.MONEY_RATE: "money/time (USD/h)",
+                    U.ENERGY_PRICE: "money/energy (USD/kWh)", U.POWER: "power (W)",
+                    U.MONEY: "money (USD)"}.get(self.dim, U.unit_of_dim(self.dim))
         if self.kind == "enum":
             return " \\| ".join(f"`{v}`" for v in self.values)
         if self.kind == "ref":
@@ -142,6 +147,15 @@ MAX_DEGREE = 1 << 20
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec is a few KB; 4 MiB is a generated or wrong file (E002)
 #: Imports nested deeper than this are a generated or circular mistake, not a project (the checker's E113).
 MAX_IMPORT_DEPTH = 100
+#: All the files one spec reads, itself and its imports together: a project's specs are a few hundred KB
+#: (the std library is ~60 KB); 100 imports of 4 MiB each made a 420 MB HTML review (issue 31). E113.
+MAX_TOTAL_BYTES = 8 * 1024 * 1024
+#: Characters of a block's title or a string field: a title is a line, a `source` a reference. A 20,000-character
+#: title took two minutes to lay out in the review's PDF (issue 31); E203 beyond this.
+MAX_TEXT_CHARS = 1_000
+#: Items of one written list (`tp = [1, 2, 4]`): more is a generated file, refused by the parser before
+#: it builds the list (E402); `range(...)` and `pow2(...)` write long ones, within the sweep's bound.
+MAX_LIST_ITEMS = 10_000
 
 # Physically plausible ranges of the numeric fields (issue 11), in SI units, in one place. Every finite
 # value inside them gives finite results in every command (the property test in tests/test_finite.py draws
@@ -161,9 +175,14 @@ R_MICROBATCHES = {"minimum": 1, "maximum": 1e6}
 R_STEP_TIME = {"minimum": 1e-9, "maximum": 3600.0}  # a measured step: 1 ns to one hour
 R_OVERHEAD = {"minimum": 0.0, "maximum": 1000.0}  # a threshold on T_comm/T_compute: 0 to 100,000 %
 R_GPUS = {"minimum": 1, "maximum": 1e12}
-# Money and power (issue 17). Prices in USD/s inside: 1e-6 USD/h to 1e6 USD/h per GPU or node.
-R_PRICE = {"minimum": 1e-6 / 3600, "maximum": 1e6 / 3600}
-R_POWER = {"minimum": 0.0, "maximum": 1e7}  # 0 W to 10 MW (a GPU, a node, or a node's host share)
+# Money and power (issue 17). Prices in USD/s inside: 1e-6 USD/h to 10,000 USD/h per GPU or node (a GPU-hour
+# lists at a few USD, a whole NVL72 rack at under 1,000 USD/h), so a price written per second by mistake
+# (3.50 USD/s = 12,600 USD/h, issue 26) is an E203, not a plan priced 3,600 times too high.
+R_PRICE = {"minimum": 1e-6 / 3600, "maximum": 1e4 / 3600}
+R_POWER = {"minimum": 0.0, "maximum": 1e7}  # 0 W to 10 MW: power added to another (a host share)
+# What a GPU or a whole node draws: energy per token and tokens per joule divide by it (issue 31, item 11:
+# `power = 0 W` was a ZeroDivisionError), so at least 1 W, below any accelerator that exists.
+R_POWER_DRAW = {"minimum": 1.0, "maximum": 1e7}
 R_PUE = {"minimum": 1.0, "maximum": 10.0}  # power usage effectiveness: facility power / IT power
 R_ENERGY_PRICE = {"minimum": 0.0, "maximum": 100 / 3.6e6}  # 0 to 100 USD/kWh, in USD/J
 R_COST = {"minimum": 0.0, "maximum": 1e12}  # USD
@@ -248,6 +267,27 @@ class Field:
         if hi is not None:
             return f"less than {fmt(hi)}" if self.max_open else f"at most {fmt(hi)}"
         return None
+
+    @property
+    def unit(self) -> str:
+        """The unit the field is documented in: its example's (``2.99 USD/h`` → ``USD/h``); "" for a plain
+        number."""
+        return self.example.split(" ", 1)[1].strip() if " " in self.example.strip() else ""
+
+    @property
+    def per_time(self) -> str:
+        """For a rate, the time unit its name and documentation give it (``price_per_gpu_hour``, example
+        ``2.99 USD/h`` → ``h``; ``bandwidth``, ``450 GB/s`` → ``s``): what a hint appends to an amount
+        written without one. ``s`` when the documented unit names none."""
+        unit = self.unit
+        if "/" in unit:
+            per = unit.rsplit("/", 1)[1].strip()
+            try:
+                if U.parse_unit(per)[1] == U.TIME:
+                    return per
+            except U.UnitError:
+                pass
+        return "s"
 
     def format_value(self, v: float) -> str:
         if self.type.kind == "quantity":
@@ -503,7 +543,7 @@ register(BlockKind(
               "cost); a cluster's `price_per_gpu_hour` or `price_per_node_hour` overrides it; without a price "
               "the plan's cost is \"not priced\"", "3.78 USD/h", **R_PRICE),
         Field("power", POWER, "power one GPU draws under load (its TDP); a cluster's `node_power` overrides "
-              "it", "700 W", **R_POWER),
+              "it", "700 W", **R_POWER_DRAW),
         Field("fp8_flops", FLOP_RATE, "dense peak for FP8 tensor math: with the per-operator roofline, the "
               "weight GEMMs of a model with `weights = fp8` use it (attention stays at `flops`)",
               "1979 TFLOP/s", **R_FLOP_RATE),
@@ -538,7 +578,7 @@ register(BlockKind(
         Field("host_power", POWER, "power of one node besides its GPUs (CPUs, NICs, fans, storage); each GPU "
               "carries 1/`gpus_per_node` of it", "2 kW", **R_POWER),
         Field("node_power", POWER, "power of one whole node under load; overrides `gpus_per_node` × the GPU's "
-              "`power` + `host_power`", "10.2 kW", **R_POWER),
+              "`power` + `host_power`", "10.2 kW", **R_POWER_DRAW),
         Field("pue", COUNT, "power usage effectiveness of the facility: facility power / IT power", "1.3",
               **R_PUE),
         Field("electricity_price", ENERGY_PRICE, "price of energy, for hardware you own (a cloud price "
@@ -683,20 +723,298 @@ register(BlockKind(
     '  collective_floor = 15 us\n  source = "fit: bench/fit_stack.py"\n}',
 ))
 
+# --- phases -------------------------------------------------------------------------------------------
+# The values of a plan's `phase`, one record each: what every layer may know of a phase without its cost
+# model (the checker and the schema read it here; ``ccost.phases`` pairs each record with the functions
+# that price it, and nothing else tests a phase's name). A new phase, or a new serving mode, is one record
+# here (with its plan fields below, `phases=(NAME,)`), its module, and one line in ``ccost.phases``
+# (docs/architecture.md, recipe f).
+
+NUM = "number|null"  # results.NUM: a finite float, or null where it is undefined
+
+
+@dataclass(frozen=True)
+class ResultField:
+    """One key of a phase's own part of the results document (``results`` makes each a ``Key``): its name,
+    JSON type, unit, meaning, label, and the labels of the contexts whose wording differs
+    (``results.Key``'s ``short``, ``review``, ``text``, ...)."""
+
+    name: str
+    type: str
+    unit: str
+    meaning: str
+    label: str
+    wording: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Starter:
+    """What ``ccost init`` writes for the phase: the sequences a step runs, the plan's workload lines
+    (``{batch}`` is filled in), whether a pipelined plan gets micro-batches, and a sweep (its header line,
+    then the line of values; the base plan goes between them)."""
+
+    batch: int
+    workload: tuple[str, ...]
+    microbatches: bool = False
+    sweep: tuple[str, str] = ('sweep batch_sizes "How does the batch size move step time and throughput?" {',
+                              "  batch = [1, 8, 32, 128]")
+
+
+def _seq_cells(p: Any) -> tuple[str, str]:
+    return f"{p.batch:,}", (f"{p.seq:,}" if p.seq else "—")
+
+
+def _seq_workload(p: Any) -> str:
+    return f"batch {p.batch}" + (f", seq {p.seq}" if p.seq else "")
+
+
+@dataclass(frozen=True)
+class PhaseKind:
+    """One phase: its name and what it reads, requires, records and costs, as data.
+
+    ``seq_feeds`` names the cost model's inputs the plan's ``seq`` sets: ``ctx``, the context the KV cache
+    holds; ``S``, the tokens each sequence brings to a step (a decode step brings one new token, so decode
+    feeds only ``ctx``). ``kv_cache``: with ``seq`` a KV cache is held (``reads_kv``: and read every step).
+    ``kv_always``: every step holds a KV cache whatever ``seq`` (serve: its requests' contexts); either
+    way the model needs its KV heads (E104). ``needs``: the plan fields it cannot be priced without (the
+    schema's ``required_if``, E104); ``errors(plan, add)``: the phase's own rules beyond them (what its
+    cost model cannot price), reported through ``add(code, message, field, reads, help)`` by
+    ``ccost.check.plan.evaluation_errors``. ``rows``: the plan field that counts the sequences a step runs, what the document's layout shows
+    as ``batch`` (the micro-batch rules, E401 and W308, read ``batch`` only when it is ``batch``). ``unread``:
+    plan fields it does not read (W306, with ``unread_why`` and ``unread_help``). ``own_code``: the warning
+    a plan of another phase gets for writing this phase's own fields (W305 training's, W306 serving's), with
+    ``own_scope`` for the message. ``trains``: a training step (forward, backward and the optimizer: FSDP,
+    ZeRO and the training schedule apply; the stack's serving fields do not), ``c_F`` its FLOPs per parameter
+    per token. ``per``: what one step of it is, in the checklist's sentences. ``token_kind``: which tokens its
+    throughput counts (what the cost per token is per). ``closed_form_tp``: the notes' closed-form tp
+    optimum N* applies to a tp sweep of it. ``search_refusal``: why the layout search cannot price it (None:
+    it can), with the help for a search's base plan (``search_help``) and for its ``phase`` axis
+    (``axis_help``). ``section``: the key of its own part of a plan's document (``section_fields``, under
+    ``section_doc``; ``scoped``: a bare key name finds it, ``results.SCOPES``), the keys of it a sweep point
+    repeats (``sweep_fields``) and ``ccost diff`` compares (``diff_keys``). ``starter``: what ``ccost init``
+    writes. ``cells(plan)``: the review's batch and seq cells; ``workload(plan)``: ``ccost explain``'s."""
+
+    name: str
+    default_stack: str
+    token_kind: str  # output | input | training
+    per: str = "step"
+    trains: bool = False
+    c_F: float = 2.0
+    c_F_source: str = "one forward pass: a multiply and an add per parameter"
+    seq_feeds: tuple[str, ...] = ("S", "ctx")
+    kv_cache: bool = False
+    reads_kv: bool = False
+    kv_always: bool = False
+    needs: tuple[str, ...] = ()
+    errors: Callable[[Any, Callable[..., None]], None] | None = None
+    rows: str = "batch"
+    unread: tuple[str, ...] = ()
+    unread_why: str = ""
+    unread_help: str = ""
+    own_code: str | None = None
+    own_scope: str = ""
+    closed_form_tp: bool = False
+    search_refusal: str | None = None
+    search_help: str = ""
+    axis_help: str = ""
+    section: str | None = None
+    section_doc: str = ""
+    scoped: bool = False
+    section_fields: tuple[ResultField, ...] = ()
+    sweep_fields: tuple[ResultField, ...] = ()
+    diff_keys: tuple[str, ...] = ()
+    starter: Starter = Starter(32, ())
+    cells: Callable[[Any], tuple[str, str]] = _seq_cells
+    workload: Callable[[Any], str] = _seq_workload
+
+    @property
+    def searchable(self) -> bool:
+        return self.search_refusal is None
+
+    @property
+    def sweep_keys(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.sweep_fields)
+
+
+def _serve_errors(plan: Any, add: Callable[..., None]) -> None:
+    """What a serve plan (``ccost.serve``) cannot price, beyond its fields' own checks: through ``add``."""
+    missing = [f for f in ("concurrency", "input_tokens", "output_tokens") if getattr(plan, f) is None]
+    if missing:
+        add("E104", f"plan `{plan.name}` is a serve plan and needs " + ", ".join(f"`{f}`" for f in missing),
+            "phase", ("phase", *missing), "add e.g. `concurrency = 32; input_tokens = 1024; output_tokens = 256`")
+        return
+    if plan.output_tokens < 2:
+        add("E203", f"plan `{plan.name}`: output_tokens must be at least 2, got {plan.output_tokens} (TPOT is the "
+            "gap between output tokens)", "output_tokens", ("output_tokens",), "use output_tokens ≥ 2")
+    if plan.chunk_tokens is not None and plan.chunk_tokens < 1:
+        add("E203", f"plan `{plan.name}`: chunk_tokens must be at least 1, got {plan.chunk_tokens}", "chunk_tokens",
+            ("chunk_tokens",), "use e.g. `chunk_tokens = 512`, or leave it out (the whole prompt in one step)")
+    if plan.cp > 1:
+        add("E401", f"plan `{plan.name}`: context parallelism is priced for decode and prefill plans, not yet for a "
+            "serve plan's mixed steps (its prompt chunk's ring attention)", "cp", ("cp", "phase"),
+            "remove `cp`, or price the decode and prefill steps as plans of their own")
+    if not rules.microbatches_at_most_batch(plan.microbatches, plan.concurrency):
+        add("E401", f"plan `{plan.name}` splits concurrency = {plan.concurrency} running requests into "
+            f"microbatches = {plan.microbatches}: a micro-batch needs at least one", "microbatches",
+            ("microbatches", "concurrency"), f"use microbatches ≤ {plan.concurrency}, or a higher concurrency")
+    if plan.compute_time is not None:
+        add("E401", f"plan `{plan.name}`: a serve plan prices two kinds of step (decode and mixed), so one "
+            "`compute_time` cannot stand for them", "compute_time", ("compute_time", "phase"),
+            "remove `compute_time`")
+
+
+_SEQ_LINE = "  seq     = 4096        # {doc}"
+_BATCH_LINE = "  batch   = {batch}          # sequences in flight per replica"
+
+PHASE_KINDS: tuple[PhaseKind, ...] = (
+    PhaseKind(
+        "decode", "serving_default", "output", per="token", seq_feeds=("ctx",), kv_cache=True, reads_kv=True,
+        closed_form_tp=True,
+        starter=Starter(32, (_BATCH_LINE, _SEQ_LINE.format(doc="context length: KV-cache reads and memory")))),
+    PhaseKind(
+        "prefill", "serving_default", "input", kv_cache=True, needs=("seq",),
+        starter=Starter(1, (_BATCH_LINE, _SEQ_LINE.format(doc="prompt tokens")))),
+    PhaseKind(
+        "train", "training_default", "training", trains=True, c_F=6.0,
+        c_F_source="training: 2 forward + 4 backward", needs=("seq",), own_code="W305", own_scope="training",
+        section="training", section_doc="training plans: schedule, FLOPs and what is hidden (ccost.training)",
+        section_fields=(
+            ResultField("schedule", "string", "text", "`gpipe`, `one_f_one_b` or `interleaved`", "schedule"),
+            ResultField("virtual_stages", "integer", "count", "model chunks per GPU, v (1 unless interleaved)",
+                        "virtual stages"),
+            ResultField("recompute", "string", "text", "`none`, `selective` or `full`", "recompute"),
+            ResultField("sequence_parallel", "boolean", "", "sequence parallelism on (and tp > 1)",
+                        "sequence parallel"),
+            ResultField("optimizer_sharding", "string", "text", "`none`, `zero1`, `zero2` or `fsdp`",
+                        "optimizer sharding"),
+            ResultField("model_flops_per_token", NUM, "FLOP", "model FLOPs per token, forward + backward: "
+                        "3·(2·N_GEMM + 2·L·S·d causal attention), logits included, recomputation not",
+                        "model flops per token"),
+            ResultField("model_flops_per_gpu_s", NUM, "FLOP/s", "model FLOPs per step per GPU / step time",
+                        "model FLOP/s per GPU"),
+            ResultField("mfu", NUM, "fraction", "model FLOP/s per GPU / the GPU's peak FLOP/s", "MFU"),
+            ResultField("forward_time_s", NUM, "s", "one micro-batch's forward pass on one GPU", "forward time s"),
+            ResultField("backward_time_s", NUM, "s", "one micro-batch's backward pass on one GPU, recomputation "
+                        "included", "backward time s"),
+            ResultField("exposed_per_microbatch_s", NUM, "s", "communication a micro-batch waits for (TP, EP, "
+                        "PP, FSDP gathers not hidden)", "exposed per microbatch s"),
+            ResultField("exposed_once_s", NUM, "s", "communication the step waits for once (DP gradients not "
+                        "hidden behind the last backward)", "exposed once s"),
+            ResultField("microbatches_in_flight", NUM, "count", "micro-batches whose activations the first "
+                        "stage holds", "microbatches in flight"),
+            ResultField("activation_bytes_per_token_layer", NUM, "B", "activation bytes stored per token and "
+                        "layer", "activation bytes per token layer")),
+        starter=Starter(8, (_BATCH_LINE, _SEQ_LINE.format(doc="sequence length")), microbatches=True)),
+    PhaseKind(
+        "serve", "serving_default", "output", seq_feeds=(), kv_always=True,
+        needs=("concurrency", "input_tokens", "output_tokens"), errors=_serve_errors, rows="concurrency",
+        unread=("batch", "seq"),
+        unread_why="the serve step's batch is `concurrency`, its contexts come from `input_tokens` and "
+                   "`output_tokens`",
+        unread_help="remove them; set `concurrency`, `input_tokens` and `output_tokens`",
+        own_code="W306", own_scope="`phase = serve`",
+        search_refusal="a serve plan prices a decode and a mixed step per point",
+        search_help="search a decode plan of the same layout, or compare serve plans (or sweep one)",
+        axis_help="search decode (and prefill) layouts, then compare or sweep serve plans of the best",
+        section="serve", scoped=True,
+        section_doc="serve plans: continuous batching, a closed loop of `concurrency` requests (ccost.serve); "
+                    "the plan's other keys describe its decode step, its memory the peak context I + O, its "
+                    "throughput the output tokens/s",
+        section_fields=(
+            ResultField("concurrency", "integer", "count", "requests running at once per replica (per dp·ep rank "
+                        "group)", "concurrency"),
+            ResultField("input_tokens", "integer", "count", "prompt tokens per request", "input tokens"),
+            ResultField("output_tokens", "integer", "count", "output tokens per request", "output tokens"),
+            ResultField("chunk_tokens", "integer", "count", "the most prompt tokens one step prefills", "chunk"),
+            ResultField("requests_running", NUM, "count", "requests running in the plan: dp·ep·concurrency",
+                        "requests running"),
+            ResultField("chunks_per_prompt", NUM, "count", "prefill steps per request, n_c = ⌈I/chunk⌉",
+                        "chunks per prompt"),
+            ResultField("mean_chunk_tokens", NUM, "count", "prompt tokens per chunk on average, I/n_c",
+                        "mean chunk"),
+            ResultField("prefill_saturated", "boolean", "", "one chunk per step cannot keep up (C·n_c > n_c + O "
+                        "− 1): every step is mixed and requests wait for prefill", "prefill saturated"),
+            ResultField("mixed_step_share", NUM, "fraction", "share of steps that carry a prompt chunk",
+                        "mixed steps", (("review", "steps with a prompt chunk"),)),
+            ResultField("decoding_in_mixed_step", NUM, "count", "requests decoding beside the chunk in a mixed "
+                        "step", "decoding in a mixed step"),
+            ResultField("decode_step_time_s", NUM, "s", "a step with every request decoding (= step_time_s)",
+                        "decode step"),
+            ResultField("mixed_step_time_s", NUM, "s", "a step with one prompt chunk beside the decoding "
+                        "requests", "mixed step"),
+            ResultField("mean_step_time_s", NUM, "s", "the mean step time", "mean step"),
+            ResultField("ttft_s", NUM, "s", "time to first token: the request's prefill chunks (and its wait for "
+                        "prefill when saturated)", "TTFT"),
+            ResultField("tpot_s", NUM, "s", "time per output token after the first (mean inter-token latency, "
+                        "ITL)", "TPOT", (("text", "TPOT (inter-token)"), ("review", "TPOT (inter-token)"))),
+            ResultField("request_latency_s", NUM, "s", "a request from admission to its last token: TTFT + (O − "
+                        "1)·TPOT", "request latency"),
+            ResultField("requests_per_s", NUM, "1/s", "requests completed per second, Little's law: requests "
+                        "running / request latency", "requests/s"),
+            ResultField("output_tokens_per_s", NUM, "tokens/s", "output tokens per second: requests/s × O",
+                        "output tokens/s", (("short", "output tok/s"),)),
+            ResultField("output_tokens_per_s_per_gpu", NUM, "tokens/s", "output tokens per second per GPU",
+                        "output tokens/s per GPU"),
+            ResultField("input_tokens_per_s", NUM, "tokens/s", "prompt tokens prefilled per second: requests/s × "
+                        "I", "input tokens/s"),
+            ResultField("total_tokens_per_s", NUM, "tokens/s", "prompt + output tokens per second",
+                        "total tokens/s", (("review", "total tokens/s (in + out)"),)),
+            ResultField("total_tokens_per_s_per_gpu", NUM, "tokens/s", "prompt + output tokens per second per "
+                        "GPU", "total tokens/s per GPU")),
+        sweep_fields=(
+            ResultField("ttft_s", NUM, "s", "serve plans: time to first token", "TTFT"),
+            ResultField("tpot_s", NUM, "s", "serve plans: time per output token (inter-token latency)", "TPOT"),
+            ResultField("requests_per_s", NUM, "1/s", "serve plans: requests completed per second", "requests/s"),
+            ResultField("output_tokens_per_s", NUM, "tokens/s", "serve plans: output tokens per second",
+                        "output tokens/s")),
+        diff_keys=("ttft_s", "tpot_s", "request_latency_s", "requests_per_s", "output_tokens_per_s"),
+        starter=Starter(32, (
+            "  concurrency   = {batch}     # requests running per replica",
+            "  input_tokens  = 1024   # prompt tokens per request",
+            "  output_tokens = 256    # output tokens per request",
+            "  chunk_tokens  = 512    # chunked prefill: prompt tokens one step prefills"),
+            sweep=('sweep concurrency "How does the number of running requests move TPOT and tokens/s?" {',
+                   "  concurrency = [1, 8, 32, 128]")),
+        cells=lambda p: (f"{p.concurrency:,} requests", f"{p.input_tokens:,} in / {p.output_tokens:,} out"),
+        workload=lambda p: (f"concurrency {p.concurrency}, {p.input_tokens} in / {p.output_tokens} out, chunks of "
+                            f"{p.chunk_tokens or p.input_tokens}")),
+)
+PHASES: Mapping[str, PhaseKind] = MappingProxyType({k.name: k for k in PHASE_KINDS})
+#: The phases' names, in the table's order: the values of a plan's `phase`.
+PHASE_NAMES: tuple[str, ...] = tuple(PHASES)
+
+
+def phase_kind(name: str) -> PhaseKind:
+    """The record of phase ``name`` (a checked plan's phase is always one)."""
+    return PHASES[name]
+
+
+def _needs(field: str) -> Callable[[Mapping[str, Any]], bool]:
+    """The schema's ``required_if`` of a plan field some phases need (their ``needs``)."""
+    def required(values: Mapping[str, Any]) -> bool:
+        kind = PHASES.get(values.get("phase"))  # type: ignore[arg-type]
+        return kind is not None and field in kind.needs
+    return required
+
+
+def _needs_doc(field: str) -> str:
+    """'required for `prefill` and `train`': the phases that need ``field``."""
+    return "required for " + " and ".join(f"`{k.name}`" for k in PHASE_KINDS if field in k.needs)
+
+
 # --- plan ---------------------------------------------------------------------------------------------
 register(BlockKind(
     "plan", "One layout of one model on one cluster for one workload: the unit of evaluation.",
     (
         Field("model", ref("model"), "the model", "llama3_70b", required=True),
         Field("cluster", ref("cluster"), "the cluster", "hgx", required=True),
-        Field("phase", enum(*S.PHASES), "the workload: one decode step, a prefill of `seq` tokens, a "
+        Field("phase", enum(*PHASE_NAMES), "the workload: one decode step, a prefill of `seq` tokens, a "
               "training step, or `serve`: continuous batching of requests (`concurrency`, `input_tokens`, "
               "`output_tokens`, `chunk_tokens`; ccost.serve)", "decode", required=True),
         Field("batch", INT, "sequences in flight, per replica (per dp·ep rank)", "32", **R_TOKENS),
         Field("seq", INT, "prompt tokens (prefill), context length (decode: KV-cache reads and memory), "
               "sequence length (train)", "2048", **R_TOKENS,
-              required_if=lambda v: v.get("phase") in ("prefill", "train"),
-              required_doc="required for `prefill` and `train`"),
+              required_if=_needs("seq"), required_doc=_needs_doc("seq")),
         *(_degree(a) for a in AXES if not a.optional),
         Field("fsdp", BOOL, "train: shard parameters, AllGather per layer, ReduceScatter gradients",
               "true", phases=("train",)),
@@ -741,15 +1059,13 @@ register(BlockKind(
         *(_degree(a) for a in AXES if a.optional),
         Field("concurrency", INT, "serve: requests running at once per replica (per dp·ep rank group), a "
               "closed loop: a finished request is replaced at once. It is the batch of the serve step; `batch` "
-              "is not read", "32", **R_TOKENS, required_if=lambda v: v.get("phase") == "serve",
-              required_doc="required for `serve`",
-              phases=("serve",)),
+              "is not read", "32", **R_TOKENS, required_if=_needs("concurrency"),
+              required_doc=_needs_doc("concurrency"), phases=("serve",)),
         Field("input_tokens", INT, "serve: prompt tokens per request", "1024", **R_TOKENS,
-              required_if=lambda v: v.get("phase") == "serve", required_doc="required for `serve`",
-              phases=("serve",)),
+              required_if=_needs("input_tokens"), required_doc=_needs_doc("input_tokens"), phases=("serve",)),
         Field("output_tokens", INT, "serve: tokens generated per request, at least 2 (the first comes from the "
               "prefill's last chunk; TPOT is the gap to the next ones)", "256", minimum=2, maximum=1e9,
-              required_if=lambda v: v.get("phase") == "serve", required_doc="required for `serve`",
+              required_if=_needs("output_tokens"), required_doc=_needs_doc("output_tokens"),
               phases=("serve",)),
         Field("chunk_tokens", INT, "serve: chunked prefill, the most prompt tokens one step prefills (one "
               "request's chunk per step)", "512", **R_TOKENS,
@@ -795,8 +1111,10 @@ def _build_search(ctx: BuildContext):
 
 
 register(BlockKind(
-    "search", "Every layout of one plan at once: `base = PLAN` and lists or ranges of values for `tp`, `pp`, "
-    "`ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap` (numbers, evaluated as arrays), `allreduce`, "
+    "search", "Every layout of one plan at once: `base = PLAN` and lists or ranges of values for "
+    # the parallel degrees a search varies, from the axis registry (cp among them: issue 26)
+    + ", ".join(f"`{a.name}`" for a in AXES if a.searchable) + ", "
+    "`batch`, `microbatches`, `seq`, `overlap` (numbers, evaluated as arrays), `allreduce`, "
     "`fsdp`, `cross_node`, `one_shot_volume` (one pass per value) and the fleet axes `model`, `cluster`, `phase`, "
     "`stack` (names of declared blocks, or phases: each combination is a sub-space with its own model and "
     "cluster, and the results rank the whole fleet together); the lists form their cartesian product (`tp = pow2(1, 64)`, "

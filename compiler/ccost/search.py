@@ -62,8 +62,10 @@ from ccost.check.search import (  # the search block's rules, applied by the che
 )
 from ccost.check.search import combo_label as _combo_label
 from ccost.check.search import value_name as _name
-from ccost.diagnostics import CcostError, error
+from ccost.check.plan import evaluation_errors
+from ccost.diagnostics import CcostError, Diagnostics, error
 from ccost.results import RECORD_METRICS
+from ccost.schema import phase_kind
 
 OBJECTIVES = ("latency", "throughput_per_gpu", "gpus")
 #: Points per chunk: big enough that numpy's per-call overhead vanishes, small enough for the cache and
@@ -381,7 +383,7 @@ class _Job:
         assert base is not None
         axes = dict(self.search.axes)
         seq0 = axes["seq"][0] if "seq" in axes else base.seq
-        return replace(base, seq=seq0, **fixed)
+        return S.vary(base, seq=seq0, **fixed)
 
     def pass_setup(self, p_i: int) -> tuple[dict, S.Plan, Settings]:
         """Pass ``p_i``'s fixed values (fleet and static axes), plan and constraints (in a fleet search each
@@ -418,10 +420,11 @@ def _job(search: S.Search, policy: S.Policy, chunk: int) -> _Job:
     base = search.base
     if base is None or base.cluster is None or base.model is None:
         raise CcostError(error("E401", f"search `{search.name}` has no base plan to evaluate", search.span))
-    if base.phase == "serve":  # a serve plan prices several steps per point (ccost.serve), not one program
-        raise CcostError(error("E401", f"search `{search.name}`: its base plan `{base.name}` is a serve plan, which "
-                               "the layout search does not price", search.spans.get("base", search.span),
-                               "search a decode plan of the same layout, or compare serve plans (or sweep one)"))
+    kind = phase_kind(base.phase)
+    if not kind.searchable:  # a serve plan prices several steps per point (ccost.serve), not one program
+        raise CcostError(error("E401", f"search `{search.name}`: its base plan `{base.name}` is a {kind.name} plan, "
+                               "which the layout search does not price", search.spans.get("base", search.span),
+                               kind.search_help))
     # the checker's rules for the block (E205, E402, E203, E404), for a Search built without the checker
     diags = [d for d in validate(search, lambda *a: None) if d.is_error]
     if diags:
@@ -576,7 +579,7 @@ def _whole_microbatches(plan: S.Plan, cvals: dict):
     search varies neither batch nor microbatches (the base plan keeps the rule, or is refused)."""
     import numpy as np
 
-    if plan.phase == "serve" or not ({"batch", "microbatches"} & cvals.keys()):
+    if phase_kind(plan.phase).rows != "batch" or not ({"batch", "microbatches"} & cvals.keys()):
         return None
     M = np.asarray(cvals["microbatches"] if "microbatches" in cvals else plan.microbatches)
     B = np.asarray(cvals["batch"] if "batch" in cvals else plan.batch)
@@ -637,14 +640,18 @@ def _prepare_pass(search: S.Search, policy: S.Policy, plan: S.Plan, fixed: Mappi
     that passed the layout constraints stands in (its numbers are replaced by the arrays anyway)."""
     from ccost import lower
 
+    def prepared(p: S.Plan):
+        Diagnostics(evaluation_errors(p)).raise_if_errors()  # the model takes an evaluable plan
+        return _optional_axes(search, lower.prepare(p, policy))
+
     try:
-        return _optional_axes(search, lower.prepare(plan, policy))
+        return prepared(plan)
     except CcostError as exc:
         if not _fleet_of(search):
             raise
         degrees = {f: int(v[first]) for f, v in vals.items() if f in PA.NAMES}
         try:
-            return _optional_axes(search, lower.prepare(replace(plan, **degrees), policy))
+            return prepared(replace(plan, **degrees))
         except CcostError:
             raise CcostError(error(
                 "E404", f"search `{search.name}`: the combination {_combo_label(fixed)} cannot be evaluated: "
@@ -1052,11 +1059,10 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
     n = index.size
     index = index.reshape(n)
     inputs = {}
+    feeds = phase_kind(plan.phase).seq_feeds  # seq: the context (ctx) and, but in decode, the step's tokens (S)
     for f, v in vals.items():
         if f == "seq":
-            inputs["ctx"] = v
-            if plan.phase != "decode":
-                inputs["S"] = v
+            inputs.update(dict.fromkeys(feeds, v))
         else:
             inputs[ARRAY_AXES[f]] = v
     prog = phases.lower(static, lower.with_arrays(x0, **inputs))
@@ -1075,7 +1081,7 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
         return np.broadcast_to(fail, shape).reshape(n)
 
     # latency: one step through every stage in turn (what a user waits); step: the pipelined step time
-    mem, limit = np.asarray(c.mem_total, dtype=float), np.asarray(c.mem_limit, dtype=float)
+    mem, limit = np.asarray(c.memory.total, dtype=float), np.asarray(c.memory.limit, dtype=float)
     fails = {
         "fits_memory": test(~(mem <= limit)) if st.fits_memory else None,
         "max_overhead": test(~(np.asarray(m.overhead, dtype=float) <= st.max_overhead))
@@ -1174,14 +1180,14 @@ def point_plan(search: S.Search, layout: Mapping[str, Any]) -> S.Plan:
     values = {k: next((x for x in axes.get(k, ()) if _name(x) == v), v) if k in FLEET_AXES else v
               for k, v in layout.items()}
     label = ",".join(f"{k}={_name(v)}" for k, v in values.items())
-    return replace(search.base, name=f"{search.name}[{label}]", **values)
+    return S.vary(search.base, name=f"{search.name}[{label}]", **values)
 
 
 def _records(search, cols, order, decode) -> list[dict]:
     out = []
     for i in order:
         layout = decode(cols["index"][i])
-        train = layout.get("phase", search.base.phase if search.base is not None else None) == "train"
+        train = phase_kind(layout.get("phase", search.base.phase)).trains if search.base is not None else False
         rec = {f: _name(v) for f, v in layout.items()}  # a model, cluster or stack by its name
         for k in RECORD_METRICS:  # what a search records for each point it keeps
             v = cols[k][i]

@@ -50,10 +50,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ccost import analysis, costs, derive, lower, units
-from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.derive import maximum, named
-from ccost.diagnostics import CcostError, error
+from ccost.program import Priced
 
 Num = Any
 
@@ -98,11 +97,9 @@ def _leaf(name: str, value: float, desc: str, source: str, derivation: bool):
 
 
 def _lowered(plan: S.Plan, policy: S.Policy, derivation: bool, phase: str, seq: int | None, **override):
-    """``lower`` of the serve plan as a decode or prefill plan, some inputs replaced by serve values."""
-    # `batch` is a stand-in (every step replaces B with its own rows): as large as the micro-batches, so that
-    # the step is a plan (E401 otherwise; check() holds concurrency to the same rule)
-    sub = replace(plan, phase=phase, batch=max(1, plan.microbatches), seq=seq)
-    static, x = lower.prepare(sub, policy, derivation)
+    """``lower`` of one step of the serve plan, a decode or prefill step (``lower.Step``) whose KV cache holds
+    ``seq`` tokens, with some inputs given by the serve model: the rows it runs (``B``), its contexts."""
+    static, x = lower.prepare(plan, policy, derivation, lower.Step(phase, seq))
     return lower.lower(static, lower.with_arrays(x, **override))
 
 
@@ -114,41 +111,10 @@ def _attention(program: lower.Program):
     raise AssertionError("a program with a KV cache has an attention operator")  # pragma: no cover
 
 
-def check(plan: S.Plan) -> None:
-    """Diagnose a serve plan the model cannot price (the schema has already checked each field)."""
-    span = plan.spans.get("phase", plan.span)
-    missing = [f for f in ("concurrency", "input_tokens", "output_tokens") if getattr(plan, f) is None]
-    if missing:
-        raise CcostError(error("E104", f"plan `{plan.name}` is a serve plan and needs "
-                               + ", ".join(f"`{f}`" for f in missing), span,
-                               "add e.g. `concurrency = 32; input_tokens = 1024; output_tokens = 256`"))
-    if plan.output_tokens < 2:
-        raise CcostError(error("E203", f"plan `{plan.name}`: output_tokens must be at least 2, got "
-                               f"{plan.output_tokens} (TPOT is the gap between output tokens)",
-                               plan.spans.get("output_tokens", span), "use output_tokens ≥ 2"))
-    if plan.chunk_tokens is not None and plan.chunk_tokens < 1:
-        raise CcostError(error("E203", f"plan `{plan.name}`: chunk_tokens must be at least 1, got "
-                               f"{plan.chunk_tokens}", plan.spans.get("chunk_tokens", span),
-                               "use e.g. `chunk_tokens = 512`, or leave it out (the whole prompt in one step)"))
-    if plan.cp > 1:
-        raise CcostError(error("E401", f"plan `{plan.name}`: context parallelism is priced for decode and prefill "
-                               "plans, not yet for a serve plan's mixed steps (its prompt chunk's ring attention)",
-                               plan.spans.get("cp", span), "remove `cp`, or price the decode and prefill steps as "
-                               "plans of their own"))
-    if not rules.microbatches_at_most_batch(plan.microbatches, plan.concurrency):
-        raise CcostError(error("E401", f"plan `{plan.name}` splits concurrency = {plan.concurrency} running requests "
-                               f"into microbatches = {plan.microbatches}: a micro-batch needs at least one",
-                               plan.spans.get("microbatches", span),
-                               f"use microbatches ≤ {plan.concurrency}, or a higher concurrency"))
-    if plan.compute_time is not None:
-        raise CcostError(error("E401", f"plan `{plan.name}`: a serve plan prices two kinds of step (decode and "
-                               "mixed), so one `compute_time` cannot stand for them",
-                               plan.spans.get("compute_time", span), "remove `compute_time`"))
-
-
 def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerms:
-    """Price a serve plan (see the module docstring). Raises ``CcostError`` for a plan that cannot be."""
-    check(plan)
+    """Price a serve plan (see the module docstring), one that can be: what it cannot price is refused
+    before, by the rules of its record (``ccost.schema``'s serve ``errors``) that
+    ``ccost.check.plan.evaluation_errors`` runs for ``ccost check`` and ``ccost.evaluate``."""
     src = f"plan {plan.name}"
     C = _leaf("C", plan.concurrency, "concurrency: requests running per replica", src, derivation)
     I = _leaf("I", plan.input_tokens, "prompt tokens per request", src, derivation)
@@ -176,9 +142,8 @@ def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerm
     # --- the decode step: all C requests decoding, at the mean context; memory at the peak context --------
     dec = _lowered(plan, policy, derivation, "decode", plan.input_tokens + plan.output_tokens, B=C, ctx=ctx_dec)
     peak = _lowered(plan, policy, derivation, "decode", plan.input_tokens + plan.output_tokens, B=C, ctx=ctx_max)
-    cp = peak.compute
-    mem = (cp.mem_weights, cp.mem_kv, cp.mem_total, cp.mem_limit)
-    dec = replace(dec, compute=replace(dec.compute, mem_kv=cp.mem_kv, mem_total=cp.mem_total))
+    mem = peak.compute.memory
+    dec = replace(dec, compute=replace(dec.compute, memory=mem))
     m_dec = analysis.analyse(dec)
 
     # --- the mixed step: one forward pass of n_dec decode rows + a chunk of c̄ prompt tokens ------------------
@@ -235,8 +200,7 @@ def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerm
     mix = replace(A, compute=replace(
         cA, bytes_gpu=bytes_mix, T_mem=costs.memory_time(bytes_mix, x.BW_hbm),
         T_flop=T_flop, T_stage=T_stage, T_compute=T_compute, t_mb=t_mb, operators=rows, T_host=T_host,
-        flops_gpu=named("F_mix", cA.flops_gpu + extra_f, "FLOPs per mixed step per GPU"),
-        mem_kv=cp.mem_kv, mem_total=cp.mem_total))
+        flops_gpu=named("F_mix", cA.flops_gpu + extra_f, "FLOPs per mixed step per GPU"), memory=mem))
     m_mix = analysis.analyse(mix)
     t_dec = named("t_dec", m_dec.step, "decode step: all C requests decode one token")
     t_mix = named("t_mix", m_mix.step, "mixed step: n_dec requests decode beside one prompt chunk")
@@ -266,7 +230,7 @@ def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerm
     return ServeTerms(
         dec, m_dec, mix, m_mix, saturated, (n_c, c_bar, R, ctx_dec, n_dec, share, B_mix),
         own + (bytes_mix, T_stage) + ((T_host,) if T_host is not cA.T_host else ()) + (T_compute, t_mb),
-        mem + (ctx_max,),
+        (*mem.held, mem.total, mem.limit, ctx_max),
         (t_dec, t_mix, ttft, tpot, t_mean, e2e, running, req_s, out_s, out_gpu, in_s, tot_s, tot_gpu),
         C, I, O, c, n_c, c_bar, R, n_dec, share, ttft, tpot, t_mean, e2e, req_s, out_s, out_gpu, in_s, tot_s,
         tot_gpu, gpus)
@@ -281,8 +245,9 @@ def _f(x) -> float | None:
     return analysis.finite(x)
 
 
-def record(plan: S.Plan, t: ServeTerms) -> dict:
+def record(plan: S.Plan, priced: Priced) -> dict:
     """The ``serve`` section of a serve plan's document (seconds, tokens, requests)."""
+    t = priced.terms
     return {
         "concurrency": plan.concurrency,
         "input_tokens": plan.input_tokens,
@@ -309,30 +274,21 @@ def record(plan: S.Plan, t: ServeTerms) -> dict:
     }
 
 
-def collective_values(program: lower.Program) -> list[tuple[str, list]]:
-    """(title, values) of each collective of a program, as ``explain`` lists them."""
-    out = []
-    for k in program.collectives:
-        if analysis.costs_nothing(k):
-            continue
-        vals: list = [k.count, k.message]
-        vals += [cand.time for cand in k.candidate_costs.values()]
-        if k.group is not None:
-            vals += [alt.time for alt in (k.group.flat, k.group.hierarchical, k.group.split) if alt is not None]
-        vals += [k.cost.hops, k.cost.volume, k.cost.time, k.total]
-        size, cnt = derive.value_of(k.group_size), derive.value_of(k.count)
-        out.append((f"{k.key}: {cnt:g} × {k.kind} ({k.algorithm}) on {size:g} ranks over {k.link} — {k.purpose}",
-                    vals))
-    return out
+def price(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Priced:
+    """A serve plan priced: its decode step's program, the metrics with the plan's throughput (output
+    tokens/s), and every term (``ServeTerms``)."""
+    t = terms(plan, policy, derivation)
+    return Priced(t.dec, metrics_for_plan(t), t)
 
 
-def explain_groups(plan: S.Plan, policy: S.Policy, econ_values) -> list[tuple[str, list]]:
-    """The derivation of a serve plan, grouped for reading (``evaluate.explain_sections`` numbers them)."""
-    t = terms(plan, policy, derivation=True)
+def explain_groups(plan: S.Plan, priced: Priced) -> list[tuple[str, list]]:
+    """The derivation of a serve plan (priced in derivation mode), grouped for reading
+    (``evaluate.explain_sections`` numbers them and adds cost and power)."""
+    t = priced.terms
     groups: list[tuple[str, list]] = [("serve: chunks, slots and Little's law", list(t.setup))]
     for label, prog, m in (("decode step (all C requests decoding)", t.dec, t.m_dec),
                            ("mixed step (n_dec decoding + one prompt chunk)", t.mix, t.m_mix)):
-        groups += [(f"{label}: {title}", vals) for title, vals in collective_values(prog)]
+        groups += [(f"{label}: {title}", vals) for title, vals in analysis.collective_values(prog)]
         c = prog.compute
         vals = [c.bytes_gpu, c.flops_gpu, c.T_stage, c.T_compute, c.t_mb]
         if prog is t.mix:
@@ -344,6 +300,24 @@ def explain_groups(plan: S.Plan, policy: S.Policy, econ_values) -> list[tuple[st
     groups.append(("totals of the decode step", [m.volume, m.hops, m.T_lat, m.T_bw, m.bubble, m.gpus, m.speedup,
                                                  m.efficiency, m.eta]))
     groups.append(("serve: TTFT, TPOT, requests/s, tokens/s", list(t.results)))
-    groups.append(("cost and power", econ_values(metrics_for_plan(t))))
     return groups
 
+
+def review_note(sv: dict) -> str:
+    """What a serve plan's numbers mean, in words, for its part of the review."""
+    return (f"Serve plan (continuous batching, a closed loop): {sv['concurrency']:,} requests per replica of "
+            f"{sv['input_tokens']:,} prompt and {sv['output_tokens']:,} output tokens; each prompt is prefilled in "
+            f"{sv['chunks_per_prompt']:g} chunk(s) of at most {sv['chunk_tokens']:,} tokens, one chunk per step beside "
+            "the decoding requests. The step time, collectives, compute and checklist above are the decode step's "
+            "(every request decoding); memory is the peak, every request at its longest context; TTFT, TPOT and "
+            "requests/s combine the decode and mixed steps by Little's law. An arrival rate (open loop) is not "
+            "modelled.")
+
+
+#: What the continuous-batching model leaves out: a paragraph of a review that has a serve plan.
+NOT_MODELLED = (
+    "Serving", "A serve plan is a closed loop: a finished request is replaced at once, so an arrival rate, "
+    "queueing of an open loop and its tail latencies are not modelled. Every request has the same prompt and "
+    "output length; one request's chunk is prefilled per step (prompts are not packed into one step), each "
+    "chunk priced as the mean chunk I/n_c; decode steps run at the mean context I + O/2; memory is held to "
+    "the peak, every request at I + O; no preemption, prefix caching or speculative decoding.")

@@ -12,7 +12,7 @@ lowering or analysis), ``sources`` keeps ``source = "..."`` strings for the revi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Mapping
 
@@ -23,7 +23,6 @@ from ccost.diagnostics import Span
 DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
     {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 )
-PHASES = ("decode", "prefill", "train", "serve")
 ROOFLINES = ("operator", "step")
 PIPELINES = ("steady", "flush")
 #: Where a stack's operator rates come from (decode, prefill): its own efficiencies × the GPU's peaks, or
@@ -40,6 +39,7 @@ OPTIMIZER_SHARDING = ("none", "zero1", "zero2")
 ONE_SHOT_VOLUMES = C.ONE_SHOT_VOLUMES
 
 _EMPTY: Mapping[str, Span] = MappingProxyType({})
+_NO_STACKS: Mapping[str, "Stack"] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -284,17 +284,11 @@ class Stack(Entity):
                 and self.roofline == "step" and self.pipeline == "flush" and self.rates == "profile")
 
 
-#: The bundled default profiles (specs/std/stacks.ccost) a plan gets when it names no ``stack``.
-DEFAULT_STACKS: Mapping[str, str] = MappingProxyType(
-    {"decode": "serving_default", "prefill": "serving_default", "serve": "serving_default",
-     "train": "training_default"})
-
-
 @dataclass(frozen=True)
 class Plan(Entity):
     model: Model | None = None
     cluster: Cluster | None = None
-    phase: str = "decode"
+    phase: str = "decode"  # one of ccost.schema.PHASE_NAMES
     batch: int = 1
     seq: int | None = None
     tp: int = 1
@@ -309,7 +303,10 @@ class Plan(Entity):
     overlap: float = 0.0
     compute_time: float | None = None
     load: float = 1.0  # share of the month the plan runs at its throughput (issue 17)
-    stack: Stack | None = None  # None: the bundled default for the phase (DEFAULT_STACKS)
+    #: The software-stack profile that prices the plan. The checker resolves it: the one the plan names, else
+    #: the bundled default for its phase (its record's ``default_stack``, from std/stacks.ccost), so a
+    #: checked plan always has one; None only in a plan built by hand, which the model refuses.
+    stack: Stack | None = None
     # training (ccost.training)
     schedule: str = "one_f_one_b"  # gpipe | one_f_one_b | interleaved
     virtual_stages: int = 1  # interleaved: model chunks per GPU, v
@@ -323,6 +320,15 @@ class Plan(Entity):
     input_tokens: int | None = None
     output_tokens: int | None = None
     chunk_tokens: int | None = None  # None: input_tokens (the whole prompt in one step)
+    #: A plan that names no stack: the bundled default of every phase (the checker fills it in, and
+    #: ``stack`` with the one of the plan's phase), so that a sweep or a search that varies the phase
+    #: (``vary``) prices each point under its own phase's default. Empty when the plan names its stack.
+    stack_defaults: Mapping[str, Stack] = field(default_factory=lambda: _NO_STACKS, compare=False, repr=False)
+
+    @property
+    def stack_named(self) -> bool:
+        """The plan (or a block it extends) names its stack; else it has its phase's bundled default."""
+        return not self.stack_defaults
 
     @property
     def gpus(self) -> int:
@@ -330,6 +336,16 @@ class Plan(Entity):
         the ep ranks holds 1/ep of the experts and runs attention on its own share of the tokens); ``batch``
         is per replica (per dp·ep rank group)."""
         return axes.gpus(self)
+
+
+def vary(plan: Plan, **values) -> Plan:
+    """``plan`` with some fields replaced, as a sweep or a search varies them: a plan that names no stack
+    takes the default of its new phase (``stack_defaults``), and one given a stack keeps it from then on."""
+    if "stack" in values:
+        values.setdefault("stack_defaults", _NO_STACKS)
+    elif "phase" in values and plan.stack_defaults:
+        values["stack"] = plan.stack_defaults.get(values["phase"], plan.stack)
+    return replace(plan, **values)
 
 
 @dataclass(frozen=True)

@@ -88,9 +88,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccost import analysis as A
-from ccost import costs, derive, kernels, units
-from ccost import lower as LW
+from ccost import axes, costs, derive, kernels, units
 from ccost.derive import floor, maximum, minimum, named
+from ccost.program import Compute, Priced, Program, collective, memory, on, p2p, total
 
 Num = Any
 
@@ -112,6 +112,7 @@ class TrainTerms:
     in_flight_mb: Num  # micro-batches whose activations the first stage holds
     act_token_layer: Num  # activation bytes stored per token per layer
     groups: tuple = ()  # extra derivation values for explain
+    r_gemm: Num = None  # the FLOP/s the GEMMs ran at (the checklist's item 1 quotes it)
 
 
 def _zero(dim, *like):
@@ -133,8 +134,9 @@ def lower_train(static, x):
     b_w = named("b_w", x.W / x.params, "weight bytes per parameter")
     if static.moe:
         n_expert1, n_dense, n_experts = costs.moe_parameters(x.params, x.params_active, x.E, x.k)
-        p_dense = named("N_dense,GPU", n_dense / (t * P), "dense parameters on one GPU")
-        p_exp = named("N_experts,GPU", n_experts / (t * P * x.ep), "expert parameters on one GPU")
+        p_dense = named("N_dense,GPU", n_dense / axes.split(x, "weights", "layers"), "dense parameters on one GPU")
+        p_exp = named("N_experts,GPU", n_experts / axes.split(x, "weights", "layers", "experts"),
+                      "expert parameters on one GPU")
         params_gpu = named("N_GPU", p_dense + p_exp, "parameters on one GPU (before sharding)")
         weights_gpu = named("W_GPU", b_w * params_gpu, "weight bytes on one GPU")
         n_shard = named("N_shard", p_dense / (dpc * x.ep) + p_exp / dpc,
@@ -142,8 +144,9 @@ def lower_train(static, x):
         dp_groups = [("", p_dense, dpc * x.ep, t, "dense parameters"),
                      ("e", p_exp, dpc, t * x.ep, "expert parameters")]
     else:
-        params_gpu = named("N_GPU", x.params / (t * P), "parameters on one GPU (before sharding)")
-        weights_gpu = named("W_GPU", x.W / (t * P), "weight bytes on one GPU")
+        params_gpu = named("N_GPU", x.params / axes.split(x, "weights", "layers"),
+                           "parameters on one GPU (before sharding)")
+        weights_gpu = named("W_GPU", x.W / axes.split(x, "weights", "layers"), "weight bytes on one GPU")
         n_shard = named("N_shard", params_gpu / (dpc * x.ep),
                         "parameters on one GPU sharded over the data-parallel ranks")
         dp_groups = [("", params_gpu, dpc * x.ep, t, "parameters")]
@@ -241,11 +244,11 @@ def lower_train(static, x):
     tp_list = []
     if static.sp:
         for kind, key in (("reducescatter", "TPrs"), ("allgather", "TPag")):
-            tp_list.append(LW._collective(static, key, kind, "tensor-parallel activations, sequence parallel "
+            tp_list.append(collective(static, key, kind, "tensor-parallel activations, sequence parallel "
                                           f"({'ReduceScatter' if kind == 'reducescatter' else 'AllGather'})",
                                           n_tp, t, 1, m_act, x))
     else:
-        tp_list.append(LW._collective(static, "TP", "allreduce", "tensor-parallel attention and FFN outputs, "
+        tp_list.append(collective(static, "TP", "allreduce", "tensor-parallel attention and FFN outputs, "
                                       "forward and backward, per micro-batch", n_tp, t, 1, m_act, x, static.algorithm))
     coll += tp_list
 
@@ -260,8 +263,8 @@ def lower_train(static, x):
                      "tokens routed per rank and micro-batch: b_mb·k_eff·d·bytes" + ("/tp (SP)" if static.sp else ""))
         n_ep = named("count_EP", 4 * x.L_moe / P * M, "dispatch + combine per MoE layer, forward and backward, "
                      "× MoE layers per stage × M")
-        ep_list.append(LW._collective(
-            static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, t * x.cp if static.cp else t,
+        ep_list.append(collective(
+            static, "EP", "alltoall", "expert-parallel dispatch and combine", n_ep, x.ep, axes.stride(x, "ep", on(static)),
             m_ep, x,
             note="volume (P−1)/P·m per rank, the convention of “Communication Cost Analysis” §2"))
     coll += ep_list
@@ -273,15 +276,15 @@ def lower_train(static, x):
                   "gradients back, per micro-batch and model chunk")
     pp_list = []
     if static.inter is not None:
-        stride = named("s_PP", t * x.ep * dpc, "ranks between consecutive stages")
+        stride = named("s_PP", axes.stride(x, "pp", on(static)), "ranks between consecutive stages")
         share = named("x_PP", minimum(P - 1, floor((P - 1) * stride / x.D)) / maximum(P - 1, 1),
                       "share of the stage boundaries that cross NVLink domains")
-        pp_list.append(LW._p2p(static, "PP", "pipeline sends inside a domain", sends * (1 - share), m_pp,
+        pp_list.append(p2p(static, "PP", "pipeline sends inside a domain", sends * (1 - share), m_pp,
                                static.intra, static.intra_name, x))
-        pp_list.append(LW._p2p(static, "PPx", "pipeline sends across domains", sends * share, m_pp,
+        pp_list.append(p2p(static, "PPx", "pipeline sends across domains", sends * share, m_pp,
                                static.inter, static.inter_name, x))
     else:
-        pp_list.append(LW._p2p(static, "PP", "pipeline sends", sends, m_pp, static.intra, static.intra_name, x))
+        pp_list.append(p2p(static, "PP", "pipeline sends", sends, m_pp, static.intra, static.intra_name, x))
     coll += pp_list
 
     # --- context parallelism: ring attention passes K and V around the cp ranks ------------------------
@@ -289,10 +292,10 @@ def lower_train(static, x):
     if static.cp:
         m_kv = named("m_KV", tok_mb * 2 * x.d * x.h_kv / x.h * x.b_act / t,
                      "K and V of a micro-batch's sequences on one TP rank: b_mb·2·d·(h_kv/h)·b_act/tp")
-        cp_ag = LW._collective(static, "CP", "allgather", "context-parallel K and V passed around the ring, "
+        cp_ag = collective(static, "CP", "allgather", "context-parallel K and V passed around the ring, "
                                "forward and backward", named("count_CP", 2 * Ls * M, "per layer and micro-batch, "
                                                              "forward and backward"), x.cp, t, m_kv, x)
-        cp_rs = LW._collective(static, "CPrs", "reducescatter", "context-parallel gradients of K and V",
+        cp_rs = collective(static, "CPrs", "reducescatter", "context-parallel gradients of K and V",
                                named("count_CPrs", Ls * M, "per layer and micro-batch"), x.cp, t, m_kv, x)
         cp_list = [cp_ag, cp_rs]
         coll += cp_list
@@ -303,27 +306,27 @@ def lower_train(static, x):
         if static.fsdp:
             m_ag = named(f"m_AG{suffix}", p_gpu / Ls * b_w, f"one layer of this GPU's {label}, gathered")
             m_rs = named(f"m_RS{suffix}", p_gpu / Ls * x.b_grad, f"one layer of this GPU's {label} gradients")
-            ag = LW._collective(static, f"AG{suffix}", "allgather", f"FSDP parameter gather, forward and "
+            ag = collective(static, f"AG{suffix}", "allgather", f"FSDP parameter gather, forward and "
                                 f"backward ({label})", named(f"count_AG{suffix}", 2 * Ls * M,
                                                              "per layer and micro-batch, forward and backward"),
                                 size, stride, m_ag, x)
-            rs = LW._collective(static, f"RS{suffix}", "reducescatter", f"FSDP gradient reduce-scatter ({label})",
+            rs = collective(static, f"RS{suffix}", "reducescatter", f"FSDP gradient reduce-scatter ({label})",
                                 named(f"count_RS{suffix}", Ls * M, "per layer and micro-batch"), size, stride,
                                 m_rs, x)
             fsdp_list.append((ag, rs))
             coll += [ag, rs]
         elif static.zero == "none":
             m_dp = named(f"m_DP{suffix}", p_gpu * x.b_grad, f"gradients of this GPU's {label}")
-            k = LW._collective(static, f"DP{suffix}", "allreduce", f"data-parallel gradients ({label}), once "
+            k = collective(static, f"DP{suffix}", "allreduce", f"data-parallel gradients ({label}), once "
                                "per step, bucketed", 1.0, size, stride, m_dp, x, static.algorithm)
             dp_once.append((k, "bwd"))
             coll.append(k)
         else:
             m_rs = named(f"m_DP{suffix}", p_gpu * x.b_grad, f"gradients of this GPU's {label}")
             m_ag = named(f"m_DPag{suffix}", p_gpu * b_w, f"updated {label} of this GPU")
-            rs = LW._collective(static, f"DP{suffix}", "reducescatter", f"data-parallel gradients ({label}), "
+            rs = collective(static, f"DP{suffix}", "reducescatter", f"data-parallel gradients ({label}), "
                                 f"{static.zero}: reduce-scattered once per step", 1.0, size, stride, m_rs, x)
-            ag = LW._collective(static, f"DPag{suffix}", "allgather", f"updated parameters ({label}), "
+            ag = collective(static, f"DPag{suffix}", "allgather", f"updated parameters ({label}), "
                                 f"{static.zero}: gathered once per step", 1.0, size, stride, m_ag, x)
             dp_once += [(rs, "bwd"), (ag, "fwd")]
             coll += [rs, ag]
@@ -416,8 +419,7 @@ def lower_train(static, x):
                       "gradient bytes held" + (" (sharded)" if grads_sharded else ""))
     mem_opt = named("mem_optimizer", (n_shard if opt_sharded else params_gpu) * x.b_opt,
                     "Adam state: master weights + m + v" + (" (sharded)" if opt_sharded else ""))
-    mem_total = named("mem_GPU", mem_weights + mem_grads + mem_opt + mem_act, "memory per GPU")
-    mem_limit = named("mem_limit", x.max_mem * x.mem, "usable memory: max_memory·HBM")
+    mem = memory(x, weights=mem_weights, gradients=mem_grads, optimizer=mem_opt, activations=mem_act)
     tokens = named("tokens_step", x.dp * x.ep * x.B * x.S, "tokens per step, all replicas: dp·ep·B·S")
 
     # --- step-level compute terms ------------------------------------------------------------------------------
@@ -430,13 +432,14 @@ def lower_train(static, x):
                   "the same work on one GPU: T_compute·tp·pp·ep" + ("·cp" if static.cp else ""))
     T_flop = named("T_flop", M * T_flop_mb, "step: FLOPs / achieved FLOP/s")
     T_mem = named("T_mem", M * T_mem_mb, "step: elementwise bytes / HBM bandwidth")
-    comp = LW.Compute(weights_gpu, 0.0, weights_gpu, flops_gpu, T_mem, T_flop, T_compute, T_compute, T_one,
-                      params_gpu, mem_weights, 0.0, mem_grads, mem_opt, mem_total, mem_limit, tokens,
-                      e_fwd, flops_mb, T_mem_mb, T_flop_mb, t_mb, mem_activations=mem_act)
+    comp = Compute(weights_gpu=weights_gpu, kv_gpu=0.0, bytes_gpu=weights_gpu, flops_gpu=flops_gpu, T_mem=T_mem,
+                   T_flop=T_flop, T_stage=T_compute, T_compute=T_compute, T_one=T_one, params_gpu=params_gpu,
+                   memory=mem, tokens_step=tokens, bytes_mb=e_fwd, flops_mb=flops_mb, T_mem_mb=T_mem_mb,
+                   T_flop_mb=T_flop_mb, t_mb=t_mb)
     terms = TrainTerms(slots, bubble, t_fwd, t_bwd, c_mb, once, exposed, step, f_model, flops_model_gpu,
                        inflight, a_store, groups=(f_gemm, f_attn, f_model, a_sel, a_store, t_fwd, t_bwd, c_mb,
-                                                  once, inflight, mem_act))
-    return LW.Program(static, x, tuple(coll), comp, terms)
+                                                  once, inflight, mem_act), r_gemm=R_g)
+    return Program(static, x, tuple(coll), comp, terms)
 
 
 def analyse_train(program):
@@ -444,13 +447,13 @@ def analyse_train(program):
     x, c, tt = program.inputs, program.compute, program.train
     coll = [k for k in program.collectives if not A.costs_nothing(k)]
     t0, b0, n0 = (derive.zero(d, c.T_compute) for d in (units.TIME, units.INFORMATION, units.DIMENSIONLESS))
-    T_comm = named("T_comm", A._sum((k.total for k in coll), t0), "communication per step on one GPU: "
+    T_comm = named("T_comm", total((k.total for k in coll), t0), "communication per step on one GPU: "
                    "Σ count × time")
-    T_lat = named("T_lat", A._sum((k.count * k.cost.latency for k in coll), t0), "latency term: Σ count·α·hops")
-    T_bw = named("T_bw", A._sum((k.count * k.cost.bandwidth_time for k in coll), t0),
+    T_lat = named("T_lat", total((k.count * k.cost.latency for k in coll), t0), "latency term: Σ count·α·hops")
+    T_bw = named("T_bw", total((k.count * k.cost.bandwidth_time for k in coll), t0),
                  "bandwidth term: Σ count·volume/B")
-    volume = named("V_step", A._sum((k.count * k.cost.volume for k in coll), b0), "bytes each GPU sends per step")
-    hops = named("hops_step", A._sum((k.count * k.cost.hops for k in coll), n0), "latency steps per step")
+    volume = named("V_step", total((k.count * k.cost.volume for k in coll), b0), "bytes each GPU sends per step")
+    hops = named("hops_step", total((k.count * k.cost.hops for k in coll), n0), "latency steps per step")
     latency = named("T_latency", c.T_compute + tt.exposed, "compute + exposed communication, no bubble")
     ovh = named("overhead", costs.overhead(T_comm, c.T_compute), "T_comm / T_compute", style="percent")
     in_flight = named("in_flight", x.pp * (1 - tt.bubble), "stages busy at once: P·(1 − bubble)")
@@ -464,6 +467,38 @@ def analyse_train(program):
                 style="percent")
     return A.Metrics(T_comm, T_lat, T_bw, tt.exposed, c.T_compute, latency, tt.step, ovh, tt.bubble, in_flight,
                      gpus, speedup, eff, thr, thr_gpu, volume, hops, eta)
+
+
+def record(plan, priced: Priced) -> dict:
+    """The ``training`` section of a training plan's document (float mode)."""
+    program, m = priced.program, priced.metrics
+    tt, f = program.train, A.finite
+    rate, mfu = model_rates(program, m)
+    return {
+        "schedule": plan.schedule,
+        "virtual_stages": int(f(program.inputs.v) or 1),
+        "recompute": plan.recompute,
+        "sequence_parallel": program.static.sp,
+        "optimizer_sharding": "fsdp" if program.static.fsdp else plan.optimizer_sharding,
+        "model_flops_per_token": f(tt.flops_model_token),
+        "model_flops_per_gpu_s": f(rate),
+        "mfu": f(mfu),
+        "forward_time_s": f(tt.t_fwd),
+        "backward_time_s": f(tt.t_bwd),
+        "exposed_per_microbatch_s": f(tt.c_mb),
+        "exposed_once_s": f(tt.once),
+        "microbatches_in_flight": f(tt.in_flight_mb),
+        "activation_bytes_per_token_layer": f(tt.act_token_layer),
+    }
+
+
+def explain_groups(plan, priced: Priced) -> list[tuple[str, list]]:
+    """The derivation of a training step, grouped for reading: the step's groups with the schedule's
+    (FLOPs, activations, overlap) before memory, and model FLOP/s and MFU among the totals."""
+    program, m = priced.program, priced.metrics
+    rate, mfu = model_rates(program, m)
+    return A.step_groups(program, m, [("training: FLOPs, activations, overlap", list(program.train.groups))],
+                         [rate, mfu])
 
 
 def model_rates(program, m) -> tuple[Num, Num]:

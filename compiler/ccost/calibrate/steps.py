@@ -34,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ccost.diagnostics import CcostError, Span, error
+from ccost.check.plan import evaluation_errors
+from ccost.diagnostics import CcostError, Diagnostics, Span, error
 
 FIELDS = ("step_overhead", "layer_overhead", "seq_overhead", "hbm_efficiency", "gemm_efficiency", "attention_efficiency",
           "collective_floor")
@@ -276,8 +277,11 @@ class _Plans:
             if plan is None:
                 raise _err(f"unknown plan `{r.plan}` in {r.spec}", r.file, r.line,
                            help=f"plans there: {', '.join(sorted(spec.plans)[:12]) or '(none)'}")
+            from ccost import phases
+
             want = METRICS[r.metric]
-            if want is not None and plan.phase != want and plan.phase != "serve":
+            # a serve plan (several steps combined, phases.of(plan).lower is None) has its own TPOT and TTFT
+            if want is not None and plan.phase != want and phases.of(plan).lower is not None:
                 raise _err(f"{r.metric} is measured on a {want} plan; `{r.plan}` is {plan.phase}", r.file, r.line,
                            help="a TPOT is a decode plan's step time (or a serve plan's TPOT), a TTFT a prefill "
                            "plan's latency (or a serve plan's TTFT)")
@@ -285,10 +289,8 @@ class _Plans:
             self.policies.append(spec.policy)
         self.measured = np.array([r.measured for r in rows])
         stacks = {p.stack.name if p.stack is not None else None for p in self.plans}
-        from ccost import lower
-
         first = self.plans[0]
-        st = first.stack if first.stack is not None else lower.default_stack(first.phase)
+        st = first.stack  # the checker's: the plan's own, or its phase's bundled default
         self.start_stack = st.name if len(stacks) == 1 else f"{st.name} (and others)"
         self.start = {f: float(getattr(st, f)) for f in FIELDS}
         # where the fitted profile's operator rates come from, as in the stack it starts from: its efficiencies,
@@ -296,6 +298,7 @@ class _Plans:
         self.rates = st.rates if rates is None else rates
         for i, r in enumerate(rows):  # every row can be priced, or the error names it
             try:
+                Diagnostics(evaluation_errors(self.plans[i])).raise_if_errors()
                 t = self.predict(self.start, [i])[0]
             except CcostError as exc:
                 raise _err(f"plan `{r.plan}` of {r.spec} cannot be evaluated: {exc.diagnostics[0].message}",
@@ -312,7 +315,7 @@ class _Plans:
         out = []
         for i in (range(len(self.rows)) if idx is None else idx):
             plan = replace(self.plans[i], stack=stack)
-            if plan.phase == "serve":  # continuous batching: the serve model's TPOT or TTFT
+            if phases.of(plan).lower is None:  # continuous batching (serve): the serve model's TPOT or TTFT
                 st = serve.terms(plan, self.policies[i])
                 out.append(float(st.ttft if self.rows[i].metric == "ttft" else st.tpot))
                 continue

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import functools
 import gc
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Callable
 
 from ccost.check import build, fields, load, scope
@@ -35,14 +37,14 @@ from ccost.check.context import Context, Reader
 from ccost.check.hints import FIELD_ALIASES
 from ccost.check.load import MAX_IMPORT_DEPTH, _default_reader, project_root
 
-# kept importable from here: ccost.lower finds the bundled library with it; tests replace a rule
+# kept importable from here: tests replace a rule, and find the bundled library
 from ccost.check.build import _VALIDATORS as _VALIDATORS
 from ccost.check.load import _std_dir as _std_dir
 from ccost.diagnostics import CcostError, Diagnostic, Span, error
-from ccost.spec import Spec
+from ccost.spec import Spec, Stack
 
 __all__ = ["FIELD_ALIASES", "HINT_BUDGET", "MAX_IMPORT_DEPTH", "MAX_SWEEP_POINTS", "PASSES", "CheckResult",
-           "Reader", "check_file", "check_text", "load_spec", "project_root"]
+           "Reader", "check_file", "check_text", "default_stacks", "load_spec", "project_root"]
 
 #: Did-you-mean searches compare a misspelt name with every candidate; the checker stops offering them
 #: after this many comparisons in one run, so 20,000 unknown names cost time linear in their number.
@@ -126,6 +128,26 @@ def load_spec(path: str, reader: Reader | None = None) -> tuple[Spec, list[Diagn
         exc.sources = result.sources  # type: ignore[attr-defined]
         raise exc
     return result.spec, result.warnings
+
+
+@functools.cache
+def default_stacks() -> Mapping[str, Stack]:
+    """The bundled stack profile of every phase (its record's ``default_stack``, ``ccost.schema``), from
+    ``std/stacks.ccost``, read and checked once per process: the checker gives it to a plan that names no
+    stack (``Plan.stack``, ``Plan.stack_defaults``), so the model never reads a file. Without the bundled
+    library (an installation error), the ideal profile under the default's name."""
+    import os
+
+    from ccost.schema import PHASE_KINDS
+
+    found: Mapping[str, Stack] = {}
+    folder = _std_dir()
+    if folder is not None:
+        found = load_spec(os.path.join(folder, "stacks.ccost"))[0].stacks
+    missing = "built-in ideal profile (std/stacks.ccost not found)"
+    by_name = {k.default_stack: found.get(k.default_stack) or Stack(k.default_stack, None, None, source=missing)
+               for k in PHASE_KINDS}
+    return MappingProxyType({k.name: by_name[k.default_stack] for k in PHASE_KINDS})
 
 
 def _run(path: str, text: str | None, reader: Reader | None) -> CheckResult:

@@ -7,6 +7,7 @@ has too many points (E402) are reported here.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Callable, Iterable
 
@@ -14,14 +15,14 @@ from ccost import schema as SC
 from ccost import units as U
 from ccost.check.context import ERR, Bad, Block, Context, File, unparen
 from ccost.check.expressions import num
-from ccost.check.fields import check_items, value
+from ccost.check.fields import check_items, check_value, value
 from ccost.check.load import std_file
-from ccost.check.plan import _check_link, _check_plan
+from ccost.check.plan import _check_link, _check_model, _check_plan
 from ccost.check.scope import members as members_of
 from ccost.check.scope import names_of_kind
 from ccost.check.search import validate as _check_search
-from ccost.diagnostics import Diagnostic, Span, error
-from ccost.spec import Policy, Spec
+from ccost.diagnostics import Diagnostic, Diagnostics, Span, error
+from ccost.spec import Plan, Policy, Spec
 from ccost.syntax import tree as T
 
 # A sweep is evaluated point by point; beyond this many points it is a typo, not a study (DESIGN §8).
@@ -31,6 +32,7 @@ MAX_SWEEP_POINTS = 100_000
 #: gets the built entity and ``where``, which places a diagnostic (see ``entity``).
 _VALIDATORS: dict[str, Callable[[Any, Callable[..., Span | None]], list[Diagnostic]]] = {
     "link": _check_link,
+    "model": _check_model,
     "plan": _check_plan,
     "search": _check_search,
 }
@@ -112,8 +114,17 @@ def _build(ctx: Context, b: Block) -> Any:
         if f.name in written:
             continue
         if f.required or (f.required_if is not None and not bad and f.required_if(values)):
-            if _parent_lacks(ctx, b, f.name) or _misspelled(ctx, b, f.name):
+            if _parent_lacks(ctx, b, f.name):
                 bad = True
+                continue
+            if _misspelled(ctx, b, f.name):
+                # E103 said which field the unknown one probably meant; check the rest of the block with that
+                # value, so its other errors come in the same run (issue 26, item 7)
+                guessed = _guessed_value(ctx, b, f)
+                if guessed is None:
+                    bad = True
+                else:
+                    values[f.name], spans[f.name] = guessed
                 continue
             cond = "" if f.required else f", {f.required_doc}"
             ctx.add(error(f.missing_code, f"{b.label} is missing `{f.name}`{cond}: {f.doc}", b.where,
@@ -141,6 +152,11 @@ def _build(ctx: Context, b: Block) -> Any:
     bctx = SC.BuildContext(b.name or kind.name, b.node.title, b.where, MappingProxyType(spans),
                            MappingProxyType(values), varied or ())
     ent = kind.build(bctx)
+    if isinstance(ent, Plan) and ent.stack is None:  # the bundled default of its phase (std/stacks.ccost)
+        from ccost.check import default_stacks
+
+        defaults = default_stacks()
+        ent = replace(ent, stack=defaults[ent.phase], stack_defaults=defaults)
     validate = _VALIDATORS.get(kind.name)
     if validate is not None:
         own_members = {m.name: m for m in b.node.members}
@@ -183,6 +199,38 @@ def _misspelled(ctx: Context, b: Block, name: str) -> bool:
             return True
         cur = ctx.names.get(cur.node.extends) if cur.node.extends else None
     return False
+
+
+def _guessed_value(ctx: Context, b: Block, f: SC.Field) -> tuple[Any, Span] | None:
+    """The value of the unknown member of ``b`` (or of a block it extends) that was probably field ``f``
+    (``concurency = 32`` for ``concurrency``), checked as ``f``; None when there is none or it does not
+    check. An attempt that fails leaves no trace: its diagnostics and the values it memoised are dropped
+    (the user sees the E103 and fixes the name first)."""
+    cur: Block | None = b
+    for _ in range(64):
+        if cur is None:
+            return None
+        m = ctx.guessed.get((id(cur), f.name))
+        if m is not None:
+            break
+        cur = ctx.names.get(cur.node.extends) if cur.node.extends else None
+    else:
+        return None
+    if m is None or cur is None:
+        return None
+    saved, memo = ctx.diags, set(ctx.values)
+    ctx.diags = Diagnostics()
+    try:
+        v = check_value(ctx, m.value, f, cur)
+    except Bad:
+        v = ERR
+    failed = v is ERR or ctx.diags.has_errors()
+    ctx.diags = saved
+    if failed:
+        for key in set(ctx.values) - memo:
+            del ctx.values[key]
+        return None
+    return v, m.value.span
 
 
 def _parent_lacks(ctx: Context, b: Block, name: str) -> bool:

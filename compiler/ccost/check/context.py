@@ -76,6 +76,7 @@ class Context:
     root: File | None = None
     files: dict[str, File] = field(default_factory=dict)  # key -> file, in load order (imports first)
     loading: list[File] = field(default_factory=list)  # the import chain being loaded
+    read_bytes: int = 0  # the spec's and its imports' text so far (``MAX_TOTAL_BYTES``)
     # scope
     blocks: list[Block] = field(default_factory=list)
     names: dict[str, Block] = field(default_factory=dict)
@@ -85,6 +86,7 @@ class Context:
     bad_blocks: set[int] = field(default_factory=set)  # id(Block) whose extends chain is broken
     members_memo: dict[int, dict[str, tuple[T.Member, Block]]] = field(default_factory=dict)
     misspelled: set[tuple[int, str]] = field(default_factory=set)  # (block, field) an unknown field probably meant
+    guessed: dict[tuple[int, str], T.Member] = field(default_factory=dict)  # (block, field) -> that unknown member
     # fields and expressions
     values: dict[tuple[int, str], Any] = field(default_factory=dict)
     active: list[tuple[Block, str]] = field(default_factory=list)  # fields being evaluated (cycles)

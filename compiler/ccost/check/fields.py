@@ -17,7 +17,7 @@ from ccost import schema as SC
 from ccost import units as U
 from ccost.check.context import ERR, UNSET, Bad, Block, Context, unparen
 from ccost.check.expressions import deref, num
-from ccost.check.hints import count_help, did_you_mean
+from ccost.check.hints import count_help, did_you_mean, prefix_count_help
 from ccost.check.scope import lookup, members
 from ccost.diagnostics import Span, error
 from ccost.syntax import tree as T
@@ -152,6 +152,10 @@ def _literal(literal: type, help: Callable[[SC.Field], str]) -> Checker:
     anything else is the wrong type, with ``help`` saying how to write the field."""
     def check(ctx: Context, e: T.Expr, t: SC.FieldType, f: SC.Field, owner: Block, span: Span) -> Any:
         if isinstance(e, literal):
+            if isinstance(e.value, str) and len(e.value) > SC.MAX_TEXT_CHARS:
+                ctx.add(error("E203", f"`{f.name}` has {len(e.value):,} characters, more than "
+                              f"{SC.MAX_TEXT_CHARS:,}", span, help="keep it to a line or a reference"))
+                raise Bad
             return e.value
         if isinstance(e, T.Ref) and e.field is not None:
             v, ft = deref(ctx, e, owner.file)
@@ -195,6 +199,8 @@ def _number(ctx: Context, e: T.Expr, t: SC.FieldType, f: SC.Field, owner: Block,
                 help_text = f"a fraction is at most 1: write `{U._sig(v, 6)} %` or `{U._sig(v / 100, 6)}`"
         elif f.name in axes.BY_NAME and v < 1:
             help_text = f"`{f.name} = 1` means no {axes.BY_NAME[f.name].kind} parallelism"
+        elif t.kind == "quantity":
+            help_text = _per_time_help(e, f, v) or help_text
         ctx.add(error("E203", f"`{f.name}` must be {rng}; got {got}", span, help=help_text))
         raise Bad
     if t.kind == "int":
@@ -256,20 +262,53 @@ def _wrong_dim(ctx: Context, v: float, d: U.Dim, t: SC.FieldType, f: SC.Field, e
             unit = f.example.split(" ", 1)[1] if " " in f.example else ""
             help_text = f"write the unit after the number: `{f.name} = {number} {unit}`"
         elif e.unit and t.kind == "quantity":
-            unit = e.unit
-            if need == U.dim_div(d, U.TIME):  # 450 GB where GB/s is needed
-                help_text = f"a rate is per time: `{f.name} = {number} {unit}/s`"
-            elif d == U.dim_div(need, U.TIME) and unit.endswith("/s"):  # 80 GB/s where GB is needed
-                help_text = f"`{f.name}` is an amount, not a rate: `{f.name} = {number} {unit[:-2]}`"
-            elif unit in ("b", "Gb", "Mb", "Tb", "Kb", "kb") and need == U.dim_div(d, U.TIME):
-                help_text = f"`{unit}` is a bit unit; a rate is per time: `{f.name} = {number} {unit}it/s`"
+            unit = e.unit.strip()
+            # a rate gets the time unit its name and documentation give it (issue 26: `3.50 USD` for a price
+            # per GPU-hour is USD/h; USD/s would price the plan 3,600 times higher)
+            per = f.per_time
+            amount, _, denom = unit.rpartition("/")
+            if unit in ("b", "Gb", "Mb", "Tb", "Kb", "kb") and need == U.dim_div(d, U.TIME):
+                help_text = f"`{unit}` is a bit unit; a rate is per time: `{f.name} = {number} {unit}it/{per}`"
+            elif need == U.dim_div(d, U.TIME):  # 450 GB where GB/s is needed
+                help_text = f"a rate is per time: `{f.name} = {number} {unit}/{per}`"
+            elif d == U.dim_div(need, U.TIME) and amount and _is_time(denom):  # 80 GB/s where GB is needed
+                help_text = f"`{f.name}` is an amount, not a rate: `{f.name} = {number} {amount.strip()}`"
         elif e.unit and t.kind == "fraction":
             help_text = f"`{f.name}` is a fraction: like `{f.name} = {f.example}` or `{f.name} = 0.4`"
         elif e.unit and t.kind != "quantity":
-            help_text = (count_help(f, number, e.unit)
+            help_text = (count_help(f, number, e.unit) or prefix_count_help(f, number, e.unit, v)
                          or f"`{f.name}` is a plain number, without a unit: `{f.name} = {number}`")
     ctx.add(error("E201", msg, span, help=help_text))
     raise Bad
+
+
+def _per_time_help(e: T.Expr, f: SC.Field, v: float) -> str | None:
+    """A rate out of range because it is per another time than the field's (``price_per_gpu_hour = 3.50
+    USD/s``): the same number per the documented time, when that is in range."""
+    if not isinstance(e, T.Number) or not e.unit or "/" not in e.unit:
+        return None
+    amount, _, denom = e.unit.strip().rpartition("/")
+    per = f.per_time
+    if not _is_time(denom) or denom.strip() == per:
+        return None
+    fixed = f"{amount.strip()}/{per}"
+    try:
+        factor, dim = U.parse_unit(fixed)
+    except U.UnitError:
+        return None
+    w = e.value * factor
+    if dim != f.type.dim or (f.minimum is not None and w < f.minimum) or (f.maximum is not None and w > f.maximum):
+        return None
+    words = {"s": "second", "h": "hour", "hr": "hour", "min": "minute", "d": "day", "day": "day", "ms": "millisecond"}
+    said, meant = words.get(denom.strip(), denom.strip()), words.get(per, per)
+    return f"`{e.unit.strip()}` is per {said}, but `{f.name}` is per {meant}: `{f.name} = {e.text} {fixed}`"
+
+
+def _is_time(unit: str) -> bool:
+    try:
+        return U.parse_unit(unit.strip())[1] == U.TIME
+    except U.UnitError:
+        return False
 
 
 def _source_text(ctx: Context, span: Span) -> str | None:

@@ -112,3 +112,26 @@ def count_help(f: SC.Field, number_text: str, unit: str | None) -> str | None:
     return (f"{what}: for {number_text} {_SUFFIX_WORDS[exp]} write `{field} = {spelled}`{whole}")
 
 
+
+
+def prefix_count_help(f: SC.Field, number_text: str, unit: str, value: float) -> str | None:
+    """``input_tokens = 1 KiB`` → "`KiB` is a unit of bytes: for 1 Ki = 1,024 write `input_tokens = 1024`":
+    a prefixed byte unit on a count reads as its multiplier (``value``, the bytes the spec wrote), which the
+    field documents far more often than the bare number (1 token). None when the unit is not a prefixed byte
+    unit or the count it gives is outside the field's range (`layers = 80 GB`: write `layers = 80`)."""
+    unit = unit.strip()
+    if not (unit.endswith("B") and len(unit) > 1):
+        return None
+    try:
+        factor, dim = U.parse_unit(unit)
+    except U.UnitError:
+        return None
+    if dim != U.INFORMATION or factor <= 1 or not (value == value and value > 0):
+        return None
+    count = round(value)
+    if abs(value - count) > 1e-9 * value or (f.minimum is not None and count < f.minimum) \
+            or (f.maximum is not None and count > f.maximum):
+        return None
+    prefix = unit[:-1]
+    return (f"`{unit}` is a unit of bytes and `{f.name}` a plain number: for {number_text} {prefix} = "
+            f"{count:,} write `{f.name} = {count}`")

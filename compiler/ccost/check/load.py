@@ -11,7 +11,7 @@ from ccost.check.context import Context, File
 from ccost.check.hints import suggest
 from ccost.diagnostics import CcostError, Diagnostic, error
 from ccost.syntax import tree as T
-from ccost.schema import MAX_IMPORT_DEPTH  # imports nested deeper: E113
+from ccost.schema import MAX_IMPORT_DEPTH, MAX_TOTAL_BYTES  # imports nested deeper, or more in all: E113
 from ccost.userfiles import project_root
 
 
@@ -45,6 +45,17 @@ def std_file(kind: str) -> str | None:
     folder = _std_dir()
     name = f"{kind}s.ccost"
     return f"std/{name}" if folder is not None and os.path.isfile(os.path.join(folder, name)) else None
+
+
+def imports_of(text: str, path: str) -> tuple[File, dict[str, File]]:
+    """The spec ``text``, read as the file ``path``, and every file it imports (key -> File, parsed),
+    resolved and read exactly as ``ccost check`` does: inside the project or std/ (E113), missing and
+    unreadable files left out. The diagnostics are dropped: the language server follows imports with
+    this, and shows ``check``'s own diagnostics."""
+    ctx = Context(read=_default_reader, path=path, text=text, hint_budget=0)
+    load(ctx)
+    assert ctx.root is not None  # set whenever the text is given
+    return ctx.root, ctx.files
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -81,6 +92,7 @@ def _load(ctx: Context, f: File, text: str) -> None:
     from ccost.syntax.parse import parse
 
     ctx.sources[f.display] = text
+    ctx.read_bytes += len(text)
     ctx.loading.append(f)
     try:
         f.tree = parse(text, f.display)
@@ -115,6 +127,13 @@ def _load(ctx: Context, f: File, text: str) -> None:
             except CcostError as exc:
                 ctx.diags.extend(_at_import(d, imp) for d in exc.diagnostics)
                 _show_anyway(ctx, target.display, target.real)
+                continue
+            if ctx.read_bytes + len(target_text) > MAX_TOTAL_BYTES:
+                # everything read is parsed, checked and shown in the review's appendix: bounded in all
+                mib = (ctx.read_bytes + len(target_text)) / 2**20
+                ctx.add(error("E113", f"importing `{imp.path}` brings the spec and its imports to {mib:.1f} MiB, "
+                              f"more than {MAX_TOTAL_BYTES // 2**20} MiB in all", imp.path_span,
+                              help="a project's specs come to a few hundred KB; is one of them generated?"))
                 continue
             _load(ctx, target, target_text)
             f.imports.append(target.key)

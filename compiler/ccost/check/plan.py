@@ -1,6 +1,6 @@
 """Rules on built entities that need no cost model: a plan's degrees against its cluster and model (E301,
 W301-W306), a link's measured curve (E203), and the errors that keep a plan from being evaluated
-(``evaluation_errors``: ``ccost.lower`` refuses such a plan with them, a search's E404 names them). The
+(``evaluation_errors``: ``ccost.evaluate`` refuses such a plan with them, a search's E404 names them). The
 build pass (``ccost.check.build._VALIDATORS``) runs the first two on each entity it builds; a search's own
 rules are ``ccost.check.search``.
 
@@ -11,15 +11,17 @@ writes itself and ``where.visible()`` the names it can see.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Callable
 
 from ccost import axes
 from ccost import layout_rules as rules
+from ccost import spec as S
 from ccost import units as U
 from ccost.check.load import _std_dir
 from ccost.diagnostics import Diagnostic, Diagnostics, Span, error, warning
-from ccost.schema import SCHEMA
+from ccost.schema import PHASE_KINDS, SCHEMA, phase_kind
 
 
 
@@ -116,7 +118,8 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
         out.append(warning("W302", f"tp = {p.tp} does not divide kv_heads = {m.kv_heads} of model `{m.name}`: "
                            f"{detail}", where("tp", ("tp", "model")),
                            help=f"tp values that divide {m.kv_heads}: {rules.divisors(m.kv_heads, 1 << 20)}"))
-    if p.pp > 1 and not rules.pp_divides_layers(p.pp, m.layers) and where("pp", ("pp", "model")) is not None:
+    if p.pp > 1 and rules.pp_at_most_layers(p.pp, m.layers) and not rules.pp_divides_layers(p.pp, m.layers) \
+            and where("pp", ("pp", "model")) is not None:
         lo, hi = m.layers // p.pp, -(-m.layers // p.pp)
         out.append(warning("W303", f"pp = {p.pp} does not divide layers = {m.layers} of model `{m.name}`: "
                            f"stages get {lo} or {hi} layers and the largest sets the pace", where("pp", ("pp", "model")),
@@ -133,16 +136,22 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     out += _check_microbatches(p, where)
     out += _check_context(p, where)
     out += _check_training(p, where)
-    out += _check_serve(p, where)
+    out += _check_phase_fields(p, where)
     out += _check_stack_phase(p, where)
+    out += evaluation_errors(p, where)  # what `eval` would refuse (E302, E401, E104)
     return out
+
+
+def _check_model(m, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """A model's fields that contradict each other (E207, ``model_errors``)."""
+    return model_errors(m, where)
 
 
 def _check_stack_phase(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """A training plan on a stack with a host time per sequence (W305): training charges the stack's
     fixed time per step, not per running sequence (a serving engine's sampling and detokenising)."""
     st = p.stack
-    if p.phase != "train" or st is None or not st.seq_overhead or "stack" not in p.spans:
+    if not phase_kind(p.phase).trains or st is None or not st.seq_overhead or "stack" not in p.spans:
         return []
     span = where("stack", ("stack",))
     if span is None:
@@ -158,29 +167,34 @@ def fields_of_phase(phase: str) -> tuple[str, ...]:
     return tuple(f.name for f in SCHEMA["plan"].fields if f.phases == (phase,))
 
 
-def _check_serve(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
-    """Serving fields on a plan that does not serve, and `batch`/`seq` on one that does (W306): legal, but
-    nothing reads them (ccost.serve)."""
-    if p.phase != "serve":
-        written = [f for f in fields_of_phase("serve") if f in p.spans]
+def _check_phase_fields(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """Fields only another phase reads (its ``own_code``: W305 training's, W306 serving's), and fields the
+    plan's own phase does not read (its ``unread``, W306: `batch` and `seq` of a serve plan): legal, but
+    nothing reads them."""
+    out: list[Diagnostic] = []
+    own = phase_kind(p.phase)
+    for kind in PHASE_KINDS:
+        if kind is own or kind.own_code is None:
+            continue
+        written = [f for f in fields_of_phase(kind.name) if f in p.spans]
         if written and where(written[0], (*written, "phase")) is not None:
-            return [warning("W306", f"plan `{p.name}` is a {p.phase} plan: " + ", ".join(f"`{f}`" for f in written)
-                            + (" applies" if len(written) == 1 else " apply") + " only to `phase = serve`",
-                            where(written[0], (*written, "phase")), help="remove them, or set `phase = serve`")]
-        return []
-    written = [f for f in ("batch", "seq") if f in p.spans]
+            out.append(warning(kind.own_code, f"plan `{p.name}` is a {p.phase} plan: "
+                               + ", ".join(f"`{f}`" for f in written)
+                               + (" applies" if len(written) == 1 else " apply") + f" only to {kind.own_scope}",
+                               where(written[0], (*written, "phase")),
+                               help=f"remove them, or set `phase = {kind.name}`"))
+    written = [f for f in own.unread if f in p.spans]
     if written and where(written[0], (*written, "phase")) is not None:
-        return [warning("W306", f"plan `{p.name}` is a serve plan: " + " and ".join(f"`{f}`" for f in written)
-                        + (" is" if len(written) == 1 else " are") + " not read (the serve step's batch is `concurrency`, its contexts come from "
-                        "`input_tokens` and `output_tokens`)", where(written[0], (*written, "phase")),
-                        help="remove them; set `concurrency`, `input_tokens` and `output_tokens`")]
-    return []
+        out.append(warning("W306", f"plan `{p.name}` is a {p.phase} plan: " + " and ".join(f"`{f}`" for f in written)
+                           + (" is" if len(written) == 1 else " are") + f" not read ({own.unread_why})",
+                           where(written[0], (*written, "phase")), help=own.unread_help))
+    return out
 
 
 def _check_microbatches(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """W308: a batch the micro-batches split unevenly (more micro-batches than sequences is E401)."""
     M, B = p.microbatches, p.batch
-    if p.phase == "serve" or M <= 1 or M > B or rules.microbatches_divide_batch(M, B):
+    if phase_kind(p.phase).rows != "batch" or M <= 1 or M > B or rules.microbatches_divide_batch(M, B):
         return []
     span = where("microbatches", ("microbatches", "batch"))
     if span is None:
@@ -196,7 +210,8 @@ def _check_microbatches(p, where: Callable[..., Span | None]) -> list[Diagnostic
 def _check_context(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """W307: a prefill or training plan whose cp does not split ``seq`` into 2·cp equal chunks (decode
     shards the KV cache, where a token more on one rank changes nothing)."""
-    if p.cp <= 1 or p.phase not in ("prefill", "train") or not p.seq or rules.cp_splits_seq(p.cp, p.seq):
+    # only where cp splits the sequence's tokens (seq feeds the step's tokens S: prefill, train)
+    if p.cp <= 1 or "S" not in phase_kind(p.phase).seq_feeds or not p.seq or rules.cp_splits_seq(p.cp, p.seq):
         return []
     span = where("cp", ("cp", "seq"))
     if span is None:
@@ -215,16 +230,9 @@ def _check_context(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
 
 def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """Training choices that change nothing as written (W305): they are legal, but the author meant
-    something else."""
+    something else. (Training fields on a plan of another phase: ``_check_phase_fields``.)"""
     out: list[Diagnostic] = []
-    if p.phase != "train":
-        written = [f for f in fields_of_phase("train") if f in p.spans]
-        if written and where(written[0], (*written, "phase")) is not None:
-            out.append(warning("W305", f"plan `{p.name}` is a {p.phase} plan: "
-                               + ", ".join(f"`{f}`" for f in written)
-                               + (" applies" if len(written) == 1 else " apply") + " only to training",
-                               where(written[0], (*written, "phase")),
-                               help="remove them, or set `phase = train`"))
+    if not phase_kind(p.phase).trains:
         return out
     reads = ("schedule", "virtual_stages", "pp", "microbatches")
     if p.schedule == "interleaved" and where("schedule", reads) is not None:
@@ -257,17 +265,44 @@ def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
     return out
 
 
-def evaluation_errors(plan: Any) -> list[Diagnostic]:
+Where = Callable[..., "Span | None"]
+
+
+def placed(entity: Any) -> Where:
+    """``where`` for an entity outside the checker (``ccost.lower``, a search's fleet): a field's own span,
+    else the entity's; never None, so every rule reports."""
+    spans = getattr(entity, "spans", None) or {}
+
+    def where(name: str, reads: Any = ()) -> Span | None:
+        return spans.get(name, entity.span)
+    where.outside_checker = True  # type: ignore[attr-defined]  # a None place is no parent's to report
+    return where
+
+
+def evaluation_errors(plan: Any, where: Where | None = None) -> list[Diagnostic]:
     """The errors that keep a plan from being evaluated: what the formulas cannot price (rather than divide
-    by zero or return NaN). Empty when it can be. ``ccost.lower.prepare`` refuses a plan with them; a
-    search names them for a combination of its fleet axes that no layout could price (E404,
-    ``ccost.check.search``)."""
+    by zero or return NaN). Empty when it can be.
+
+    One list of rules for every caller: ``ccost.evaluate`` (and a search, before it prices a pass, and
+    ``calibrate --steps``) refuses a plan with them, so the model, which never imports the checker, takes
+    only evaluable plans; a search names them for a combination of its fleet axes that no layout could
+    price (E404, ``ccost.check.search``), a sweep shows them for its points, and the checker reports them
+    (issue 31, item 15: ``check`` passes no plan that ``eval`` refuses). The checker passes its own
+    ``where`` (see the module docstring): a rule whose place is None is its parent's to report, E301 has a
+    richer message of its own (``_too_many_gpus``) and the model's rules (``model_errors``) run once on the
+    model block."""
+    checking = where is not None
+    at: Where = where if where is not None else placed(plan)
     diags = Diagnostics()
     model, cluster = plan.model, plan.cluster
     span = plan.span
 
-    def at(name: str):
-        return plan.spans.get(name, span)
+    def add(code: str, message: str, name: str, reads: tuple[str, ...], help: str | None = None,
+            on: Span | None = None) -> None:
+        place = at(name, reads or (name,))
+        if checking and place is None:  # the plan inherits all the rule reads: its parent reports it
+            return
+        diags.add(error(code, message, on or place, help))
 
     if model is None or cluster is None or cluster.gpu is None or cluster.intra_node is None:
         diags.add(error("E401", f"plan `{plan.name}` has no model or cluster to evaluate", span,
@@ -277,64 +312,146 @@ def evaluation_errors(plan: Any) -> list[Diagnostic]:
     for name in (*axes.MANDATORY, "batch", "microbatches", *axes.OPTIONAL):
         v = getattr(plan, name)
         if not (isinstance(v, (int, float)) and v >= 1):
-            diags.add(error("E203", f"plan `{plan.name}`: {name} must be at least 1, got {v}", at(name)))
+            add("E203", f"plan `{plan.name}`: {name} must be at least 1, got {v}", name, (name,))
     if not rules.fits_cluster(plan.gpus, cluster.gpus):
-        diags.add(error(
-            "E301", rules.too_many_gpus(plan, cluster), at("tp"),
-            "lower a parallel degree, or use a cluster with more nodes"))
+        if not checking:  # the checker's E301 (``_too_many_gpus``) says more
+            add("E301", rules.too_many_gpus(plan, cluster), "tp", (),
+                "lower a parallel degree, or use a cluster with more nodes")
     elif not rules.in_one_domain(plan.gpus, cluster.domain) and cluster.inter_node is None:
-        diags.add(error(
-            "E302", f"plan `{plan.name}` spans {plan.gpus} GPUs, more than one NVLink domain of "
-            f"{cluster.domain}, but cluster `{cluster.name}` has no inter_node link", at("tp"),
-            f"give cluster `{cluster.name}` an `inter_node = ...` link"))
+        add("E302", f"plan `{plan.name}` spans {plan.gpus} GPUs, more than one NVLink domain of "
+            f"{cluster.domain}, but cluster `{cluster.name}` has no inter_node link", "tp", ("cluster", *axes.NAMES),
+            f"give cluster `{cluster.name}` an `inter_node = ...` link")
     if model.layers < 1 or model.hidden < 1:
-        diags.add(error("E401", f"model `{model.name}` needs layers and hidden of at least 1", model.span))
+        add("E401", f"model `{model.name}` needs layers and hidden of at least 1", "model", ("model",),
+            on=model.span)
     elif not rules.pp_at_most_layers(plan.pp, model.layers):
-        diags.add(error("E401", f"plan `{plan.name}`: pp = {plan.pp} stages for {model.layers} layers "
-                        "leaves stages without a layer", at("pp"), f"use pp ≤ {model.layers}"))
-    if plan.phase != "serve" and isinstance(plan.batch, int) and isinstance(plan.microbatches, int) \
+        add("E401", f"plan `{plan.name}`: pp = {plan.pp} stages for {model.layers} layers of model "
+            f"`{model.name}` leaves stages without a layer", "pp", ("pp", "model"),
+            f"use pp ≤ {model.layers} (pp values that divide {model.layers}: "
+            f"{rules.divisors(model.layers, 64)})")
+    kind = phase_kind(plan.phase)
+    if kind.rows == "batch" and isinstance(plan.batch, int) and isinstance(plan.microbatches, int) \
             and plan.batch >= 1 and not rules.microbatches_at_most_batch(plan.microbatches, plan.batch):
-        diags.add(error("E401", f"plan `{plan.name}` splits batch = {plan.batch} into microbatches = "
-                        f"{plan.microbatches}: a micro-batch needs at least one sequence", at("microbatches"),
-                        f"use microbatches ≤ {plan.batch}, or a larger batch"))
+        add("E401", f"plan `{plan.name}` splits batch = {plan.batch} into microbatches = "
+            f"{plan.microbatches}: a micro-batch needs at least one sequence", "microbatches",
+            ("microbatches", "batch"), f"use microbatches ≤ {plan.batch}, or a larger batch")
     if not (model.params or model.weight_bytes):
-        diags.add(error("E104", f"model `{model.name}` needs `params` or `weight_bytes`", model.span))
-    if plan.phase in ("prefill", "train") and not plan.seq:
-        diags.add(error("E104", f"plan `{plan.name}` is a {plan.phase} plan and needs `seq` (tokens per "
-                        "sequence)", at("phase"), "add e.g. `seq = 2048`"))
+        add("E104", f"model `{model.name}` needs `params` or `weight_bytes`", "model", ("model",), on=model.span)
+    if "seq" in kind.needs and not plan.seq:
+        add("E104", f"plan `{plan.name}` is a {plan.phase} plan and needs `seq` (tokens per sequence)", "phase",
+            ("phase", "seq"), "add e.g. `seq = 2048`")
     if not (0.0 <= plan.overlap <= 1.0):
-        diags.add(error("E203", f"plan `{plan.name}`: overlap must be between 0 % and 100 %, got "
-                        f"{plan.overlap:g}", at("overlap")))
+        add("E203", f"plan `{plan.name}`: overlap must be between 0 % and 100 %, got {plan.overlap:g}", "overlap",
+            ("overlap",))
     if plan.compute_time is None:
         if not gpu.hbm_bandwidth > 0:
-            diags.add(error("E401", f"plan `{plan.name}` cannot be priced: gpu `{gpu.name}` has no "
-                            "hbm_bandwidth (the memory-bound compute time needs it)", gpu.span,
-                            f"give gpu `{gpu.name}` an `hbm_bandwidth`, or the plan a `compute_time`"))
+            add("E401", f"plan `{plan.name}` cannot be priced: gpu `{gpu.name}` has no hbm_bandwidth (the "
+                "memory-bound compute time needs it)", "cluster", ("cluster", "compute_time"),
+                f"give gpu `{gpu.name}` an `hbm_bandwidth`, or the plan a `compute_time`", on=gpu.span)
         if not gpu.compute_rate > 0:
-            diags.add(error("E401", f"plan `{plan.name}` cannot be priced: gpu `{gpu.name}` has no flops",
-                            gpu.span, f"give gpu `{gpu.name}` `flops` (and `achieved_flops`)"))
+            add("E401", f"plan `{plan.name}` cannot be priced: gpu `{gpu.name}` has no flops", "cluster",
+                ("cluster", "compute_time"), f"give gpu `{gpu.name}` `flops` (and `achieved_flops`)", on=gpu.span)
     elif not plan.compute_time > 0:
-        diags.add(error("E203", f"plan `{plan.name}`: compute_time must be positive", at("compute_time")))
-    for link in (cluster.intra_node, cluster.inter_node):
-        if link is not None and not (link.bandwidth > 0 and link.efficiency > 0 and link.alpha >= 0):
-            diags.add(error("E401", f"link `{link.name}` needs a positive bandwidth and efficiency and a "
-                            "non-negative alpha", link.span))
-    if model.is_moe:
-        if (model.experts or 1) > 1 and (model.top_k or 1) >= (model.experts or 1):
-            diags.add(error("E401", f"model `{model.name}`: top_k = {model.top_k} must be smaller than "
-                            f"experts = {model.experts} (every token would visit every expert)", model.span))
-        if model.active_params is not None and model.params is not None and model.active_params > model.params:
-            diags.add(error("E203", f"model `{model.name}`: active_params exceeds params", model.span))
-    if (plan.phase in ("decode", "prefill") and plan.seq and not model.kv_heads and not model.kv_lora_rank
-            and plan.compute_time is None):
-        diags.add(error("E104", f"model `{model.name}` gives neither `kv_heads` nor an MLA latent "
-                        f"(`kv_lora_rank`): plan `{plan.name}` holds a KV cache of {plan.seq} tokens and its size "
-                        "per token is unknown", model.span,
-                        "add `kv_heads = N` (multi-head attention: the number of heads), or for MLA "
-                        "`kv_lora_rank` and `qk_rope_head_dim`"))
+        add("E203", f"plan `{plan.name}`: compute_time must be positive", "compute_time", ("compute_time",))
+    if not checking:
+        for link in (cluster.intra_node, cluster.inter_node):
+            if link is not None and not (link.bandwidth > 0 and link.efficiency > 0 and link.alpha >= 0):
+                diags.add(error("E401", f"link `{link.name}` needs a positive bandwidth and efficiency and a "
+                                "non-negative alpha", link.span))
+        diags.extend(model_errors(model, placed(model)))
+    # The KV cache's size per token (decode and prefill with a context; every serve step holds one).
+    holds_kv = (kind.kv_cache and plan.seq) or kind.kv_always
+    if holds_kv and not model.kv_heads and not model.kv_lora_rank and plan.compute_time is None:
+        context = f"a KV cache of {plan.seq} tokens" if plan.seq else "a KV cache for every running request"
+        add("E104", f"model `{model.name}` gives neither `kv_heads` nor an MLA latent (`kv_lora_rank`): plan "
+            f"`{plan.name}` holds {context} and its size per token is unknown", "model",
+            ("model", "seq", "phase", "compute_time"),
+            "add `kv_heads = N` (multi-head attention: the number of heads), or for MLA "
+            "`kv_lora_rank` and `qk_rope_head_dim`", on=model.span)
     if model.heads is not None and model.heads < 1:
-        diags.add(error("E203", f"model `{model.name}`: heads must be at least 1", model.span))
+        add("E203", f"model `{model.name}`: heads must be at least 1", "model", ("model",), on=model.span)
+    if kind.errors is not None:  # the phase's own rules (a serve plan's: its record in ccost.schema)
+        kind.errors(plan, add)
     return diags.items
+
+
+def _sig(x: float) -> str:
+    """A parameter count as a spec writes it, to four significant digits: 41.94e9, -23.88e9, 1200."""
+    if x == 0 or abs(x) < 1e4:
+        return U._sig(x, 4)
+    exp = int(math.floor(math.log10(abs(x)) / 3) * 3)
+    return f"{U._sig(x / 10.0 ** exp, 4)}e{exp}"
+
+
+def model_errors(m: Any, where: Where) -> list[Diagnostic]:
+    """E207: fields of a model that contradict each other, so that the formulas would give nonsense
+    (negative weights, a division by zero) rather than fail (issue 31, item 12). Each message names the
+    fields and says how they disagree. The checker runs this on every model block; ``evaluation_errors``
+    on the model of a plan built outside it."""
+    out: list[Diagnostic] = []
+
+    outside = getattr(where, "outside_checker", False)
+
+    def add(message: str, name: str, reads: tuple[str, ...], help: str) -> None:
+        place = where(name, reads)
+        if place is not None or outside:
+            out.append(error("E207", message, place, help))
+
+    E, k = m.experts, m.top_k
+    if m.kv_heads and m.heads:
+        if m.kv_heads > m.heads:
+            add(f"model `{m.name}`: kv_heads = {m.kv_heads} is more than heads = {m.heads}: each key/value head "
+                "serves one or more query heads, so there are at most as many", "kv_heads", ("kv_heads", "heads"),
+                f"kv_heads values that divide heads = {m.heads}: {rules.divisors(m.heads, 1 << 20)}")
+        elif m.heads % m.kv_heads:
+            add(f"model `{m.name}`: kv_heads = {m.kv_heads} does not divide heads = {m.heads}: grouped-query "
+                "attention gives each key/value head the same number of query heads", "kv_heads",
+                ("kv_heads", "heads"), f"kv_heads values that divide heads = {m.heads}: "
+                f"{rules.divisors(m.heads, 1 << 20)}")
+    if E and k and k > E:
+        add(f"model `{m.name}`: top_k = {k} is more than experts = {E}: a token cannot visit more experts than "
+            "there are", "top_k", ("top_k", "experts"), f"use top_k < {E}, or check `experts`")
+    elif E and E > 1 and (k or 1) == E:
+        add(f"model `{m.name}`: top_k = {k} equals experts = {E}: every token visits every expert, so no share of "
+            "the parameters is routed (the size of one expert, (params − active_params)/(experts − top_k), is "
+            "undefined)", "top_k", ("top_k", "experts"),
+            f"use top_k < {E}, or describe it as a dense model (no `experts`)")
+    if m.moe_layers is not None and m.experts and m.moe_layers > m.layers:
+        add(f"model `{m.name}`: moe_layers = {m.moe_layers} is more than layers = {m.layers}", "moe_layers",
+            ("moe_layers", "layers"), f"use moe_layers ≤ {m.layers}")
+    if m.vocab and m.hidden and (m.params or m.weight_bytes):
+        # the embedding (and, untied, the LM head) are vocab × hidden parameters each, active for every token;
+        # training's GEMM FLOPs subtract them from the active parameters (ccost.training)
+        P_all = m.params if m.params else m.total_weight_bytes / S.DTYPE_BYTES[m.weights]
+        mats = 1 if m.tied_embeddings else 2
+        emb = mats * m.vocab * m.hidden
+        least = min(P_all, m.active_params) if (m.experts and m.active_params) else P_all
+        if emb > least:
+            which = "active_params" if least != P_all else ("params" if m.params else "weight_bytes")
+            what = ("the embedding (tied to the LM head)" if mats == 1 else "the embedding and the LM head")
+            add(f"model `{m.name}`: {what} alone {'holds' if mats == 1 else 'hold'} "
+                f"{'' if mats == 1 else '2 × '}vocab × hidden = "
+                f"{'' if mats == 1 else '2 × '}{m.vocab:,} × {m.hidden:,} = {_sig(emb)} parameters, more than "
+                f"{which} gives ({_sig(least)})", "vocab", ("vocab", "hidden", "params", "active_params",
+                                                             "weight_bytes", "tied_embeddings"),
+                f"check `vocab` and `hidden`, or count the embedding{'' if mats == 1 else 's'} in `{which}`")
+    P, A = m.params, m.active_params
+    if A is not None and P is not None and A > P:
+        add(f"model `{m.name}`: active_params = {_sig(A)} is more than params = {_sig(P)}: the parameters a "
+            "token uses are a part of all of them", "active_params", ("active_params", "params"),
+            f"use active_params ≤ {_sig(P)} (swapped?)")
+    elif A is not None and P is not None and E and E > 1 and k and k < E and A * E < k * P:
+        # the split of ccost.costs.moe_parameters: one expert (P − A)/(E − k), the part outside the routed
+        # experts A − k·(P − A)/(E − k), which is negative exactly when A·E < k·P
+        one = (P - A) / (E - k)
+        add(f"model `{m.name}`: active_params = {_sig(A)} is less than the routed experts alone: with params = "
+            f"{_sig(P)}, experts = {E} and top_k = {k}, one expert holds (params − active_params)/(experts − "
+            f"top_k) = {_sig(one)} parameters and the part outside the routed experts, active_params − top_k × "
+            f"{_sig(one)} = {_sig(A - k * one)}, would be negative", "active_params",
+            ("active_params", "params", "experts", "top_k"),
+            f"active_params is at least top_k/experts × params = {_sig(k * P / E)}; check `top_k` and "
+            "`experts` (DeepSeek-V3: experts = 256, top_k = 8, params = 671e9, active_params = 37e9)")
+    return out
 
 
 def _check_link(link, where: Callable[..., Span | None]) -> list[Diagnostic]:

@@ -62,6 +62,10 @@ def declare(ctx: Context) -> None:
                 ctx.names[node.name] = b
             if node.name is not None and node.name in ctx.names:  # not a keyword
                 ctx.own_names.setdefault(f.key, []).append(node.name)
+            if node.title is not None and len(node.title) > SC.MAX_TEXT_CHARS:
+                ctx.add(error("E203", f"the title of {b.label} has {len(node.title):,} characters, more than "
+                              f"{SC.MAX_TEXT_CHARS:,}", node.name_span or node.kind_span,
+                              help="keep the title to a line; say the rest in a comment"))
             _check_member_names(ctx, b)
 
 
@@ -84,6 +88,7 @@ def _check_member_names(ctx: Context, b: Block) -> None:
                     f"did you mean `{guess}`?" if guess else None)
             if guess:  # `bandwith` → `bandwidth`: don't also report `bandwidth` as missing
                 ctx.misspelled.add((id(b), guess))
+                ctx.guessed.setdefault((id(b), guess), m)
             known = ", ".join(f"`{n}`" for n in names)
             ctx.add(error("E103", f"{kind.name} has no field `{m.name}`", m.name_span,
                           help=text or f"the fields of a {kind.name} are {known}"))

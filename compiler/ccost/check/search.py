@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from ccost import axes
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.diagnostics import Diagnostic, Span, error
+from ccost.schema import PHASES
 
 #: Fields a search can vary as arrays: plan field → ``lower.Inputs`` attribute (seq feeds two inputs).
 ARRAY_AXES: Mapping[str, str] = {**{a.name: a.name for a in axes.AXES if a.searchable}, "batch": "B",
@@ -77,16 +77,17 @@ def fleet_diagnostics(search: S.Search, where: Callable[..., Span | None]) -> li
     seqs = varied.get("seq") or (base.seq,)
     out: list[Diagnostic] = []
     layout = dict.fromkeys(axes.NAMES, 1)  # the smallest layout: only the combination counts
-    if "serve" in (varied.get("phase") or ()):  # several steps per point (ccost.serve), not one program
-        out.append(error("E404", f"search `{search.name}`: `serve` cannot be a value of the `phase` axis: a serve "
-                         "plan prices a decode and a mixed step per point, which the layout search does not",
-                         where("phase") or search.span,
-                         help="search decode (and prefill) layouts, then compare or sweep serve plans of the best"))
+    # a phase the search cannot price (serve: several steps per point, ccost.serve), not one program
+    kinds = [PHASES.get(p) for p in dict.fromkeys(varied.get("phase") or ())]
+    for kind in (k for k in kinds if k is not None and not k.searchable):
+        out.append(error("E404", f"search `{search.name}`: `{kind.name}` cannot be a value of the `phase` axis: "
+                         f"{kind.search_refusal}, which the layout search does not", where("phase") or search.span,
+                         help=kind.axis_help))
     for combo in itertools.product(*(v for _, v in fleet)):
         fixed = dict(zip((f for f, _ in fleet), combo))
-        if fixed.get("phase") == "serve":
+        if "phase" in fixed and not getattr(PHASES.get(fixed["phase"]), "searchable", True):
             continue
-        plan = replace(base, **fixed, **layout, seq=seqs[0])
+        plan = S.vary(base, **fixed, **layout, seq=seqs[0])
         errs = [d for d in evaluation_errors(plan) if d.is_error and d.code not in ("E301", "E302")
                 and "leaves stages without a layer" not in d.message]
         if errs:

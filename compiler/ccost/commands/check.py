@@ -1,5 +1,6 @@
 """``ccost check SPEC...``: parse and check specs, print every diagnostic; ``--policy`` also gates on the
-policy and the checklist.
+policy and the checklist. A clean spec's own plans are also priced once, for what the cost model knows at
+check time: a plan that does not fit in GPU memory is a warning (W401, ``ccost.gate.model_diagnostics``).
 
 SPEC is a file, a folder (every ``.ccost`` file below it) or ``-`` (standard input; imports resolve from
 the current folder), as for ``eval``, ``report`` and ``fmt``.
@@ -41,6 +42,11 @@ def summary(spec) -> str:
     return ", ".join(parts)
 
 
+def _place(d) -> tuple:
+    span = d.span
+    return ("", 0, 0) if span is None else (span.file, span.line, span.column)
+
+
 def run(args: argparse.Namespace) -> int:
     from ccost.check import check_file, check_text
     from ccost.commands.paths import STDIN, expand
@@ -55,17 +61,22 @@ def run(args: argparse.Namespace) -> int:
             result = check_text(sys.stdin.read(), path)
         else:
             result = check_file(path)
-        if result.diagnostics:
-            print(render_all(result.diagnostics, result.sources, colour=use_colour(sys.stderr)),
-                  file=sys.stderr)
-        if result.spec is None or result.errors:
+        diagnostics = list(result.diagnostics)
+        if result.spec is not None and not result.errors:
+            # what the cost model knows at check time: a plan that does not fit in memory (W401)
+            from ccost.gate import model_diagnostics
+
+            diagnostics = sorted(diagnostics + model_diagnostics(result.spec), key=_place)
+        if diagnostics:
+            print(render_all(diagnostics, result.sources, colour=use_colour(sys.stderr)), file=sys.stderr)
+        if result.spec is None or any(d.is_error for d in diagnostics):
             status = 2
             continue
         spec = result.spec
         note = ""
         if not spec.plans:
             note = " — note: it defines no plans, so there is nothing to evaluate"
-        warn = len(result.warnings)
+        warn = sum(1 for d in diagnostics if not d.is_error)
         warned = f", {warn} warning{'s' if warn != 1 else ''}" if warn else ""
         print(f"{path}: ok ({summary(spec)}{warned}){note}")
         clean.append(spec)

@@ -24,15 +24,14 @@ _STATUS = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "n/a": "n/a "}
 def render(spec, plan_name: str) -> str:
     """The text ``ccost explain`` prints."""
     from ccost import axes, evaluate, output
+    from ccost.schema import phase_kind
 
     sections = evaluate.explain_sections(spec, plan_name)
     plan = spec.plans[plan_name]
     result = evaluate.evaluate_plan(plan, spec.policy)
     out = [f"plan {plan_name}" + (f" — {plan.title}" if plan.title else "") + f"  ({spec.path})",
            f"phase {plan.phase}; " + " ".join(f"{a.name}={getattr(plan, a.name)}" for a in axes.used(plan)) + ", "
-           + (f"concurrency {plan.concurrency}, {plan.input_tokens} in / {plan.output_tokens} out, chunks of "
-              f"{plan.chunk_tokens or plan.input_tokens}" if plan.phase == "serve" else
-              f"batch {plan.batch}" + (f", seq {plan.seq}" if plan.seq else "")) + f"; AllReduce {plan.allreduce}"]
+           + phase_kind(plan.phase).workload(plan) + f"; AllReduce {plan.allreduce}"]
     for title, steps in sections:
         if not steps:
             continue

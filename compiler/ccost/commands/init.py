@@ -30,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # shell completion (argcomplete) offers the bundled names; argparse ignores the attribute
     model.completer = lambda **_: names_of("model")  # type: ignore[attr-defined]
     cluster.completer = lambda **_: names_of("cluster")  # type: ignore[attr-defined]
-    parser.add_argument("--phase", choices=("decode", "prefill", "train", "serve"), default="decode",
+    from ccost.schema import PHASE_NAMES
+
+    parser.add_argument("--phase", choices=PHASE_NAMES, default="decode",
                         help="the workload (default: decode)")
     parser.add_argument("--list", action="store_true",
                         help="list the bundled models and clusters, write nothing")
@@ -88,12 +90,14 @@ def layout(model, cluster, max_memory: float = 0.9) -> tuple[int, int, str]:
 
 
 def starter(model, cluster, phase: str) -> str:
+    """The starter spec: the phase's workload lines, sweep and defaults come from its record
+    (``ccost.schema.PHASE_KINDS``, its ``starter``)."""
+    from ccost.schema import phase_kind
+
+    st = phase_kind(phase).starter
     tp, pp, why = layout(model, cluster)
-    batch = {"decode": 32, "prefill": 1, "train": 8, "serve": 32}[phase]
     plan = f"{phase}_tp{tp}" + (f"_pp{pp}" if pp > 1 else "")
     title = f"{model.label} {phase} on {cluster.label}".replace('"', "'")
-    seq_doc = {"decode": "context length: KV-cache reads and memory", "prefill": "prompt tokens",
-               "train": "sequence length", "serve": ""}[phase]
     lines = [
         f"# A starter capacity plan written by `ccost init`: {model.label} on {cluster.label}.",
         "# Edit the plan, then run `ccost check` / `ccost eval` / `ccost report` on this file.",
@@ -109,33 +113,19 @@ def starter(model, cluster, phase: str) -> str:
         f"  model   = {model.name}",
         f"  cluster = {cluster.name}",
         f"  phase   = {phase}",
-    ]
-    if phase == "serve":  # continuous batching (docs/serving.md): requests, not a batch and a context
-        lines += [
-            f"  concurrency   = {batch}     # requests running per replica",
-            "  input_tokens  = 1024   # prompt tokens per request",
-            "  output_tokens = 256    # output tokens per request",
-            "  chunk_tokens  = 512    # chunked prefill: prompt tokens one step prefills",
-        ]
-    else:
-        lines += [
-            f"  batch   = {batch}          # sequences in flight per replica",
-            f"  seq     = 4096        # {seq_doc}",
-        ]
-    lines += [
+        *(line.format(batch=st.batch) for line in st.workload),
         f"  tp      = {tp}",
     ]
     if pp > 1:
         lines.append(f"  pp      = {pp}")
-        if phase == "train":
+        if st.microbatches:  # a training pipeline needs micro-batches to fill
             lines.append(f"  microbatches = {4 * pp}")
     lines += [
         "}",
         "",
-        ('sweep concurrency "How does the number of running requests move TPOT and tokens/s?" {'
-         if phase == "serve" else 'sweep batch_sizes "How does the batch size move step time and throughput?" {'),
+        st.sweep[0],
         f"  base  = {plan}",
-        "  concurrency = [1, 8, 32, 128]" if phase == "serve" else "  batch = [1, 8, 32, 128]",
+        st.sweep[1],
         "}",
         "",
         "policy { max_overhead = 30 %; min_efficiency = 70 %; max_memory = 90 % }",

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ccost import axes, results, units
+from ccost import axes, phases, results, units
 from ccost import spec as S
 from ccost.analysis import COMPARE_METRICS  # compare `by` -> the key it ranks on, as analysis.rank does
 from ccost.analysis import VALUE_KEYS  # checklist item id -> the key its value prints as (analysis.ITEMS)
@@ -19,6 +20,7 @@ from ccost.analysis import ranked_down  # why rank put a plan below a better met
 from ccost.evaluate import GPU_AXES  # the sweep fields along which optima mean something
 from ccost.report import view as V
 from ccost.report.provenance import Provenance
+from ccost.schema import PHASE_KINDS, phase_kind
 
 STATUSES = ("pass", "warn", "fail", "n/a")
 
@@ -146,9 +148,7 @@ def build_inputs(spec: S.Spec, plan_names: Sequence[str]) -> V.InputsSection:
         ("plan", "model / cluster", "phase", "batch", "seq", axes.label(on), "micro-batches", "AllReduce",
          "cross-node", "overlap", *(("compute time given",) if given else ())),
         tuple((p.name, f"{p.model.name if p.model else '—'} / {p.cluster.name if p.cluster else '—'}",
-               p.phase, f"{p.concurrency:,} requests" if p.phase == "serve" else f"{p.batch:,}",
-               (f"{p.input_tokens:,} in / {p.output_tokens:,} out" if p.phase == "serve" else
-                f"{p.seq:,}" if p.seq else "—"),
+               p.phase, *phase_kind(p.phase).cells(p),  # batch and seq (a serve plan: requests, tokens)
                axes.values(p, on) + (" (FSDP)" if p.fsdp else ""), f"{p.microbatches}",
                p.allreduce, p.cross_node, units.format_percent(p.overlap),
                *((_q(p.compute_time, T),) if given else ()))
@@ -168,17 +168,26 @@ def key_numbers_table(doc_plan: Mapping[str, Any]) -> V.Table:
             rows.append((V.label(key), V.fmt_value(key, doc_plan[key])))
     if "throughput_tokens_s" in doc_plan:
         rows.append((V.label("throughput_tokens_s"), throughput(doc_plan)))
-    rows += serve_rows(doc_plan.get("serve"))
-    tr = doc_plan.get("training")
-    if tr:
-        rows.append((V.label("training.model_flops_per_gpu_s"),
-                     units.format_quantity(tr["model_flops_per_gpu_s"] or 0.0, units.FLOP_RATE)))
-        rows.append((V.label("training.mfu"), V.fmt_value("efficiency", tr["mfu"])))
+    for kind in PHASE_KINDS:  # the phase's own section (ccost.schema: training, serve)
+        if kind.section and doc_plan.get(kind.section):
+            rows += SECTION_ROWS.get(kind.section, partial(section_rows, kind.section))(doc_plan[kind.section])
     # Two quantity/value pairs a row: the block stays short enough to share the page with the derivation.
     half = (len(rows) + 1) // 2
     left, right = rows[:half], rows[half:] + [("", "")] * (2 * half - len(rows))
     return V.Table(("quantity", "value", "quantity", "value"), tuple(a + b for a, b in zip(left, right)),
                    (False, True, False, True))
+
+
+def training_rows(tr: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A training plan's model FLOP/s and MFU (ccost.training) for its key-numbers table."""
+    return [(V.label("training.model_flops_per_gpu_s"),
+             units.format_quantity(tr["model_flops_per_gpu_s"] or 0.0, units.FLOP_RATE)),
+            (V.label("training.mfu"), V.fmt_value("efficiency", tr["mfu"]))]
+
+
+def section_rows(section: str, values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A phase's own section without rows of its own here: each number with its label."""
+    return [(V.label(f"{section}.{k}"), V.fmt_value(f"{section}.{k}", v)) for k, v in values.items()]
 
 
 def serve_rows(sv: Mapping[str, Any] | None) -> list[tuple[str, str]]:
@@ -199,15 +208,8 @@ def serve_rows(sv: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     ]
 
 
-def serve_note(sv: Mapping[str, Any]) -> str:
-    """What a serve plan's numbers mean, in words (ccost.serve)."""
-    return (f"Serve plan (continuous batching, a closed loop): {sv['concurrency']:,} requests per replica of "
-            f"{sv['input_tokens']:,} prompt and {sv['output_tokens']:,} output tokens; each prompt is prefilled in "
-            f"{sv['chunks_per_prompt']:g} chunk(s) of at most {sv['chunk_tokens']:,} tokens, one chunk per step beside "
-            "the decoding requests. The step time, collectives, compute and checklist above are the decode step's "
-            "(every request decoding); memory is the peak, every request at its longest context; TTFT, TPOT and "
-            "requests/s combine the decode and mixed steps by Little's law. An arrival rate (open loop) is not "
-            "modelled.")
+#: The key-number rows of a phase's section; a section not here shows each of its numbers (``section_rows``).
+SECTION_ROWS = {"serve": serve_rows, "training": training_rows}
 
 
 def throughput(doc_plan: Mapping[str, Any]) -> str:
@@ -318,22 +320,20 @@ def plan_section(name: str, doc_plan: Mapping[str, Any], steps: Sequence[Any],
     figures = tuple(V.Figure(cal.svg, f"Calibration of link {cal.link}: {cal.note}")
                     for cal in calibrations if cal.svg)
     notes += [f"Calibration of link {cal.link}: {cal.note}" for cal in calibrations if not cal.svg]
-    if doc_plan.get("serve"):
-        notes.insert(0, serve_note(doc_plan["serve"]))
+    for ph in phases.PHASES.values():  # what the phase's own numbers mean (a serve plan's closed loop)
+        if ph.note is not None and doc_plan.get(ph.kind.section):
+            notes.insert(0, ph.note(doc_plan[ph.kind.section]))
     inputs, groups = derivation(steps)
     return V.PlanSection(name, doc_plan.get("title") or name, key_numbers_table(doc_plan),
                          collectives_table(doc_plan), inputs, groups, figures, tuple(notes),
                          memory_table(doc_plan))
 
 
-MEMORY_PARTS = ("weights_bytes", "kv_cache_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes")
-
-
 def memory_table(doc_plan: Mapping[str, Any]) -> V.Table:
     """Each part of the memory per GPU (the parts that are not zero), the total and the usable limit."""
     mem = doc_plan.get("memory") or {}
     rows = []
-    for key in MEMORY_PARTS:
+    for key in (p.key for p in results.MEMORY_PARTS):
         v = mem.get(key)
         if v:
             what = V.label(f"memory.{key}")
@@ -392,9 +392,6 @@ def verdict_counts(rows: Sequence[V.ChecklistRow]) -> str:
 # ----------------------------------------------------------------------------------------------------
 # Sweeps and comparisons.
 
-#: A serve plan's sweep (ccost.serve): its decode step, request figures and memory.
-SERVE_SWEEP_METRICS = ("step_time_s", "ttft_s", "tpot_s", "requests_per_s", "output_tokens_per_s",
-                       "memory_bytes_per_gpu", "fits_memory")
 SWEEP_METRICS = ("step_time_s", "compute_time_s", "comm_time_s", "speedup", "efficiency", "overhead",
                  "memory_bytes_per_gpu", "fits_memory")
 
@@ -407,8 +404,11 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
                   base: str = "") -> V.SweepSection:
     fields = list(s.get("field") or [])
     points = list(s.get("points") or [])
-    serve = any("ttft_s" in p for p in points)  # a serve plan's sweep: request figures, not scaling
-    metrics = [m for m in (SERVE_SWEEP_METRICS if serve else SWEEP_METRICS) if any(m in p for p in points)]
+    # a serve plan's sweep: its decode step, request figures (its phase's sweep keys) and memory, not scaling
+    keys = next((k.sweep_keys for k in PHASE_KINDS if k.sweep_keys and any(k.sweep_keys[0] in p for p in points)),
+                ())
+    shown = ("step_time_s", *keys, "memory_bytes_per_gpu", "fits_memory") if keys else SWEEP_METRICS
+    metrics = [m for m in shown if any(m in p for p in points)]
     highlight = []
     opt = s.get("time_optimal") or {}
     cost = {k: v for k, v in (s.get("cost_optimal") or {}).items()}
@@ -426,7 +426,7 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
             if pt and _same_point(p, pt, fields):
                 marks.append(f"cost-optimal ≥ {units.format_percent(float(thr))}")
         rows.append(tuple([V.fmt_value(f, p.get(f)) for f in fields]
-                          + [V.fmt_value(m, p.get(m)) for m in metrics] + ["; ".join(marks)]))
+                          + [_point_value(m, p) for m in metrics] + ["; ".join(marks)]))
     has_optima = bool(opt) or any(cost.values())
     if not has_optima:  # a sweep over overlap, batch or the model: no optimum column to fill
         rows = [r[:-1] if not r[-1].startswith("not evaluated") else r for r in rows]
@@ -505,7 +505,14 @@ COMPARE_ROWS = ("gpus", "step_time_s", "compute_time_s", "comm_time_s", "latency
 
 
 SEARCH_METRICS = ("gpus", "latency_s", "step_time_s", "throughput_tokens_s", "throughput_per_gpu", "efficiency",
-                  "overhead", "bubble", "memory_bytes_per_gpu")
+                  "overhead", "bubble", "memory_bytes_per_gpu", "fits_memory")
+#: What a layout that does not fit in memory is not shown with: it runs nowhere, so it is not "100 %
+#: efficient" (issue 26; the results document keeps the model's numbers).
+UNFIT_HIDDEN = ("speedup", "efficiency")
+
+
+def _point_value(m: str, p: Mapping[str, Any]) -> str:
+    return "—" if m in UNFIT_HIDDEN and p.get("fits_memory") is False else V.fmt_value(m, p.get(m))
 
 
 #: Columns a page holds at the wide tables' font; a search with more axes than that leaves room for shows
@@ -520,7 +527,7 @@ def _search_points(points: Sequence[Mapping[str, Any]], axes: Sequence[str], lim
     for p in list(points)[:limit]:
         layout = ([", ".join(f"{a}={_search_axis(p, a)}" for a in axes)] if joined
                   else [_search_axis(p, a) for a in axes])
-        rows.append(tuple(layout + [V.fmt_value(m, p.get(m)) for m in metrics]))
+        rows.append(tuple(layout + [_point_value(m, p) for m in metrics]))
     caption = f"first {limit} of {len(points)}" if len(points) > limit else ""
     heads = ["layout"] if joined else list(axes)
     return V.Table(tuple(heads + [V.label(m, "search") for m in metrics]), tuple(rows),
@@ -757,7 +764,7 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
         if plan is not None:
             st = _plan_stack(plan)
             lines += (f". Priced under stack profile `{st.name}`"
-                      + (f" (the bundled default for {plan.phase}: the plan names none)" if plan.stack is None
+                      + (f" (the bundled default for {plan.phase}: the plan names none)" if not plan.stack_named
                          else ""))
             lines += (f". Overlap assumed: {units.format_percent(plan.overlap)} of communication hidden "
                       "behind compute")
@@ -770,10 +777,10 @@ def assumptions(spec: S.Spec, doc: Mapping[str, Any]) -> tuple[V.Assumption, ...
 
 
 def _plan_stack(plan: S.Plan) -> S.Stack:
-    """The stack profile that prices ``plan``: its own, or the bundled default for its phase."""
-    from ccost import lower
-
-    return plan.stack if plan.stack is not None else lower.default_stack(plan.phase)
+    """The stack profile that prices ``plan``: its own, or the bundled default for its phase (the checker
+    resolves it)."""
+    assert plan.stack is not None
+    return plan.stack
 
 
 def _stacks_used(spec: S.Spec, names) -> list:
@@ -830,30 +837,30 @@ def one_shot_volume_text() -> str:
             "plan above that uses one-shot says which it charged and what the other would give.")
 
 
-#: Serving (ccost.serve): what the continuous-batching model leaves out (only in a review with a serve plan).
-SERVE_NOT_MODELLED = (
-    "Serving", "A serve plan is a closed loop: a finished request is replaced at once, so an arrival rate, "
-    "queueing of an open loop and its tail latencies are not modelled. Every request has the same prompt and "
-    "output length; one request's chunk is prefilled per step (prompts are not packed into one step), each "
-    "chunk priced as the mean chunk I/n_c; decode steps run at the mean context I + O/2; memory is held to "
-    "the peak, every request at I + O; no preemption, prefix caching or speculative decoding.")
-
-
-def not_modelled(serving: bool = False) -> tuple[V.Assumption, ...]:
+def not_modelled(plans: Mapping[str, Any] | None = None) -> tuple[V.Assumption, ...]:
+    """What the model leaves out, and, for each phase whose section a plan of ``plans`` has, what its own
+    model leaves out (``ccost.phases``: a serve plan's closed loop)."""
     rows = list(NOT_MODELLED)
     rows.insert(3, ("One-shot volume", one_shot_volume_text()))
-    if serving:
-        rows.append(SERVE_NOT_MODELLED)
+    docs = [p for p in (plans or {}).values() if isinstance(p, Mapping)]
+    rows += [ph.not_modelled for ph in phases.PHASES.values()
+             if ph.not_modelled and any(p.get(ph.kind.section) for p in docs)]
     return tuple(V.Assumption(t, x) for t, x in rows)
 
 
 # ----------------------------------------------------------------------------------------------------
 
-def opening_comment(text: str, max_lines: int = 4) -> str:
+#: The most characters of the opening comment the cover shows: a statement of purpose is a sentence or two.
+#: A longer one is cut at a word (a 100 kB comment line took over 60 s to lay out on the cover: issue 31).
+ABOUT_CHARS = 600
+
+
+def opening_comment(text: str, max_lines: int = 4, max_chars: int = ABOUT_CHARS) -> str:
     """The spec's opening comment up to its first full stop or question mark (at a line end), at most
-    ``max_lines`` lines: the author's one-sentence statement of what the spec is for, for the cover."""
+    ``max_lines`` lines and ``max_chars`` characters (cut at a word, with "…"): the author's one-sentence
+    statement of what the spec is for, for the cover. Reads only the lines it keeps."""
     lines = []
-    for line in text.splitlines():
+    for line in _lines(text):
         stripped = line.strip()
         if not stripped.startswith("#"):
             break
@@ -863,9 +870,24 @@ def opening_comment(text: str, max_lines: int = 4) -> str:
                 break
             continue
         lines.append(body)
-        if body.endswith((".", "?")) or len(lines) >= max_lines:
+        if body.endswith((".", "?")) or len(lines) >= max_lines or sum(map(len, lines)) > max_chars:
             break
-    return " ".join(lines)
+    about = " ".join(lines)
+    if len(about) > max_chars:
+        cut = about[:max_chars]
+        about = (cut[:cut.rfind(" ")] if " " in cut[max_chars // 2:] else cut).rstrip() + " …"
+    return about
+
+
+def _lines(text: str):
+    """The lines of ``text`` one at a time (the opening comment needs the first few, not a split of all)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        if end == -1:
+            end = len(text)
+        yield text[start:end].rstrip("\r")
+        start = end + 1
 
 
 def _sweep_base(spec: S.Spec, name: str) -> str:
@@ -904,7 +926,7 @@ def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any
         compares=compares,
         searches=searches,
         assumptions=assumptions(spec, doc),
-        not_modelled=not_modelled(any(isinstance(p, Mapping) and p.get("serve") for p in plans.values())),
+        not_modelled=not_modelled(plans),
         sources=tuple(sources),
         source_css=source_css,
         about=about,

@@ -143,9 +143,32 @@ def without_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
+#: A run of the highlighted source with no break opportunity longer than ``LONG_RUN`` characters (a
+#: generated comment, a long string) gets a zero-width space every ``BREAK_EVERY`` characters. WeasyPrint
+#: lays such a run out again for each printed line it wraps onto, so its time grew with the square of the
+#: run (issue 31: one 100 kB comment line took over 60 s to review; bench/linear_inputs.py). Real spec
+#: lines have spaces far more often, so their text, and every committed review, is unchanged.
+LONG_RUN = 200
+BREAK_EVERY = 100
+_TAG_OR_TEXT = re.compile(r"(<[^>]*>)")
+_UNBROKEN = re.compile(r"(?:[^\s<>&]|&#?\w+;){%d,}" % LONG_RUN)
+_UNIT = re.compile(r"&#?\w+;|.", re.DOTALL)
+
+
+def _break_long_runs(html: str) -> str:
+    """``html`` with a zero-width space every ``BREAK_EVERY`` characters of each text run longer than
+    ``LONG_RUN`` (an entity such as ``&amp;`` counts as one character; tags are left alone). Linear."""
+    def soften(m: re.Match) -> str:
+        units = _UNIT.findall(m.group(0))
+        return "\u200b".join("".join(units[i:i + BREAK_EVERY]) for i in range(0, len(units), BREAK_EVERY))
+
+    parts = _TAG_OR_TEXT.split(html)
+    return "".join(p if i % 2 else _UNBROKEN.sub(soften, p) for i, p in enumerate(parts))
+
+
 def highlight_source(path: str, text: str) -> SourceFile:
     """A spec file, line-numbered and highlighted with the ``.ccost`` Pygments lexer (inline styles, so
-    the HTML needs no stylesheet file)."""
+    the HTML needs no stylesheet file), with break opportunities in overly long runs (``LONG_RUN``)."""
     from pygments import highlight
     from pygments.formatters import HtmlFormatter
 
@@ -153,4 +176,4 @@ def highlight_source(path: str, text: str) -> SourceFile:
 
     formatter = HtmlFormatter(noclasses=True, linenos="inline", style="default", nobackground=True,
                               wrapcode=True)
-    return SourceFile(path, highlight(text, CcostLexer(), formatter))
+    return SourceFile(path, _break_long_runs(highlight(text, CcostLexer(), formatter)))

@@ -38,9 +38,13 @@ from ccost.diagnostics import CcostError, Diagnostic, Span, error
 from ccost.resources import resource_dir
 from ccost.syntax import tree as T
 
-from ccost.schema import MAX_FILE_BYTES, MAX_IMPORT_DEPTH  # noqa: E402, F401  (the language's limits)
+from ccost.schema import MAX_FILE_BYTES, MAX_IMPORT_DEPTH, MAX_LIST_ITEMS  # noqa: E402, F401  (the language's limits)
 
 MAX_DEPTH = 200  # brackets or operators nested deeper than this are certainly not a capacity plan
+#: Operators in one member's expression: a sum of more terms nests deeper than ``MAX_DEPTH`` anyway (E006),
+#: and counting them as the tokens arrive stops `layers = 0+0+…` of a million terms before Lark builds
+#: its tree (issue 31: 21-44 s and 1.9 GB before the E006).
+MAX_OPERATORS = MAX_DEPTH
 MAX_ERRORS = 50  # recovery rounds; each round re-parses the file, so bound the work
 
 BLOCK_KINDS = SC.block_kinds()  # the schema's; the grammar's `kind` rule and terminals come from it too
@@ -110,6 +114,14 @@ class _TooDeep(Exception):
         self.what = what
 
 
+class _TooLarge(Exception):
+    """An expression or a list past the language's size bounds, found as its tokens arrive (the parse stops:
+    the tree is never built)."""
+
+    def __init__(self, token: Token, code: str, message: str, help: str):
+        self.token, self.code, self.message, self.help = token, code, message, help
+
+
 def _synthetic(type_: str, value: str, after: Token) -> Token:
     return Token(type_, value, start_pos=after.end_pos, line=after.end_line, column=after.end_column,
                  end_line=after.end_line, end_column=after.end_column, end_pos=after.end_pos)
@@ -128,6 +140,9 @@ class _PostLex:
         at_item_start = True
         tokens = run.tokens
         minus_run: list[Token] = []  # `- - - ... x` nests as deep as brackets do
+        operators = 0  # in the current member's expression (MAX_OPERATORS)
+        first_operator: Token | None = None
+        lists: list[list] = []  # per open bracket: [kind, items so far] (a `[` list's items: MAX_LIST_ITEMS)
         for tok in stream:
             t = tok.type
             if t == "_NL" and depth > 0:
@@ -138,13 +153,30 @@ class _PostLex:
                     raise _TooDeep(minus_run[0], what="signs `-`")
             elif minus_run:
                 minus_run = []
+            if t in ("PLUS", "MINUS", "STAR", "SLASH"):
+                operators += 1
+                first_operator = first_operator or tok
+                if operators > MAX_OPERATORS:
+                    raise _TooLarge(first_operator, "E006", f"an expression of more than {MAX_OPERATORS:,} "
+                                    "operators", "a spec needs a few terms at most; is this file generated?")
+            elif depth == 0 and t in ("EQUAL", "_NL", "SEMICOLON", "LBRACE", "RBRACE"):
+                operators, first_operator = 0, None  # a new member
+            elif t == "COMMA" and lists and lists[-1][0] == "LSQB":
+                lists[-1][1] += 1
+                if lists[-1][1] >= MAX_LIST_ITEMS:
+                    raise _TooLarge(lists[-1][2], "E402", f"a list of more than {MAX_LIST_ITEMS:,} items",
+                                    "list fewer values, or generate them: `range(1, 100_000, 64)`, "
+                                    "`pow2(1, 1024)`")
             tokens.append((tok, depth, braces))
             if t in _OPEN:
                 depth += 1
+                lists.append([t, 0, tok])
                 if depth > MAX_DEPTH:
                     raise _TooDeep(tok)  # before Lark builds a tree deeper than anything can walk
             elif t in _CLOSE:
                 depth = max(depth - 1, 0)
+                if lists:
+                    lists.pop()
             elif t == "LBRACE":
                 braces += 1
             elif t == "RBRACE":
@@ -280,6 +312,10 @@ def parse(text: str, path: str) -> T.File:
             tok = exc.token
             diags.append(error("E006", f"{exc.what} nested more than {MAX_DEPTH} deep",
                                _tok_span(path, tok), "a spec needs a few levels at most; is this file generated?"))
+            lark_tree = None
+            break
+        except _TooLarge as exc:
+            diags.append(error(exc.code, exc.message, _tok_span(path, exc.token), exc.help))
             lark_tree = None
             break
         except UnexpectedInput as exc:

@@ -69,7 +69,7 @@ def test_the_bundled_kernels_regenerate_from_the_tables(tmp_path):
     command is the one in the file's header)."""
     out = tmp_path / "kernels.ccost"
     with contextlib.redirect_stderr(io.StringIO()):
-        assert main(["calibrate", "--kernels", "h100_sxm,h200_sxm,b200_sxm,a100_sxm", "--engine", "vllm",
+        assert main(["calibrate", "--kernels", "h100_sxm,h200_sxm,b200_sxm,a100_sxm", "--engine", "vllm,trtllm,sglang",
                      "-o", str(out)]) == 0
     committed = (REPO / "specs" / "std" / "kernels.ccost").read_text()
     assert out.read_text().replace(str(out), "specs/std/kernels.ccost") == committed

@@ -10,7 +10,8 @@ Inputs (``read_steps``), each row a plan of a spec and a measured time:
 - a Megatron log's ``elapsed time per iteration (ms)`` lines (the median, the first iteration left out as
   warm-up), for ``--plan``.
 
-What is predicted: a decode plan's step time for a TPOT, a prefill plan's latency for a TTFT, any plan's
+What is predicted: a decode plan's step time for a TPOT, a prefill plan's latency for a TTFT, a serve plan's
+TPOT or TTFT (``ccost.serve``; metric ``serve_tpot`` in rows.yaml is a TPOT), any plan's
 step time for ``step_time`` — ``ccost.lower`` and ``ccost.analysis`` in float mode, the plan priced with a
 ``stack`` whose fields are the parameters.
 
@@ -41,7 +42,8 @@ FIELDS = ("step_overhead", "layer_overhead", "seq_overhead", "hbm_efficiency", "
 # Typical magnitudes: the fit works on θ/scale so that every parameter moves on the same footing.
 SCALE = {"step_overhead": 5e-3, "layer_overhead": 2e-5, "seq_overhead": 2e-4, "hbm_efficiency": 1.0, "gemm_efficiency": 1.0,
          "attention_efficiency": 1.0, "collective_floor": 1.5e-5}
-METRICS = {"tpot": "decode", "ttft": "prefill", "step_time": None, "decode_step": "decode", "prefill": "prefill"}
+METRICS = {"tpot": "decode", "ttft": "prefill", "step_time": None, "decode_step": "decode", "prefill": "prefill",
+           "serve_tpot": "serve"}
 MAX_ROWS = 10_000
 #: The shortest step time a row may give: one GPU kernel launch costs a few µs (CUDA's launch overhead), so
 #: no decode step, prefill or training iteration is shorter than 1 µs; a 1e-320 is a wrong unit or a typo.
@@ -239,7 +241,7 @@ def _record_rows(path: str, records, base: Path, spec: str | None, only: str | N
                 raise _err(f"metric {metric[:40]!r} of plan `{name[:40]}` is not a time ccost can fit a stack to",
                            path, line,
                            help="metrics: tpot, ttft, step_time (or decode_step, prefill); select rows with --only")
-            metric = {"decode_step": "tpot", "prefill": "ttft"}.get(metric, metric)
+            metric = {"decode_step": "tpot", "prefill": "ttft", "serve_tpot": "tpot"}.get(metric, metric)
             rows.append(StepRow(sp_path, name, metric, _time(rec["measured"], path, line, "measured"), path, line,
                                 _cell(rec, "id")[:200]))
             found = True
@@ -336,10 +338,14 @@ class _Plans:
             if plan is None:
                 raise _err(f"unknown plan `{r.plan}` in {r.spec}", r.file, r.line,
                            help=f"plans there: {', '.join(sorted(spec.plans)[:12]) or '(none)'}")
+            from ccost import phases
+
             want = METRICS[r.metric]
-            if want is not None and plan.phase != want:
+            # a serve plan (several steps combined, phases.of(plan).lower is None) has its own TPOT and TTFT
+            if want is not None and plan.phase != want and phases.of(plan).lower is not None:
                 raise _err(f"{r.metric} is measured on a {want} plan; `{r.plan}` is {plan.phase}", r.file, r.line,
-                           help="a TPOT is a decode plan's step time, a TTFT a prefill plan's latency")
+                           help="a TPOT is a decode plan's step time (or a serve plan's TPOT), a TTFT a prefill "
+                           "plan's latency (or a serve plan's TTFT)")
             self.plans.append(plan)
             self.policies.append(spec.policy)
             key = (r.spec, r.plan, r.metric)
@@ -379,7 +385,7 @@ class _Plans:
         """``predict`` for several stacks at once: an array of (stacks, rows)."""
         import dataclasses
 
-        from ccost import lower, phases
+        from ccost import lower, phases, serve
         from ccost import spec as S
 
         rows = self.row_u if idx is None else self.row_u[np.asarray(idx, dtype=np.intp)]
@@ -389,8 +395,14 @@ class _Plans:
         # same cluster, axes in use, roofline, ...; a stack field at 0 drops its term) is priced in one
         # call, on arrays of the inputs that differ, as a search prices its layouts.
         groups: list[tuple[object, list[tuple[int, int]], list[object]]] = []
+        per_plan = np.empty((len(thetas), len(self.unique)))
         for u in np.unique(rows):
-            plan, policy, _ = self.unique[u]
+            plan, policy, metric = self.unique[u]
+            if phases.of(plan).lower is None:  # continuous batching (serve): the serve model's TPOT or TTFT
+                for k, stack in enumerate(stacks):
+                    st = serve.terms(dataclasses.replace(plan, stack=stack), policy)
+                    per_plan[k, u] = float(st.ttft if metric == "ttft" else st.tpot)
+                continue
             for k, stack in enumerate(stacks):
                 static, x = lower.prepare(dataclasses.replace(plan, stack=stack), policy)
                 key = dataclasses.replace(static, plan="")
@@ -401,7 +413,6 @@ class _Plans:
                         break
                 else:
                     groups.append((key, [(int(u), k)], [x]))
-        per_plan = np.empty((len(thetas), len(self.unique)))
         for key, members, xs in groups:
             arrays = {}
             for f in dataclasses.fields(xs[0]):

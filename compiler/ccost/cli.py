@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def complete(output_stream=None) -> int:
-    """Shell completion through argcomplete (``pip install 'ccost[completion]'``; docs/editors.md shows the
+    """Shell completion through argcomplete (the ``completion`` extra; docs/editors.md shows the
     one line each of bash, zsh and fish needs). Runs only when the shell asks (``_ARGCOMPLETE`` is set), so
     no other command imports argcomplete; every verb's options are loaded here, and SPEC arguments
     complete to .ccost files and folders."""

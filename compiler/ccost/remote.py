@@ -7,7 +7,7 @@ local run runs. A task returns its reductions (counts, and the kept points as nu
 they are merged in search order by ``search.merge``, as ``--jobs`` merges its processes' — so the
 document is the local one, bit for bit (tests/test_search_parallel.py checks it on a ``LocalCluster``).
 
-Dask is optional (``pip install 'ccost[distributed]'``); without it ``--scheduler`` is error E512. An
+Dask is optional (the ``distributed`` extra, ``ccost.extras``); without it ``--scheduler`` is error E512. An
 address of a form that cannot work, a scheduler that cannot be reached or does not answer as one within
 ``TIMEOUT`` (a web server, a port that accepts and stays silent), one with no workers, or one that loses a
 worker mid-search is error E513, never a hang or a traceback. The workers need ccost installed (the same
@@ -20,11 +20,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ccost.diagnostics import CcostError, error
+from ccost.extras import install_hint
 
 #: Seconds to wait for the scheduler to answer (its handshake, all told), and for a first worker to join it.
 TIMEOUT = 10.0
 
-INSTALL = "pip install 'ccost[distributed]'"
 
 _CLIENTS: dict = {}
 
@@ -34,7 +34,7 @@ def _import():
         import distributed
     except ImportError:
         raise CcostError(error("E512", "`--scheduler` runs searches on Dask, and Dask's `distributed` is not "
-                               "installed", None, f"install it with `{INSTALL}`, or run without `--scheduler` "
+                               "installed", None, f"install it with {install_hint('distributed')}, or run without `--scheduler` "
                                "(`--jobs N` uses this machine's cores)")) from None
     return distributed
 
@@ -174,7 +174,7 @@ def client(address: str):
         c.close()
         raise CcostError(error("E513", f"the Dask scheduler at `{address}` has no workers "
                                f"({type(exc).__name__} after {TIMEOUT:g} s)", None,
-                               f"start workers with `dask worker {address}` (ccost installed, `{INSTALL}`)")) \
+                               f"start workers with `dask worker {address}` (ccost installed with its `distributed` extra)")) \
             from None
     _CLIENTS[address] = c
     return c
@@ -218,7 +218,7 @@ def run(job, units: list, address: str, progress: Callable[[int, int], None] | N
         _cancel(c, futures)
         raise CcostError(error("E513", f"search `{name}`: a Dask worker cannot run ccost ({_describe(exc)})",
                                job.search.span,
-                               f"install ccost, the same version, on every worker (`{INSTALL}`)")) from None
+                               f"install ccost, the same version, on every worker, with its `distributed` extra")) from None
     except (OSError, TimeoutError, distributed.comm.CommClosedError) as exc:
         _cancel(c, futures)
         _CLIENTS.pop(address, None)

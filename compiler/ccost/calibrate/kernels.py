@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ccost.diagnostics import CcostError, error
+from ccost.extras import install_hint
 
 #: The package whose tables are read, and the extra that installs it.
 PACKAGE = "aiconfigurator_core"
 DISTRIBUTION = "aiconfigurator-core"
-EXTRA_HELP = "install the optional extra: pip install 'ccost[kernels]' (aiconfigurator-core and pyarrow)"
 
 #: AIConfigurator's system names → the bundled GPU whose peaks the curves are shares of (std/gpus.ccost).
 SYSTEMS = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200", "a100_sxm": "a100"}
@@ -200,7 +200,8 @@ def fit_prefill_attention(batch, s, heads, t, peak: float, head_dim: int = HEAD_
 # Reading the tables (the extra)
 
 def _missing(what: str) -> CcostError:
-    return CcostError(error("E501", f"--kernels needs {what}, which is not installed", None, EXTRA_HELP))
+    return CcostError(error("E501", f"--kernels needs {what}, which is not installed", None, "install the optional `kernels` extra (aiconfigurator-core and pyarrow): "
+                            + install_hint("kernels")))
 
 
 def package_root() -> tuple[str, str]:

@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernels", default=None, metavar="SYSTEM[,SYSTEM...]",
                    help="reduce measured kernel tables to curves instead: AIConfigurator's silicon database for "
                    "these systems (h100_sxm, h200_sxm, b200_sxm, a100_sxm); prints one `kernels` block per "
-                   "system (needs the extra: pip install 'ccost[kernels]')")
+                   "system (needs ccost's `kernels` extra: pip install -e '.[kernels]' in a checkout)")
     p.add_argument("--engine", default="vllm", metavar="ENGINE[,ENGINE...]",
                    help="--kernels: the engines whose tables to read (vllm, sglang, trtllm, comma-separated; "
                    "default vllm): one block per system and engine")

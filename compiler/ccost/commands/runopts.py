@@ -6,7 +6,7 @@ cut to them unless ``--oversubscribe`` (with a note on stderr saying so); a sear
 would (a smaller one runs here: sharing it would cost more than it gains; an explicit ``--jobs N`` always
 shares a search of more than one chunk).
 ``--scheduler`` (or the environment variable ``CCOST_SCHEDULER``) runs them on a Dask cluster instead
-(``ccost.remote``; ``pip install 'ccost[distributed]'``).
+(``ccost.remote``; the ``distributed`` extra).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "available")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
                         help=f"run searches on the Dask cluster whose scheduler is at ADDRESS (like "
-                             f"tcp://10.0.0.5:8786; default: ${ENV}); needs `pip install 'ccost[distributed]'`")
+                             f"tcp://10.0.0.5:8786; default: ${ENV}); needs ccost's `distributed` extra")
 
 
 def execution(args: argparse.Namespace):

@@ -143,3 +143,39 @@ def test_standard_input_is_read_up_to_the_spec_limit_then_refused(verb, monkeypa
     err = capsys.readouterr().err
     assert "E002" in err and "standard input" in err and "limit of 4.0 MiB" in err, err
     assert endless.read_bytes <= MAX_FILE_BYTES + (1 << 17)  # the limit and one buffer, not on and on
+
+
+def test_a_stream_the_verb_closed_itself_is_not_flushed_at_the_end():
+    # The language server closes stdout as it exits (after `shutdown` and `exit`): the final flush of the
+    # wrapper must not raise "I/O operation on closed file" and turn the server's exit 0 into a traceback
+    # and exit 1 (found by bench/fuzz_lsp.py: "server exit status 1").
+    import io
+
+    from ccost.cli import _Output
+
+    raw = io.StringIO()
+    out = _Output(raw)
+    out.write("x")
+    raw.close()
+    out.flush()  # no ValueError
+    assert not out.reader_gone
+
+
+@pytest.mark.slow  # starts the language server in a process of its own (the unit test above stays in the loop)
+def test_the_language_server_exits_0_after_shutdown_and_exit():
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("pygls", reason="the `lsp` extra (in the test extra) runs the language server")
+
+    def msg(o):
+        b = json.dumps(o).encode()
+        return b"Content-Length: %d\r\n\r\n" % len(b) + b
+
+    inp = (msg({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}})
+           + msg({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+           + msg({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}) + msg({"jsonrpc": "2.0", "method": "exit"}))
+    p = subprocess.run([sys.executable, "-m", "ccost", "lsp"], input=inp, capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    assert b"Traceback" not in p.stderr

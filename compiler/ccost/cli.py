@@ -104,7 +104,8 @@ class _Output:
             self.write(line)
 
     def flush(self) -> None:
-        if not self.reader_gone:
+        # a stream the verb closed itself (the language server closes stdout as it exits) has nothing to flush
+        if not self.reader_gone and not getattr(self._stream, "closed", False):
             try:
                 self._stream.flush()
             except BrokenPipeError:

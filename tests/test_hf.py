@@ -293,6 +293,8 @@ def test_a_number_of_5000_digits_is_an_error_not_an_internal_error(tmp_path, cap
     ({"num_experts_per_tok": 5}, "more than the 4 experts"),
     ({"first_k_dense_replace": 4}, "`first_k_dense_replace` = 4 makes every one of the 4 layers dense"),
     ({"first_k_dense_replace": 9}, "`first_k_dense_replace` = 9"),
+    # found by bench/fuzz.py (config mutant 346 of seed 1512693986): kv_heads above heads is E207 in check
+    ({"num_key_value_heads": 4}, "`num_key_value_heads` = 4 is more than `num_attention_heads` = 2"),
 ])
 def test_moe_configs_whose_block_would_not_check_are_refused_at_import(tmp_path, capsys, extra, words):
     """Before, each printed a block (exit 0) that `check` then refused (top_k = 0, moe_layers = 0)."""

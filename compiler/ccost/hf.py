@@ -229,6 +229,9 @@ def imported(cfg: dict) -> Imported:
     kv = _int(cfg, KEYS["kv_heads"], "the number of key/value heads", required=False)
     head_dim_given = _int(cfg, KEYS["head_dim"], "the size of one attention head", required=False)
     assert L and d and H and V
+    if kv is not None and kv > H:  # each key/value head serves one or more query heads (E207 in check)
+        raise HfError(f"config.json: `{KEYS['kv_heads'][0]}` = {kv} is more than `{KEYS['heads'][0]}` = {H}",
+                      "a key/value head serves one or more query heads: at most as many key/value heads as heads")
     E = _int(cfg, KEYS["experts"], "the number of experts",
              required=False, minimum=0) or 0
     top_k = _int(cfg, KEYS["top_k"], "experts per token",

@@ -24,7 +24,8 @@ plus the stack's layer_overhead per layer (forward once, backward twice) and its
 step. Under a stack with ``rates = kernels`` on a GPU with measured curves (``ccost.kernels``; every bundled
 training profile): R_GEMM = R_peak·η·b_mb/(b_mb + M½)·framework_efficiency, the GEMM curve at the
 micro-batch's b_mb token rows, and R_attn = R_peak·η_a·S/(S + S½)·framework_efficiency, the
-prefill-attention curve at the sequence length; otherwise R_GEMM = peak·gemm_efficiency (or the GPU's
+prefill-attention curve at the sequence length, of the attention kernels the framework runs (the stack's
+``attention_engine``: FlashAttention-2 or cuDNN on Hopper, ``lower.attention_kernels_for``); otherwise R_GEMM = peak·gemm_efficiency (or the GPU's
 achieved_flops) and R_attn = peak·attention_efficiency. Memory-bound bytes: the activations a layer stores
 (below) are written once in the forward pass and read once, with their gradient written, in the backward
 pass (forward 1×, backward 2× the stored bytes per token and layer, selective layout), the logits likewise.

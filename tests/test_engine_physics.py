@@ -65,7 +65,7 @@ def test_each_engine_prices_on_its_own_block_and_borrows_a_missing_gemm_curve():
     spec = _spec()
     plan = spec.plans["trt"]
     gpu = plan.cluster.gpu
-    assert [k.name for k in gpu.kernels] == ["h200_vllm", "h200_trtllm", "h200_sglang"]
+    assert [k.name for k in gpu.kernels] == ["h200_vllm", "h200_trtllm", "h200_sglang", "h200_flash2", "h200_cudnn"]
     trt = lower.kernels_for(gpu, plan.stack)
     assert trt.name == "h200_trtllm"
     # TensorRT-LLM's per-tensor FP8 GEMM table was left out on H200 (slower than its own BF16 table): an FP8
@@ -112,3 +112,55 @@ def test_the_committed_serving_rows_and_plans_are_what_the_table_gives():
     assert aic_silicon_rows.plans_ccost(sel) in committed
     rows = (REPO / "bench" / "validation" / "rows.yaml").read_text()
     assert all(line in rows for line in aic_silicon_rows.rows_yaml(sel).splitlines())
+
+
+TRAIN_SPEC = '''import "std/gpus.ccost"
+import "std/links.ccost"
+import "std/models.ccost"
+import "std/clusters.ccost"
+import "std/stacks.ccost"
+plan lf { model = llama3_8b; cluster = hgx_h100; phase = train; seq = 2048; batch = 8; dp = 8; fsdp = true
+          stack = llmfoundry }
+plan mc extends lf { stack = megatron_core }
+plan lf_a100 extends lf { cluster = dgx_a100 }
+'''
+
+
+def test_a_training_framework_prices_attention_on_the_kernels_it_runs():
+    from ccost import phases
+
+    spec = check_text(TRAIN_SPEC, "/nowhere/t.ccost").spec
+    # llm-foundry links FlashAttention-2: on the H100 its published curve (std/gpus.ccost h100_flash2, the
+    # FlashAttention-3 paper's FA2 series: 35.4 %, S½ 403), not the vLLM table's FlashAttention-3 (66.8 %)
+    _, x = lower.prepare(spec.plans["lf"], spec.policy)
+    assert (x.p_eta, x.p_half) == (pytest.approx(0.354), 403) and x.R_apeak == pytest.approx(989.4e12)
+    # the GEMMs stay on the engine's (first) block: cuBLAS, as measured under vLLM
+    assert (x.g_eta, x.g_half) == spec.kernels["h100_vllm"].gemm(False)[:2]
+    # by hand: 989.4 × 0.354 × 2048/(2048 + 403) × 0.82 (llmfoundry's framework share) = 240.0 TFLOP/s
+    prog = phases.lower_plan(spec.plans["lf"], spec.policy, derivation=True)
+    r_attn = next(v for v in _values(prog) if v.name == "R_attn,train")
+    assert float(r_attn.value) / 1e12 == pytest.approx(239.98, abs=0.01)
+    # Megatron-Core with Transformer Engine: cuDNN's fused attention (56.7 %, S½ 387)
+    _, xm = lower.prepare(spec.plans["mc"], spec.policy)
+    assert (xm.p_eta, xm.p_half) == (pytest.approx(0.567), 387)
+    # on the A100 no FlashAttention-2 block: the engine's table is FlashAttention-2's already
+    _, xa = lower.prepare(spec.plans["lf_a100"], spec.policy)
+    a100 = spec.kernels["a100_vllm"]
+    assert (xa.p_eta, xa.p_half) == (a100.prefill_attention_efficiency, a100.prefill_attention_half_tokens)
+    # serving is untouched: a decode plan's block and curves are the engine's
+    dec = replace(spec.plans["lf"], phase="decode", stack=spec.stacks["vllm"], fsdp=False, dp=1)
+    static, _ = lower.prepare(dec, spec.policy)
+    assert static.kernels == "h100_vllm"
+
+
+def _values(prog):
+    """Every named derivation value reachable from a training program's terms."""
+    seen, out, todo = set(), [], [prog.train.r_gemm, *prog.train.groups, prog.train.step]
+    while todo:
+        v = todo.pop()
+        if id(v) in seen or not hasattr(v, "name"):
+            continue
+        seen.add(id(v))
+        out.append(v)
+        todo.extend(a for a in (getattr(v, "args", ()) or ()) if hasattr(a, "name"))
+    return out

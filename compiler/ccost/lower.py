@@ -263,7 +263,9 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False,
         # operation as the GPU's other blocks measured it, the first that has one
         gemm_kern = next((k for k in gpu.kernels if k.gemm(fp8_w) is not None), kern)
         gemm_curve = gemm_kern.gemm(fp8_w)
-    attn_curve = kern is not None and (kern.prefill_attention if kind.trains else static_kv_curve(kern, kind))
+    # training: the framework's attention kernels, the GPU's block of the stack's attention_engine if it has one
+    attn_kern = attention_kernels_for(gpu, stack, kern) if kern is not None and kind.trains else kern
+    attn_curve = kern is not None and (attn_kern.prefill_attention if kind.trains else static_kv_curve(kern, kind))
     static = Static(
         plan=plan.name, phase=phase, algorithm=plan.allreduce,
         cross_node=plan.cross_node, fsdp=bool(plan.fsdp) and kind.trains,
@@ -319,12 +321,13 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False,
         hd=model.head_dim or (model.hidden / model.heads if model.heads else 1),
         kv_lat=(model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0), d_c=model.kv_lora_rank or 0,
         R_attn=gpu.flops * stack.attention_efficiency,
-        **_curve_values(kern, gemm_curve, gpu, fp8_w, model.kv_cache == "fp8", gemm_kern),
+        **_curve_values(kern, gemm_curve, gpu, fp8_w, model.kv_cache == "fp8", gemm_kern, attn_kern),
     )
     if not derivation:
         return static, Inputs(**{k: float(v) for k, v in values.items()})
     return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy, stack, kind,
-                                       gemm_kern if k in _GEMM_KEYS else kern) for k, v in values.items()})
+                                       gemm_kern if k in _GEMM_KEYS else attn_kern if k in _PREFILL_KEYS
+                                       else kern) for k, v in values.items()})
 
 
 def kernels_for(gpu: S.Gpu, stack: S.Stack) -> S.Kernels | None:
@@ -341,6 +344,18 @@ def kernels_for(gpu: S.Gpu, stack: S.Stack) -> S.Kernels | None:
     return gpu.kernels[0]
 
 
+def attention_kernels_for(gpu: S.Gpu, stack: S.Stack, kern: S.Kernels) -> S.Kernels:
+    """The block a training step's attention is priced on: the GPU's block measured under the stack's
+    ``attention_engine`` (FlashAttention-2, cuDNN: the attention kernels the framework runs), else ``kern``
+    (the engine's block) when the stack names none or the GPU has no such block."""
+    name = stack.attention_engine
+    if name:
+        for k in gpu.kernels:
+            if k.engine and k.prefill_attention and k.engine.lower().startswith(str(name).lower()):
+                return k
+    return kern
+
+
 def static_kv_curve(kern: S.Kernels, kind: PhaseKind) -> bool:
     """The kernels block has the attention curve of a step of phase ``kind``: decode's (the KV cache read
     every step) or prefill's (causal, the KV cache written); none for a step without a KV cache."""
@@ -348,10 +363,11 @@ def static_kv_curve(kern: S.Kernels, kind: PhaseKind) -> bool:
 
 
 def _curve_values(kern: S.Kernels | None, gemm: tuple | None, gpu: S.Gpu, fp8: bool, fp8_kv: bool = False,
-                  gemm_kern: S.Kernels | None = None) -> dict:
+                  gemm_kern: S.Kernels | None = None, attn_kern: S.Kernels | None = None) -> dict:
     """The curve inputs of ``prepare`` (neutral values without curves: the Inputs defaults); the decode
     attention curve of the KV cache's dtype (``fp8_kv``: the FP8 curve where the block has one); the GEMM
-    curve of ``gemm_kern`` (the block it came from, ``kern`` unless that block lacks it)."""
+    curve of ``gemm_kern`` (the block it came from, ``kern`` unless that block lacks it); the prefill-attention
+    curve of ``attn_kern`` (training: the framework's attention kernels; ``kern`` when not given)."""
     if kern is None:
         return {}
     flops = kern.flops or gpu.flops
@@ -364,9 +380,10 @@ def _curve_values(kern: S.Kernels | None, gemm: tuple | None, gpu: S.Gpu, fp8: b
     dec = kern.decode_curve(fp8_kv)
     if dec is not None:
         out.update(a_ew=dec[0], a_t0=dec[1], a_c=dec[2], a_half=dec[3])
-    if kern.prefill_attention:
-        out.update(p_eta=kern.prefill_attention_efficiency, p_half=kern.prefill_attention_half_tokens,
-                   p_t0=kern.prefill_attention_latency)
+    ak = attn_kern or kern
+    if ak.prefill_attention:
+        out.update(R_apeak=ak.flops or gpu.flops, p_eta=ak.prefill_attention_efficiency,
+                   p_half=ak.prefill_attention_half_tokens, p_t0=ak.prefill_attention_latency)
     return out
 
 
@@ -440,6 +457,8 @@ _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
 _CURVE_KEYS = ("g_eta", "g_half", "g_ew", "g_t0", "a_ew", "a_t0", "a_c", "a_half", "p_eta", "p_half", "p_t0")
 #: the inputs read from the block the GEMM curve came from (lower.prepare: the engine's, or the GPU's first with it)
 _GEMM_KEYS = ("g_eta", "g_half", "g_ew", "g_t0", "R_gpeak")
+#: ... and from the block the prefill-attention curve came from (training: the stack's attention_engine's)
+_PREFILL_KEYS = ("p_eta", "p_half", "p_t0", "R_apeak")
 
 
 def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Cluster, policy: S.Policy,

@@ -724,6 +724,11 @@ register(BlockKind(
         Field("engine", STRING, "the serving engine or training framework this profile describes; under "
               "`rates = kernels` it picks the GPU's `kernels` block measured under that engine (`vllm`, "
               "`sglang`, `trtllm`; else the GPU's first block)", '"vllm"'),
+        Field("attention_engine", STRING, "train, with `rates = kernels`: the attention kernels the framework "
+              "runs, when they are not `engine`'s: its attention is priced on the prefill-attention curve of the "
+              "GPU's `kernels` block of that engine (`flash-attn 2`: FlashAttention-2, which does not use "
+              "Hopper's asynchronous tensor-core instructions; `cudnn`: cuDNN's fused attention), on `engine`'s "
+              "block where the GPU has none", '"flash-attn 2"'),
         Field("engine_version", STRING, "the versions of `engine` the profile holds for (a fact for the reader)",
               '"0.14+"', recorded=True),
         Field("source", STRING, "where the numbers came from (a fit script and its rows, a measurement)",

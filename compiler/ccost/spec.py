@@ -300,6 +300,8 @@ class Stack(Entity):
     host_overlap: bool = False  # serving: host work of step n + 1 runs behind the GPU's step n (async scheduling)
     engine: str | None = None  # the engine or framework the profile describes (recorded)
     engine_version: str | None = None  # its versions (recorded)
+    attention_engine: str | None = None  # train, rates = kernels: the engine of the kernels block whose
+    # prefill-attention curve prices the framework's attention (the kernels it runs), else `engine`'s block
 
     @property
     def is_ideal(self) -> bool:

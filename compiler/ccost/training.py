@@ -24,7 +24,8 @@ plus the stack's layer_overhead per layer (forward once, backward twice) and its
 step. Under a stack with ``rates = kernels`` on a GPU with measured curves (``ccost.kernels``; every bundled
 training profile): R_GEMM = R_peak·η·b_mb/(b_mb + M½)·framework_efficiency, the GEMM curve at the
 micro-batch's b_mb token rows, and R_attn = R_peak·η_a·S/(S + S½)·framework_efficiency, the
-prefill-attention curve at the sequence length; otherwise R_GEMM = peak·gemm_efficiency (or the GPU's
+prefill-attention curve at the sequence length, of the attention kernels the framework runs (the stack's
+``attention_engine``: FlashAttention-2 or cuDNN on Hopper, ``lower.attention_kernels_for``); otherwise R_GEMM = peak·gemm_efficiency (or the GPU's
 achieved_flops) and R_attn = peak·attention_efficiency. Memory-bound bytes: the activations a layer stores
 (below) are written once in the forward pass and read once, with their gradient written, in the backward
 pass (forward 1×, backward 2× the stored bytes per token and layer, selective layout), the logits likewise.
@@ -32,6 +33,12 @@ Without kernel curves each GEMM also reads its input rows and writes its output 
 bandwidth, (4·d + (4·d + 2·f)/tp)·b_act per token and layer (QKV, projection, FC1, FC2) and (d + V/tp)·b_act
 for the LM head, again 1× forward and 2× backward: what makes a small model's GEMMs run at a lower share of
 peak than a large one's; on the curves those bytes are inside the measured GEMM times.
+
+**The optimizer step**, under a stack on kernel curves (every bundled framework profile): once per step each
+parameter of this GPU's optimizer state (its shard under ZeRO or FSDP) reads its gradient, reads and writes
+Adam's state (master weights, m, v: b_opt bytes) and writes its weight, N_opt·(b_grad + 2·b_opt + b_w) bytes
+at the elementwise bandwidth; it adds to the step and to its compute. What makes a step of few tokens per
+GPU (a 13B model at 4,096 tokens per GPU on FSDP) slower than its FLOPs say.
 
 **Activations per token per layer** (Korthikanti et al., “Reducing Activation Recomputation in Large
 Transformer Models”, 2022, eq. 1–6, generalised from f = 4d to any f; bytes for 16-bit activations, scaled
@@ -391,8 +398,20 @@ def lower_train(static, x):
     # --- schedule ------------------------------------------------------------------------------------------
     slots = named("slots", M + (P - 1) / x.v, "micro-batch slots of the step: M + (P−1)/v")
     bubble = named("bubble", (P - 1) / x.v / slots, "pipeline bubble ((P−1)/v)/(M + (P−1)/v)", style="percent")
-    step = named("T_step", slots * (t_mb + c_mb) + once,
-                 "training step: (M + (P−1)/v)·(t_mb + c_mb) + T_once")
+    opt_sharded = static.fsdp or static.zero != "none"
+    if static.kernel_gemm and not static.compute_given:
+        # the optimizer step streams this GPU's share of the parameters once per step: an elementwise kernel
+        n_opt = n_shard if opt_sharded else params_gpu
+        B_opt = named("B_opt", n_opt * (x.b_grad + 2 * x.b_opt + b_w),
+                      "optimizer step's memory traffic: each parameter of this GPU's optimizer state reads its "
+                      "gradient, reads and writes Adam's state (master weights, m, v) and writes its weight: "
+                      "N_opt·(b_grad + 2·b_opt + b_w)")
+        T_opt = named("T_opt", costs.memory_time(B_opt, BW_e), "optimizer step: B_opt / (HBM bandwidth × "
+                      "elementwise_efficiency)")
+    else:
+        T_opt = tz
+    step = named("T_step", slots * (t_mb + c_mb) + once + T_opt,
+                 "training step: (M + (P−1)/v)·(t_mb + c_mb) + T_once + T_opt")
     exposed = named("T_exposed", slots * c_mb + once, "communication the step waits for: slots·c_mb + T_once")
 
     # --- memory --------------------------------------------------------------------------------------------
@@ -414,7 +433,6 @@ def lower_train(static, x):
     else:
         mem_weights = weights_gpu
     grads_sharded = static.fsdp or static.zero == "zero2"
-    opt_sharded = static.fsdp or static.zero != "none"
     mem_grads = named("mem_grads", (n_shard if grads_sharded else params_gpu) * x.b_grad,
                       "gradient bytes held" + (" (sharded)" if grads_sharded else ""))
     mem_opt = named("mem_optimizer", (n_shard if opt_sharded else params_gpu) * x.b_opt,
@@ -423,7 +441,7 @@ def lower_train(static, x):
     tokens = named("tokens_step", x.dp * x.ep * x.B * x.S, "tokens per step, all replicas: dp·ep·B·S")
 
     # --- step-level compute terms ------------------------------------------------------------------------------
-    T_compute = named("T_compute", M * t_mb, "compute per step on one GPU: M·t_mb")
+    T_compute = named("T_compute", M * t_mb + T_opt, "compute per step on one GPU: M·t_mb + T_opt")
     flops_gpu = named("F_GPU", M * flops_mb, "FLOPs per step per GPU, recomputation included")
     flops_model_gpu = named("F_model,GPU", f_model * x.B * x.S / (per_gpu * x.cp) if static.cp
                             else f_model * x.B * x.S / per_gpu,

@@ -1,4 +1,4 @@
-"""Does the link block `ccost calibrate` prints predict the log it came from? (issue 15, "Must show")
+"""Does the link block `ccost calibrate` prints predict the log it came from?
 
 For every nccl-tests log given (default: specs/measured/*.txt), run the real
 command, check the block it prints as a spec, and price every measured size with the cost core on that

@@ -1,4 +1,4 @@
-"""Time of ``ccost calibrate --steps`` against the rows of the file (issue 31, item 10): linear, and fast.
+"""Time of ``ccost calibrate --steps`` against the rows of the file: linear, and fast.
 
     .venv/bin/python bench/calibrate_steps.py [--rows 100,1000,10000] [--plans 10] [--folds 5]
 
@@ -9,7 +9,7 @@ spec, fit with a k-fold hold-out. Prints seconds per file and per 1,000 rows, an
 largest file's time to the smallest's against the ratio of their rows: the rows only add numpy work
 (each distinct plan is priced once per step of the fit, on arrays of the stacks), so the time stays
 nearly flat as the rows grow. Before this change 1,000 rows took 437 s and 10,000 did not finish in
-600 s (issue 31).
+600 s.
 """
 
 from __future__ import annotations

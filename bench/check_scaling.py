@@ -1,4 +1,4 @@
-"""Does checking stay linear in the size of the spec? (issue 11, item 4)
+"""Does checking stay linear in the size of the spec?
 
     .venv/bin/python bench/check_scaling.py [--repeat N]
 
@@ -11,7 +11,7 @@ Generates, in memory, specs that used to take time out of proportion to their le
 * 5,000 and 20,000 plans that each reference a model, a cluster and a link (no errors).
 
 Prints the time of each and the ratio of the larger to the smaller. Four times the spec should cost about
-four times the time; the target (issue 11) is at most 6x for the 4x longer chain. A benchmark, not a test:
+four times the time; the target is at most 6x for the 4x longer chain. A benchmark, not a test:
 timings depend on the machine and its load.
 """
 

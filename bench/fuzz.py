@@ -1,12 +1,12 @@
-"""Fuzz the whole pipeline with mutated specs (issue 11, item 7): no input may cause an internal error.
+"""Fuzz the whole pipeline with mutated specs: no input may cause an internal error.
 
     .venv/bin/python bench/fuzz.py [--specs 100000] [--explain 10000] [--review 50] [--logs 20300]
                                    [--configs 10000] [--steps 5000] [--addresses 2000] [--lsp 2000]
                                    [--seed N] [--jobs 2]
 
 Sources: specs drawn from the schema's ranges (tests/plan_gen.py; 40 %), the shipped example specs
-(specs/*.ccost) and the valid hostile cases of issue 11 (tests/hostile/*.ccost; 40 %), and the bad-input
-corpus (tests/bad/*.ccost, with the hostile cases of issue 11; 20 %).
+(specs/*.ccost) and the valid hostile cases (tests/hostile/*.ccost; 40 %), and the bad-input
+corpus (tests/bad/*.ccost, with its hostile cases; 20 %).
 Each mutant gets 1-4 edits: a token deleted, inserted, duplicated or swapped, a character replaced, or a
 number replaced by a hostile one (0, -1, 5e-324, 1e-320, 1e308, 1e400, 2**64, ...).
 
@@ -22,7 +22,7 @@ With ``--logs N``, N mutated nccl-tests logs (specs/measured/*.txt; numbers made
 duplicated or cut, characters replaced) go through calibrate's parser and fit, and every block it writes
 must check clean.
 
-The surfaces added since (issue 31), each with its own count:
+The surfaces added since, each with its own count:
 
 - ``--configs N``: mutated Hugging Face ``config.json`` files (tests/data/hf/*; a count replaced by a hostile
   one: 0, -1, 2^40, 10^12, 1e308, a 5,000-digit number, Infinity, NaN, true, a string, a list; keys deleted,
@@ -266,7 +266,7 @@ def one_log(args: tuple[int, int, str, str]) -> tuple[str, str | None]:
 
 
 # --------------------------------------------------------------------------------------------------
-# The surfaces of issue 31: config.json, steps files, scheduler addresses
+# The surfaces that read files: config.json, steps files, scheduler addresses
 
 _HF_DIR = REPO / "tests" / "data" / "hf"
 _COUNT_KEYS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",

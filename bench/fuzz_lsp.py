@@ -1,4 +1,4 @@
-"""Fuzz the language server with random editing sessions (issue 31): no session may cause an internal error.
+"""Fuzz the language server with random editing sessions: no session may cause an internal error.
 
     .venv/bin/python bench/fuzz_lsp.py [--sessions 2000] [--per-server 25] [--jobs 2] [--seed N] [--first I]
 

@@ -1,4 +1,4 @@
-"""Input size against time for the three inputs of issue 31, item 8, which took time out of proportion:
+"""Input size against time for three inputs that took time out of proportion:
 
     .venv/bin/python bench/linear_inputs.py [--repeat N] [--no-pdf]
 

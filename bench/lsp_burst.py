@@ -1,4 +1,4 @@
-"""A hover right after a burst of edits to a large spec answers promptly (issue 31, item 9).
+"""A hover right after a burst of edits to a large spec answers promptly.
 
     .venv/bin/python bench/lsp_burst.py [--kb 250] [--edits 30]
 

@@ -1,4 +1,5 @@
-"""How long a design review takes, phase by phase, against the commit before issue 16's render work.
+"""How long a design review takes, phase by phase, against the commit before the render work (the summary
+review, the chart cache, HarfBuzz subsetting).
 
     .venv/bin/python bench/report_bench.py [SPEC] [--runs N] [--base COMMIT]
 
@@ -15,8 +16,8 @@ interleaved (base, new, base, new, ...) so that the load of a shared machine fal
   (charts), the HTML, WeasyPrint's layout (HTML parse, style cascade, boxes, layout) and writing the PDF
   (draw, then fonts subset and the PDF's objects written).
 
-Prints medians over N runs and each of this tree's times as a ratio to the base's full review (issue 16's
-targets: full review <= 0.40, --summary <= 0.25, HTML only <= 0.10). A benchmark, not a test: the times
+Prints medians over N runs and each of this tree's times as a ratio to the base's full review (the render
+work's targets: full review <= 0.40, --summary <= 0.25, HTML only <= 0.10). A benchmark, not a test: the times
 depend on the machine and its load; the ratios much less.
 """
 
@@ -34,7 +35,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-BASE = "9ba8958"  # the commit before issue 16 item 1 (render speed, --summary, --format html)
+BASE = "9ba8958"  # the commit before the render work (render speed, --summary, --format html)
 EPOCH = "1767225600"
 TARGETS = {"full": 0.40, "summary": 0.25, "html": 0.10}
 

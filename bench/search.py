@@ -1,4 +1,4 @@
-"""Benchmark of ``ccost.search`` (issue 7): whole layout spaces priced as numpy arrays.
+"""Benchmark of ``ccost.search``: whole layout spaces priced as numpy arrays.
 
     .venv/bin/python bench/search.py [--repeat 3] [--sample 2000]
 

@@ -6,7 +6,7 @@
 
 Times are CPU seconds of this process (``time.process_time``), the best of ``--repeat`` runs: on a
 shared machine wall time measures the neighbours. The capacity search must price 10,000 candidate
-fleets with their tail latencies in ≤ 2 s on one core (issue 28); the figures below say which of the
+fleets with their tail latencies in ≤ 2 s on one core; the figures below say which of the
 three options does that:
 
 (a) the event-jumping simulator (``ccost.simulate.simulate``), per simulation;

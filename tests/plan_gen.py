@@ -1,4 +1,4 @@
-"""Specs drawn from the schema's own ranges (issue 11): for the property test (tests/test_finite.py) and
+"""Specs drawn from the schema's own ranges: for the property test (tests/test_finite.py) and
 the fuzz run (bench/fuzz.py).
 
 Every numeric field gets a value from ``[minimum, maximum]`` of its schema entry: one of the bounds
@@ -149,8 +149,8 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
     if draw("bool"):
         vocab = value(draw, _field("model", "vocab"))
         mm.append(f"vocab = {vocab}")
-    # The KV cache per token needs kv_heads or an MLA latent (E104 otherwise, issue 13); kv_heads divides
-    # heads (E207 otherwise, issue 31): a divisor of it, drawn from the smallest and the largest ones
+    # The KV cache per token needs kv_heads or an MLA latent (E104 otherwise); kv_heads divides
+    # heads (E207 otherwise): a divisor of it, drawn from the smallest and the largest ones
     if draw("bool"):
         if heads is None:
             mm += _members(draw, "model", ["kv_heads"])
@@ -177,7 +177,7 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
     for dt in ("weights", "activations", "kv_cache", "grads"):
         mm.append(f"{dt} = {draw('choice', S.DTYPE_BYTES)}")
     out.append("model m { " + "; ".join(mm) + " }")
-    # A software-stack profile drawn from its ranges (issue 13), or the bundled default for the phase.
+    # A software-stack profile drawn from its ranges, or the bundled default for the phase.
     st = _members(draw, "stack", ["step_overhead", "layer_overhead", "hbm_efficiency", "gemm_efficiency",
                                   "attention_efficiency", "collective_floor"])
     st.append(f"roofline = {draw('choice', S.ROOFLINES)}")

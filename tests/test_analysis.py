@@ -201,7 +201,7 @@ def test_measured_links_pass_item_3(tmp_path):
     plan = spec.plans["tp8"]
     link = replace(plan.cluster.intra_node, source="measured: nccl-tests all_reduce_perf, 2026-11-30")
     plan = replace(plan, cluster=replace(plan.cluster, intra_node=link))
-    # issue 15: the plan's stack profile must be measured too (a1 names the notes' `ideal`)
+    # the plan's stack profile must be measured too (a1 names the notes' `ideal`)
     items = {i["id"]: i for i in evaluate.evaluate_plan(plan, spec.policy).checklist}
     assert items[3]["status"] == "warn" and "stack profile" in items[3]["note"]
     stack = replace(plan.stack, source="measured: ccost calibrate --steps s.csv")

@@ -1,4 +1,4 @@
-"""ccost.api: the Python interface (issue 26, item 12; docs/python.md).
+"""ccost.api: the Python interface (docs/python.md).
 
 Every function is checked against the command it stands for (the same document, the same derivation lines,
 the same review YAML), against hand-worked numbers of worked example A1 (docs/examples.md), on its error

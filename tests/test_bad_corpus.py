@@ -30,7 +30,7 @@ Met expectations stay as written (a shortened ``…`` one included), others are 
 appended to their line; nothing else in a file changes and no line is added or removed. A test of the
 updater is at the end of this module. Files under tests/bad/lib/ are helpers that corpus files import.
 
-A case may also say what the help must give the user (issue 10: a hint that leads to the fix), in lines
+A case may also say what the help must give the user (a hint that leads to the fix), in lines
 of their own:
 
     # help: TEXT                   some diagnostic's help contains TEXT
@@ -125,7 +125,7 @@ def test_hint_leads_to_the_fix(path: Path):
 
 
 def test_hinted_cases_exist():
-    """The five wrong hints of issue 10 are corpus cases with the hint a user needs."""
+    """Five hints that once led users astray are corpus cases with the hint a user needs."""
     assert {c.stem for c in HINTED} >= {"params_count_suffix", "unit_lower_case", "unit_split_by_spaces",
                                         "field_name_from_a_config", "tp_beyond_the_node"}
 
@@ -333,7 +333,7 @@ def test_relative_places():
 
 
 # ---------------------------------------------------------------------------------------------------
-# Every hint that proposes a value is the fix (issue 26, item 1): applied, it checks clean of its own
+# Every hint that proposes a value is the fix: applied, it checks clean of its own
 # diagnostic and means what the field documents. The `# fix:` lines above pin chosen cases by hand; this
 # applies every `NAME = VALUE` a help proposes for the member (or the block) the diagnostic points at.
 
@@ -413,7 +413,7 @@ def test_every_value_a_hint_proposes_is_the_fix(path: Path, monkeypatch):
             assert documented == {per}, f"{path.name}: `{name} = {value}` is per {per}; the field is per {documented}"
 
 
-def test_the_hint_corpus_covers_the_misleading_hints_of_issue_26():
+def test_the_hint_corpus_covers_the_hints_that_misled_on_units():
     """The two hints that misled (a price per second, one token for 1 KiB) are cases whose applied
     proposals the test above checks: at least one proposal each."""
     found = {p.stem: [(n, v) for _, n, v, _ in _proposals(p.resolve())]

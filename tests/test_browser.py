@@ -1,4 +1,4 @@
-"""The HTML review seen in a real browser (issue 10, item 8).
+"""The HTML review seen in a real browser.
 
 The A1 review (`ccost report specs/a1-tp-decode.ccost --format html`) is opened in headless Chromium at
 1280 px and 390 px wide, driven through the DevTools protocol over `--remote-debugging-pipe` (NUL-separated

@@ -1,4 +1,4 @@
-"""ccost calibrate: nccl-tests parsing, the fit, the link block, the plot, the CLI (issue 6).
+"""ccost calibrate: nccl-tests parsing, the fit, the link block, the plot, the CLI.
 
 Expected numbers come from the logs themselves (read off by eye, quoted in the tests), from the hardware sources
 (docs/sources.md, [KA100], [KH100], [NCCL-212]: NVLink 3 = 300 GB/s and NVLink 4 = 450 GB/s per direction line rate) or from hand
@@ -92,7 +92,7 @@ def synthetic_table(name: str, p: int, alpha: float, bw: float, hops: float, vol
 
 
 def ring_ar(p, alpha, bw, **kw):
-    # ring AllReduce: 2(P-1) hops, 2(P-1)/P·m per GPU (DESIGN.md cost model)
+    # ring AllReduce: 2(P-1) hops, 2(P-1)/P·m per GPU (the notes' α-β model)
     return synthetic_table("all_reduce_perf", p, alpha, bw, 2 * (p - 1), 2 * (p - 1) / p, **kw)
 
 

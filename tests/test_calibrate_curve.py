@@ -1,4 +1,4 @@
-"""Links that carry a measured curve and floors (issue 15, items 1 and 2).
+"""Links that carry a measured curve and floors.
 
 Expected numbers are hand arithmetic written next to the assertion, or the measured times of the real logs
 in specs/measured/ (quoted), never the code's own output.
@@ -142,7 +142,7 @@ def test_every_committed_log_is_judged():
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
 def test_the_printed_block_predicts_its_log(log):
     ranks = RANKS[log.name]
-    """The issue's "must show": the block `ccost calibrate` prints, checked as a spec and priced by the cost
+    """The block `ccost calibrate` prints, checked as a spec and priced by the cost
     core as a plan prices it (auto AllReduce), is within 5 % at the median and 10 % at >= 64 MiB of the
     out-of-place times the log printed (read here straight from its columns, not through the parser)."""
     text = _calibrated(log)

@@ -1,4 +1,4 @@
-"""calibrate against hostile numbers, names and titles (issue 11, item 5).
+"""calibrate against hostile numbers, names and titles.
 
 Every case of the issue is an E5xx diagnostic, never a traceback (and never LAPACK's noise on the
 terminal); the generated block is always valid .ccost whatever the options and the log carried: names and

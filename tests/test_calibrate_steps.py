@@ -1,4 +1,4 @@
-"""``ccost calibrate --steps``: a stack profile fitted to measured step times (issue 15, item 5).
+"""``ccost calibrate --steps``: a stack profile fitted to measured step times.
 
 The fit is checked by inversion: times made by pricing the development plans with a stack whose fields
 are chosen here (4 ms per step, 30 µs per layer, 80 % of HBM bandwidth) must give those fields back.
@@ -148,7 +148,7 @@ def test_the_review_shows_a_measured_profile_with_its_hold_out(tmp_path, capsys)
 
 
 def test_half_of_the_vllm_rows_predict_the_other_half():
-    """Issue 15's must-show: a profile fitted by ``calibrate --steps`` on half of one stack's development rows
+    """A profile fitted by ``calibrate --steps`` on half of one stack's development rows
     (vLLM, bench/validation/rows.yaml) predicts the other half within 15 % median. The halves alternate
     through the table, so each holds both TP sweeps and batch sizes; both directions are checked."""
     rows_file = REPO / "bench" / "validation" / "rows.yaml"
@@ -164,7 +164,7 @@ def test_half_of_the_vllm_rows_predict_the_other_half():
 
 
 # --------------------------------------------------------------------------------------------------
-# Hostile steps files (issue 31, items 10 and 14): bounded, linear, and no NaN or infinity printed
+# Hostile steps files: bounded, linear, and no NaN or infinity printed
 
 BOMB = "".join(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}" if i else '"lol"'] * 9) + "]\n" for i in range(9))
 
@@ -245,7 +245,7 @@ def test_a_table_time_below_a_microsecond_is_refused(tmp_path, capsys, cell):
 
 
 def test_a_log_piece_whose_time_does_not_grow_prints_no_infinite_bandwidth():
-    """Issue 31 item 14: eight fuzzed nccl-tests logs printed `T = ... + m / inf B/s`."""
+    """Eight fuzzed nccl-tests logs printed `T = ... + m / inf B/s`."""
     from ccost.calibrate.block import _piece_line
     from ccost.calibrate.fit import Piece
 

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((REPO / "specs").glob("*.ccost"))
 STD = sorted(resource_dir("std").glob("*.ccost"))
 
-# The spec of LANGUAGE.md §1, verbatim.
+# A complete spec: Llama-3-70B decode at TP=8 on one node, verbatim.
 LANGUAGE_EXAMPLE = '''
 link nvlink4 "NVLink 4 through NVSwitch" {
   alpha     = 2 us                  # per hop

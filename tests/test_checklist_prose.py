@@ -1,4 +1,4 @@
-"""The checklist's sentences come from the values the numbers use (issue 26, item 6).
+"""The checklist's sentences come from the values the numbers use.
 
 Item 1 said "no achieved_flops: peak FLOP/s used, compute is optimistic" while `ccost explain` showed the
 stack's GEMM efficiency applied. Now the note is written from the rate the weight GEMMs ran at: their FLOPs

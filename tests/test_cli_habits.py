@@ -1,4 +1,4 @@
-"""One CLI, one set of habits (issue 10, item 7): check, eval and report take folders and several files
+"""One CLI, one set of habits: check, eval and report take folders and several files
 like fmt, eval and check read standard input from `-`, and the gate says why a plan passes or fails."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_eval_takes_folders_and_files_and_skips_libraries(folder, capsys):
     code, out, _ = run(capsys, "eval", str(folder / "a1.ccost"), str(folder / "b.ccost"), "--format", "yaml")
     assert code == 0
     assert [d["spec"] for d in yaml.safe_load_all(out)] == [str(folder / "a1.ccost"), str(folder / "b.ccost")]
-    # one spec: one document, as before (INTERFACE.md)
+    # one spec: one document, as before (docs/interface.md)
     code, out, _ = run(capsys, "eval", str(folder / "a1.ccost"), "--format", "json")
     assert isinstance(json.loads(out), dict)
     # a library named explicitly is evaluated (an empty document), not skipped

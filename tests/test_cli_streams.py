@@ -1,4 +1,4 @@
-"""Standard input and output as a shell uses them (issue 26 item 3, issue 31 item 5).
+"""Standard input and output as a shell uses them.
 
 * A closed output never turns a failure into success: ``ccost check --policy spec | head -1`` under
   ``set -o pipefail`` exits 1 when the policy fails, as it does without the pipe (before: 0). The verb runs

@@ -1,10 +1,10 @@
-"""The collective catalogue (issue 12): the one place that knows each collective's formulas and names.
+"""The collective catalogue: the one place that knows each collective's formulas and names.
 
 The expected formulas are written out by hand here from the α-β model of the reference notes
-(“Communication Cost Analysis” §2, “Communication Cost Math — Distributed Inference” §1; DESIGN "The cost
-model"), not read back from the code: ring AllReduce 2(P−1) hops and 2(P−1)/P·m, tree 2·⌈log₂P⌉ hops,
-AllGather / ReduceScatter / All-to-All P−1 hops and (P−1)/P·m, the binomial-tree Broadcast ⌈log₂P⌉ hops
-and log₂P·m, a point-to-point send one hop and m; a group of one rank costs nothing.
+(“Communication Cost Analysis” §2, “Communication Cost Math — Distributed Inference” §1), not read back from
+the code: ring AllReduce 2(P−1) hops and 2(P−1)/P·m, tree 2·⌈log₂P⌉ hops, AllGather / ReduceScatter /
+All-to-All P−1 hops and (P−1)/P·m, the binomial-tree Broadcast ⌈log₂P⌉ hops and log₂P·m, a point-to-point send
+one hop and m; a group of one rank costs nothing.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One confinement rule for every path a command resolves from what a file says (issue 31, items 2 and 3).
+"""One confinement rule for every path a command resolves from what a file says.
 
 ``ccost.userfiles.confine`` is the rule: a path stays inside its area (the project: the git work tree that
 holds the spec, else the spec's folder; or the bundled ``std/``) both as written and with symbolic links
@@ -47,7 +47,7 @@ def test_confine_keeps_paths_inside_the_area_as_written_and_through_links(tmp_pa
     ("std/../../../../etc/passwd", "E113"), ("a\x1b.ccost", "E113"), ("", "E106"),
 ])
 def test_resolve_import_refuses_what_check_refuses(tmp_path, written, code):
-    """The rule the language server asks for completion, hover and definition (issue 31 item 1's surface)."""
+    """The rule the language server asks for completion, hover and definition (its surface)."""
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / ".git").mkdir()
     spec = tmp_path / "p" / "s.ccost"

@@ -208,7 +208,7 @@ def test_a_serve_plan_with_cp_is_refused_until_its_mixed_steps_price_the_ring():
     spec = SPEC + ("plan srv { model = llama3_70b; cluster = two; phase = serve; tp = 4; cp = 2; "
                    "concurrency = 8; input_tokens = 1024; output_tokens = 64 }\n")
     r = check_text(spec, "/nowhere/cp.ccost")
-    # `check` reports what eval refuses (issue 31, item 15): the same rule, at the plan's cp
+    # `check` reports what eval refuses: the same rule, at the plan's cp
     assert [(d.code, d.span.line) for d in r.errors] == [("E401", spec.count("\n"))]
     assert "context parallelism" in r.errors[0].message
     from dataclasses import replace

@@ -438,7 +438,7 @@ def test_sweep_change_one_line_per_field(tmp_path, capsys, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Readable diffs (issue 10, item 6): a threshold, one line per quantity, labels, rankings, the library
+# Readable diffs: a threshold, one line per quantity, labels, rankings, the library
 
 ONE_FIELD_RESULTS = {
     # bandwidth 450 → 900 GB/s on A1's tp8, by hand (module docstring): bandwidth term 0.32622 → 0.16311 ms;
@@ -534,7 +534,7 @@ def test_a_new_spec_does_not_add_the_library(tmp_path, capsys, monkeypatch):
 
 
 def test_two_file_diff_never_suggests_the_importing_file_for_a_missing_import(tmp_path, capsys):
-    """Issue 26 item 10: old.ccost importing a missing "models.ccost" was told `did you mean import
+    """old.ccost importing a missing "models.ccost" was told `did you mean import
     "old.ccost"` (itself: a cycle, and not a models file). The bundled library's file of that name is
     what it meant."""
     plan = ('import "std/gpus.ccost"\nimport "std/links.ccost"\nimport "std/clusters.ccost"\nimport "{imp}"\n'

@@ -1,4 +1,4 @@
-"""The project cites only what a user can get (issue 10): no absolute path of the machine ccost was written
+"""The project cites only what a user can get: no absolute path of the machine ccost was written
 on, no internal file name of the reference notes, and every source tag of the bundled library resolved by
 the sources page that ships with it. Everything is read from the repository itself.
 """

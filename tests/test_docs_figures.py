@@ -1,4 +1,4 @@
-"""The figures README.md and docs/*.md quote come from ccost (issue 26, item 5).
+"""The figures README.md and docs/*.md quote come from ccost.
 
 Every figure a page quotes from a bundled spec is wrapped in a marker that names the spec, the value and the
 format (``ccost.docfigures``'s docstring; docs/architecture.md lists the command). The first test fails on

@@ -1,4 +1,4 @@
-"""Every command in the docs runs (issue 10, item 3).
+"""Every command in the docs runs.
 
 The `sh` and `ccost` code blocks of README.md and docs/*.md are extracted and run, in order, in a
 temporary copy of the repository (a git repository with two commits, so `HEAD~1` exists), or, for a page

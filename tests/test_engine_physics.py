@@ -1,4 +1,4 @@
-"""Issue 29's physics by engine and GPU, by hand: the decode-attention curve over an FP8 KV cache and its
+"""The physics by engine and GPU, by hand: the decode-attention curve over an FP8 KV cache and its
 streams term, the per-engine kernels block and its GEMM fallback, the FP8 GEMM table the reduction leaves
 out, and how the added serving rows of bench/validation turn a measured run into a plan."""
 

@@ -44,7 +44,7 @@ def test_json_is_the_document_with_normative_keys_in_order(capsys):
     code, out, err = ccost(capsys, "eval", A1, "--format", "json")
     assert code == 0
     doc = json.loads(out)
-    assert _in_order(list(doc), ["ccost", "spec", "plans"])  # INTERFACE.md's order, extras between
+    assert _in_order(list(doc), ["ccost", "spec", "plans"])  # docs/interface.md's order, extras between
     assert list(doc)[:5] == ["ccost", "ccost_version", "schema_version", "spec", "plans"]
     assert doc["ccost"] == doc["ccost_version"] == ccost_version() and doc["schema_version"] == 1
     p = doc["plans"]["tp8"]

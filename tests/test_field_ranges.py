@@ -1,5 +1,5 @@
 """Every physical field at each end of its range is priced without an internal error or a negative or
-non-finite number (issue 31, item 11: `power = 0 W`, inside the allowed 0 W to 10 MW, was a
+non-finite number (`power = 0 W`, inside the allowed 0 W to 10 MW, was a
 ZeroDivisionError in eval, explain, report and search).
 
 The audit behind the ranges: each numeric field of every block kind is set to its minimum and to its

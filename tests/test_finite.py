@@ -1,4 +1,4 @@
-"""Every finite input gives finite output or a diagnostic (issue 11, item 2).
+"""Every finite input gives finite output or a diagnostic.
 
 A property test draws specs from the schema's own ranges (``plan_gen``: every numeric field at its bounds
 or log-uniform between them, the cluster sized to hold the drawn degrees) and runs them through every

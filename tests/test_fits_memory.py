@@ -1,5 +1,5 @@
 """Memory at check time, and sweeps and searches that never call a layout that does not fit efficient
-(issue 26, item 2).
+.
 
 Qwen2.5-72B at TP = 1 on one H200: by hand, 72.71e9 parameters × 2 bytes (bf16) = 145.4 GB of weights
 alone, more than the 141 GB of the GPU and far more than the policy's 90 % of it, 126.9 GB. `check` said

@@ -1,4 +1,4 @@
-"""The whole pipeline under mutation (issue 11, item 7): check, eval, explain, the text/JSON/YAML writers
+"""The whole pipeline under mutation: check, eval, explain, the text/JSON/YAML writers
 and a sample through the HTML review, not check alone.
 
 The mutants are bench/fuzz.py's (the large run, 100,000 specs and 20,300 logs, is a benchmark: see its

@@ -41,7 +41,7 @@ def test_failing_plan_names_plan_item_value_threshold(tmp_path):
 
 
 def test_default_policy_is_30_and_70_percent(tmp_path):
-    # no policy block: LANGUAGE.md defaults (30 % overhead, 70 % efficiency, 90 % memory)
+    # no policy block: the policy's defaults (docs/language.md) (30 % overhead, 70 % efficiency, 90 % memory)
     assert len(_failures(SPEC, tmp_path)) == 2
 
 
@@ -113,7 +113,7 @@ def test_check_policy_any_failing_file_fails(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------------------------------
-# Issue 26 item 10: a file with nothing to judge says so; the ok line names every item judged, cost too
+# A file with nothing to judge says so; the ok line names every item judged, cost too
 
 PRICED = """import "std/gpus.ccost"
 import "std/links.ccost"

@@ -242,7 +242,7 @@ def test_the_schema_example_of_config_checks_beside_a_real_config(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------
-# Hostile configs (issue 31, items 4 and 13): bounded in time, refused with a message naming the key,
+# Hostile configs: bounded in time, refused with a message naming the key,
 # and a printed block that checks
 
 TINY = {"num_hidden_layers": 4, "hidden_size": 8, "num_attention_heads": 2, "intermediate_size": 16,

@@ -1,4 +1,4 @@
-"""Hostile files (issue 11, items 1 and 3): imports stay inside the project, and every command reads user
+"""Hostile files: imports stay inside the project, and every command reads user
 files through one bounded reader that refuses what is not a regular file.
 
 The traversal tests put a secret with a unique marker outside the project and check that no form of

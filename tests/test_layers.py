@@ -1,4 +1,4 @@
-"""The package's import structure (issue 12): the layer contract of pyproject.toml holds with no exception,
+"""The package's import structure: the layer contract of pyproject.toml holds with no exception,
 every import goes down the layers (those inside a function too), and the imports a module runs when it is
 imported form no cycle."""
 

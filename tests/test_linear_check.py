@@ -1,4 +1,4 @@
-"""Checking in time linear in the spec (issue 11, item 4): the structures that used to be quadratic or
+"""Checking in time linear in the spec: the structures that used to be quadratic or
 cubic give the same answers at sizes where they used to take minutes. The timing itself is measured in
 bench/check_scaling.py (ratios, not assertions)."""
 

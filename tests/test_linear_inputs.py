@@ -1,5 +1,5 @@
 """Inputs that took time out of proportion to their size are bounded early, with a clear error, or made
-linear (issue 31, item 8). bench/linear_inputs.py prints the time against the size of each; these tests
+linear. bench/linear_inputs.py prints the time against the size of each; these tests
 check the diagnostics and the mechanisms, never a time (tests/README.md: speed targets live in bench/).
 
 * `layers = 0+0+…` of 1.3 M terms took 21–44 s and 1.9 GB to reach E006: the parser now stops at the

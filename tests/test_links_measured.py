@@ -40,7 +40,7 @@ def _two_nodes():
 
 
 def test_a_256_kib_allreduce_over_2x8_h100_costs_what_nccl_tests_measured():
-    """Issue 29: priced at 35.7 µs with the spec-sheet IB link (3 µs per hop), where nccl-tests measured
+    """Priced at 35.7 µs with the spec-sheet IB link (3 µs per hop), where nccl-tests measured
     48.67 µs (out of place; 46.79 in place) on 2 × 8 H100 with NDR [NCCLT-309]. By hand, hierarchical:
     reduce-scatter inside a node, 7 × 2 µs + 7/8 × 262,144 B / 450 GB/s = 14.510 µs, the all-gather the same;
     across the 2 nodes an AllReduce of m/8 = 32,768 B on the curve's first piece (0.5602 µs, 1.71 GB/s):
@@ -63,7 +63,7 @@ def test_other_sizes_follow_the_log(size, measured):
 
 
 def test_tp8_pp2_beats_tp16_for_llama_405b_decode_on_two_hgx_h100_nodes():
-    """Issue 29's must-show, with the bundled links and stack: TP=16 across the two nodes pays 252 AllReduces of
+    """With the bundled links and stack: TP=16 across the two nodes pays 252 AllReduces of
     1 MiB per token over InfiniBand at the measured ~83 µs each (hierarchical: 2 × 16.039 µs inside the nodes,
     2 × 24.12 µs + 131,072 B / 50 GB/s = 50.86 µs between them), 20.90 ms; TP=8 × PP=2 sends one 1 MiB
     activation between the stages. TP=8 × PP=2 has the lower decode latency."""

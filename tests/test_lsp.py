@@ -278,7 +278,7 @@ def test_vscode_extension_starts_ccost_lsp_with_the_generated_grammar():
 
 
 def test_vscode_extension_is_a_bundled_package_with_a_licence_and_a_repository():
-    """Issue 26 item 8: the manifest names its repository and licence, the licence text ships, the client
+    """The manifest names its repository and licence, the licence text ships, the client
     is bundled (esbuild, vscode-languageclient inside) by the pinned tools that .ci/run uses to build the
     .vsix, and the .vsix holds nothing else."""
     import tomllib
@@ -311,7 +311,7 @@ def test_vscode_extension_is_a_bundled_package_with_a_licence_and_a_repository()
 
 
 def test_without_pygls_ccost_lsp_says_how_to_add_the_extra_to_this_installation(monkeypatch, capsys):
-    """Issue 26 item 8: ccost is not on the package index, so `pip install 'ccost[lsp]'` cannot work. The
+    """ccost is not on the package index, so `pip install 'ccost[lsp]'` cannot work. The
     help is this Python's pip installing the extra's requirements (read from ccost's metadata, and met by
     the pygls installed here), and for an editable install the checkout's `-e '.[lsp]'`."""
     import shlex

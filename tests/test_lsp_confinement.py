@@ -1,4 +1,4 @@
-"""The language server reads exactly the imports ``ccost check`` reads (issue 31, item 1).
+"""The language server reads exactly the imports ``ccost check`` reads.
 
 Completion, hover and go to definition used to follow ``import "/abs/path"``, ``../`` and ``std/../..``
 that ``check`` refuses: completion offered a link defined outside the project with its title and path,

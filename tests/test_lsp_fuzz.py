@@ -1,4 +1,4 @@
-"""A small run of bench/fuzz_lsp.py (issue 31): random editing sessions, no internal error.
+"""A small run of bench/fuzz_lsp.py: random editing sessions, no internal error.
 
 The in-process test drives ``ccost.lsp.features`` with the fuzz's own edits (typing, deletions, bad
 imports, mutants, huge pastes) and asks every feature at the fuzz's positions: nothing may raise, and no

@@ -1,4 +1,4 @@
-"""The language server under edits and on what it is asked (issue 31 item 9, issue 26 item 8).
+"""The language server under edits and on what it is asked.
 
 - Only the latest version of a document is checked: a burst of edits gives one check, for the last
   version (it used to check every edit in turn: 30 edits to a 250 kB spec delayed a hover by 35 s;

@@ -1,4 +1,4 @@
-"""Issue 13's must-show specs, checked against hand arithmetic: Llama-3.1-405B decode on two HGX H100 nodes
+"""The serving specs, checked against hand arithmetic: Llama-3.1-405B decode on two HGX H100 nodes
 (specs/llama31-405b-two-nodes.ccost) and DeepSeek-V3 decode on one H200 node (specs/deepseek-v3-decode.ccost),
 both under the bundled serving stack."""
 
@@ -83,7 +83,7 @@ def test_deepseek_v3_kv_cache_is_the_mla_latent(deepseek):
     # MLA latent: (kv_lora_rank 512 + qk_rope_head_dim 64) × 61 layers × 2 B = 70,272 B per token
     latent = (512 + 64) * 61 * 2
     assert latent == 70_272
-    assert steps["kv_token"].value == pytest.approx(latent, rel=0.10)  # the must-show: within 10 %
+    assert steps["kv_token"].value == pytest.approx(latent, rel=0.10)  # within 10 %
     assert steps["kv_token"].value == pytest.approx(latent, rel=1e-12)
     # replicated on every TP rank: 8 sequences × 4,096 tokens × 70,272 B = 2,302,672,896 B per GPU, far from
     # the 128 full K and V heads a model without the latent would be charged (2 × 61 × 128 × 128 × 2 B =

@@ -1,4 +1,4 @@
-"""Outputs land together or not at all, and user strings cannot drive the terminal (issue 11, item 6).
+"""Outputs land together or not at all, and user strings cannot drive the terminal.
 
 Each case leaves a previous review in place first and checks, after the failed run, that every previous
 output is byte for byte what it was and that no temporary file (``.<name>.*.tmp``) is left.
@@ -203,7 +203,7 @@ def test_internal_error_text_is_escaped(monkeypatch, capsys, spec):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Faults (issue 31, item 16): a crash's leftovers cleaned by the next run, one run at a time in a folder,
+# Faults: a crash's leftovers cleaned by the next run, one run at a time in a folder,
 # no traceback from the render process, fmt and init on links, full disks and `-`
 
 def _dead_pid() -> int:
@@ -315,7 +315,7 @@ def _writer(args):
 
 @pytest.mark.slow  # four processes, 40 rounds
 def test_four_runs_writing_one_review_at_once_leave_one_runs_files(tmp_path):
-    """Issue 31: four concurrent reports into one folder left the YAML of one beside the HTML of another in
+    """Four concurrent reports into one folder left the YAML of one beside the HTML of another in
     1 trial of 40. Here each of 40 rounds starts four writers together; after each, the three files are
     one writer's."""
     import multiprocessing as mp
@@ -392,7 +392,7 @@ def test_init_dash_prints_the_spec_and_writes_no_file_named_dash(tmp_path, monke
 
 
 def test_init_creates_the_folders_of_its_path(tmp_path, capsys):
-    """Issue 26 item 10: `ccost init dir/x.ccost` creates dir/ (before: `cannot write`)."""
+    """`ccost init dir/x.ccost` creates dir/ (before: `cannot write`)."""
     path = tmp_path / "plans" / "new" / "x.ccost"
     assert cli.main(["init", str(path)]) == 0
     assert path.is_file() and oct(path.stat().st_mode & 0o777) == "0o644"

@@ -59,7 +59,7 @@ def member_value(text: str, name: str = "x"):
 
 
 # ---------------------------------------------------------------------------------------------------
-# The LANGUAGE.md §1 example
+# A complete spec: Llama-3-70B decode at TP=8 on one node
 
 EXAMPLE = '''\
 # Llama-3-70B decode at TP=8 on one HGX H100 node (worked example 1 of the reference notes).

@@ -1,4 +1,4 @@
-"""The search progress bar (issue 16 item 4): points/s and ETA, on a terminal only, never in the output."""
+"""The search progress bar: points/s and ETA, on a terminal only, never in the output."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""The design review (issue 4): view models, rendering, safety, determinism, atomic writes, the CLI.
+"""The design review: view models, rendering, safety, determinism, atomic writes, the CLI.
 
-Most tests run on a hand-made results document shaped exactly like INTERFACE.md's example, with the A1
-numbers of the reference notes (docs/examples.md) worked out by hand below, so they test the report and not the
-engine. Tests at the end run the real pipeline (check -> evaluate -> explain -> report) on specs/.
+Most tests run on a hand-made results document shaped exactly like the original interface's example, with the
+A1 numbers of the reference notes (docs/examples.md) worked out by hand below, so they test the report and not
+the engine. Tests at the end run the real pipeline (check -> evaluate -> explain -> report) on specs/.
 """
 
 from __future__ import annotations
@@ -725,7 +725,7 @@ def _git(repo, *args):
 
 
 def test_dirty_flag_of_a_plans_repository_whose_spec_imports_std(tmp_path):
-    """Issue 26 item 4: a spec importing `std/` showed `<rev> (dirty flag unknown)`: git was asked about
+    """A spec importing `std/` showed `<rev> (dirty flag unknown)`: git was asked about
     the bundled library's path, outside the plans repository (the ccost checkout's std/ is another
     repository, an installed one none). The flag is judged on the spec's files in its own repository."""
     from ccost.check import load_spec

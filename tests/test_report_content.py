@@ -1,4 +1,4 @@
-"""Review content that joins two engines: a measured link's fit (issue 6), a sweep's term split (issue 4)."""
+"""Review content that joins two engines: a measured link's fit, a sweep's term split."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def test_review_of_a_measured_link_shows_fit_plot_and_quality(tmp_path, monkeypa
 
 
 def test_sweep_review_splits_step_time_into_compute_latency_and_bandwidth(tmp_path, monkeypatch):
-    # issue 4: "step time split into compute, latency and bandwidth terms against N" — the real engine's
-    # sweep points carry both terms, so the A4 review stacks all three (not one T_comm band).
+    # the review promises a "step time split into compute, latency and bandwidth terms against N" — the real
+    # engine's sweep points carry both terms, so the A4 review stacks all three (not one T_comm band).
     from ccost import check, evaluate
 
     spec, _ = check.load_spec(str(SPEC.parent / "a4-tp-scaling.ccost"))

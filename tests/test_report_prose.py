@@ -1,4 +1,4 @@
-"""Review text that matches the code (issue 10, item 5): prose generated from the code's own defaults,
+"""Review text that matches the code: prose generated from the code's own defaults,
 `code spans` rendered as code, one unit per quantity kind (bytes in decimal units, shares in %), a
 comparison showing the metric it ranks by, and sweep optima only along GPU counts.
 """

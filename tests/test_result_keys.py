@@ -1,4 +1,4 @@
-"""Result keys are records (issue 12, item 5): every number a writer prints has a record in ccost.results
+"""Result keys are records: every number a writer prints has a record in ccost.results
 with a unit and a label, and the writers take their labels from those records, not from tables of their
 own."""
 

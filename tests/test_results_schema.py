@@ -1,4 +1,4 @@
-"""The results document is described completely (issue 10, items 2 and 7): every key that `ccost eval`
+"""The results document is described completely: every key that `ccost eval`
 emits for the example specs is in docs/interface.md's key table, the table there is the one
 ccost.results generates, and every example's JSON and YAML output validates against the JSON Schema that
 `ccost schema --results` prints (additionalProperties false: an undocumented key fails).

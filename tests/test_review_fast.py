@@ -1,4 +1,4 @@
-"""A review in a blink (issue 16 item 1): the summary review, the chart cache, HarfBuzz font subsetting,
+"""A review in a blink: the summary review, the chart cache, HarfBuzz font subsetting,
 the HTML-only path. What is tested is that each shortcut gives the same review as the long way (no
 timing: bench/report_bench.py measures the speed)."""
 

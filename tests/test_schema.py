@@ -285,8 +285,8 @@ def test_block_kinds_of_the_parser_and_the_lexer_come_from_the_schema(monkeypatc
 
 def test_check_path_does_not_import_heavy_libraries():
     # The checker (what the language server runs on every edit) and `ccost check` of a spec with errors
-    # import none of them. `ccost check` of a clean spec with plans prices them once for memory (W401,
-    # issue 26), which imports the cost model and numpy (about 0.4 s), and nothing heavier.
+    # import none of them. `ccost check` of a clean spec with plans prices them once for memory (W401),
+    # which imports the cost model and numpy (about 0.4 s), and nothing heavier.
     probe = ("import sys, io, contextlib\nfrom ccost.cli import main\nfrom ccost.check import check_file\n"
              "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
              "    check_file('specs/a1-tp-decode.ccost')\n"
@@ -350,7 +350,7 @@ def test_every_field_is_read_by_something_or_marked_recorded():
 
 
 def test_the_search_docs_list_every_axis_a_search_varies():
-    """Issue 26, item 9: docs/language.md did not list `cp` among the search axes (it was typed there)."""
+    """docs/language.md once did not list `cp` among the search axes (it was typed there)."""
     from ccost.check.search import ARRAY_AXES
 
     doc = SC.SCHEMA["search"].doc

@@ -1,4 +1,4 @@
-"""Layout search (issue 7): every point agrees bit for bit with its plan evaluated alone; the Pareto front,
+"""Layout search: every point agrees bit for bit with its plan evaluated alone; the Pareto front,
 the top list and the constraint counts agree with brute force; the size limit; range functions."""
 
 from __future__ import annotations
@@ -535,7 +535,7 @@ search s { base = base; tp = [1, 2, 4, 8]; batch = [1, 4]; microbatches = [1, 2,
 
 
 # --------------------------------------------------------------------------------------------------
-# Issue 26 item 10: search tables say which time is which; an imported file's searches are not re-run
+# Search tables say which time is which; an imported file's searches are not re-run
 
 ROOT = Path(__file__).resolve().parents[1]
 

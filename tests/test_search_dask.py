@@ -1,4 +1,4 @@
-"""Searches on a Dask cluster (`ccost eval --scheduler ADDRESS`, issue 16): on a `distributed.LocalCluster`
+"""Searches on a Dask cluster (`ccost eval --scheduler ADDRESS`): on a `distributed.LocalCluster`
 the document equals the local run's bit for bit, for decode, training and fleet searches and for the
 fleet example from the command line; a missing Dask, an unreachable scheduler and a dead worker are
 diagnostics (E512, E513), not tracebacks."""
@@ -129,7 +129,7 @@ def test_progress_bar_on_a_local_cluster(cluster):
 
 # --------------------------------------------------------------------------------------------------
 # Every address form: a diagnostic within the timeout, never a hang, an internal error or a Dask
-# traceback (issue 31, item 6)
+# traceback
 
 @pytest.mark.parametrize("address,words", [
     ("ucx://127.0.0.1:8786", "needs UCX support"),  # before: internal TypeError

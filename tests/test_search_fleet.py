@@ -1,4 +1,4 @@
-"""Fleet axes of a search (issue 16): `model`, `cluster`, `phase` and `stack` as axes. Every point agrees
+"""Fleet axes of a search: `model`, `cluster`, `phase` and `stack` as axes. Every point agrees
 bit for bit with its plan evaluated alone; the fleet search is the union of one search per combination
 (counts add up, the top and the Pareto front are those of the union); bad axes get diagnostics."""
 

@@ -1,5 +1,5 @@
 """A search on several processes (`--jobs N`) or a Dask cluster (`--scheduler`) gives the document a
-run in one process gives, bit for bit (issue 16): the chunks are the same, each worker folds its own into
+run in one process gives, bit for bit: the chunks are the same, each worker folds its own into
 a top list, a Pareto front and counts, and those merge into the reductions of all the points."""
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def test_the_pool_is_kept_between_searches_and_shut_down():
 
 
 # --------------------------------------------------------------------------------------------------
-# --jobs is capped at the cores there are, unless --oversubscribe (issue 31, item 7: `--jobs 2000` on two
+# --jobs is capped at the cores there are, unless --oversubscribe (`--jobs 2000` on two
 # cores started 2,000 workers, 59 s and 16 GB instead of 1.3 s)
 
 def _execution(monkeypatch, capsys, *argv):

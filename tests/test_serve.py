@@ -1,4 +1,4 @@
-"""Serving with continuous batching (``phase = serve``, ``ccost.serve``, issue 13 item 6): a small plan
+"""Serving with continuous batching (``phase = serve``, ``ccost.serve``): a small plan
 worked by hand under both rooflines, the saturated case, diagnostics, the derivation, and monotonicity."""
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def test_serve_micro_batches_up_to_the_concurrency_are_priced(tmp_path):
 
 
 def test_compute_time_on_a_serve_plan_is_an_error(tmp_path):
-    # `check` reports it (issue 31, item 15: the rule that eval refuses the plan with)
+    # `check` reports it (the rule that eval refuses the plan with)
     with pytest.raises(CcostError) as exc:
         check.load_spec(_spec(tmp_path, extra="plan t extends s { compute_time = 10 ms }\n"))
     assert [d.code for d in exc.value.diagnostics] == ["E401"]

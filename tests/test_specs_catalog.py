@@ -118,7 +118,7 @@ def test_std_gpus_carry_a_source_and_no_invented_achieved_flops(gpus):
         assert g.source, name
 
 
-# Money and power of every GPU (issue 26, item 9: H200 and B200 had neither), typed from the sources named
+# Money and power of every GPU (H200 and B200 once had neither), typed from the sources named
 # (docs/sources.md): price per GPU-hour in USD/h and power in W.
 HOUR = 3600.0
 GPU_MONEY_POWER = {

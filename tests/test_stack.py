@@ -1,4 +1,4 @@
-"""The software-stack profile (`stack` blocks, issue 13): what it adds to a plan's numbers, checked against
+"""The software-stack profile (`stack` blocks): what it adds to a plan's numbers, checked against
 hand arithmetic written out here; the bundled profiles; and the worked examples staying exact under
 `ideal` (tests/test_conformance.py holds those numbers).
 """
@@ -197,7 +197,7 @@ def test_bundled_ideal_profile_is_ideal():
     spec, _ = check.load_spec(str(check._std_dir()) + "/stacks.ccost")
     assert spec.stacks["ideal"].is_ideal
     assert not spec.stacks["serving_default"].is_ideal
-    # issue 14: the training default carries megatron_core's fitted rates, without its TP comm overlap
+    # the training default carries megatron_core's fitted rates, without its TP comm overlap
     td, mc = spec.stacks["training_default"], spec.stacks["megatron_core"]
     assert not td.is_ideal and not td.tp_comm_overlap and mc.tp_comm_overlap
     assert (td.gemm_efficiency, td.attention_efficiency, td.elementwise_efficiency) == \
@@ -255,7 +255,7 @@ def test_a_kv_cache_without_kv_heads_or_latent_is_an_error():
 model nokv { layers = 10; hidden = 1024; heads = 8; params = 1e9 }
 plan p { model = nokv; cluster = node; phase = decode; batch = 1; seq = 100 }
 """, "t.ccost")
-    # `check` reports it (issue 31, item 15), with the rule eval refuses the plan with
+    # `check` reports it, with the rule eval refuses the plan with
     (d,) = r.errors
     assert d.code == "E104" and "kv_heads" in d.message and "kv_lora_rank" in d.message
     # and eval refuses the plan, built past the checker (the same model without kv_heads)

@@ -1,4 +1,4 @@
-"""Training targets (issue 30, ccost.target): the checkpoint interval, goodput, time to train and its money,
+"""Training targets (ccost.target): the checkpoint interval, goodput, time to train and its money,
 checked against published examples and hand calculations, and the global batch the layouts must hold.
 
 Expected values come from sources or from arithmetic written out in each test, never from the code's own
@@ -74,7 +74,7 @@ def test_goodput_by_hand():
 
 
 def test_goodput_runs_in_the_three_modes_and_agrees_to_the_bit():
-    """One formula on floats, arrays and derivation values (DESIGN principle 1)."""
+    """One formula on floats, arrays and derivation values (principle: one formula for every number)."""
     args = (3600.0, 60.0, 600.0, 36000.0)
     f = target.goodput(*args)
     a = target.goodput(*(np.array([v, v]) for v in args))
@@ -102,7 +102,7 @@ def test_checkpoint_bytes_and_time_by_hand():
     assert target.checkpoint_time(C, 2e12) == pytest.approx(2.8409737, rel=1e-7)
 
 
-# --- the global batch in a search (must-show: the seven-searches case is one search) -------------------------
+# --- the global batch in a search (the seven-searches case is one search) -------------------------
 
 from ccost import evaluate, search  # noqa: E402
 from ccost.check import check_text  # noqa: E402
@@ -157,9 +157,9 @@ def test_a_search_with_a_global_batch_lists_only_the_layouts_that_hold_it():
 
 
 def test_the_seven_searches_are_one_search():
-    """Before issue 30, holding the global batch at 512 took one search per dp, each with batch = 512/dp.
-    The one search with `global_batch = 512` lists the same layouts with the same numbers, bit for bit, as the
-    union of those seven."""
+    """Without a training target, holding the global batch at 512 took one search per dp, each with batch =
+    512/dp. The one search with `global_batch = 512` lists the same layouts with the same numbers, bit for
+    bit, as the union of those seven."""
     spec = _seven("global_batch = 512", "dp = pow2(1, 64)")
     one = search.run_search(spec.searches["s"], spec.policy)["top"]
     union = []
@@ -249,7 +249,7 @@ def test_a_training_axis_on_a_decode_search_and_batch_beside_a_global_batch_are_
                for m in msgs), msgs
 
 
-# --- must-show: the 70 B target and the 405 B goodput, by hand ------------------------------------------------
+# --- the 70 B target and the 405 B goodput, by hand ------------------------------------------------
 
 import os  # noqa: E402
 

@@ -1,10 +1,10 @@
 """The validation set (bench/validation/rows.yaml), predicted from the bundled library with one set of
 defaults (a plan names the engine or framework it runs, nothing else), held to the issues' tolerances.
 
-Training (issues 14, 29; framework profiles fitted by bench/fit_train_stack.py): each development row within
+Training (framework profiles fitted by bench/fit_train_stack.py): each development row within
 25 %, every row within 1.5x, median factor <= 1.25, the Megatron rows ranked like the measurements (Spearman
 >= 0.6), llm-foundry's A100 model sizes ranked by MFU (Spearman >= 0.8), and every layout that ran fits.
-Inference (issues 13, 29; engine profiles fitted by bench/fit_stack.py over all 75 rows): each development
+Inference (engine profiles fitted by bench/fit_stack.py over all 75 rows): each development
 row within 25 %, no row off by 1.6x, median factor <= 1.15, the decode ratio flat in size (no sign change
 between 8 B and 70 B), and the V9 TP sweep's fixed part a (latency = a + b/TP) within 30 % of the measured
 7.0 ms. The hold-outs (bench/validate.py without --no-holdout) refit every profile and take minutes: they
@@ -99,7 +99,7 @@ def _a_plus_b_over_tp(tps, ys):
 def test_v9_tp_sweep_fixed_part_within_30_percent_of_the_measured_7_ms(inference_rows):
     # By hand from the published TPOTs 32.09, 19.74, 13.12, 10.20 ms at TP 1, 2, 4, 8: x = 1/TP has mean
     # 0.46875, y mean 18.7875 ms; Sxx = 0.449219, Sxy = 11.28844 ms → b = 25.13 ms, a = 18.7875 − 25.13 ×
-    # 0.46875 = 7.01 ms (issue 13: "a = 7.0 ms measured").
+    # 0.46875 = 7.01 ms (the row's source: "a = 7.0 ms measured").
     a_meas, b_meas = _a_plus_b_over_tp([1, 2, 4, 8], [32.09, 19.74, 13.12, 10.20])
     assert a_meas == pytest.approx(7.01, abs=0.01) and b_meas == pytest.approx(25.13, abs=0.01)
     v9 = {r.id: r.predicted * 1e3 for r in inference_rows if r.id.startswith("V9-")}

@@ -339,7 +339,7 @@ def _gemm_rate(k: _Ctx) -> float | None:
 
 def _rate_note(k: _Ctx) -> tuple[str, str]:
     """(status, sentence): what FLOP/s the compute was priced at, from the values the formulas used rather
-    than from what the GPU lacks (issue 26: the note said "peak FLOP/s used" while the stack's
+    than from what the GPU lacks (the note once said "peak FLOP/s used" while the stack's
     gemm_efficiency was applied). ``warn`` unless the rate comes from measured kernel curves."""
     gpu, plan = k.plan.cluster.gpu, k.plan
     rate = _gemm_rate(k)
@@ -393,7 +393,8 @@ def _judge_3(k: _Ctx) -> Verdict:
                     f"Spec-sheet α/β ({srcs}): measure them with nccl-tests and `ccost calibrate`; "
                     "spec sheets are optimistic.")
         else:
-            # Issue 15: the profile that priced the plan counts too (its overheads, efficiencies, floor).
+            # a measured link is not enough: the profile that priced the plan counts too (its overheads,
+            # efficiencies, floor).
             stack = plan.stack  # the checker's: the plan's own, or its phase's bundled default
             if (stack.source or "").strip().lower().startswith("measured"):
                 return ("pass", "measured", "measured",
@@ -573,7 +574,7 @@ def cost_thresholds(policy: S.Policy) -> list[float]:
 
 def optima(points: list[dict], names: list[str], policy: S.Policy) -> tuple[dict | None, dict]:
     """(time-optimal point, {threshold: cost-optimal point}) among the feasible points that fit memory: a
-    layout that does not fit runs nowhere, so it is never an optimum (issue 26; None and no cost-optimal
+    layout that does not fit runs nowhere, so it is never an optimum (None and no cost-optimal
     point when none fits). Cost-optimal: the most GPUs whose efficiency stays at or above the threshold
     (ties: the faster)."""
     ok = [p for p in points if p.get("step_time_s") is not None]

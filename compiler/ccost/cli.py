@@ -2,7 +2,7 @@
 
 Each verb is a module with ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``. Modules
 are imported only when their verb runs, so ``ccost check`` never loads the report, PDF or plotting
-libraries. Exit codes (INTERFACE.md): 0 fine, 1 a policy or ``--check`` failure, 2 errors in a spec or in
+libraries. Exit codes (docs/interface.md): 0 fine, 1 a policy or ``--check`` failure, 2 errors in a spec or in
 the command line.
 """
 

@@ -17,7 +17,7 @@ Conventions (SI floats):
 
 At P = 1 every collective costs exactly 0 (no hop, no byte), in every mode.
 
-Hops and volume per kind and algorithm (DESIGN "The cost model"; the notes “Communication Cost Analysis” and
+Hops and volume per kind and algorithm (the notes “Communication Cost Analysis” and
 “Communication Cost Math — Distributed Inference”). The formulas, default algorithms and two-level stages
 are the records of ``ccost.collectives``, which the functions below look up instead of branching on the kind:
 
@@ -146,7 +146,7 @@ def collective_cost(kind: str, algorithm: str | None, p: Num, m: Num, alpha: Num
     suffixes the derivation's step names (``hops_TP``, ``T_TP``) so that several collectives of a plan
     can be explained side by side; it changes nothing in float and array modes.
 
-    On a measured link (issue 15) ``curve`` replaces ``alpha`` and ``bandwidth`` by those of the piece the
+    On a measured link ``curve`` replaces ``alpha`` and ``bandwidth`` by those of the piece the
     message falls in (``Curve.at``), and the time is raised to the link's floors (``Curve.floor_time``,
     ``floor``): no collective is priced below what the log measured. The raise goes to the latency term,
     so ``time = latency + bandwidth_time`` still holds.
@@ -172,7 +172,7 @@ def collective_cost(kind: str, algorithm: str | None, p: Num, m: Num, alpha: Num
     if rec.custom and one_shot_latency is not None:
         # A two-shot AllReduce is two phases of the same custom kernel (reduce-scatter, all-gather by
         # direct peer writes), each ending in the cross-GPU barrier that a one-shot pays once: each shot
-        # costs the one-shot latency, not a ring hop's α (issue 13: with 2α, two-shot beat one-shot at every
+        # costs the one-shot latency, not a ring hop's α (with 2α, two-shot would beat one-shot at every
         # size, the reverse of practice for small messages).
         hop_latency = one_shot_latency
     # latency and bandwidth_time stay anonymous, so the step reads T = α·hops + volume/B.
@@ -391,7 +391,7 @@ def _fmt_hops(h: Num) -> str:
 
 @dataclass(frozen=True)
 class Curve:
-    """A measured link's curve (issue 15): piece i prices messages m ≥ ``starts[i]`` with its own α per
+    """A measured link's curve: piece i prices messages m ≥ ``starts[i]`` with its own α per
     hop and bandwidth (already × efficiency), as ``ccost calibrate`` fitted them. ``kind`` and ``ranks``
     say what the curve was measured on; on that collective and rank count, no algorithm is priced below
     the curve itself (``floor_time``). ``alphas``/``bandwidths`` hold floats, or derivation leaves."""

@@ -1,7 +1,7 @@
 """Derivation values: numbers that remember how they were computed.
 
-DESIGN principle 1: every formula of ccost is written once, as a plain Python function over numbers, and
-runs unchanged in three modes:
+Principle (docs/architecture.md): one formula for every number. Every formula of ccost is written once, as a
+plain Python function over numbers, and runs unchanged in three modes:
 
 * **float** — Python floats (and ints): ``ccost eval``;
 * **array** — numpy arrays, elementwise: sweeps and searches over thousands of layouts at once;

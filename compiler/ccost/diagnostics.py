@@ -2,8 +2,9 @@
 
 Every stage (parse, resolve, check, lower, calibrate, ...) reports problems as ``Diagnostic`` values and
 collects them in a ``Diagnostics`` bag instead of raising on the first one, so a user sees all the errors of
-a file in one run (LANGUAGE.md §7). A stage that cannot go on raises ``CcostError`` carrying the bag; the
-CLI renders it and exits 2. No other exception type is meant to reach a user.
+a file in one run (docs/language.md, Diagnostics; principle: diagnostics are a product). A stage that cannot
+go on raises ``CcostError`` carrying the bag; the CLI renders it and exits 2. No other exception type is meant
+to reach a user.
 
 Rendering follows ruff / rustc::
 

@@ -6,11 +6,11 @@ diff into text for a terminal, Markdown for a pull-request comment, or a JSON do
 ``ccost.commands.diff`` does the reading (working tree, another file, or a git revision through
 ``ccost.gitio``) and the evaluating.
 
-Why the results are compared as the INTERFACE.md document (``results_document``) rather than the
-``Results`` objects: the document is the normative, stable surface that scripts already read, and a
+Why the results are compared as the results document (docs/interface.md) (``results_document``) rather than
+the ``Results`` objects: the document is the normative, stable surface that scripts already read, and a
 metric added to it shows up in the diff without a change here.
 
-What a reviewer reads (issue 10): a result whose relative change is below ``threshold`` (0.1 % by
+What a reviewer reads: a result whose relative change is below ``threshold`` (0.1 % by
 default) is not listed; a result that follows from another one listed (latency equal to the step time,
 speedup from efficiency, η, throughput from the step time, exposed communication from T_comm at the same
 overlap, memory from weights when nothing else moved) is marked ``implied_by`` and left out of text and
@@ -308,7 +308,7 @@ def _std_imports(spec: S.Spec | None, root: str | None) -> set[str]:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Results: the INTERFACE.md document, plan by plan
+# Results: the results document (docs/interface.md), plan by plan
 
 _DIFF_DIMS = {"time": units.TIME, "bytes": units.INFORMATION, "gb": units.INFORMATION, "money": units.MONEY,
               "power": units.POWER, "fraction": "fraction", "ratio": "ratio", "rate": "rate"}

@@ -1,4 +1,4 @@
-"""Money and power of a plan (issue 17): cost per hour, per million tokens and per month, power and tokens
+"""Money and power of a plan: cost per hour, per million tokens and per month, power and tokens
 per joule.
 
 One set of formulas, written once over numbers, runs in the three modes of ``ccost.derive``: floats

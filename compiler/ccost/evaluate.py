@@ -10,7 +10,7 @@ The pipeline of this stage, top to bottom::
 plan, ``training``), so every number in a derivation is bit-identical to the one in
 ``eval --format json`` (a test checks it on every example spec). Search calls ``phases.lower`` with arrays.
 
-``results_document`` follows INTERFACE.md's normative keys and order (extra keys are marked below); the
+``results_document`` follows docs/interface.md's normative keys and order (extra keys are marked below); the
 writers in ``ccost.output`` make its numbers stable. Machine units: seconds, bytes, fractions.
 """
 
@@ -242,7 +242,7 @@ def collective_record(k: lower.Collective) -> dict:
 
 
 def plan_document(plan: S.Plan, program: lower.Program, m: analysis.Metrics, items: list) -> dict:
-    """The document section of one plan: INTERFACE.md's keys, in its order, then extras."""
+    """The document section of one plan: docs/interface.md's normative keys, in their order, then extras."""
     c = program.compute
     mem = _f(c.memory.total)
     limit = _f(c.memory.limit)
@@ -347,7 +347,7 @@ def own_searches(spec: S.Spec) -> dict:
 
 
 def _searches(spec: S.Spec, diags: Diagnostics, progress=None) -> dict:
-    """The spec's own `search` blocks (``own_searches``), priced by ``ccost.search`` (issue 7); imported
+    """The spec's own `search` blocks (``own_searches``), priced by ``ccost.search``; imported
     only when there is one (it brings numpy's process pool and Dask hooks)."""
     mine = own_searches(spec)
     if not mine:
@@ -444,11 +444,12 @@ def compare_document(cmp: S.Compare, plan_docs: dict[str, dict]) -> dict:
 
 
 def results_document(results: Results) -> dict:
-    """The INTERFACE.md results document (normative keys in order; extras marked in ``plan_document``)."""
+    """The results document of docs/interface.md (normative keys in order; extras marked in
+    ``plan_document``)."""
     from ccost.results import SCHEMA_VERSION
 
     doc: dict[str, Any] = {
-        "ccost": results.version,  # INTERFACE.md's key, kept for scripts that read it
+        "ccost": results.version,  # the original interface's key, kept for scripts that read it
         "ccost_version": results.version,
         "schema_version": SCHEMA_VERSION,  # ccost.results: the key table, its JSON Schema and its docs
         "spec": results.spec.path,

@@ -136,8 +136,8 @@ MEMORY_ITEM = 11
 
 
 def model_diagnostics(spec: S.Spec) -> list:
-    """What ``ccost check`` learns from the cost model about the plans written in ``spec`` (issue 26, item
-    2: memory is known at check time): W401 for a plan whose memory per GPU fails checklist item 11 (the
+    """What ``ccost check`` learns from the cost model about the plans written in ``spec`` (memory is
+    known at check time): W401 for a plan whose memory per GPU fails checklist item 11 (the
     rule the review, ``eval`` and this gate judge memory by, so the three agree), and the diagnostics of
     a plan the model refuses that the checker did not (none is known: ``check`` runs the same plan rules).
     The checker itself sits below the cost model (``ccost.check``), so the ``check`` command calls this."""

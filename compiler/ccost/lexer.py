@@ -1,7 +1,7 @@
 """A Pygments lexer for ``.ccost`` specs: the review's source appendix, and any editor or site that uses
 Pygments (registered as the ``ccost`` entry point in pyproject.toml, so ``pygmentize -l ccost`` works).
 
-The lexer is deliberately forgiving (a highlighter must never refuse a file): it follows LANGUAGE.md's
+The lexer is deliberately forgiving (a highlighter must never refuse a file): it follows docs/language.md's
 lexical rules rather than the full grammar. Two things need care because the block kinds are also
 field names: ``model = llama3_70b`` inside a plan is a field, ``model llama3_70b "..." {`` opens a block.
 A word followed by ``=`` is always a field; a block kind followed by a name, a title or ``{`` is a block.

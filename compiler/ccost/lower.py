@@ -59,7 +59,7 @@ decode, ``seq`` otherwise), d = hidden, L = layers:
   15.11/2/32 ms). FLOP-bound, t_mb = T_stage/M; with ``compute_time`` given, t_mb = T_stage/M.
   The single-GPU reference T₁ (for speedup) runs the same model
   instance's work (ep·B sequences) on one GPU: all weights, the instance's KV cache, no communication.
-* **The software stack** (``stack``, issue 13): HBM bandwidth × ``hbm_efficiency``; peak FLOP/s ×
+* **The software stack** (``stack``): HBM bandwidth × ``hbm_efficiency``; peak FLOP/s ×
   ``gemm_efficiency`` (a GPU's measured ``achieved_flops`` wins); ``layer_overhead``·L/pp per stage (and per
   micro-batch); host time T_host = ``step_overhead`` + ``seq_overhead``·B once per step (the per-sequence
   part in decode and prefill only: B running sequences per replica); every collective at least
@@ -851,7 +851,7 @@ class Operators:
 def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_dense: Num | None,
                w_experts: Num | None, b_w: Num | None, n_dense: Num | None, n_expert1: Num | None, kv: Num,
                seqs: Num, tp: Num, pp: Num, route: Num = 1.0, cp: Num | None = None) -> Operators:
-    """Decode and prefill, per operator class, each bounded on its own and added (issue 13):
+    """Decode and prefill, per operator class, each bounded on its own and added:
 
     * **weight GEMMs** (every weight outside the routed experts): this GPU's weights / HBM bandwidth
       against c_F·N·tokens / (tp·pp) at the GEMM rate (the weights' dtype: FP8 GEMMs at ``fp8_flops``);

@@ -17,7 +17,7 @@ Number formatting (decided once, for JSON and YAML alike):
 - NaN and infinities never reach a document (analysis turns them into ``None``); ``null`` is written for
   None. ``json.dumps(allow_nan=False)`` makes sure of it.
 
-Key order is the insertion order of the document (normative keys first, in INTERFACE.md's order), never
+Key order is the insertion order of the document (normative keys first, in docs/interface.md's order), never
 sorted.
 """
 
@@ -392,7 +392,7 @@ def to_text(doc: dict) -> str:
         out += ["", sweep_text(name, s)]
     for name, c in (doc.get("compares") or {}).items():
         out += ["", compare_text(name, c, doc.get("plans"))]
-    for name, s in (doc.get("searches") or {}).items():  # issue 7: top layouts, Pareto front, constraints
+    for name, s in (doc.get("searches") or {}).items():  # top layouts, Pareto front, constraints
         out += ["", search_text(name, s)]
     return "\n".join(out) + "\n"
 

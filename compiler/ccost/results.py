@@ -46,7 +46,7 @@ class Key:
     meaning: str
     label: str = ""  # how a person reads it (ccost diff, ccost eval's text); defaults to the last segment
     optional: bool = False  # absent from some documents or records
-    normative: bool = False  # one of INTERFACE.md's keys
+    normative: bool = False  # one of the keys of the interface ccost was designed to (docs/interface.md)
     # How the value is printed, by dimension (one of DIMS); "" takes it from the unit (UNIT_DIMS).
     dim: str = ""
     # Whole values are written as integers (JSON, YAML): counts; byte sizes and `integer` keys always are.
@@ -164,8 +164,8 @@ _METRICS: dict[str, Key] = {
 
 def _metrics(prefix: str, names: tuple[str, ...], optional: bool = False,
              normative: bool | tuple[str, ...] = True) -> list[Key]:
-    """Keys ``prefix.name`` for the shared metrics ``names``. ``normative``: True marks those INTERFACE.md
-    names for a plan, a tuple marks exactly those, False none (search records are ccost's own)."""
+    """Keys ``prefix.name`` for the shared metrics ``names``. ``normative``: True marks those the original
+    interface names for a plan, a tuple marks exactly those, False none (search records are ccost's own)."""
     out = []
     for n in names:
         m = _METRICS[n]
@@ -191,8 +191,8 @@ def _keys() -> list[Key]:
     plan = "plans.<plan>"
     coll = f"{plan}.collectives[]"
     keys = [
-        K("ccost", "string", "text", "the version of ccost that wrote the document (INTERFACE.md's name for it)",
-          normative=True),
+        K("ccost", "string", "text",
+          "the version of ccost that wrote the document (the original interface's name for it)", normative=True),
         K("ccost_version", "string", "text", "the same version, under a self-explaining name"),
         K("schema_version", "integer", "count", f"version of this key table ({SCHEMA_VERSION}); changes when a "
           "key is removed or changes meaning or unit, not when one is added"),
@@ -298,7 +298,7 @@ def _keys() -> list[Key]:
         K(f"{plan}.checklist[].threshold", "number|string|null", "item's", "the limit it was judged against",
           normative=True),
         K(f"{plan}.checklist[].note", "string", "text", "the verdict in a sentence", normative=True),
-        # money and power (issue 17; ccost.economics): null where the plan is not priced or no power is known
+        # money and power (ccost.economics): null where the plan is not priced or no power is known
         K(f"{plan}.cost", "object", "", "the plan's money and power (`ccost.economics`)", "cost"),
         K(f"{plan}.cost.priced", "boolean", "", "a price per GPU-hour or node-hour is known", "priced"),
         K(f"{plan}.cost.tokens", "string", "text", "which tokens the cost counts: `output` (decode), `input` "
@@ -328,7 +328,7 @@ def _keys() -> list[Key]:
           "power", "tokens per joule"),
         K(f"{plan}.cost.note", "string", "text", "why the plan is not priced, and how to price it",
           optional=True),
-        # a training target (issue 30; ccost.target): only plans that state one (`train_tokens`, `train_steps`)
+        # a training target (ccost.target): only plans that state one (`train_tokens`, `train_steps`)
         *_target_keys(f"{plan}.target"),
         # sweeps
         K("sweeps", "object", "", "one entry per `sweep` block", optional=True, normative=True),
@@ -671,7 +671,8 @@ def _all_optional(node: dict) -> bool:
 
 def markdown() -> str:
     """The key table of docs/interface.md: every key with its type, unit and meaning."""
-    lines = [f"Schema version {SCHEMA_VERSION}. `*` marks INTERFACE.md's normative keys; (optional) keys are "
+    lines = [f"Schema version {SCHEMA_VERSION}. `*` marks the normative keys, those of the interface ccost was "
+             "designed to; (optional) keys are "
              "absent where they do not apply.", "",
              "| key | type | unit | meaning |", "|---|---|---|---|"]
     for k in KEYS:

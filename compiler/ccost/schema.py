@@ -1,6 +1,6 @@
 """The schema of the .ccost language, as data: block kinds, their fields, dimensions, defaults, docs.
 
-One table drives everything that needs to know the language (DESIGN principle 3):
+One table drives everything that needs to know the language (principle: the schema is data):
 
 * the checker (``ccost.check``) reads the field types, ranges, defaults and required-ness from here;
 * did-you-mean hints for unknown fields compare against the field names here;
@@ -85,7 +85,7 @@ class FieldType:
     def doc_type(self) -> str:
         """Markdown for the docs' type column."""
         if self.kind == "quantity":
-            # money and power in the units a reader prices in (USD/h, not the SI USD/s inside: issue 26)
+            # money and power in the units a reader prices in (USD/h, not the SI USD/s inside)
             return {U.TIME: "time", U.INFORMATION: "information", U.BANDWIDTH: "information/time",
                     U.FLOP_RATE: "compute/time", U.COMPUTE: "compute", U.MONEY_RATE: "money/time (USD/h)",
                     U.ENERGY_PRICE: "money/energy (USD/kWh)", U.POWER: "power (W)",
@@ -143,22 +143,23 @@ DTYPE = enum(*S.DTYPE_BYTES.keys())
 CURVE_COLLECTIVES = KINDS
 COMPARE_BY = ("latency", "throughput", "overhead", "efficiency")
 
-# Sizes are bounded so that a typo (tp = 1e30) is a clear error, not a numpy overflow later (DESIGN §8).
+# Sizes are bounded so that a typo (tp = 1e30) is a clear error, not a numpy overflow later (principle: specs
+# are untrusted input).
 MAX_DEGREE = 1 << 20
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec is a few KB; 4 MiB is a generated or wrong file (E002)
 #: Imports nested deeper than this are a generated or circular mistake, not a project (the checker's E113).
 MAX_IMPORT_DEPTH = 100
 #: All the files one spec reads, itself and its imports together: a project's specs are a few hundred KB
-#: (the std library is ~60 KB); 100 imports of 4 MiB each made a 420 MB HTML review (issue 31). E113.
+#: (the std library is ~60 KB); 100 imports of 4 MiB each made a 420 MB HTML review. E113.
 MAX_TOTAL_BYTES = 8 * 1024 * 1024
 #: Characters of a block's title or a string field: a title is a line, a `source` a reference. A 20,000-character
-#: title took two minutes to lay out in the review's PDF (issue 31); E203 beyond this.
+#: title took two minutes to lay out in the review's PDF; E203 beyond this.
 MAX_TEXT_CHARS = 1_000
 #: Items of one written list (`tp = [1, 2, 4]`): more is a generated file, refused by the parser before
 #: it builds the list (E402); `range(...)` and `pow2(...)` write long ones, within the sweep's bound.
 MAX_LIST_ITEMS = 10_000
 
-# Physically plausible ranges of the numeric fields (issue 11), in SI units, in one place. Every finite
+# Physically plausible ranges of the numeric fields, in SI units, in one place. Every finite
 # value inside them gives finite results in every command (the property test in tests/test_finite.py draws
 # plans from these ranges); a value outside is an E203 that names the field and shows its range. They are
 # wide: from the slowest network or the smallest toy model anyone would price to well past any machine
@@ -176,18 +177,18 @@ R_MICROBATCHES = {"minimum": 1, "maximum": 1e6}
 R_STEP_TIME = {"minimum": 1e-9, "maximum": 3600.0}  # a measured step: 1 ns to one hour
 R_OVERHEAD = {"minimum": 0.0, "maximum": 1000.0}  # a threshold on T_comm/T_compute: 0 to 100,000 %
 R_GPUS = {"minimum": 1, "maximum": 1e12}
-# Money and power (issue 17). Prices in USD/s inside: 1e-6 USD/h to 10,000 USD/h per GPU or node (a GPU-hour
+# Money and power. Prices in USD/s inside: 1e-6 USD/h to 10,000 USD/h per GPU or node (a GPU-hour
 # lists at a few USD, a whole NVL72 rack at under 1,000 USD/h), so a price written per second by mistake
-# (3.50 USD/s = 12,600 USD/h, issue 26) is an E203, not a plan priced 3,600 times too high.
+# (3.50 USD/s = 12,600 USD/h) is an E203, not a plan priced 3,600 times too high.
 R_PRICE = {"minimum": 1e-6 / 3600, "maximum": 1e4 / 3600}
 R_POWER = {"minimum": 0.0, "maximum": 1e7}  # 0 W to 10 MW: power added to another (a host share)
-# What a GPU or a whole node draws: energy per token and tokens per joule divide by it (issue 31, item 11:
-# `power = 0 W` was a ZeroDivisionError), so at least 1 W, below any accelerator that exists.
+# What a GPU or a whole node draws: energy per token and tokens per joule divide by it (`power = 0 W`
+# was a ZeroDivisionError), so at least 1 W, below any accelerator that exists.
 R_POWER_DRAW = {"minimum": 1.0, "maximum": 1e7}
 R_PUE = {"minimum": 1.0, "maximum": 10.0}  # power usage effectiveness: facility power / IT power
 R_ENERGY_PRICE = {"minimum": 0.0, "maximum": 100 / 3.6e6}  # 0 to 100 USD/kWh, in USD/J
 R_COST = {"minimum": 0.0, "maximum": 1e12}  # USD
-# Training targets and goodput (issue 30, ccost.target).
+# Training targets and goodput (ccost.target).
 R_TRAIN_TOKENS = {"minimum": 1.0, "maximum": 1e18}  # tokens to train on
 R_TRAIN_STEPS = {"minimum": 1, "maximum": 1e12}
 R_GLOBAL_BATCH_TOKENS = {"minimum": 1, "maximum": 1e12}
@@ -446,7 +447,7 @@ register(BlockKind(
               **R_LINK_EFFICIENCY),
         Field("source", STRING, "where α and β came from; `ccost calibrate` writes `\"measured: ...\"`",
               '"spec sheet"'),
-        # A measured curve (issue 15): what `ccost calibrate` fits, piece by piece, priced as it was fitted.
+        # A measured curve: what `ccost calibrate` fits, piece by piece, priced as it was fitted.
         Field("curve_from", list_of(INFORMATION),
               "a measured curve: the message size where each piece starts (ascending, the first `0 B`); a "
               "message of m bytes is priced on the last piece that starts at or below m, with that piece's "
@@ -735,7 +736,7 @@ register(BlockKind(
               '"fit: bench/fit_stack.py"'),
         Field("host_power", POWER, "power per GPU of the host work this stack runs (CPU cores for scheduling, "
               "tokenizing, sampling, data loading); the cost model adds it to each GPU's power when the "
-              "cluster gives neither `host_power` nor `node_power` (issue 17)", "150 W",
+              "cluster gives neither `host_power` nor `node_power`", "150 W",
               **R_POWER),
         Field("rates", enum(*S.RATES), "decode and prefill under `roofline = operator`, and train: `profile` "
               "prices the operators at this stack's efficiencies × the GPU's peaks; `kernels` at the GPU's "
@@ -1247,7 +1248,7 @@ def _build_search(ctx: BuildContext):
 
 register(BlockKind(
     "search", "Every layout of one plan at once: `base = PLAN` and lists or ranges of values for "
-    # the parallel degrees a search varies, from the axis registry (cp among them: issue 26)
+    # the parallel degrees a search varies, from the axis registry (cp among them)
     + ", ".join(f"`{a.name}`" for a in AXES if a.searchable) + ", "
     "`batch`, `microbatches`, `seq`, `overlap` (numbers, evaluated as arrays), `allreduce`, "
     "`fsdp`, `cross_node`, `one_shot_volume` and, for training, `recompute`, `sequence_parallel`, "
@@ -1401,7 +1402,7 @@ def block_kinds() -> tuple[str, ...]:
 
 
 def keywords() -> frozenset[str]:
-    """Words that are not names (LANGUAGE.md §2)."""
+    """Words that are not names (docs/language.md)."""
     return frozenset(set(RESERVED_WORDS) | set(SCHEMA))
 
 

@@ -1,4 +1,4 @@
-"""Serving with continuous batching: ``phase = serve`` (issue 13, item 6).
+"""Serving with continuous batching: ``phase = serve``.
 
 A serve plan states its requests — ``input_tokens`` I, ``output_tokens`` O — how many run at once,
 ``concurrency`` C (per replica, i.e. per dp·ep rank group, like ``batch``), and the chunked-prefill chunk

@@ -84,7 +84,7 @@ class Link(Entity):
     one_shot_latency: float | None = None  # s; None means alpha
     efficiency: float = 1.0  # achieved share of bandwidth
     source: str | None = None  # "spec sheet", "measured: ...", ...
-    # A measured curve (issue 15): piece i prices messages m >= curve_from[i] with its own α and bandwidth.
+    # A measured curve: piece i prices messages m >= curve_from[i] with its own α and bandwidth.
     curve_from: tuple[float, ...] | None = None  # bytes, ascending, the first 0
     curve_alpha: tuple[float, ...] | None = None  # s per hop, one per piece
     curve_bandwidth: tuple[float, ...] | None = None  # B/s per GPU per direction, one per piece
@@ -188,7 +188,7 @@ class Gpu(Entity):
     flops: float = 0.0  # FLOP/s, dense peak
     achieved_flops: float | None = None  # FLOP/s; None: use flops (and the checklist warns)
     source: str | None = None
-    price_per_hour: float | None = None  # USD/s per GPU (issue 17); None: not priced
+    price_per_hour: float | None = None  # USD/s per GPU; None: not priced
     power: float | None = None  # W under load (TDP)
     fp8_flops: float | None = None  # FLOP/s, dense FP8 peak: GEMMs of FP8 weights use it (per-operator roofline)
     kernels: tuple[Kernels, ...] = ()  # measured kernel curves, one block per engine; the first is the default
@@ -212,7 +212,7 @@ class Cluster(Entity):
     node_power: float | None = None  # W per node, whole; overrides GPUs + host
     pue: float = 1.0  # facility power / IT power
     electricity_price: float = 0.0  # USD/J
-    # goodput at scale (ccost.target, issue 30): job interruptions per GPU-second, the time from one to
+    # goodput at scale (ccost.target): job interruptions per GPU-second, the time from one to
     # training again, and the write bandwidth of the storage checkpoints go to (None: goodput not modelled)
     failure_rate: float = DEFAULT_FAILURE_RATE
     restart_time: float = DEFAULT_RESTART_TIME
@@ -295,7 +295,7 @@ class Stack(Entity):
     pipeline: str = "steady"  # serving pipelines: steady (no flush) | flush (the notes; training always)
     roofline: str = "operator"  # operator: each operator class bounded on its own and added; step: one
     # roofline for the whole step, max(bytes/BW, FLOPs/R), the reference notes' model
-    host_power: float = 0.0  # W per GPU of the stack's host work (issue 17); the cluster's host_power wins
+    host_power: float = 0.0  # W per GPU of the stack's host work; the cluster's host_power wins
     rates: str = "profile"  # decode, prefill: profile (the efficiencies above) | kernels (the GPU's curves)
     host_overlap: bool = False  # serving: host work of step n + 1 runs behind the GPU's step n (async scheduling)
     engine: str | None = None  # the engine or framework the profile describes (recorded)
@@ -329,7 +329,7 @@ class Plan(Entity):
     one_shot_volume: str = "egress"  # egress (P−1)·m | ring 2(P−1)/P·m (the notes' convention)
     overlap: float = 0.0
     compute_time: float | None = None
-    load: float = 1.0  # share of the month the plan runs at its throughput (issue 17)
+    load: float = 1.0  # share of the month the plan runs at its throughput
     #: The software-stack profile that prices the plan. The checker resolves it: the one the plan names, else
     #: the bundled default for its phase (its record's ``default_stack``, from std/stacks.ccost), so a
     #: checked plan always has one; None only in a plan built by hand, which the model refuses.
@@ -342,7 +342,7 @@ class Plan(Entity):
     optimizer_sharding: str = "none"  # none | zero1 (Megatron's distributed optimizer) | zero2
     master_weights: str = "fp32"
     cp: int = 1  # train: context-parallel degree (each sequence split over cp ranks)
-    # a training target (ccost.target, issue 30): how much to train, the global batch, by when, on how many
+    # a training target (ccost.target): how much to train, the global batch, by when, on how many
     train_tokens: float | None = None  # tokens to train on
     train_steps: int | None = None  # or optimizer steps
     global_batch: int | None = None  # sequences per optimizer step, all replicas: batch = global_batch/(dp·ep)

@@ -1,4 +1,4 @@
-"""Training targets (issue 30): how long a run takes, how much of its time trains, and what it costs.
+"""Training targets: how long a run takes, how much of its time trains, and what it costs.
 
 A training plan prices one optimizer step (``ccost.training``). A plan with a *target* (``train_tokens``,
 or ``train_steps``) also asks how long the whole run takes on its fleet, with the interruptions that

@@ -1,9 +1,9 @@
 """The project's Pint registry, and quantity parsing and formatting at the boundary.
 
-Quantities are checked here (DESIGN principle 2) and handed on as SI floats: seconds, bytes, FLOP, and
-their quotients. A dimension is a ``Dim``: a sorted tuple of (base dimension, exponent), so that the
-checker and the derivation values can do unit algebra on floats without Pint arithmetic, which is ~50x
-slower.
+Quantities are checked here (principle: units at the boundary, floats inside) and handed on as SI floats:
+seconds, bytes, FLOP, and their quotients. A dimension is a ``Dim``: a sorted tuple of (base dimension,
+exponent), so that the checker and the derivation values can do unit algebra on floats without Pint
+arithmetic, which is ~50x slower.
 
 Base units in SI floats: time in seconds, information in **bytes** (not bits), compute in FLOP.
 """
@@ -305,7 +305,7 @@ def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None
     """Format an SI float of dimension ``dim`` with a readable prefix.
 
     Bytes are decimal (kB, MB, GB: 1e3, 1e6, 1e9), the one convention of every output, so that weights,
-    messages and memory read against the 80 GB of a GPU without a second unit system (issue 10).
+    messages and memory read against the 80 GB of a GPU without a second unit system.
     ``binary=True`` forces KiB/MiB/GiB; ``binary=None`` picks binary for whole multiples of 1 KiB (the
     ``--sizes`` syntax of ``ccost calibrate`` uses it to write back exactly what was typed).
 

@@ -1,4 +1,4 @@
-"""``ccost calibrate``: α and bandwidth of a link from real nccl-tests output (issue 6).
+"""``ccost calibrate``: α and bandwidth of a link from real nccl-tests output.
 
 The stages, top to bottom:
 
@@ -133,8 +133,8 @@ def fit_for_stack(stack, spec_dir: Path | str):
 def _named_files(name: str, span, spec_dir: Path | str):
     """Where a file a spec names (a log, a steps file) may be: relative to the file that names it, then to
     the spec's folder; only the paths that stay inside the spec's project (``ccost.userfiles.confine``,
-    the rule imports follow). A spec is untrusted input (DESIGN principle 8): a review cannot be made to
-    read, and quote in an error, a file outside the project."""
+    the rule imports follow). A spec is untrusted input (principle: specs are untrusted input): a review
+    cannot be made to read, and quote in an error, a file outside the project."""
     import os
 
     from ccost.userfiles import Outside, confine, project_root

@@ -1,4 +1,4 @@
-"""Write a fit as a ``link`` block ready to import (LANGUAGE.md §4), its quality in comments."""
+"""Write a fit as a ``link`` block ready to import (docs/language.md, link), its quality in comments."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ _BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]
 
 def ccost_string(text: str) -> str:
     """A .ccost string literal: double quotes, with the escapes the language has (``\\"``, ``\\\\``,
-    ``\\n``, ``\\t``; LANGUAGE.md §2); any other control character (read from a log, say) becomes �,
-    since a string has no escape for it and must not carry it raw."""
+    ``\\n``, ``\\t``; the string escapes of grammar/ccost.lark); any other control character (read from a log,
+    say) becomes �, since a string has no escape for it and must not carry it raw."""
     text = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
     return '"' + _BREAKS.sub("\ufffd", text) + '"'
 

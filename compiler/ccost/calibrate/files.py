@@ -1,6 +1,6 @@
 """The calibrate package's only file access: read a log, or a file of measured step times.
 
-Kept apart so that parsing and fitting stay pure (DESIGN principle 7); the CLI and the report writer call
+Kept apart so that parsing and fitting stay pure (principle: a pure core); the CLI and the report writer call
 it. Outputs are written by the CLI through ``ccost.report.atomic``.
 """
 

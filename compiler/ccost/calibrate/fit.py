@@ -111,7 +111,7 @@ class Fit:
     line_rate_from: str | None = None
     size_range: tuple[int | None, int | None] | None = None  # --sizes, bytes
     notes: tuple[str, ...] = field(default_factory=tuple)
-    # The measured curve the link block carries (issue 15): piece i prices m >= curve[i][0] bytes with
+    # The measured curve the link block carries: piece i prices m >= curve[i][0] bytes with
     # α = curve[i][1] s per hop and bandwidth curve[i][2] B/s, the numbers exactly as the block writes them.
     curve: tuple[tuple[float, float, float], ...] = ()
     floor: float | None = None  # s, the smallest time measured at latency-bound sizes; None: not measured
@@ -145,7 +145,7 @@ class Fit:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The cost core: one source of truth for hops and volumes (DESIGN principle 1).
+# The cost core: one source of truth for hops and volumes (principle: one formula for every number).
 
 def _formulas(kind: str, algorithm: str, ranks: int, file: str, line: int) -> tuple[float, float]:
     """(hops, volume/m) from ``ccost.costs``; the volume is linear in m for every α-β formula."""

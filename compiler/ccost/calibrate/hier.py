@@ -1,4 +1,4 @@
-"""Fit the inter-node link of a multi-node log under the hierarchical model (issue 15, item 3).
+"""Fit the inter-node link of a multi-node log under the hierarchical model.
 
 A two-node nccl-tests log measures NVLink and the network together. Fitting it as one "measured" link of P
 ranks blends both (a 123 µs small-message latency becomes 4 µs per hop of a 16-rank ring). Given the

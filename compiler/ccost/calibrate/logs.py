@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from ccost.collectives import CATALOGUE
 from ccost.diagnostics import CcostError, Diagnostic, Span, error, warning
 
-# nccl-tests binary name -> ccost collective kind (INTERFACE.md's `kind` values): each collective's own
-# test (``collectives.CATALOGUE``), then the tests ccost has no formula for, parsed but not fitted
-# (hypercube measures an all-gather).
+# nccl-tests binary name -> ccost collective kind (the results document's `kind` values, docs/interface.md):
+# each collective's own test (``collectives.CATALOGUE``), then the tests ccost has no formula for, parsed but
+# not fitted (hypercube measures an all-gather).
 TEST_KINDS: dict[str, str] = {
     **{c.test: c.kind for c in CATALOGUE.values()},
     "reduce": "reduce",
@@ -58,7 +58,7 @@ def busbw_factor(kind: str, ranks: int) -> float:
 
 MAX_LOG_BYTES = 64 * 1024 * 1024  # a nccl-tests log is kilobytes; a bigger file is not one
 
-# Plausible values of a row (issue 11): beyond them a number is damage, not a measurement, and it would
+# Plausible values of a row: beyond them a number is damage, not a measurement, and it would
 # overflow a float or make the fit's linear algebra fail. Each is an E501 naming the line.
 MAX_SIZE = 1 << 60  # bytes: 1 EiB (nccl-tests runs to a few GiB)
 MAX_RANKS = 1 << 20  # the largest parallel degree a plan may have

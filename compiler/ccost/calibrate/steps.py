@@ -1,4 +1,4 @@
-"""``ccost calibrate --steps FILE``: fit a software-stack profile to step times the user measured (issue 15).
+"""``ccost calibrate --steps FILE``: fit a software-stack profile to step times the user measured.
 
 Inputs (``read_steps``), each row a plan of a spec and a measured time:
 

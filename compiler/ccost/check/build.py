@@ -25,7 +25,8 @@ from ccost.diagnostics import Diagnostic, Diagnostics, Span, error
 from ccost.spec import Plan, Policy, Spec
 from ccost.syntax import tree as T
 
-# A sweep is evaluated point by point; beyond this many points it is a typo, not a study (DESIGN §8).
+# A sweep is evaluated point by point; beyond this many points it is a typo, not a study (principle: specs are
+# untrusted input).
 MAX_SWEEP_POINTS = 100_000
 
 #: The rules that need no cost model, by block kind (``ccost.check.plan``, ``ccost.check.search``): each
@@ -119,7 +120,7 @@ def _build(ctx: Context, b: Block) -> Any:
                 continue
             if _misspelled(ctx, b, f.name):
                 # E103 said which field the unknown one probably meant; check the rest of the block with that
-                # value, so its other errors come in the same run (issue 26, item 7)
+                # value, so its other errors come in the same run
                 guessed = _guessed_value(ctx, b, f)
                 if guessed is None:
                     bad = True

@@ -263,7 +263,7 @@ def _wrong_dim(ctx: Context, v: float, d: U.Dim, t: SC.FieldType, f: SC.Field, e
             help_text = f"write the unit after the number: `{f.name} = {number} {unit}`"
         elif e.unit and t.kind == "quantity":
             unit = e.unit.strip()
-            # a rate gets the time unit its name and documentation give it (issue 26: `3.50 USD` for a price
+            # a rate gets the time unit its name and documentation give it (`3.50 USD` for a price
             # per GPU-hour is USD/h; USD/s would price the plan 3,600 times higher)
             per = f.per_time
             amount, _, denom = unit.rpartition("/")

@@ -319,7 +319,7 @@ def evaluation_errors(plan: Any, where: Where | None = None) -> list[Diagnostic]
     ``calibrate --steps``) refuses a plan with them, so the model, which never imports the checker, takes
     only evaluable plans; a search names them for a combination of its fleet axes that no layout could
     price (E404, ``ccost.check.search``), a sweep shows them for its points, and the checker reports them
-    (issue 31, item 15: ``check`` passes no plan that ``eval`` refuses). The checker passes its own
+    (``check`` passes no plan that ``eval`` refuses). The checker passes its own
     ``where`` (see the module docstring): a rule whose place is None is its parent's to report, E301 has a
     richer message of its own (``_too_many_gpus``) and the model's rules (``model_errors``) run once on the
     model block."""
@@ -417,7 +417,7 @@ def _sig(x: float) -> str:
 
 def model_errors(m: Any, where: Where) -> list[Diagnostic]:
     """E207: fields of a model that contradict each other, so that the formulas would give nonsense
-    (negative weights, a division by zero) rather than fail (issue 31, item 12). Each message names the
+    (negative weights, a division by zero) rather than fail. Each message names the
     fields and says how they disagree. The checker runs this on every model block; ``evaluation_errors``
     on the model of a plan built outside it."""
     out: list[Diagnostic] = []

@@ -156,7 +156,7 @@ def _self_check(text: str, path: str) -> None:
 
 
 def _write_all(outputs: list[tuple[str, str]]) -> None:
-    """Block and plot land together or not at all (INTERFACE.md: never a half-written output)."""
+    """Block and plot land together or not at all (docs/interface.md: never a half-written output)."""
     from ccost.report.atomic import AtomicFiles, check_targets
 
     try:

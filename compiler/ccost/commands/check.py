@@ -5,7 +5,7 @@ check time: a plan that does not fit in GPU memory is a warning (W401, ``ccost.g
 SPEC is a file, a folder (every ``.ccost`` file below it) or ``-`` (standard input; imports resolve from
 the current folder), as for ``eval``, ``report`` and ``fmt``.
 
-Exit status (INTERFACE.md): 0 when every spec is clean (warnings allowed), 2 when a spec has an error,
+Exit status (docs/interface.md): 0 when every spec is clean (warnings allowed), 2 when a spec has an error,
 1 when ``--policy`` finds a plan that fails its policy. Diagnostics go to stderr, the one-line summary of a
 clean spec (``specs/x.ccost: ok (3 plans, 1 sweep)``) to stdout; with ``--policy`` one line per plan says
 whether it meets its policy and on which numbers (stdout when it does, stderr when it does not).

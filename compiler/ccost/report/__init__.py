@@ -1,4 +1,4 @@
-"""The design review: HTML and PDF of a spec's results, with every number derived (issue 4).
+"""The design review: HTML and PDF of a spec's results, with every number derived.
 
 Pipeline of this package, one module per job::
 

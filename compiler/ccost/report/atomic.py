@@ -1,6 +1,6 @@
 """Write output files so that a failed run never leaves a half-written file in place of a good one.
 
-INTERFACE.md: "A failed run never leaves a half-written output in place of a good one." The outputs of one
+docs/interface.md: a failed run never leaves a half-written output in place of a good one. The outputs of one
 run land together or not at all:
 
 1. **Validate first.** ``check_targets`` looks at every target before anything is rendered or written: a

@@ -507,7 +507,7 @@ COMPARE_ROWS = ("gpus", "step_time_s", "compute_time_s", "comm_time_s", "latency
 SEARCH_METRICS = ("gpus", "latency_s", "step_time_s", "throughput_tokens_s", "throughput_per_gpu", "efficiency",
                   "overhead", "bubble", "memory_bytes_per_gpu", "fits_memory")
 #: What a layout that does not fit in memory is not shown with: it runs nowhere, so it is not "100 %
-#: efficient" (issue 26; the results document keeps the model's numbers).
+#: efficient" (the results document keeps the model's numbers).
 UNFIT_HIDDEN = ("speedup", "efficiency")
 
 
@@ -578,7 +578,7 @@ def search_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.Se
 
 
 # ----------------------------------------------------------------------------------------------------
-# Time to train (issue 30, ccost.target): a plan's training target, and a search's front.
+# Time to train (ccost.target): a plan's training target, and a search's front.
 
 _T = "plans.<plan>.target."
 
@@ -1016,7 +1016,7 @@ def not_modelled(plans: Mapping[str, Any] | None = None) -> tuple[V.Assumption, 
 # ----------------------------------------------------------------------------------------------------
 
 #: The most characters of the opening comment the cover shows: a statement of purpose is a sentence or two.
-#: A longer one is cut at a word (a 100 kB comment line took over 60 s to lay out on the cover: issue 31).
+#: A longer one is cut at a word (a 100 kB comment line took over 60 s to lay out on the cover).
 ABOUT_CHARS = 600
 
 

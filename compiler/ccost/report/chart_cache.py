@@ -1,4 +1,4 @@
-"""Charts drawn once and kept by content (issue 16): a reviewer re-rendering a plan does not pay matplotlib
+"""Charts drawn once and kept by content: a reviewer re-rendering a plan does not pay matplotlib
 again for the charts whose numbers did not change.
 
 A chart's SVG is a pure function of the values plotted (``ccost.report.charts`` is deterministic: fixed

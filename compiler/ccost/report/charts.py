@@ -1,10 +1,11 @@
 """SVG charts for the review, drawn with matplotlib's SVG backend and made deterministic.
 
 Every value plotted is handed in by the view-model builder from the results document; nothing here
-computes a result. Determinism (DESIGN principle 5): a fixed ``svg.hashsalt`` (clip-path and glyph ids),
-no creation date in the metadata, text kept as text (``svg.fonttype = none``, drawn in DejaVu Sans, which
-WeasyPrint also has). matplotlib is imported lazily so ``ccost check`` and ``eval`` never pay for it, and
-each chart is kept by content (``ccost.report.chart_cache``), so an unchanged chart is never drawn twice.
+computes a result. Determinism (principle: deterministic output): a fixed ``svg.hashsalt`` (clip-path and
+glyph ids), no creation date in the metadata, text kept as text (``svg.fonttype = none``, drawn in DejaVu
+Sans, which WeasyPrint also has). matplotlib is imported lazily so ``ccost check`` and ``eval`` never pay for
+it, and each chart is kept by content (``ccost.report.chart_cache``), so an unchanged chart is never drawn
+twice.
 """
 
 from __future__ import annotations

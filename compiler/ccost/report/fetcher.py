@@ -1,8 +1,8 @@
 """The PDF renderer's only way to load a resource: nothing from the network or the file system.
 
-DESIGN principle 8: a spec is untrusted input. Titles and sources are escaped by the templates, so a spec
-cannot inject an ``<img>`` or a stylesheet link; this fetcher is the second wall. The review embeds its CSS
-and SVG inline, so the only URLs it may load are ``data:`` URIs. Everything else raises
+Principle (docs/architecture.md): specs are untrusted input. Titles and sources are escaped by the templates,
+so a spec cannot inject an ``<img>`` or a stylesheet link; this fetcher is the second wall. The review embeds
+its CSS and SVG inline, so the only URLs it may load are ``data:`` URIs. Everything else raises
 ``BlockedFetch``, which derives from WeasyPrint's ``FatalURLFetchingError``: with an ordinary exception
 WeasyPrint would only log the refusal and render on (STYLE.md), hiding a template bug or an injection.
 """

@@ -1,4 +1,4 @@
-"""Font subsetting for the PDF with HarfBuzz (the ``uharfbuzz`` wheel) instead of fontTools (issue 16).
+"""Font subsetting for the PDF with HarfBuzz (the ``uharfbuzz`` wheel) instead of fontTools.
 
 WeasyPrint embeds a subset of every font the review uses. It subsets with the system library
 libharfbuzz-subset when it can find one, else with fontTools, which parses and rewrites each font in

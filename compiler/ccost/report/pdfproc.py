@@ -1,4 +1,4 @@
-"""The review's PDF rendered by a process started before the review is built (issue 16).
+"""The review's PDF rendered by a process started before the review is built.
 
 Importing WeasyPrint (Pango, HarfBuzz and fontconfig through cffi, its CSS machinery, fontTools) takes
 ~0.2 s, about as long as checking, evaluating and building the view of a spec like A1. ``ccost report``

@@ -1,9 +1,9 @@
 """The provenance stamp on a review's cover: which spec, which bytes, which revision, which tool, when.
 
-INTERFACE.md: spec path, SHA-256 of the spec and its imports, git revision and whether the tree was dirty,
-ccost version, and the date from ``SOURCE_DATE_EPOCH`` when set, so that a rebuild is byte-identical.
+docs/interface.md: spec path, SHA-256 of the spec and its imports, git revision and whether the tree was
+dirty, ccost version, and the date from ``SOURCE_DATE_EPOCH`` when set, so that a rebuild is byte-identical.
 This module and the CLI are the only places of the report that touch files, the clock, the environment
-or a subprocess (DESIGN principle 7); everything they learn is handed on in a frozen ``Provenance``.
+or a subprocess (principle: a pure core); everything they learn is handed on in a frozen ``Provenance``.
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ def without_cycle_collection() -> Iterator[None]:
 #: A run of the highlighted source with no break opportunity longer than ``LONG_RUN`` characters (a
 #: generated comment, a long string) gets a zero-width space every ``BREAK_EVERY`` characters. WeasyPrint
 #: lays such a run out again for each printed line it wraps onto, so its time grew with the square of the
-#: run (issue 31: one 100 kB comment line took over 60 s to review; bench/linear_inputs.py). Real spec
+#: run (one 100 kB comment line took over 60 s to review; bench/linear_inputs.py). Real spec
 #: lines have spaces far more often, so their text, and every committed review, is unchanged.
 LONG_RUN = 200
 BREAK_EVERY = 100

@@ -1,9 +1,9 @@
 """View models: everything a review template shows, as frozen dataclasses of ready-to-print strings.
 
-Built from three things only (DESIGN principle 1, "the report never re-types or recomputes a number"):
-the results document (``ccost.evaluate.results_document``, INTERFACE.md's normative keys), the derivation
-steps of each plan (``ccost.evaluate.explain``, the same ``derive.Step`` values ``ccost explain`` prints),
-and the checked spec for the inputs the user wrote. This module formats; it does no arithmetic on
+Built from three things only (principle: one formula for every number; the report never re-types or recomputes
+a number): the results document (``ccost.evaluate.results_document``, docs/interface.md's normative keys), the
+derivation steps of each plan (``ccost.evaluate.explain``, the same ``derive.Step`` values ``ccost explain``
+prints), and the checked spec for the inputs the user wrote. This module formats; it does no arithmetic on
 results. Templates then only loop and print (coverage.py's html.py does the same split).
 """
 
@@ -218,7 +218,7 @@ class Summary:
     plans: Table
     verdicts: Table
     warnings: tuple[str, ...]
-    cost: Table | None = None  # money and power per plan (issue 17); None when no plan is priced or powered
+    cost: Table | None = None  # money and power per plan; None when no plan is priced or powered
     cost_note: str = ""  # what the cost table assumes, or why there is none
 
 

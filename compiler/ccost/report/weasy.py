@@ -1,4 +1,4 @@
-"""Import WeasyPrint without asking the system for the same shared libraries on every run (issue 16).
+"""Import WeasyPrint without asking the system for the same shared libraries on every run.
 
 WeasyPrint opens Pango, GObject, HarfBuzz and fontconfig through cffi, trying several names for each
 (``libgobject-2.0-0``, ``gobject-2.0-0``, ``gobject-2.0``, ... for Windows, macOS and Linux). Each name that

@@ -16,7 +16,7 @@ How it works, and why:
   that is purely positional -- drop the tokens of the broken member, insert a ``}`` or a ``;`` after a
   given token, or blank a bad character -- so every span of the original text stays exact. Each round
   gets past one error, so all errors of a file (one per line, at most ``MAX_ERRORS``) come out in one run
-  without a cascade of follow-on nonsense (LANGUAGE.md §7).
+  without a cascade of follow-on nonsense (principle: diagnostics are a product).
 * A separate ``Transformer`` (``@v_args(meta=True)``, non-recursive so deep input cannot overflow the
   Python stack) builds the frozen tree with a ``Span`` on every node.
 """
@@ -43,7 +43,7 @@ from ccost.schema import MAX_FILE_BYTES, MAX_IMPORT_DEPTH, MAX_LIST_ITEMS  # noq
 MAX_DEPTH = 200  # brackets or operators nested deeper than this are certainly not a capacity plan
 #: Operators in one member's expression: a sum of more terms nests deeper than ``MAX_DEPTH`` anyway (E006),
 #: and counting them as the tokens arrive stops `layers = 0+0+…` of a million terms before Lark builds
-#: its tree (issue 31: 21-44 s and 1.9 GB before the E006).
+#: its tree (which took 21-44 s and 1.9 GB before the E006).
 MAX_OPERATORS = MAX_DEPTH
 MAX_ERRORS = 50  # recovery rounds; each round re-parses the file, so bound the work
 

@@ -113,7 +113,7 @@ def test_a_failing_worker_is_a_diagnostic(cluster, monkeypatch):
 
         raise distributed.KilledWorker("_run_units-1", SimpleNamespace(address="tcp://10.0.0.9:40000"), 0)
 
-    monkeypatch.setattr(search, "_run_units", dead)
+    monkeypatch.setattr(search.pricing, "_run_units", dead)
     with pytest.raises(CcostError) as exc:
         search.run_search(s, spec.policy, chunk=400, scheduler=cluster.scheduler_address)
     (d,) = exc.value.diagnostics

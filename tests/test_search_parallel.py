@@ -73,7 +73,7 @@ def test_progress_reports_every_point_with_jobs(monkeypatch):
     seen = []
     # a search this small is one task per worker; with tasks of any size it is TASKS_PER_WORKER per worker,
     # and the bar moves as each finishes
-    monkeypatch.setattr(search, "TASK_MIN_PRICED", 1)
+    monkeypatch.setattr(search.pool, "TASK_MIN_PRICED", 1)
     search.run_search(s, spec.policy, chunk=50, jobs=2, progress=lambda d, t: seen.append((d, t)))
     assert seen[-1] == (s.size, s.size) and len(seen) > 3
     assert all(a[0] < b[0] for a, b in zip(seen, seen[1:]))  # done only goes up
@@ -107,14 +107,14 @@ def test_the_default_jobs_keep_a_small_search_here_and_an_explicit_jobs_shares_i
     assert s.size < search.POOL_MIN_POINTS
     pooled = []
     real = search._run_pool
-    monkeypatch.setattr(search, "_run_pool", lambda *a: pooled.append(1) or real(*a))
+    monkeypatch.setattr(search.pool, "_run_pool", lambda *a: pooled.append(1) or real(*a))
     with search.execution(jobs=2, auto=True):
         auto = search.run_search(s, spec.policy, chunk=37)
     assert pooled == []
     with search.execution(jobs=2):
         asked = search.run_search(s, spec.policy, chunk=37)
     assert pooled == [1] and _dump(asked) == _dump(auto)
-    monkeypatch.setattr(search, "POOL_MIN_POINTS", s.size)  # a search as large as the threshold is shared
+    monkeypatch.setattr(search.pool, "POOL_MIN_POINTS", s.size)  # a search as large as the threshold is shared
     with search.execution(jobs=2, auto=True):
         search.run_search(s, spec.policy, chunk=37)
     assert pooled == [1, 1]
@@ -152,7 +152,7 @@ def test_balanced_tasks_cover_the_search_in_order_with_equal_work(monkeypatch, c
     job = search._job(s, spec.policy, 37)
     units = job.units()
     for least, per in ((10**9, 1), (1, search.TASKS_PER_WORKER)):
-        monkeypatch.setattr(search, "TASK_MIN_PRICED", least)
+        monkeypatch.setattr(search.pool, "TASK_MIN_PRICED", least)
         parts = search.balanced_tasks(job, units, workers)
         assert len(parts) == workers * per
         # every layout of every pass once, in search order: the rows joined end to end are the units'
@@ -185,12 +185,12 @@ def test_a_worker_unpickles_the_job_once_per_search(monkeypatch):
     loads = []
     real = pickle.loads
     monkeypatch.setattr(pickle, "loads", lambda b: loads.append(1) or real(b))
-    monkeypatch.setattr(search, "_WORKER_JOB", {})
+    monkeypatch.setattr(search.pool, "_WORKER_JOB", {})
     parts = search.tasks(job.units(), 2)
     accs = [search._run_task(7, blob, p) for p in parts]
     assert len(loads) == 1 and len(parts) > 1
     search._run_task(8, blob, parts[0])  # another search: decoded again, the last one dropped
-    assert len(loads) == 2 and list(search._WORKER_JOB) == [8]
+    assert len(loads) == 2 and list(search.pool._WORKER_JOB) == [8]
     assert _dump(job.document(search.merge(job, accs))) == _dump(search.run_search(s, spec.policy))
 
 
@@ -245,7 +245,7 @@ def test_the_cli_runs_at_most_the_cores_it_has(monkeypatch, capsys):
     monkeypatch.setattr("ccost.cores.available", lambda: 2)
     seen = []
     real = search._run_pool
-    monkeypatch.setattr(search, "_run_pool", lambda job, units, jobs, progress: seen.append(jobs)
+    monkeypatch.setattr(search.pool, "_run_pool", lambda job, units, jobs, progress: seen.append(jobs)
                         or real(job, units, jobs, progress))
     code, out, err = _eval(capsys, FLEET_SPEC, "--format", "json", "--jobs", "2000")
     assert code == 0 and seen == [2], (seen, err)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from ccost.diagnostics import CODES, CcostError, Span, render_all
+from ccost.syntax import parse as P
 from ccost.syntax import tree as T
 from ccost.syntax.parse import MAX_FILE_BYTES, parse, read_source
 
@@ -391,6 +392,77 @@ def test_parse_error_corpus(case: Path):
 
 def test_corpus_is_big_enough():
     assert len(ERROR_CASES) >= 12
+
+
+# Syntax errors are told by example (``ccost.syntax.parse.SITUATIONS``): each example must be diagnosed with its
+# situation's code, and the examples must stop in every parser state their situation stands for, so that
+# no state a situation names in words is left to chance.
+
+@pytest.mark.parametrize("name", sorted(P.SITUATIONS))
+def test_every_syntax_example_is_diagnosed_with_its_situation_s_code(name):
+    for text in P.SITUATIONS[name]:
+        first = errors_of(text)[0]
+        assert first.code == P.SITUATION_CODES[name], (text, first.code, first.message)
+
+
+def _entered_states():
+    """The LALR table, and the states a terminal is shifted into (where a token can stop the parser)."""
+    from lark.parsers.lalr_analysis import Shift
+
+    states = P._parser().parser.parser.parser.parse_table.states
+    entered = {arg for acts in states.values() for t, (a, arg) in acts.items() if a is Shift and t.isupper()}
+    return states, entered, Shift
+
+
+def _situation_states() -> dict[str, set[int]]:
+    """Each situation's states, from the table: what the rule it stands for asks of the parser."""
+    states, _, Shift = _entered_states()
+
+    def shifted(term, frm=None):
+        return {arg for s, acts in states.items() if frm is None or s in frm
+                for t, (a, arg) in acts.items() if t == term and a is Shift}
+
+    header = {s for s, a in states.items() if "LBRACE" in a}  # where a block's `{` may come
+    return {
+        "header": header,
+        "after_extends": shifted("EXTENDS", header),
+        "field_name": {s for s, a in states.items() if "EQUAL" in a},  # where `=` may come
+        "after_unit": shifted("UNIT"),
+        # where a member may end, and no name (nor a unit, which a name would be lexed as) may come
+        "value_end": {s for s, a in states.items() if {"_NL", "SEMICOLON"} <= a.keys() and not
+                      {"NAME", "UNIT"} & a.keys()},
+        "after_import": shifted("IMPORT"),
+        "item_start": {s for s, a in states.items() if {"IMPORT", "$END"} <= a.keys()},  # a block, an import
+    }
+
+
+def _stopped_in(text: str):
+    from lark.exceptions import UnexpectedToken
+
+    try:
+        P._example_error(text)
+    except UnexpectedToken as exc:
+        return exc.state.position
+    raise AssertionError(f"{text!r} does not stop at a token")
+
+
+@pytest.mark.parametrize("name", sorted(P.SITUATIONS))
+def test_the_syntax_examples_reach_every_state_of_their_situation(name):
+    _, entered, _ = _entered_states()
+    want = _situation_states()[name]
+    reached = {_stopped_in(text) for text in P.SITUATIONS[name]}
+    assert reached <= want, f"examples of {name} stop outside it: {sorted(reached - want)}"
+    # every state a token is shifted into; a state reached only by a reduction is an error state when the
+    # look-ahead that reduced into it cannot follow (a keyword field then `}`, say), which the examples
+    # show where they can (the field_name examples end in `}`, `;` and a newline)
+    assert want & entered <= reached, f"states of {name} no example reaches: {sorted(want & entered - reached)}"
+
+
+def test_a_situation_matches_an_error_in_another_nesting():
+    """Lark's ``match_examples`` compares the depth of the parser's stack too; ccost compares the state, so
+    `nodes = (1 + 1) gpus = 8` is the situation of `nodes = 1 gpus = 8` (after a unit) however deep."""
+    for text in ("cluster c { nodes = (1 + 1) * 2 gpus = 8 }", "cluster c { nodes = 1 gpus = 8 }"):
+        assert [(d.code, d.message.split(":")[0]) for d in errors_of(text)] == [("E004", "two members on one line")]
 
 
 def test_deep_nesting_is_refused_not_a_crash():

@@ -12,7 +12,9 @@ How it works, and why:
 * A small postlexer drops newlines inside ``( )`` and ``[ ]`` (so lists and calls may span lines),
   refuses brackets nested deeper than ``MAX_DEPTH`` (E006), and applies *repairs* (below).
 * Error recovery: on a syntax error we classify it (missing ``=``, two members on one line, missing
-  ``}``, unterminated string, stray character, ...), record one diagnostic, and parse again with a repair
+  ``}``, unterminated string, stray character, ...) -- where the parser stopped is told by example
+  (``SITUATIONS``, matched with Lark's ``match_examples``), what else decides it (an open bracket, the
+  token, the text after it) by code --, record one diagnostic, and parse again with a repair
   that is purely positional -- drop the tokens of the broken member, insert a ``}`` or a ``;`` after a
   given token, or blank a bad character -- so every span of the original text stays exact. Each round
   gets past one error, so all errors of a file (one per line, at most ``MAX_ERRORS``) come out in one run
@@ -529,6 +531,100 @@ def _rest_of_statement(text: str, pos: int) -> str:
     return text[pos:end].strip()
 
 
+# Where a syntax error is, told by example. Each situation is a list of small broken specs whose first
+# error is in that situation; ``_situations`` matches an error against them with Lark's ``match_examples``,
+# so a situation is the set of parser states its examples stop in. The state is compared alone
+# (``_AtState``): Lark also compares the depth of the parser's stack, which the nesting of an expression
+# changes (`nodes = 1 gpus = 8` and `nodes = (1 + 1) gpus = 8` are the same mistake), and the look-aheads
+# are not compared (``use_accepts=False``: a member's value and a list's item share their states, and the
+# rules below were written on the state). Generated lines cover each block kind and each keyword that may
+# be a field name, whose tokens have states of their own. tests/test_parse.py checks that each example is
+# diagnosed with its situation's code and that the examples reach every state the situation stands for.
+# What is not a state stays code in ``_diagnose``, each with its reason.
+
+_HEADERS = ("", " a", ' "T"', ' a "T"', " extends b", " a extends b", ' "T" extends b', ' a "T" extends b')
+_FIELDS = ("x",) + tuple(sorted(KEYWORDS))
+
+SITUATIONS: dict[str, tuple[str, ...]] = {
+    # in a block header, where its `{` could come: after the kind, the name, the title, `extends NAME`, or
+    # the newlines before `{` (one or two `_NL` tokens); E001 "has no `{`", or the header's own message
+    "header": tuple(f"link{h}{nl} )" for h in _HEADERS for nl in ("", "\n", "\n#\n"))
+    + tuple(f"{k} )" for k in BLOCK_KINDS),
+    # after `extends` in a header, where the parent's name must come: E001 in the header
+    "after_extends": tuple(f"link{h} extends )" for h in ("", " a", ' "T"', ' a "T"')),
+    # right after a member's field name (a name, or a keyword used as one), where `=` must come: E005. A
+    # keyword's state is shared with `x.plan` (a reference's field), so `}`, `;` or a newline after it is
+    # first reduced, and stops in the state after the field
+    "field_name": tuple(f"link a {{ {f} 1 }}" for f in _FIELDS)
+    + ("link a { plan }", "link a {\n  plan\n}", "link a { plan; }", "link a { x }", "link a {\n  x\n}"),
+    # right after a unit, where `=` cannot come: the unit was the next member's name (E004)
+    "after_unit": ("cluster c { nodes = 1 gpus = 8 }",),
+    # after a complete value, where the member could end: a name there starts the next member (E004)
+    "value_end": tuple(f"link a {{ a = {v} b = 2 }}" for v in (
+        "1 us", '"s"', "true", "false", "x", "x.y", "f(1)", "f()", "(1)", "[1]", "[]")
+        + tuple(f"x.{k}" for k in sorted(KEYWORDS))),
+    # right after `import` (at the top, or a field or a reference's field named `import`): E001, quotes
+    "after_import": ("import std/gpus.ccost", "link a { x = y.import 1 }"),
+    # where a block or an import may begin: at the top, after an import or after a block's `}` (E001)
+    "item_start": ("x = 3", "\nx = 3", 'import "a"\nx = 3', 'import "a" x = 3')
+    + tuple(f"link{h}{nl}{{}} x = 3" for h in _HEADERS for nl in (" ", "\n")),
+}
+#: The code each situation's examples are diagnosed with (tests/test_parse.py).
+SITUATION_CODES = {"header": "E001", "after_extends": "E001", "field_name": "E005", "after_unit": "E004",
+                   "value_end": "E004", "after_import": "E001", "item_start": "E001"}
+
+
+class _AtState:
+    """An example's parser state, equal to any parser state with the same number (see ``SITUATIONS``)."""
+
+    __slots__ = ("position",)
+
+    def __init__(self, position):
+        self.position = position
+
+    def __eq__(self, other) -> bool:
+        return getattr(other, "position", other) == self.position
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_EXAMPLE_ERRORS: dict[str, UnexpectedInput] = {}
+
+
+def _example_error(text: str):
+    """Parse an example of ``SITUATIONS`` and raise its first error (kept: each example is parsed once per
+    process), as ``match_examples`` wants of its ``parse_fn``."""
+    exc = _EXAMPLE_ERRORS.get(text)
+    if exc is None:
+        token = _RUN.set(_Run(text, {}))
+        try:
+            _parser().parse(text)
+        except UnexpectedInput as e:
+            e.state = _AtState(getattr(e.state, "position", e.state))
+            exc = _EXAMPLE_ERRORS[text] = e
+        finally:
+            _RUN.reset(token)
+        if exc is None:
+            raise AssertionError(f"the syntax example {text!r} parses")
+    raise exc.with_traceback(None)
+
+
+_SITUATIONS_AT: dict = {}
+
+
+def _situations(exc: UnexpectedInput) -> frozenset[str]:
+    """The situations of ``SITUATIONS`` whose examples stop in the parser state ``exc`` stopped in (kept by
+    state: the answer depends on nothing else, and a file with many errors, or an editor's every
+    keystroke, asks again)."""
+    key = getattr(exc.state, "position", exc.state)
+    where = _SITUATIONS_AT.get(key)
+    if where is None:
+        where = _SITUATIONS_AT[key] = frozenset(
+            name for name, examples in SITUATIONS.items()
+            if exc.match_examples(_example_error, {name: examples}, use_accepts=False) == name)
+    return where
+
+
 def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
     if isinstance(exc, UnexpectedCharacters):
         return _diagnose_chars(exc, run, path, text)
@@ -539,9 +635,10 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
     start, _depth, braces = _statement_start(run, pos)
     prev = _prev_token(run, pos)
     in_block = bool(run.blocks)
+    where = _situations(exc)
 
     # --- a block header not followed by `{`
-    if not in_block and "LBRACE" in expected:
+    if not in_block and "header" in where:
         head = next((t for t, _d, _b in reversed(run.tokens) if t.type in _KIND_TYPES), None)
         last = next((t for t, _d, _b in reversed(run.tokens) if t.type != "_NL"), None)
         if head is not None and last is not None:
@@ -562,7 +659,8 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
                                      _tok_span(path, tok), f"write `{head.value} NAME {tok.value} extends OTHER {{`"),
                                skip={head.start_pos: "item"})
 
-    # --- end of file inside something open
+    # --- end of file inside something open. Code, not examples: the file can end in any state; what is
+    # open is the postlexer's record (``run.brackets``, ``run.blocks``).
     if tok.type == "$END":
         if run.brackets:
             b = run.brackets[-1]
@@ -578,7 +676,8 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
         return _Repair(error("E001", f"the file ends too early; expected {_describe_expected(expected)}",
                              _tok_span(path, prev) if prev is not None else Span.point(path, 1, 1)))
 
-    # --- `x = (1 + 2 }` or `x = [1, 2; y = 3`: a bracket still open where the member ends
+    # --- `x = (1 + 2 }` or `x = [1, 2; y = 3`: a bracket still open where the member ends. Code: the open
+    # bracket is the postlexer's record, and a `}` or `;` meets it after any value, operator or comma.
     if run.brackets and tok.type in ("RBRACE", "SEMICOLON") and start is not None:
         b = run.brackets[-1]
         close = ")" if b.type == "LPAR" else "]"
@@ -586,7 +685,8 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
                              f"on line {tok.line}", _tok_span(path, b), f"add `{close}` where the expression ends"),
                        skip={start.start_pos: "member" if in_block else "item"})
 
-    # --- `tp = [1, 2, 4` then `batch = 32` on the next line: the bracket swallowed the newline
+    # --- `tp = [1, 2, 4` then `batch = 32` on the next line: the bracket swallowed the newline (code, as
+    # above: told by the open bracket and the line of the token, in any state)
     if run.brackets and tok.line > run.brackets[-1].line and start is not None and (
             tok.type == "EQUAL" or (isinstance(tok.value, str) and _NAME_RE.match(tok.value)
                                     and text[tok.end_pos:].lstrip(" \t").startswith("="))):
@@ -597,7 +697,7 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
                        skip={start.start_pos: "member" if in_block else "item"})
 
     # --- inside a block, right after a field name: `=` was expected
-    if in_block and start is not None and prev is start and "EQUAL" in expected and start.type != "RBRACE":
+    if in_block and start is not None and prev is start and "field_name" in where and start.type != "RBRACE":
         eol = text.find("\n", start.start_pos)
         header_like = "{" in text[start.start_pos:eol if eol != -1 else len(text)]
         if ((start.value in BLOCK_KINDS and header_like and tok.type in ("NAME", "UNIT", "STRING", "LBRACE", "EXTENDS"))
@@ -623,7 +723,7 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
                        skip={start.start_pos: "member"})
 
     # --- `nodes = 1 gpus = 8`: the second name lexed as a unit, then `=`
-    if in_block and tok.type == "EQUAL" and prev is not None and prev.type == "UNIT" and start is not None:
+    if in_block and tok.type == "EQUAL" and prev is not None and "after_unit" in where and start is not None:
         number = _prev_token(run, prev.start_pos)
         first = text[start.start_pos:prev.start_pos].rstrip()
         num_text = f"`{number.value}`" if number is not None and number.type == "NUMBER" else "the number"
@@ -637,8 +737,9 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
             rep.skip[start.start_pos] = "member"
         return rep
 
-    # --- `alpha = 2 us bandwidth = 3`: a name after a complete value, then `=`
-    if (in_block and start is not None and prev is not None and {"_NL", "SEMICOLON"} <= expected
+    # --- `alpha = 2 us bandwidth = 3`: a name after a complete value, then `=` (the `=` after the name is
+    # text the parser has not read yet: code)
+    if (in_block and start is not None and prev is not None and "value_end" in where
             and _NAME_RE.match(str(tok.value)) and text[tok.end_pos:].lstrip(" \t").startswith("=")):
         first = text[start.start_pos:tok.start_pos].rstrip()
         return _Repair(error("E004", f"two members on one line: `{tok.value}` starts a new member",
@@ -646,20 +747,22 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
                              f"separate members with `;` or a newline: `{first}; {tok.value} = ...`"),
                        insert_after={prev.start_pos: "SEMICOLON"})
 
-    # --- `tp = 8, pp = 2`: a comma between members
+    # --- `tp = 8, pp = 2`: a comma between members (code: told by the token where no bracket is open, in
+    # any state after a value)
     if tok.type == "COMMA" and in_block and not run.brackets:
         return _Repair(error("E001", "a `,` cannot separate members", _tok_span(path, tok),
                              "separate members with `;` or a newline"), skip={tok.start_pos: "token"})
 
     # --- `import std/gpus.ccost`: a path without quotes
-    if prev is not None and prev.type == "IMPORT" and tok.type != "STRING":
+    if prev is not None and "after_import" in where and tok.type != "STRING":
         path_text = _rest_of_statement(text, tok.start_pos) if tok.type != "_NL" else "PATH"
         return _Repair(error("E001", f"`import` needs a path in double quotes, found {_describe_token(tok)}",
                              _tok_span(path, tok), f"write `import \"{path_text}\"`"),
                        skip={prev.start_pos: "item"})
 
     # --- `x = 3` outside any block
-    if (braces == 0 and not in_block and (start is None or start is tok) and isinstance(tok.value, str)
+    if (braces == 0 and not in_block and (start is None or start is tok) and "item_start" in where
+            and isinstance(tok.value, str)
             and _NAME_RE.match(tok.value) and text[tok.end_pos:].lstrip(" \t").startswith("=")):
         return _Repair(error("E001", f"the member `{tok.value} = ...` is outside any block",
                              _tok_span(path, tok),
@@ -667,7 +770,8 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
                        skip={tok.start_pos: "item"})
 
     # --- top level: something that is not a block or an import
-    if braces == 0 and not in_block and (start is None or start is tok) and tok.type != "RBRACE":
+    if (braces == 0 and not in_block and (start is None or start is tok) and "item_start" in where
+            and tok.type != "RBRACE"):
         msg = f"expected a block ({', '.join(BLOCK_KINDS)}) or `import`, found {_describe_token(tok)}"
         help_ = None
         if isinstance(tok.value, str) and _NAME_RE.match(tok.value):
@@ -675,13 +779,13 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
             if close:
                 help_ = f"did you mean `{close[0]}`?"
         return _Repair(error("E001", msg, _tok_span(path, tok), help_), skip={tok.start_pos: "item"})
-    if tok.type == "RBRACE" and not in_block:
+    if tok.type == "RBRACE" and not in_block:  # code: a `}` too many is its token, after any item
         return _Repair(error("E001", "this `}` closes no block", _tok_span(path, tok),
                              "remove it, or check the block above for a `}` too many"),
                        skip={tok.start_pos: "token"})
 
     # --- in a block header
-    if not in_block and start is not None and start.type in {k.upper() for k in BLOCK_KINDS}:
+    if not in_block and start is not None and where & {"header", "after_extends"} and start.type in _KIND_TYPES:
         msg = (f"unexpected {_describe_token(tok)} in the header of a `{start.value}` block; expected "
                f"{_describe_expected(expected)}")
         return _Repair(error("E001", msg, _tok_span(path, tok),

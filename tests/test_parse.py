@@ -394,8 +394,8 @@ def test_corpus_is_big_enough():
     assert len(ERROR_CASES) >= 12
 
 
-# Syntax errors are told by example (``ccost.syntax.parse.SITUATIONS``): each example must be diagnosed with its
-# situation's code, and the examples must stop in every parser state their situation stands for, so that
+# Syntax errors are told by example (``ccost.syntax.parse.SITUATIONS``): each example must be diagnosed with
+# its situation's code, and the examples must stop in every parser state their situation stands for, so that
 # no state a situation names in words is left to chance.
 
 @pytest.mark.parametrize("name", sorted(P.SITUATIONS))
@@ -455,14 +455,16 @@ def test_the_syntax_examples_reach_every_state_of_their_situation(name):
     # every state a token is shifted into; a state reached only by a reduction is an error state when the
     # look-ahead that reduced into it cannot follow (a keyword field then `}`, say), which the examples
     # show where they can (the field_name examples end in `}`, `;` and a newline)
-    assert want & entered <= reached, f"states of {name} no example reaches: {sorted(want & entered - reached)}"
+    missing = sorted(want & entered - reached)
+    assert not missing, f"states of {name} no example reaches: {missing}"
 
 
 def test_a_situation_matches_an_error_in_another_nesting():
     """Lark's ``match_examples`` compares the depth of the parser's stack too; ccost compares the state, so
     `nodes = (1 + 1) gpus = 8` is the situation of `nodes = 1 gpus = 8` (after a unit) however deep."""
     for text in ("cluster c { nodes = (1 + 1) * 2 gpus = 8 }", "cluster c { nodes = 1 gpus = 8 }"):
-        assert [(d.code, d.message.split(":")[0]) for d in errors_of(text)] == [("E004", "two members on one line")]
+        found = [(d.code, d.message.split(":")[0]) for d in errors_of(text)]
+        assert found == [("E004", "two members on one line")], (text, found)
 
 
 def test_deep_nesting_is_refused_not_a_crash():

@@ -535,11 +535,12 @@ def _rest_of_statement(text: str, pos: int) -> str:
 # error is in that situation; ``_situations`` matches an error against them with Lark's ``match_examples``,
 # so a situation is the set of parser states its examples stop in. The state is compared alone
 # (``_AtState``): Lark also compares the depth of the parser's stack, which the nesting of an expression
-# changes (`nodes = 1 gpus = 8` and `nodes = (1 + 1) gpus = 8` are the same mistake), and the look-aheads
-# are not compared (``use_accepts=False``: a member's value and a list's item share their states, and the
-# rules below were written on the state). Generated lines cover each block kind and each keyword that may
-# be a field name, whose tokens have states of their own. tests/test_parse.py checks that each example is
-# diagnosed with its situation's code and that the examples reach every state the situation stands for.
+# changes (`nodes = 1 gpus = 8` and `nodes = (1 + 1) * 2 gpus = 8` are the same mistake), and the
+# look-aheads are not compared (``use_accepts=False``: a member's value and a list's item share their
+# states, and the rules below were written on the state). Generated lines cover each block kind and each
+# keyword that may be a field name, whose tokens have states of their own. tests/test_parse.py checks that
+# each example is diagnosed with its situation's code and that the examples reach every state the situation
+# stands for.
 # What is not a state stays code in ``_diagnose``, each with its reason.
 
 _HEADERS = ("", " a", ' "T"', ' a "T"', " extends b", " a extends b", ' "T" extends b', ' a "T" extends b')
@@ -616,6 +617,8 @@ def _situations(exc: UnexpectedInput) -> frozenset[str]:
     """The situations of ``SITUATIONS`` whose examples stop in the parser state ``exc`` stopped in (kept by
     state: the answer depends on nothing else, and a file with many errors, or an editor's every
     keystroke, asks again)."""
+    if exc.state is None:  # not seen from Lark's LALR parser; `match_examples` needs a state
+        return frozenset()
     key = getattr(exc.state, "position", exc.state)
     where = _SITUATIONS_AT.get(key)
     if where is None:
@@ -785,7 +788,8 @@ def _diagnose(exc: UnexpectedInput, run: _Run, path: str, text: str) -> _Repair:
                        skip={tok.start_pos: "token"})
 
     # --- in a block header
-    if not in_block and start is not None and where & {"header", "after_extends"} and start.type in _KIND_TYPES:
+    if (not in_block and start is not None and where & {"header", "after_extends"}
+            and start.type in _KIND_TYPES):
         msg = (f"unexpected {_describe_token(tok)} in the header of a `{start.value}` block; expected "
                f"{_describe_expected(expected)}")
         return _Repair(error("E001", msg, _tok_span(path, tok),

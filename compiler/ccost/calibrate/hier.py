@@ -166,7 +166,7 @@ def hier_lines(h: HierFit) -> list[str]:
     f = h.flat
     intra = h.intra
     out = [
-        f"# Hierarchical fit (issue 15): {f.ranks} ranks = {h.nodes} nodes x {h.per_node} per node "
+        f"# Hierarchical fit (calibrate --intra): {f.ranks} ranks = {h.nodes} nodes x {h.per_node} per node "
         f"({h.per_node_from}); T(m) = RS_intra({h.per_node}, m) + AG_intra({h.per_node}, m) + "
         f"[a + b*m/{h.per_node}] per piece, the intra-node stages priced by ccost on {h.intra_label}",
         f"#   intra-node level: alpha {_time(float(intra.alpha))}, bandwidth {_bw(float(intra.bandwidth))}"

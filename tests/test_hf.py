@@ -295,6 +295,9 @@ def test_a_number_of_5000_digits_is_an_error_not_an_internal_error(tmp_path, cap
     ({"first_k_dense_replace": 9}, "`first_k_dense_replace` = 9"),
     # found by bench/fuzz.py (config mutant 346 of seed 1512693986): kv_heads above heads is E207 in check
     ({"num_key_value_heads": 4}, "`num_key_value_heads` = 4 is more than `num_attention_heads` = 2"),
+    # and seed 879814786's mutants 727 and 893: kv_heads that do not divide heads
+    ({"num_attention_heads": 4, "hidden_size": 8, "num_key_value_heads": 3},
+     "`num_key_value_heads` = 3 does not divide `num_attention_heads` = 4"),
 ])
 def test_moe_configs_whose_block_would_not_check_are_refused_at_import(tmp_path, capsys, extra, words):
     """Before, each printed a block (exit 0) that `check` then refused (top_k = 0, moe_layers = 0)."""
@@ -320,3 +323,22 @@ def test_every_field_a_config_gives_is_held_to_the_schemas_range():
         hf.imported({**TINY, "vocab_size": 1_000_000, "hidden_size": 1_000_000, "num_attention_heads": 1000,
                      "intermediate_size": 1_000_000, "num_hidden_layers": 1000})
     assert "`params`" in info.value.message and "computed from the shapes" in info.value.message
+
+
+def test_a_block_the_checker_refuses_is_never_printed(tmp_path, capsys, monkeypatch):
+    # the net under the importer's own rules: whatever block it builds is checked before it is printed, so a
+    # checker rule the importer does not know yet is an E510 with the checker's words, not a block (exit 0)
+    # that `check` then refuses
+    from ccost import hf
+
+    real = hf.model_block
+
+    def broken(*args, **kwargs):
+        return real(*args, **kwargs).replace("kv_heads", "kv_heads = 3 #", 1) if "kv_heads" in \
+            real(*args, **kwargs) else real(*args, **kwargs).replace("heads ", "kv_heads = 3\n  heads ", 1)
+
+    monkeypatch.setattr(hf, "model_block", broken)
+    path = _write(tmp_path / "m", {**TINY, "num_attention_heads": 4})
+    assert main(["import", "hf", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "E510" in err and "does not check" in err and "kv_heads = 3" in err, err

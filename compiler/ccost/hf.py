@@ -232,6 +232,9 @@ def imported(cfg: dict) -> Imported:
     if kv is not None and kv > H:  # each key/value head serves one or more query heads (E207 in check)
         raise HfError(f"config.json: `{KEYS['kv_heads'][0]}` = {kv} is more than `{KEYS['heads'][0]}` = {H}",
                       "a key/value head serves one or more query heads: at most as many key/value heads as heads")
+    if kv is not None and H % kv:  # grouped-query attention: the same number of query heads per key/value head
+        raise HfError(f"config.json: `{KEYS['kv_heads'][0]}` = {kv} does not divide `{KEYS['heads'][0]}` = {H}",
+                      "grouped-query attention gives each key/value head the same number of query heads")
     E = _int(cfg, KEYS["experts"], "the number of experts",
              required=False, minimum=0) or 0
     top_k = _int(cfg, KEYS["top_k"], "experts per token",

@@ -76,7 +76,17 @@ def run(args: argparse.Namespace) -> int:
     text = hf.model_block(model, name, title, _shown(path), check, note)
     from ccost.fmt import format_text
 
-    sys.stdout.write(format_text(text, "<import>"))
+    text = format_text(text, "<import>")
+    # The block must check as printed (the rules a config.json can break are refused above with their own
+    # words; this is the net under them: a rule of the checker the importer does not know yet)
+    from ccost.check import check_text
+
+    result = check_text(text, "<import>")
+    if not result.ok:
+        first = next(d for d in result.diagnostics if d.is_error)
+        raise _fail(f"{args.path}: the model block it gives does not check: {first.message}",
+                    first.help or "check the config's counts")
+    sys.stdout.write(text)
     if check is not None and not check.agrees:
         d = warning("W510", f"{path}: the parameter count disagrees with the checkpoint by more than 1 %: "
                     f"{check.text()}",

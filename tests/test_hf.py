@@ -291,6 +291,7 @@ def test_a_number_of_5000_digits_is_an_error_not_an_internal_error(tmp_path, cap
 @pytest.mark.parametrize("extra,words", [
     ({"num_experts_per_tok": 0}, "`num_experts_per_tok` is 0"),
     ({"num_experts_per_tok": 5}, "more than the 4 experts"),
+    ({"num_experts_per_tok": 4}, "`num_experts_per_tok` = 4 equals the number of experts"),  # fuzz seed 3007049217
     ({"first_k_dense_replace": 4}, "`first_k_dense_replace` = 4 makes every one of the 4 layers dense"),
     ({"first_k_dense_replace": 9}, "`first_k_dense_replace` = 9"),
     # found by bench/fuzz.py (config mutant 346 of seed 1512693986): kv_heads above heads is E207 in check

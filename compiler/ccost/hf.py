@@ -277,6 +277,10 @@ def imported(cfg: dict) -> Imported:
                       "model's config.json?")
     if E and top_k is not None and top_k > E:
         raise HfError(f"config.json: `num_experts_per_tok` = {top_k} is more than the {E} experts")
+    if E and E > 1 and top_k == E:  # check's E207: no share of the parameters is routed
+        raise HfError(f"config.json: `num_experts_per_tok` = {top_k} equals the number of experts: every token "
+                      "visits every expert", "a mixture-of-experts model routes each token to fewer experts than "
+                      "it has; is this the model's config.json?")
     if E and dense_first >= L:
         raise HfError(f"config.json: `first_k_dense_replace` = {dense_first} makes every one of the {L} "
                       "layers dense, so no layer has experts",

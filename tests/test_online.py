@@ -201,6 +201,9 @@ def test_slo_verdict_goodput_and_cost_per_token(tmp_path):
     # the throughput the cost is per: the traffic's output tokens, λ·O = 2 × 101 per second, on one GPU at 2 USD/h
     assert doc["throughput_tokens_s"] == pytest.approx(202.0)
     assert doc["cost"]["cost_per_mtok_usd"] == pytest.approx(2 / 3600 * 1e6 / 202.0)
+    tight = _load(_spec(tmp_path, traffic, policy="max_tpot = 1 ms"))  # below a step's host time alone
+    on = evaluate.evaluate(tight).plans["p"].doc["online"]
+    assert not on["meets_slo"] and on["goodput_share"] == 0.0 and on["peak_stable"]
 
 
 def test_the_same_spec_gives_the_same_numbers(tmp_path):

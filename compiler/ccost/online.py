@@ -64,7 +64,7 @@ TOKEN_POINTS = 48
 PROMPT_POINTS = 40
 #: The decode attention's context sampled at (per row): far from zero, so its slope is not lost in rounding.
 CTX_SAMPLE = 1024.0
-#: Relative tolerance of the rate search (``highest_rate``) and the evaluations it may spend.
+#: Relative tolerance of the rate search (``highest_rate``), and the evaluations its fallback may spend.
 RATE_TOL = 0.05
 RATE_EVALS = 8
 
@@ -220,6 +220,7 @@ class Sampled:
                                                 float(self.dec_ctx), float(self.per_seq)))
         else:
             object.__setattr__(self, "_lists", None)
+        object.__setattr__(self, "_rows", {})  # a decode-only step's time but for its context, by its rows
 
     @property
     def batch_shape(self) -> tuple:
@@ -244,6 +245,12 @@ class Sampled:
             # one configuration, the rows and prompts of plain numbers: the simulator's single steps (a float
             # context) and its stretches of decode steps (an array of contexts), in plain Python but for C
             tg, fv, qg, pv, d0, dr, dc, ps = L
+            if not prefill_tokens and not prefill_pairs and not prefill_seqs and decode_rows > 0:
+                base = self._rows.get(decode_rows)  # the simulator's stretches of decode steps: same rows, again
+                if base is None:
+                    base = self._rows[decode_rows] = (_interp1(decode_rows, tg, fv) + ps * decode_rows + d0
+                                                      + dr * decode_rows)
+                return base + dc * decode_context
             t = _interp1(decode_rows + prefill_tokens, tg, fv) + ps * (decode_rows + prefill_seqs)
             if prefill_pairs > 0:
                 t += _interp1(prefill_pairs, qg, pv)
@@ -414,9 +421,7 @@ class OnlineTerms:
 
     traffic: S.Traffic
     lengths: sim.LengthSample
-    step: Sampled
-    prefill_step: Sampled | None
-    kv_tokens: float
+    fleet: Fleet
     transfer: float | None  # the mean prompt's KV move (disaggregated)
     mean: Figures
     peak: Figures | None
@@ -435,30 +440,151 @@ def _leaf(name: str, value: float, dim, desc: str, source: str, derivation: bool
     return derive.leaf(name, value, dim, desc, source, style=style) if derivation else float(value)
 
 
-def _max_prompt(lengths: sim.LengthSample, budget_: int) -> float:
+def max_prompt(lengths: sim.LengthSample, budget_: int) -> float:
     """The longest prompt a chunk's attention can see: the sample's longest prompt plus one budget."""
     return float(lengths.input.max() + budget_)
 
 
-def _simulate_agg(d: sim.Demand, n: int, eng: sim.Engine, step: Sampled, t: S.Traffic) -> sim.Run:
-    return sim.simulate(d.per_replica(n), eng, step, requests=t.requests, seed=t.seed)
-
-
-def _transfer_fn(plan: S.Plan, policy: S.Policy, per_tok_gpu: float):
-    """Seconds to move the KV cache of a prompt of I tokens from a prefill worker to a decode worker: each
-    prefill GPU sends its share (I × its KV bytes per token) point to point, all at once, over the link
-    between the workers — NVLink when the replica's GPUs fit one NVLink domain, else the inter-node link
-    (``program.p2p``, the α-β core)."""
-    cluster = plan.cluster
-    per_replica = plan.gpus // plan.dp
+def transfer_time(plan: S.Plan, policy: S.Policy, per_tok_gpu, replica_gpus):
+    """Seconds to move the KV cache of prompts of I tokens from a prefill worker to a decode worker: each
+    prefill GPU sends its share (I × its KV bytes per token, ``per_tok_gpu``) point to point, all at once,
+    over the link between the workers — NVLink when a replica's ``replica_gpus`` fit one NVLink domain,
+    else the inter-node link (``program.p2p``, the α-β core). ``per_tok_gpu`` and ``replica_gpus`` may be
+    (K,) arrays (one per fleet); the function takes prompt lengths of shape (M,) or (K, M)."""
     static, x = lower.prepare(plan, policy, False, lower.Step("decode", None))
-    inside = per_replica <= cluster.domain or static.inter is None
-    link, name = (static.intra, static.intra_name) if inside else (static.inter, static.inter_name)
+    inside = np.asarray(replica_gpus) <= plan.cluster.domain
+    per = np.asarray(per_tok_gpu, dtype=float)
 
-    def transfer(prompt_tokens):
-        m = np.asarray(prompt_tokens, dtype=float) * per_tok_gpu
-        return np.asarray(p2p(static, "KV", "KV cache to the decode worker", 1.0, m, link, name, x).cost.time)
-    return transfer, name
+    def move(prompt_tokens):
+        m = np.asarray(prompt_tokens, dtype=float) * (per if per.ndim == 0 else per.reshape(-1, 1))
+        t_in = np.asarray(p2p(static, "KV", "KV cache to a decode worker", 1.0, m, static.intra, static.intra_name,
+                              x).cost.time)
+        if static.inter is None:
+            return t_in
+        t_out = np.asarray(p2p(static, "KV", "KV cache to a decode worker", 1.0, m, static.inter, static.inter_name,
+                               x).cost.time)
+        inner = inside if inside.ndim == 0 else inside.reshape(-1, 1)
+        return np.where(inner, t_in, t_out)
+    return move
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """What a plan's simulations run: its engines (aggregated: ``engines`` of them, each ``engine`` on
+    ``step``; disaggregated: ``workers`` = (prefill, decode) workers, the prefill ones ``prefill`` on
+    ``prefill_step``, the KV moved in ``transfer`` seconds), and one replica's (``replica``)."""
+
+    engine: sim.Engine
+    step: Sampled
+    engines: int
+    replica: Any  # an aggregated replica's engines (ep), or a disaggregated one's (prefill, decode) workers
+    prefill: sim.Engine | None = None
+    prefill_step: Sampled | None = None
+    transfer: Any = None
+    workers: tuple[int, int] | None = None
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill is not None
+
+    def run(self, d: sim.Demand, t: S.Traffic, rate: float | None = None, one_replica: bool = False) -> sim.Run:
+        """A simulation of the fleet (or of one replica) serving ``d`` (at ``rate``, when given)."""
+        dd = d if rate is None else d.at_rate(rate)
+        if self.disaggregated:
+            P, D = self.replica if one_replica else self.workers
+            return sim.simulate_disagg(dd, self.prefill, self.engine, self.prefill_step, self.step,
+                                       prefill_workers=P, decode_workers=D, transfer=self.transfer,
+                                       requests=t.requests, seed=t.seed)
+        n = self.replica if one_replica else self.engines
+        return sim.simulate(dd.per_replica(n), self.engine, self.step, requests=t.requests, seed=t.seed)
+
+    @property
+    def count(self) -> int:
+        """The engines the traffic is spread over (every prefill and decode worker, disaggregated)."""
+        return sum(self.workers) if self.disaggregated else self.engines
+
+
+def _refuse(plan: S.Plan, message: str, field: str, help: str) -> CcostError:
+    return CcostError(error("E401", f"plan `{plan.name}`: {message}", plan.spans.get(field, plan.span), help))
+
+
+def fleet(plan: S.Plan, policy: S.Policy, lengths: sim.LengthSample) -> Fleet:
+    """The engines of ``plan`` with their sampled step models and KV capacities. Raises ``CcostError`` E401
+    when an engine cannot hold the traffic's longest request (or a prefill worker a prompt and a step)."""
+    B = budget(plan)
+    top = max_prompt(lengths, B)
+    prep = prepare(plan, policy)
+    step = sample(prep, B, top)
+    kv, _, _, _ = kv_capacity(prep)
+    need = int(lengths.input.max() + lengths.output.max())
+    if float(kv) < need:
+        raise _refuse(plan, f"one engine holds {float(kv):,.0f} tokens of KV cache beside its weights, less than the "
+                      f"longest request of traffic `{plan.traffic.name}` ({need:,} tokens)", "traffic",
+                      "spread the model over more GPUs (tp, pp), or bound the lengths (input_max, output_max)")
+    eng = engine(plan, float(kv))
+    if not plan.prefill_workers:
+        return Fleet(eng, step, engines(plan), plan.ep)
+    p_plan = S.vary(plan, tp=plan.prefill_tp or plan.tp)
+    p_prep = prepare(p_plan, policy)
+    p_kv, p_tok, _, _ = kv_capacity(p_prep)
+    if float(p_kv) < B + lengths.input.max():
+        raise _refuse(plan, f"a prefill worker (tp = {p_plan.tp}) holds {float(p_kv):,.0f} tokens of KV cache beside "
+                      "its weights, less than a prompt and a step's budget", "prefill_tp", "raise prefill_tp")
+    p_eng = sim.Engine(max_seqs=eng.max_seqs, max_batched_tokens=B, kv_tokens=int(p_kv), policy="mixed")
+    move = transfer_time(plan, policy, float(p_tok), plan.gpus // plan.dp)
+    return Fleet(eng, step, engines(plan), (plan.prefill_workers, plan.decode_workers), p_eng, sample(p_prep, B, top),
+                 move, (plan.dp * plan.prefill_workers, plan.dp * plan.decode_workers))
+
+
+def screen_rate(f: Fleet, lengths: sim.LengthSample, goal: sim.Slo, scv: float, near: float) -> float:
+    """The highest rate one replica of ``f`` carries within ``goal`` by the analytic screen
+    (``simulate.screen_rate`` between ``near``/10³ and ``near``·10², 12 bisections: within 1 %): where the
+    simulated search (``highest_rate``) starts."""
+    pct = (goal.percentile,)
+    if f.disaggregated:
+        P, D = f.replica
+
+        def meets(r):
+            return sim.screen_disagg(r, lengths, f.prefill_step, f.step, prefill_workers=P, decode_workers=D,
+                                     prefill_batched_tokens=f.prefill.max_batched_tokens,
+                                     decode_max_seqs=f.engine.max_seqs, decode_kv_tokens=f.engine.kv_tokens,
+                                     transfer=f.transfer, scv=scv, percentiles=pct).meets(goal)
+    else:
+        n = float(f.replica)
+
+        def meets(r):
+            return sim.screen(r / n, lengths, f.step, max_seqs=f.engine.max_seqs,
+                              max_batched_tokens=f.engine.max_batched_tokens, kv_tokens=f.engine.kv_tokens,
+                              scv=scv / n, percentiles=pct).meets(goal)
+    with np.errstate(all="ignore"):
+        r = float(sim.screen_rate(meets, near / 1e3, near * 1e2, iters=12)[0])
+    return r if r > 0 else near
+
+
+def highest_rate(f: Fleet, d: sim.Demand, t: S.Traffic, goal: sim.Slo, start: float) -> sim.RateSearch:
+    """The highest rate one replica of ``f`` carries within ``goal``, simulated at each rate tried: from
+    ``start`` (the screen's, ``screen_rate``) up or down in steps of 1 + ``RATE_TOL`` until the verdict
+    changes — a rate seen to meet it and one seen not to, ``RATE_TOL`` apart — or, when the start is far,
+    ``simulate.highest_rate``'s doubling and bisection from where the steps stopped."""
+    tried: list = []
+
+    def meets(r: float) -> bool:
+        ok = f.run(d, t, r, one_replica=True).meets(goal)
+        tried.append((r, ok))
+        return ok
+
+    up = 1 + RATE_TOL
+    r = start
+    ok = meets(r)
+    for _ in range(3):
+        nxt = r * up if ok else r / up
+        ok2 = meets(nxt)
+        if ok2 != ok:
+            lo, hi = (r, nxt) if ok else (nxt, r)
+            return sim.RateSearch(lo, hi, tuple(tried))
+        r = nxt
+    rest = sim.highest_rate(meets, r, rel_tol=RATE_TOL, max_evals=RATE_EVALS)
+    return sim.RateSearch(rest.rate, rest.above, tuple(tried))
 
 
 def price(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Priced:
@@ -472,65 +598,24 @@ def price(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Priced:
     lengths = sim.LengthSample.of(d)
     goal = slo(policy)
     B = budget(plan)
-    disagg = bool(plan.prefill_workers)
-    prep = prepare(plan, policy)
-    step = sample(prep, B, _max_prompt(lengths, B))
-    kv, per_tok, _, _ = kv_capacity(prep)
-    kv = float(kv)
-    need = int(lengths.input.max() + lengths.output.max())
-    if kv < need:
-        raise CcostError(error(
-            "E401", f"plan `{plan.name}`: one engine holds {kv:,.0f} tokens of KV cache beside its weights, less "
-            f"than the longest request of traffic `{t.name}` ({need:,} tokens)", plan.spans.get("traffic", plan.span),
-            "spread the model over more GPUs (tp, pp), or bound the lengths (input_max, output_max)"))
-    eng = engine(plan, kv)
+    f = fleet(plan, policy, lengths)
     mean_o = float(lengths.output.mean())
-    if disagg:
-        p_plan = S.vary(plan, tp=plan.prefill_tp or plan.tp)
-        p_prep = prepare(p_plan, policy)
-        p_step = sample(p_prep, B, _max_prompt(lengths, B))
-        p_kv, p_tok, _, _ = kv_capacity(p_prep)
-        if float(p_kv) < B + lengths.input.max():
-            raise CcostError(error(
-                "E401", f"plan `{plan.name}`: a prefill worker (tp = {p_plan.tp}) holds {float(p_kv):,.0f} tokens of "
-                "KV cache beside its weights, less than a prompt and a step's budget", plan.spans.get(
-                    "prefill_tp", plan.span), "raise prefill_tp"))
-        p_eng = sim.Engine(max_seqs=eng.max_seqs, max_batched_tokens=B, kv_tokens=int(p_kv), policy="mixed")
-        move, link_name = _transfer_fn(plan, policy, float(p_tok))
-        n_p, n_d = plan.dp * plan.prefill_workers, plan.dp * plan.decode_workers
-        n_eng = n_p + n_d
-
-        def run_at(r: float | None, workers=(n_p, n_d)) -> sim.Run:
-            dd = d if r is None else d.at_rate(r)
-            return sim.simulate_disagg(dd, p_eng, eng, p_step, step, prefill_workers=workers[0],
-                                       decode_workers=workers[1], transfer=move, requests=t.requests, seed=t.seed)
-        replica = (plan.prefill_workers, plan.decode_workers)
-        transfer_mean = float(np.mean(move(lengths.input)))
-    else:
-        p_step = None
-        n_eng = engines(plan)
-        transfer_mean = None
-
-        def run_at(r: float | None, workers=n_eng) -> sim.Run:
-            dd = d if r is None else d.at_rate(r)
-            return _simulate_agg(dd, workers, eng, step, t)
-        replica = plan.ep
     try:
         rate = t.rate if t.arrivals == "poisson" else None
-        run = run_at(rate)
+        run = f.run(d, t, rate)
         mean = Figures(rate, run, run.summary(goal))
         peak = None
         if rate is not None and t.peak is not None and t.peak != rate:
-            run = run_at(t.peak)
+            run = f.run(d, t, t.peak)
             peak = Figures(t.peak, run, run.summary(goal))
-        highest = None
+        best = None
         if rate is not None:
-            start = (t.peak or rate) / plan.dp
-            highest = sim.highest_rate(lambda r: run_at(r, replica).meets(goal), start, rel_tol=RATE_TOL,
-                                       max_evals=RATE_EVALS)
+            guess = screen_rate(f, lengths, goal, t.burstiness ** 2, (t.peak or rate) / plan.dp)
+            best = highest_rate(f, d, t, goal, guess)
     except (sim.EngineError, sim.DemandError) as exc:
-        raise CcostError(error("E401", f"plan `{plan.name}` cannot be simulated: {exc}", plan.spans.get(
-            "traffic", plan.span), "check the traffic and the engine limits (max_seqs, step_tokens)")) from None
+        raise _refuse(plan, f"it cannot be simulated: {exc}", "traffic",
+                      "check the traffic and the engine limits (max_seqs, step_tokens)") from None
+    n_eng = f.count
 
     # --- the representative steps: the decode step of the mean number decoding at their mean context, and
     # the same with one chunk -------------------------------------------------------------------------------
@@ -542,7 +627,7 @@ def price(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Priced:
     how = (f"simulated: ccost.simulate, {t.requests:,} requests at {{}}, seed {t.seed} (vLLM's scheduling order; "
            "docs/simulation.md)")
     src_mean = how.format(f"{mean.rate:g} requests/s" if mean.rate is not None else t.arrivals)
-    dprep = prepare(plan, policy, derivation) if derivation else prep
+    dprep = prepare(plan, policy, derivation)
     R = _leaf("R", rows_mean, units.DIMENSIONLESS, "requests decoding in a step (the simulated mean)", src_mean,
               derivation)
     ctx = _leaf("S_dec", ctx_mean, units.DIMENSIONLESS, "mean context of a decoding request: E[I + (O + 1)/2]",
@@ -563,11 +648,12 @@ def price(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Priced:
         out_s = _leaf("tok/s,out", mean.summary["output_tokens_per_s"] * n_eng, units.RATE,
                       "output tokens per second, simulated", src_mean, derivation)
     gpus = _gpus(plan, decode[0], derivation)
-    results = _result_values(plan, t, mean, peak, highest, goal, derivation, how)
+    results = _result_values(plan, t, mean, peak, best, goal, derivation, how)
     setup = [R, ctx, c]
+    transfer_mean = float(np.mean(f.transfer(lengths.input))) if f.disaggregated else None
     return Priced(decode[0], _metrics(decode[1], out_s, gpus),
-                  OnlineTerms(t, lengths, step, p_step, kv, transfer_mean, mean, peak, highest, goal, decode, mixed,
-                              setup, results, out_s, gpus, n_eng))
+                  OnlineTerms(t, lengths, f, transfer_mean, mean, peak, best, goal, decode, mixed, setup, results,
+                              out_s, gpus, n_eng))
 
 
 def _gpus(plan: S.Plan, program, derivation: bool):
@@ -632,7 +718,7 @@ def record(plan: S.Plan, priced: Priced) -> dict:
         "engines": t.engines,
         "max_seqs": engine(plan, None).max_seqs,
         "step_tokens": budget(plan),
-        "kv_tokens": t.kv_tokens,
+        "kv_tokens": float(t.fleet.engine.kv_tokens),
         "mean_input_tokens": _f(float(t.lengths.input.mean())),
         "mean_output_tokens": _f(float(t.lengths.output.mean())),
         "prefill_workers": plan.prefill_workers,
@@ -679,8 +765,8 @@ def record(plan: S.Plan, priced: Priced) -> dict:
     else:
         doc["replicas_for_peak"] = None
     doc["method"] = (f"simulated: ccost.simulate (vLLM's scheduling order), {tr.requests:,} measured requests, "
-                     f"seed {tr.seed}; each step priced by ccost's step model sampled on {len(t.step.tokens)} token "
-                     f"counts and {len(t.step.pairs)} prompt lengths")
+                     f"seed {tr.seed}; each step priced by ccost's step model sampled on {len(t.fleet.step.tokens)} "
+                     f"token counts and {len(t.fleet.step.pairs)} prompt lengths")
     return doc
 
 

@@ -843,6 +843,7 @@ class PhaseKind:
     search_refusal: str | None = None
     search_help: str = ""
     axis_help: str = ""
+    capacity: bool = False  # a search whose base is of this phase is a capacity search (ccost.capacity)
     section: str | None = None
     section_doc: str = ""
     scoped: bool = False
@@ -1127,9 +1128,10 @@ PHASE_KINDS: tuple[PhaseKind, ...] = (
                    "`max_seqs` running",
         unread_help="remove them; the traffic block gives the requests, `max_seqs` and `step_tokens` the engine",
         own_code="W306", own_scope="`phase = online`",
-        search_refusal="an online plan is simulated per point",
-        search_help="compare or sweep online plans",
-        axis_help="search decode layouts, then compare or sweep online plans of the best",
+        search_refusal="an online plan is simulated per point", capacity=True,
+        search_help="a search whose base is an online plan is a capacity search: vary cluster, tp, pp, ep, dp, "
+                    "max_seqs, step_tokens, prefill_workers, decode_workers, prefill_tp",
+        axis_help="search decode layouts, or make an online plan the base: a capacity search",
         section="online", scoped=True,
         section_doc="online plans: an open loop at the traffic's rates, the engine simulated step by step "
                     "(ccost.online, docs/simulation.md); the plan's other keys describe the decode step of the mean "
@@ -1314,12 +1316,20 @@ register(BlockKind(
     "`batch = [1, 8, 64]`, `allreduce = [ring, tree, auto]`). Every point is priced by the same formulas as "
     "a plan and kept or rejected by the constraints below. The result: the `top` layouts by the objective "
     "with their numbers, the Pareto front of latency against throughput per GPU, and how many points each "
-    "constraint removed. A search larger than `limit` points is refused (E402).",
+    "constraint removed. A search larger than `limit` points is refused (E402). A search whose base is an "
+    "online plan (`phase = online`) is a **capacity search** (ccost.capacity): it varies `cluster`, `tp`, `pp`, "
+    "`ep`, `dp` (replicas: every count that fits `max_gpus` when not listed), `max_seqs`, `step_tokens`, "
+    "`prefill_workers` (0: aggregated), `decode_workers` and `prefill_tp`, screens every fleet at the traffic's "
+    "peak rate × (1 + `headroom`) against the policy's SLOs, confirms the cheapest by simulation and reports it, "
+    "aggregated and disaggregated, with N+1, the Pareto front of cost against p99 latency and each layout's "
+    "highest rate per replica.",
     (
         Field("base", ref("plan"), "the plan every point starts from", "tp8", required=True),
-        Field("objective", enum("latency", "throughput_per_gpu", "gpus", "cost_per_token"),
+        Field("objective", enum("latency", "throughput_per_gpu", "gpus", "cost_per_token", "cost_per_month"),
               "what ranks the layouts: the lowest step latency, the highest tokens/s per GPU, the fewest "
-              "GPUs (ties: the faster), or the lowest cost per million tokens (the cluster must be priced)",
+              "GPUs (ties: the faster), or the lowest cost per million tokens (the cluster must be priced); a "
+              "capacity search (an online base) ranks fleets, by default by `cost_per_month` (on priced "
+              "clusters, else `gpus`), its `latency` the request latency at the SLO's percentile",
               "throughput_per_gpu"),
         Field("top", INT, "how many of the best layouts to list", "20", minimum=1, maximum=1000),
         Field("limit", INT, "the most points the search may have (about a second per million points)",
@@ -1337,6 +1347,8 @@ register(BlockKind(
               "70 %", default_doc="the file's policy (see `use_policy`), else off", minimum=0, maximum=1),
         Field("use_policy", BOOL, "take `max_overhead` and `min_efficiency` from the file's `policy` block when "
               "they are not written here", "false", default_doc="`true` when the file has a `policy` block"),
+        Field("headroom", FRACTION, "capacity searches (an online base): the fleet must meet the SLOs at the "
+              "traffic's peak rate × (1 + headroom)", "20 %", minimum=0.0, maximum=10.0),
         Field("distinct", BOOL, "list each answer once in `top`: a layout whose latency, throughput per GPU "
               "and cost equal a better-ranked one's (it differs only in a value with no effect there, such as "
               "the AllReduce algorithm at tp = 1, or in replicas) is left out; `false` lists every layout",

@@ -458,6 +458,7 @@ class Search(Entity):
     min_efficiency: float | None = None
     use_policy: bool | None = None
     distinct: bool = True
+    headroom: float = 0.0  # capacity searches: the SLOs must hold at the peak rate × (1 + headroom)
 
     @property
     def size(self) -> int:

@@ -26,6 +26,9 @@ STATIC_AXES = ("allreduce", "fsdp", "cross_node", "one_shot_volume")
 #: static axes; the records name the model, cluster and stack.
 FLEET_AXES = ("model", "cluster", "phase", "stack")
 SEARCHABLE = tuple(ARRAY_AXES) + STATIC_AXES + FLEET_AXES
+#: What a capacity search (a search whose base is an online plan, ``ccost.capacity``) varies.
+CAPACITY_AXES = ("cluster", "tp", "pp", "ep", "dp", "max_seqs", "step_tokens", "prefill_workers", "decode_workers",
+                 "prefill_tp")
 #: The largest `limit` a search may set (E402 says so).
 MAX_LIMIT = 1_000_000_000
 
@@ -39,11 +42,24 @@ def validate(search: S.Search, where: Callable[..., Span | None]) -> list[Diagno
     """Checks of a search block beyond the field types: only searchable fields are varied, the search is
     within its ``limit`` (E402, saying how large it is), ``max_gpus`` fits the cluster."""
     out: list[Diagnostic] = []
+    base = search.base
+    capacity = base is not None and PHASES[base.phase].capacity
     for f, _ in search.axes:
-        if f not in SEARCHABLE:
+        if capacity and f not in CAPACITY_AXES:
+            out.append(error("E205", f"search `{search.name}` is a capacity search (its base `{base.name}` is an "
+                             f"{base.phase} plan) and cannot vary `{f}`", where(f) or search.span,
+                             help="a capacity search varies " + ", ".join(CAPACITY_AXES)))
+        elif not capacity and f not in SEARCHABLE:
             out.append(error("E205", f"search `{search.name}` cannot vary `{f}`", where(f) or search.span,
                              help="a search varies " + ", ".join(SEARCHABLE) + f"; to compare values of `{f}`, "
-                             "write one search per value, or a sweep"))
+                             "write one search per value, or a sweep"
+                             + ("; `" + f + "` is varied by a capacity search (an online base plan)"
+                                if f in CAPACITY_AXES else "")))
+    if not capacity and (search.objective == "cost_per_month" or "headroom" in search.spans):
+        what = "objective = cost_per_month" if search.objective == "cost_per_month" else "headroom"
+        out.append(error("E203", f"search `{search.name}`: `{what}` applies to a capacity search (an online base "
+                         "plan), which sizes a fleet", where("objective" if what.startswith("obj") else "headroom")
+                         or search.span, help="rank layouts by cost_per_token, or make an online plan the base"))
     n = search.size
     if n > search.limit:
         out.append(error(
@@ -59,7 +75,7 @@ def validate(search: S.Search, where: Callable[..., Span | None]) -> list[Diagno
             "E203", f"search `{search.name}`: max_gpus = {search.max_gpus:,} is more than cluster "
             f"`{biggest.name}` has ({biggest.gpus:,})", where("max_gpus") or search.span,
             help=f"use max_gpus ≤ {biggest.gpus:,}, or a larger cluster in the base plan"))
-    if not any(d.code == "E205" for d in out):
+    if not any(d.code == "E205" for d in out) and not capacity:
         out += fleet_diagnostics(search, where)
     return out
 

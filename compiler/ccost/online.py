@@ -139,7 +139,7 @@ def _combine(A, attn_rows: list[tuple], host: Num, memory_from=None):
     else:
         T_stage, t_mb, rows, bytes_, flops, T_flop = cA.T_stage, cA.t_mb, cA.operators, cA.bytes_gpu, cA.flops_gpu, \
             cA.T_flop
-    T_compute = named("T_compute,step", x.pp * T_stage + host, "compute of the step on the critical path: pp "
+    T_compute = named("T_compute", x.pp * T_stage + host, "compute of the step on the critical path: pp "
                       "stages in turn + host time") if attn_rows else x.pp * T_stage + host
     compute = replace(cA, bytes_gpu=bytes_, flops_gpu=flops, T_flop=T_flop, T_stage=T_stage, T_compute=T_compute,
                       t_mb=t_mb, operators=rows, T_host=host)
@@ -784,6 +784,8 @@ def explain_groups(plan: S.Plan, priced: Priced) -> list[tuple[str, list]]:
     prog, m = t.decode
     groups.append(("memory: the decode step's (weights, and the KV cache of R requests)",
                    [*prog.compute.memory.held, prog.compute.memory.total, prog.compute.memory.limit]))
+    groups.append(("totals of the decode step", [m.volume, m.hops, m.T_lat, m.T_bw, m.bubble, m.gpus, m.speedup,
+                                                 m.efficiency, m.eta]))
     pm = priced.metrics
     groups.append(("online: simulated latencies and rates", list(t.results) + [pm.gpus, pm.throughput,
                                                                              pm.throughput_gpu]))

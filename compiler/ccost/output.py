@@ -309,6 +309,14 @@ def sweep_text(name: str, s: dict) -> str:
     for thr, pt in (s.get("cost_optimal") or {}).items():
         label = _point_label(pt, fields) if pt else "none reaches it"
         out.append(f"  cost-optimal at efficiency ≥ {fmt_pct(float(thr))}: {label}")
+    if s.get("objective"):  # a serving plan's sweep: the best point by its objective, never by efficiency
+        best = s.get("optimum")
+        value = s.get("optimum_value")
+        shown = (fmt_num(value, 4) + (" USD per million tokens" if s["objective"] == "cost_per_token" else
+                                      " tokens/s per GPU" if s["objective"] == "throughput_per_gpu" else "")
+                 if s["objective"] in ("cost_per_token", "throughput_per_gpu") else fmt_time(value))
+        out.append(f"  best by {s['objective']} among the points that fit memory and meet the policy: "
+                   + (f"{_point_label(best, fields)} ({shown})" if best else "none"))
     if s.get("continuous_optimum") is not None:
         out.append(f"  continuous optimum N* = W·ln2/(2·α·c·L·BW) = {fmt_num(s['continuous_optimum'], 4)}")
     return "\n".join(out)
@@ -322,7 +330,9 @@ def compare_text(name: str, c: dict, plans: dict | None = None) -> str:
     out = [f"compare {name}" + (f" — {c['title']}" if c.get("title") else "") + f" (by {c['by']})"]
     values = c.get("values") or {}
     fmt = {"latency": fmt_time, "overhead": fmt_pct, "efficiency": fmt_pct,
-           "throughput": lambda v: "—" if v is None else f"{fmt_num(v, 4)} tokens/s"}.get(c["by"], fmt_num)
+           "throughput": lambda v: "—" if v is None else f"{fmt_num(v, 4)} tokens/s",
+           "throughput_per_gpu": lambda v: "—" if v is None else f"{fmt_num(v, 4)} tokens/s per GPU",
+           "cost_per_token": lambda v: "—" if v is None else f"{fmt_num(v, 4)} USD/Mtok"}.get(c["by"], fmt_num)
     width = max((len(p) for p in c["ranking"]), default=0)
     for i, plan in enumerate(c["ranking"], 1):
         shown = f"  {fmt(values[plan])}" if plan in values else ""

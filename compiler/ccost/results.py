@@ -348,6 +348,22 @@ def _keys() -> list[Key]:
           for phase in PHASE_KINDS for f in phase.sweep_fields],
         K("sweeps.<sweep>.points[].error", "string", "text", "why the point could not be evaluated (then its "
           "numbers are absent)", optional=True),
+        # a serving plan's sweep (a phase that is ``ranked_by_objective``): what its optimum is chosen by
+        *_metrics("sweeps.<sweep>.points[]", ("throughput_per_gpu",), optional=True, normative=False),
+        K("sweeps.<sweep>.points[].cost_per_mtok_usd", "number|null", "USD", "serving plans: cost per million "
+          "tokens at the plan's load (null: not priced)", "USD/Mtok", optional=True),
+        K("sweeps.<sweep>.points[].meets_policy", "boolean", "", "serving plans: no checklist item fails (what "
+          "the optimum is chosen among)", "meets the policy", optional=True),
+        *[K(f"sweeps.<sweep>.points[].{k}", NUM, "s", f"{phase.name} plans: {obj}: its {k}", optional=True)
+          for phase in PHASE_KINDS for obj, k in phase.latency_keys
+          if k not in {f.name for f in phase.sweep_fields}],
+        K("sweeps.<sweep>.objective", "string", "text", "serving plans: what picked the optimum "
+          "(cost_per_token, throughput_per_gpu, latency, ttft, tpot)", optional=True),
+        K("sweeps.<sweep>.optimum", "object|null", "", "serving plans: the best point by the objective among "
+          "those that fit memory and meet the policy (null: none does)", "optimum", optional=True),
+        K("sweeps.<sweep>.optimum.<field>", "any", "field's", "its value of a varied field", optional=True),
+        K("sweeps.<sweep>.optimum_value", NUM, "objective's", "the optimum's value of the objective",
+          optional=True),
         K("sweeps.<sweep>.time_optimal", "object|null", "", "the fastest point that fits memory; only for "
           "sweeps that vary a GPU count (tp, pp, ep or dp), else null", "time-optimal point", optional=True,
           normative=True),

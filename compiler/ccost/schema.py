@@ -140,7 +140,9 @@ ENERGY_PRICE = quantity(U.ENERGY_PRICE)
 DTYPE = enum(*S.DTYPE_BYTES.keys())
 #: The collectives a measured curve can come from: the catalogue's kinds (``ccost.collectives``, numpy-free).
 CURVE_COLLECTIVES = KINDS
-COMPARE_BY = ("latency", "throughput", "overhead", "efficiency")
+COMPARE_BY = ("latency", "throughput", "overhead", "efficiency", "cost_per_token", "throughput_per_gpu")
+#: What picks a serving plan's sweep optimum (a phase's ``ranked_by_objective``).
+SWEEP_OBJECTIVES = ("cost_per_token", "throughput_per_gpu", "latency", "ttft", "tpot")
 
 # Sizes are bounded so that a typo (tp = 1e30) is a clear error, not a numpy overflow later (DESIGN §8).
 MAX_DEGREE = 1 << 20
@@ -844,6 +846,10 @@ class PhaseKind:
     search_help: str = ""
     axis_help: str = ""
     capacity: bool = False  # a search whose base is of this phase is a capacity search (ccost.capacity)
+    # a serving deployment: sweeps and compares rank it by the objective a user names, checklist item 9 shows its
+    # efficiency against one GPU without judging it; its latencies by objective (``SWEEP_OBJECTIVES``) → keys
+    ranked_by_objective: bool = False
+    latency_keys: tuple[tuple[str, str], ...] = ()
     section: str | None = None
     section_doc: str = ""
     scoped: bool = False
@@ -1110,6 +1116,8 @@ PHASE_KINDS: tuple[PhaseKind, ...] = (
             ResultField("output_tokens_per_s", NUM, "tokens/s", "serve plans: output tokens per second",
                         "output tokens/s")),
         diff_keys=("ttft_s", "tpot_s", "request_latency_s", "requests_per_s", "output_tokens_per_s"),
+        ranked_by_objective=True,
+        latency_keys=(("latency", "request_latency_s"), ("ttft", "ttft_s"), ("tpot", "tpot_s")),
         starter=Starter(32, (
             "  concurrency   = {batch}     # requests running per replica",
             "  input_tokens  = 1024   # prompt tokens per request",
@@ -1143,9 +1151,17 @@ PHASE_KINDS: tuple[PhaseKind, ...] = (
             ResultField("tpot_p99_s", NUM, "s", "online plans: time per output token, p99 at the mean rate",
                         "TPOT p99"),
             ResultField("meets_slo", "boolean", "", "online plans: the SLOs hold at the peak rate", "meets SLOs"),
+            ResultField("peak_ttft_slo_s", NUM, "s", "online plans: TTFT at the SLO percentile, at the peak rate",
+                        "TTFT at peak"),
+            ResultField("peak_tpot_slo_s", NUM, "s", "online plans: TPOT at the SLO percentile, at the peak rate",
+                        "TPOT at peak"),
+            ResultField("peak_e2e_slo_s", NUM, "s", "online plans: request latency at the SLO percentile, at the "
+                        "peak rate", "E2E at peak"),
             ResultField("highest_rate_per_s", NUM, "1/s", "online plans: the highest rate one replica carries",
                         "highest rate")),
         diff_keys=("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s", "highest_rate_per_s"),
+        ranked_by_objective=True,
+        latency_keys=(("latency", "peak_e2e_slo_s"), ("ttft", "peak_ttft_slo_s"), ("tpot", "peak_tpot_slo_s")),
         starter=Starter(256, (
             "  traffic  = chat     # the traffic block it serves (below)",
             "  max_seqs = {batch}      # running requests per engine at most",
@@ -1273,7 +1289,8 @@ register(BlockKind(
 
 
 def _build_sweep(ctx: BuildContext) -> S.Sweep:
-    return S.Sweep(ctx.name, ctx.title, ctx.span, ctx.spans, base=ctx.values["base"], fields=ctx.varied)
+    return S.Sweep(ctx.name, ctx.title, ctx.span, ctx.spans, base=ctx.values["base"], fields=ctx.varied,
+                   objective=ctx.values.get("objective"))
 
 
 register(BlockKind(
@@ -1283,6 +1300,12 @@ register(BlockKind(
     "cluster (worked example A4 sweeps TP to 64 on one 8-GPU node), and a sweep has at most 100,000 points.",
     (
         Field("base", ref("plan"), "the plan every point starts from", "tp8", required=True),
+        Field("objective", enum(*SWEEP_OBJECTIVES), "serving plans (`serve`, `online`): what picks the optimum "
+              "among the points that fit memory and meet the policy — the lowest cost per million tokens, the "
+              "most tokens/s per GPU, or the lowest request latency, TTFT or TPOT (an online plan's at the SLO "
+              "percentile, at the peak); a serving plan's sweep is not ranked by efficiency against one GPU",
+              "cost_per_token", default_doc="`cost_per_token` when the cluster is priced, else "
+              "`throughput_per_gpu`"),
     ),
     "sweeps", S.Sweep,
     'sweep tp_scaling "When does TP stop helping?" {\n  base = tp8\n  tp = [1, 2, 4, 8, 16, 32, 64]\n}',
@@ -1294,7 +1317,8 @@ register(BlockKind(
     "compare", "Plans side by side, ranked by one measure, with a recommendation.",
     (
         Field("plans", list_of(ref("plan")), "the plans to compare", "[tp16, tp8_pp2]", required=True),
-        Field("by", enum(*COMPARE_BY), "what ranks them", "throughput"),
+        Field("by", enum(*COMPARE_BY), "what ranks them: per-step latency, throughput, overhead, efficiency, "
+              "cost per million tokens (every plan priced) or tokens/s per GPU", "throughput"),
     ),
     "compares", S.Compare,
     'compare algorithms "Ring or tree for TP=8 decode?" {\n  plans = [tp8, tp8_tree]\n  by = latency\n}',

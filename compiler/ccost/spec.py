@@ -186,6 +186,12 @@ class Cluster(Entity):
         return self.nodes * self.gpus_per_node
 
     @property
+    def priced(self) -> bool:
+        """A price per GPU-hour comes from somewhere: the cluster's per GPU or per node, or its GPU's."""
+        return (self.price_per_gpu_hour is not None or self.price_per_node_hour is not None
+                or (self.gpu is not None and self.gpu.price_per_hour is not None))
+
+    @property
     def domain(self) -> int:
         return self.gpus_per_node if self.nvlink_domain is None else self.nvlink_domain
 
@@ -348,12 +354,15 @@ def vary(plan: Plan, **values) -> Plan:
 class Sweep(Entity):
     base: Plan | None = None
     fields: tuple[tuple[str, tuple], ...] = ()  # ((field, (v1, v2, ...)), ...) in written order
+    # serving plans: what picks the optimum (None: cost_per_token when the cluster is priced, else
+    # throughput_per_gpu)
+    objective: str | None = None
 
 
 @dataclass(frozen=True)
 class Compare(Entity):
     plans: tuple[Plan, ...] = ()
-    by: str = "latency"  # latency | throughput | overhead | efficiency
+    by: str = "latency"  # latency | throughput | overhead | efficiency | cost_per_token | throughput_per_gpu
 
 
 #: The percentiles an SLO may be written at (``slo_percentile``).

@@ -446,6 +446,11 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
         where = (", ".join(f"{f} = {V.fmt_value(f, pt.get(f))}" for f in fields) if pt
                  else "no point reaches it")
         optima.append(f"Cost-optimal at efficiency ≥ {units.format_percent(float(thr))}: {where}.")
+    if s.get("objective"):  # a serving plan's sweep: the best point by its objective, never by efficiency
+        best = s.get("optimum")
+        where = (", ".join(f"{f} = {V.fmt_value(f, best.get(f))}" for f in fields) if best
+                 else "no point fits memory and meets the policy")
+        optima.append(f"Best by {s['objective']} among the points that fit memory and meet the policy: {where}.")
     if s.get("continuous_optimum") is not None:
         optima.append("Continuous time optimum N* = W·ln2 / (2·α·c·L·BW) = "
                       f"{units.format_quantity(float(s['continuous_optimum']), units.DIMENSIONLESS)}.")

@@ -172,3 +172,17 @@ def test_a_fit_beyond_what_a_link_can_be_is_E501_not_a_block_that_fails_to_check
     assert cli.main(["calibrate", str(log)]) == 2
     err = capsys.readouterr().err
     assert "error[E501]" in err and "outside what a link can be" in err, err
+
+
+def test_a_header_whose_time_column_has_no_bandwidths_after_it_is_a_diagnostic():
+    # found by the property test below (hypothesis): a damaged header that ends at `time` made the row
+    # parser index past the row (IndexError) instead of saying the header is damaged
+    lines = LOG.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.lstrip("# ").startswith("size"))
+    head = lines[i].split()
+    lines[i] = "  ".join(head[: head.index("time") + 1])
+    for k in _rows(LOG):  # the rows keep as many columns as the header now names
+        lines[k] = "  ".join(lines[k].split()[: head.index("time")])
+    with pytest.raises(CcostError) as exc:
+        parse_log("\n".join(lines) + "\n", "damaged.txt")
+    assert "`time` column without the `algbw` and `busbw`" in exc.value.diagnostics[0].message

@@ -159,7 +159,9 @@ def test_phase_fields_come_from_the_schema():
 
     plan = SC.SCHEMA["plan"]
     assert P.fields_of_phase("train") == ("fsdp", "schedule", "virtual_stages", "recompute", "sequence_parallel",
-                                          "optimizer_sharding", "master_weights")
+                                          "optimizer_sharding", "master_weights", "train_tokens", "train_steps",
+                                          "global_batch", "global_batch_tokens", "microbatch_size", "deadline",
+                                          "gpu_budget", "checkpoint_interval")
     assert P.fields_of_phase("serve") == ("concurrency", "input_tokens", "output_tokens", "chunk_tokens")
     for kind in SC.SCHEMA.values():
         for f in kind.fields:
@@ -225,7 +227,9 @@ def test_every_field_example_checks(kind, field):
     if members is None:  # a kind added later (search): its required fields, and a list if it varies a kind
         members = "; ".join([f"{x.name} = {x.example}" for x in k.fields if x.required]
                             + (["tp = [1, 2]"] if k.varies else []))
-    kept = "; ".join(m for m in members.split("; ") if m and m.split(" = ")[0] != field)
+    # a global batch derives `batch` (global batch / (dp·ep)): the plan then writes no batch of its own
+    dropped = {field} | ({"batch"} if field in ("global_batch", "global_batch_tokens") else set())
+    kept = "; ".join(m for m in members.split("; ") if m and m.split(" = ")[0] not in dropped)
     body = f"{kept}; {field} = {f.example}".strip("; ")
     name = "" if not k.named else " x"
     r = check_text(HARDWARE + f"{kind}{name} {{ {body} }}\n", "t.ccost")

@@ -304,11 +304,11 @@ def test_run_search_refuses_too_large_search_too():
 def test_unsearchable_field_and_max_gpus_beyond_cluster():
     text = HEADER + '''
 plan base { model = llama3_70b; cluster = hgx_h100_16node; phase = decode; tp = 8 }
-search s { base = base; tp = [1, 2]; recompute = [none, full]; max_gpus = 256 }
+search s { base = base; tp = [1, 2]; master_weights = [fp32, bf16]; max_gpus = 256 }
 '''
     res = check_text(text, "specs/test-search.ccost")
     msgs = [d.message for d in res.errors]
-    assert any("cannot vary `recompute`" in m for m in msgs), msgs
+    assert any("cannot vary `master_weights`" in m for m in msgs), msgs
     assert any("max_gpus = 256 is more than cluster `hgx_h100_16node` has (128)" in m for m in msgs), msgs
 
 

@@ -42,7 +42,7 @@ from ccost import spec as S
 from ccost.derive import named
 from ccost.program import Collective, Compute, Program, total
 from ccost.program import on as program_on
-from ccost.schema import phase_kind
+from ccost.schema import phase_kind, rebatched
 
 Num = Any
 
@@ -511,6 +511,9 @@ ITEMS: tuple[Item, ...] = (
     Item(10, "pipeline bubble (P−1)/(M+P−1)", 'bubble', _judge_10),
     Item(11, "memory per GPU fits (weights, KV cache, gradients, optimizer)", 'memory_bytes_per_gpu', _judge_11),
     Item(12, "cost per million tokens (policy max_cost_per_mtok)", None, None),
+    # a training target's (ccost.target; judged by ccost.evaluate like item 12): plans with one only
+    Item(13, "time to train within the deadline and the GPU budget", None, None),
+    Item(14, "goodput at scale (policy min_goodput)", None, None),
 )
 TITLES = {i.id: i.title for i in ITEMS}
 #: What the value of each item measures, so it prints with its unit.
@@ -539,7 +542,8 @@ def sweep_points(sweep: S.Sweep):
         # a swept reference (cluster = [a, b]) is shown by its name
         shown = {k: getattr(v, "name", v) for k, v in assign.items()}
         label = ",".join(f"{k}={v}" for k, v in shown.items())
-        yield shown, S.vary(base, name=f"{sweep.name}[{label}]", **assign)
+        # a fixed global batch (or micro-batch size) gives each point its batch (and micro-batches)
+        yield shown, rebatched(S.vary(base, name=f"{sweep.name}[{label}]", **assign), keep=frozenset(assign))
 
 
 def cost_thresholds(policy: S.Policy) -> list[float]:

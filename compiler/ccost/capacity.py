@@ -649,7 +649,7 @@ def _document(search, policy, st, t, d, lengths, res: Result) -> dict:
         "max_ttft_s": goal.ttft,
         "max_tpot_s": goal.tpot,
         "max_e2e_s": goal.e2e,
-        "min_goodput": goal.goodput,
+        "min_slo_goodput": goal.goodput,
         "candidates": K,
         "dropped": dropped,
         "stable": int(np.count_nonzero(res.screened["stable"])) if K else 0,

@@ -27,7 +27,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "schema": ("ccost.commands.schema", "print the language reference, or (--results) the results' JSON Schema"),
     "import": ("ccost.commands.import_hf", "print a model block from a Hugging Face config.json"),
     "init": ("ccost.commands.init", "write a starter spec for a bundled model and cluster"),
-    "lsp": ("ccost.commands.lsp", "the language server for editors (stdio; `pip install 'ccost[lsp]'`)"),
+    "lsp": ("ccost.commands.lsp", "the language server for editors (stdio; needs the `lsp` extra, docs/editors.md)"),
 }
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 70

@@ -39,7 +39,7 @@ from ccost.units import DIMENSIONLESS, Dim
 
 __all__ = [
     "Value", "Cond", "Step", "DimensionError", "leaf", "named", "constant", "steps", "to_text",
-    "log2", "maximum", "minimum", "where", "ceil", "floor", "sqrt", "choose", "ops", "zero",
+    "log2", "exp", "maximum", "minimum", "where", "ceil", "floor", "sqrt", "choose", "ops", "zero",
     "is_value", "is_array", "value_of", "fmt",
 ]
 
@@ -349,6 +349,11 @@ def log2(x):
     return _call("log₂", np.log2, x, _dimensionless("log₂"))
 
 
+def exp(x):
+    """eˣ of a plain number (numpy's exp in every mode, so float and array modes agree)."""
+    return _call("exp", np.exp, x, _dimensionless("exp"))
+
+
 def ceil(x):
     """⌈x⌉ as a float (``math.ceil`` would give an int and break the float/array agreement)."""
     return _call("ceil", np.ceil, x)
@@ -474,7 +479,7 @@ def choose(options: Mapping[str, Any]):
 
 
 #: The operations as one namespace, for ``from ccost.derive import ops``.
-ops = SimpleNamespace(log2=log2, maximum=maximum, minimum=minimum, where=where, ceil=ceil, floor=floor,
+ops = SimpleNamespace(log2=log2, exp=exp, maximum=maximum, minimum=minimum, where=where, ceil=ceil, floor=floor,
                       sqrt=sqrt, choose=choose, constant=constant, named=named)
 
 

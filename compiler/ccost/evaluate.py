@@ -20,13 +20,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccost import __version__, analysis, axes, collectives, costs, derive, economics, lower, phases
+from ccost import __version__, analysis, axes, collectives, costs, derive, economics, lower, phases, target
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.derive import Step
 from ccost.diagnostics import CcostError, Diagnostics, error
 from ccost.results import MEMORY_PARTS
 from ccost.schema import phase_kind
+from ccost.schema import targeted as trains_to_target
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,33 @@ def evaluate_plan(plan: S.Plan, policy: S.Policy) -> PlanResult:
     if phase.record is not None:
         doc[phase.kind.section] = phase.record(plan, priced)
     doc["cost"] = cost_document(plan, econ)
+    if trains_to_target(plan):  # a training target: time to train, goodput, its money; checklist items 13, 14
+        doc["target"] = target_document(plan, policy, program, metrics, econ, items)
     return PlanResult(plan, program, metrics, items, doc)
+
+
+def target_document(plan: S.Plan, policy: S.Policy, program: lower.Program, m: analysis.Metrics,
+                    econ: economics.Economics, items: list | None = None, double: bool = True) -> dict:
+    """The ``target`` section of a plan with a training target (``ccost.target``), with what twice the GPUs
+    would buy at the same global batch (``doubled``); appends checklist items 13 and 14 to ``items``."""
+    doc = target.document(plan, target.of_plan(plan, program, m, econ))
+    if items is not None:
+        items += target.checklist_items(plan, policy, doc, plan.gpus, analysis.TITLES)
+    if double:
+        twice, note = target.doubled(plan)
+        if twice is None or evaluation_errors(twice):
+            doc["doubled"] = {"note": note if twice is None else "twice the GPUs cannot be evaluated: "
+                              + "; ".join(d.message for d in evaluation_errors(twice))}
+        else:
+            p2 = phases.of(twice).price(twice, policy, False)
+            m2 = p2.metrics
+            t2 = target_document(twice, policy, p2.program, m2, plan_economics(twice, policy, m2), None, False)
+            doc["doubled"] = {"note": note, "gpus": twice.gpus, "dp": twice.dp, "batch": twice.batch,
+                              "microbatches": twice.microbatches, "step_time_s": _f(m2.step),
+                              **{k: t2[k] for k in ("goodput", "ideal_time_s", "checkpoint_writing_s",
+                                                    "restarting_s", "lost_work_s", "time_to_train_s", "gpu_days",
+                                                    "energy_j", "cost_usd", "meets_deadline")}}
+    return doc
 
 
 def evaluable(plan: S.Plan) -> None:
@@ -466,7 +493,11 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
     evaluable(plan)
     priced = phase.price(plan, spec.policy, True)
     groups = phase.explain(plan, priced)
-    groups.append(("cost and power", plan_economics(plan, spec.policy, priced.metrics, derivation=True).values))
+    econ = plan_economics(plan, spec.policy, priced.metrics, derivation=True)
+    groups.append(("cost and power", econ.values))
+    if trains_to_target(plan):  # ccost.target: the time to train, its goodput and money
+        groups.append(("time to train", target.of_plan(plan, priced.program, priced.metrics, econ,
+                                                       derivation=True).values))
     return _sections(groups)
 
 

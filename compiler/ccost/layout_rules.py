@@ -77,6 +77,14 @@ def microbatches_divide_batch(microbatches: Num, batch: Num) -> Num:
     return batch % microbatches == 0
 
 
+def holds_global_batch(global_batch: Num, replicas: Num, microbatch: Num = 1) -> Num:
+    """E303, search global_batch: a global batch (sequences per optimizer step) splits into the same whole
+    number of sequences on each of the dp·ep replicas (``batch`` is per replica), and that into whole
+    micro-batches of ``microbatch`` sequences (a plan's ``microbatch_size``; 1 when it gives none)."""
+    per = global_batch / (replicas * microbatch)
+    return (per >= 1) & (per == per // 1)
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
@@ -96,6 +104,7 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("cp_splits_seq", "W307", cp_splits_seq),
     Rule("microbatches_at_most_batch", "E401, search microbatches_at_most_batch", microbatches_at_most_batch),
     Rule("microbatches_divide_batch", "W308", microbatches_divide_batch),
+    Rule("holds_global_batch", "E303, search global_batch", holds_global_batch),
 )}
 
 

@@ -381,7 +381,7 @@ def percentile(policy: S.Policy) -> float:
 def slo(policy: S.Policy) -> sim.Slo:
     """The policy's latency promises as a ``simulate.Slo`` (no limit: only stability is asked)."""
     return sim.Slo(ttft=policy.max_ttft, tpot=policy.max_tpot, e2e=policy.max_e2e, percentile=percentile(policy),
-                   goodput=policy.min_goodput)
+                   goodput=policy.min_slo_goodput)
 
 
 def engine(plan: S.Plan, kv_tokens: float | None) -> sim.Engine:

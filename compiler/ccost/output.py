@@ -155,6 +155,14 @@ def serve_lines(sv: dict | None) -> list[tuple[str, str]]:
     ]
 
 
+def fmt_tokens(n: float) -> str:
+    """A token budget as people say it: ``15 T``, ``300 G``, ``4,194,304``."""
+    for scale, prefix in ((1e12, "T"), (1e9, "G")):
+        if n >= scale:
+            return f"{units.format_quantity(n / scale, units.DIMENSIONLESS)} {prefix}"
+    return fmt_num(n)
+
+
 def fmt_key(key: str, value) -> str:
     """A value of the document in the text output, by its key's dimension (``ccost.results``): a time as
     ``4.48 ms``, a rate with four digits, a fraction as a percentage, bytes in binary units."""
@@ -185,6 +193,48 @@ def section_lines(section: str, values: dict) -> list[tuple[str, str]]:
 #: The text of a phase's section: (lines before the cost, lines after it). A section not here shows each of
 #: its numbers (``section_lines``), before the cost.
 SECTION_TEXT = {"serve": (serve_lines, None), "training": (None, training_lines)}
+
+
+def target_lines(t: dict | None) -> list[tuple[str, str]]:
+    """A training target's time and money (its ``target`` section, ccost.target), for the plan's text block."""
+    if not t:
+        return []
+    L = lambda key: results.label_in(f"plans.<plan>.target.{key}")  # noqa: E731
+    T = units.TIME
+    what = (f"{fmt_tokens(t['train_tokens'])} tokens" if t.get("train_tokens") is not None else "")
+    out = [("target", (what + " in " if what else "") + f"{fmt_num(t['train_steps'])} steps of "
+                      f"{fmt_num(t['tokens_per_step'])} tokens"
+                      + (f" (global batch {fmt_num(t['global_batch'])})" if t.get("global_batch") else ""))]
+    if t["goodput_modelled"]:
+        out.append((L("goodput"), f"{fmt_pct(t['goodput'])}  (an interruption every "
+                                  f"{units.format_quantity(t['mtbf_s'], T)}; a checkpoint of "
+                                  f"{fmt_gb(t['checkpoint_bytes'])} every "
+                                  f"{units.format_quantity(t['checkpoint_interval_s'], T)}, written in "
+                                  f"{units.format_quantity(t['checkpoint_time_s'], T)}; "
+                                  f"{units.format_quantity(t['restart_time_s'], T)} to restart)"))
+    else:
+        out.append((L("goodput"), "not modelled (the cluster gives no checkpoint_bandwidth)"))
+    verdict = ""
+    if t.get("deadline_s") is not None:
+        verdict = (f"; {'meets' if t['meets_deadline'] else 'MISSES'} the deadline of "
+                   f"{units.format_quantity(t['deadline_s'], T)}")
+    out.append((L("time_to_train_s"), f"{units.format_quantity(t['time_to_train_s'], T)}  (without "
+                                      f"interruptions {units.format_quantity(t['ideal_time_s'], T)}){verdict}"))
+    money = [f"{t['gpu_days']:,.0f} GPU-days"]
+    if t.get("energy_j") is not None:
+        money.append(units.format_quantity(t["energy_j"], units.ENERGY))
+    if t.get("cost_usd") is not None:
+        money.append(units.format_quantity(t["cost_usd"], units.MONEY))
+    out.append(("run", ", ".join(money)))
+    d = t.get("doubled") or {}
+    if d.get("time_to_train_s") is not None:
+        out.append((L("doubled"), f"{fmt_num(d['gpus'])} GPUs ({d['note']}): "
+                                  f"{units.format_quantity(d['time_to_train_s'], T)}, goodput {fmt_pct(d['goodput'])}"
+                                  + (f", {units.format_quantity(d['cost_usd'], units.MONEY)}"
+                                     if d.get("cost_usd") is not None else "")))
+    elif d.get("note"):
+        out.append((L("doubled"), d["note"]))
+    return out
 
 
 def plan_text(name: str, p: dict) -> str:
@@ -222,6 +272,7 @@ def plan_text(name: str, p: dict) -> str:
     for section, values in sections:
         _, after = SECTION_TEXT.get(section, (None, None))
         kv += after(values) if after is not None else []
+    kv += target_lines(p.get("target"))
     width = max(len(k) for k, _ in kv)
     out += [f"  {k.ljust(width)}  {v}" for k, v in kv]
     if p.get("collectives"):
@@ -363,6 +414,8 @@ TEXT_FRONT = 25
 #: The metric columns of a search's layout tables in the text output.
 SEARCH_TEXT_METRICS = ("gpus", "latency_s", "throughput_per_gpu", "efficiency", "overhead", "memory_bytes_per_gpu",
                        "fits_memory")
+#: A training search's extra columns, when its records have them (ccost.target).
+SEARCH_TARGET_COLUMNS = ("batch", "time_to_train_s", "goodput", "train_cost_usd")
 
 
 def capacity_text(name: str, s: dict) -> str:
@@ -371,8 +424,8 @@ def capacity_text(name: str, s: dict) -> str:
     out = [f"search {name}" + (f" — {s['title']}" if s.get("title") and s["title"] != name else "")]
     limits = ", ".join(f"{lab} ≤ {fmt_time(s[k])}" for k, lab in (("max_ttft_s", "TTFT"), ("max_tpot_s", "TPOT"),
                                                                    ("max_e2e_s", "E2E")) if s.get(k) is not None)
-    if s.get("min_goodput") is not None:
-        limits += (", " if limits else "") + f"goodput ≥ {fmt_pct(s['min_goodput'])}"
+    if s.get("min_slo_goodput") is not None:
+        limits += (", " if limits else "") + f"goodput ≥ {fmt_pct(s['min_slo_goodput'])}"
     out.append(f"  capacity search on base plan {s['base']}: traffic {s['traffic']} sized at "
                f"{fmt_num(s['sized_rate_per_s'], 4)} requests/s (peak {fmt_num(s['peak_rate_per_s'], 4)} × (1 + "
                f"{fmt_pct(s['headroom'])} headroom)); SLOs at {s['slo_percentile']}: {limits or 'none (stability only)'}")
@@ -454,6 +507,8 @@ def search_text(name: str, s: dict) -> str:
                                   + (f" (limit {fmt_gb(c['limit_bytes'])})" if c.get("limit_bytes") else ""),
                    "max_overhead": f"overhead {fmt_pct(b['overhead'])} > {fmt_pct(c.get('threshold'))}",
                    "min_efficiency": f"efficiency {fmt_pct(b['efficiency'])} < {fmt_pct(c.get('threshold'))}",
+                   "meets_deadline": f"{units.format_quantity(b.get('time_to_train_s'), units.TIME)} to train > "
+                                     f"{units.format_quantity(c.get('threshold'), units.TIME)}",
                    }.get(k, "")
             layout = ", ".join(f"{f}={str(b[f]).lower() if isinstance(b[f], bool) else fmt_field(f, b[f])}"
                                for f in axes)
@@ -469,6 +524,15 @@ def search_text(name: str, s: dict) -> str:
         return fmt_field(f, p[f])  # overlap in %
 
     priced = any("cost_per_mtok_usd" in p for p in [*s["top"], *s["pareto"]])
+    # a training target's columns (ccost.target): the batch a fixed global batch gives, time to train, goodput, cost
+    tcols = [k for k in SEARCH_TARGET_COLUMNS if any(k in p for p in [*s["top"], *s["pareto"]])]
+
+    def tcell(p, k):
+        v = p.get(k)
+        if v is None:
+            return "—"
+        return {"time_to_train_s": lambda: units.format_quantity(v, units.TIME), "goodput": lambda: fmt_pct(v),
+                "train_cost_usd": lambda: units.format_quantity(v, units.MONEY)}.get(k, lambda: fmt_num(v))()
 
     def rows_of(points):
         # a layout that does not fit in memory (a search with `fits_memory = false`) runs nowhere: its
@@ -477,11 +541,12 @@ def search_text(name: str, s: dict) -> str:
                  f"{p['gpus']:,}", fmt_time(p["latency_s"]), fmt_num(p["throughput_per_gpu"], 4),
                  fmt_pct(p["efficiency"] if p.get("fits_memory", True) else None), fmt_pct(p["overhead"]),
                  fmt_gb(p["memory_bytes_per_gpu"]), "yes" if p.get("fits_memory", True) else "NO",
-                 *((fmt_num(p.get("cost_per_mtok_usd"), 4),) if priced else ())]
+                 *((fmt_num(p.get("cost_per_mtok_usd"), 4),) if priced else ()), *(tcell(p, k) for k in tcols)]
                 for p in points]
 
-    headers = [*axes, *[results.label_in(k, "search") for k in SEARCH_TEXT_METRICS], *(("USD/Mtok",) if priced else ())]
-    align = "r" * len(axes) + "rrrrrrl" + ("r" if priced else "")
+    headers = [*axes, *[results.label_in(k, "search") for k in SEARCH_TEXT_METRICS], *(("USD/Mtok",) if priced else ()),
+               *[results.label_in(f"searches.<search>.top[].{k}", "search") for k in tcols]]
+    align = "r" * len(axes) + "rrrrrrl" + ("r" if priced else "") + "r" * len(tcols)
     if s["top"]:
         from ccost.search import DISTINCT_NOTE
 
@@ -499,4 +564,24 @@ def search_text(name: str, s: dict) -> str:
                     "best throughput at its latency)" + (f"; {len(shown)} of them, evenly spaced:"
                                                          if len(shown) < len(front) else ":"),
                 _indent(table(headers, rows_of(shown), align))]
+    tg = s.get("target")
+    if tg is not None:
+        by = "cost" if tg["pareto_by"] == "train_cost_usd" else "GPU-days"
+        goal = [f"{fmt_tokens(tg['train_tokens'])} tokens" if tg.get("train_tokens") is not None
+                else f"{fmt_num(tg['train_steps'])} steps"]
+        if tg.get("global_batch"):
+            goal.append(f"global batch {fmt_num(tg['global_batch'])}")
+        if tg.get("deadline_s") is not None:
+            goal.append(f"deadline {units.format_quantity(tg['deadline_s'], units.TIME)}")
+        if tg.get("gpu_budget") is not None:
+            goal.append(f"at most {tg['gpu_budget']:,} GPUs")
+        if tg["pareto"]:
+            out += ["", f"  time to train against {by} ({', '.join(goal)}), {len(tg['pareto']):,} layout"
+                        f"{'' if len(tg['pareto']) == 1 else 's'} no other beats on both, soonest first:",
+                    _indent(table(headers, rows_of(tg["pareto"][:TEXT_FRONT]), align))]
+        else:
+            out += ["", f"  time to train against {by} ({', '.join(goal)}): no layout meets every constraint"]
+        if tg.get("best_per_fleet"):
+            out += ["", f"  the best layout of each {'/'.join(f for f in axes if f in ('model', 'cluster', 'phase', 'stack'))}"
+                        f" by {s['objective']}:", _indent(table(headers, rows_of(tg["best_per_fleet"]), align))]
     return "\n".join(out)

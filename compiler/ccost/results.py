@@ -328,6 +328,8 @@ def _keys() -> list[Key]:
           "power", "tokens per joule"),
         K(f"{plan}.cost.note", "string", "text", "why the plan is not priced, and how to price it",
           optional=True),
+        # a training target (issue 30; ccost.target): only plans that state one (`train_tokens`, `train_steps`)
+        *_target_keys(f"{plan}.target"),
         # sweeps
         K("sweeps", "object", "", "one entry per `sweep` block", optional=True, normative=True),
         K("sweeps.<sweep>", "object", "", "one sweep", optional=True, normative=True),
@@ -430,8 +432,29 @@ def _keys() -> list[Key]:
         K("searches.<search>.pareto", "array", "", "the latency / throughput-per-GPU Pareto front, fastest "
           "first", optional=True),
     ]
+    srch = "searches.<search>.target"
+    keys += [
+        K(srch, "object", "", "a search whose base plan states a training target: the target, and the Pareto "
+          "front of time to train against the run's cost", optional=True),
+        K(f"{srch}.train_tokens", NUM, "count", "the base plan's `train_tokens`", "tokens to train", optional=True),
+        K(f"{srch}.train_steps", "integer|null", "count", "the base plan's `train_steps`", "steps", optional=True),
+        K(f"{srch}.global_batch", NUM, "count", "the base plan's global batch in sequences (null: each layout's "
+          "own batch)", "global batch", optional=True, integral=True),
+        K(f"{srch}.deadline_s", NUM, "s", "the base plan's `deadline` (the meets_deadline constraint)",
+          "deadline", optional=True),
+        K(f"{srch}.gpu_budget", "integer|null", "count", "the base plan's `gpu_budget` (caps max_gpus)",
+          "GPU budget", optional=True),
+        K(f"{srch}.pareto_by", "string", "text", "what the front weighs the time to train against: "
+          "`train_cost_usd`, or `gpu_days` when a searched cluster is not priced", "front against",
+          optional=True),
+        K(f"{srch}.pareto", "array", "", "the layouts no other beats in both time to train and cost (or "
+          "GPU-days), soonest first", optional=True),
+        K(f"{srch}.best_per_fleet", "array", "", "a search with fleet axes (model, cluster, phase, stack): the best "
+          "layout of each of their combinations by the objective, in search order (\"B200 or H100?\")",
+          optional=True),
+    ]
     for rec in ("searches.<search>.top[]", "searches.<search>.pareto[]",
-                "searches.<search>.constraints[].best_removed"):
+                "searches.<search>.constraints[].best_removed", f"{srch}.pareto[]", f"{srch}.best_per_fleet[]"):
         if rec.endswith("[]"):
             keys.append(K(rec, "object", "", "a layout record", optional=True))
         keys += [
@@ -444,6 +467,7 @@ def _keys() -> list[Key]:
               "AllReduce", optional=True),
             K(f"{rec}.cost_per_mtok_usd", "number", "USD", "cost per million tokens at the base plan's load "
               "(the plan's `cost.cost_per_mtok_usd`); only when the cluster is priced", optional=True),
+            *_target_record_keys(rec),
         ]
     keys += _capacity_keys(K)
     # byte sizes and integer keys are whole: written as integers whatever their float value
@@ -478,7 +502,8 @@ def _capacity_keys(K) -> list[Key]:
         K(f"{S_}.max_ttft_s", NUM, "s", "capacity: the policy's TTFT limit (null: none)", optional=True),
         K(f"{S_}.max_tpot_s", NUM, "s", "capacity: the policy's TPOT limit (null: none)", optional=True),
         K(f"{S_}.max_e2e_s", NUM, "s", "capacity: the policy's request-latency limit (null: none)", optional=True),
-        K(f"{S_}.min_goodput", NUM, "fraction", "capacity: the policy's goodput share (null: none)", optional=True),
+        K(f"{S_}.min_slo_goodput", NUM, "fraction", "capacity: the policy's SLO goodput share (null: none)",
+          optional=True),
         K(f"{S_}.candidates", "integer", "count", "capacity: fleets screened (every combination that can run)",
           optional=True),
         K(f"{S_}.dropped", "object", "", "capacity: combinations left out before screening, by reason",
@@ -567,6 +592,108 @@ def _capacity_keys(K) -> list[Key]:
     return keys
 
 
+def _target_keys(t: str) -> list[Key]:
+    """The ``target`` section of a plan with a training target (``ccost.target``)."""
+    K = Key
+    keys = [
+        K(t, "object", "", "the plan's training target: time to train, goodput at scale, GPU-days, energy and "
+          "cost (`ccost.target`); only when the plan states `train_tokens` or `train_steps`", "target",
+          optional=True),
+        K(f"{t}.train_tokens", NUM, "count", "tokens to train on (`train_tokens`; null when the target is "
+          "`train_steps`)", "tokens to train"),
+        K(f"{t}.train_steps", NUM, "count", "optimizer steps: ⌈train_tokens / tokens_per_step⌉, or "
+          "`train_steps`", "steps", integral=True),
+        K(f"{t}.global_batch", NUM, "count", "sequences per step over all replicas, when the plan fixes it "
+          "(`global_batch`, or `global_batch_tokens` / seq)", "global batch", integral=True),
+        K(f"{t}.tokens_per_step", NUM, "count", "tokens per optimizer step: dp·ep·batch·seq", "tokens per step",
+          integral=True),
+        K(f"{t}.ideal_time_s", NUM, "s", "training time without interruptions: steps × step time",
+          "time without interruptions"),
+        K(f"{t}.goodput_modelled", "boolean", "", "the cluster gives `checkpoint_bandwidth`, so interruptions "
+          "are modelled (else the goodput is 1 and W309 says so)", "goodput modelled"),
+        K(f"{t}.checkpoint_bytes", NUM, "B", "one checkpoint: weights + optimizer state, each byte once "
+          "(W + N_params·b_opt)", "checkpoint size", dim="gb"),
+        K(f"{t}.checkpoint_time_s", NUM, "s", "writing it at the cluster's checkpoint_bandwidth, training "
+          "blocked (δ)", "checkpoint write"),
+        K(f"{t}.failure_rate_per_gpu_hour", NUM, "1/h", "job interruptions per GPU-hour (the cluster's "
+          "`failure_rate`)", "interruptions per GPU-hour", dim="count"),
+        K(f"{t}.mtbf_s", NUM, "s", "mean time between interruptions of the job: 1/(GPUs × rate) (M)",
+          "time between interruptions"),
+        K(f"{t}.restart_time_s", NUM, "s", "from an interruption to training again (the cluster's "
+          "`restart_time`, R)", "restart time"),
+        K(f"{t}.checkpoint_interval_s", NUM, "s", "training time between checkpoints: Daly's higher-order "
+          "optimum, or the plan's `checkpoint_interval` (τ)", "checkpoint interval"),
+        K(f"{t}.young_interval_s", NUM, "s", "Young's first-order interval √(2·δ·M), for comparison",
+          "Young's interval"),
+        K(f"{t}.goodput", NUM, "fraction", "expected share of the run's time that trains the model (Daly 2006): "
+          "τ / (M·e^(R/M)·(e^((τ+δ)/M) − 1)); 1 when not modelled", "goodput"),
+        K(f"{t}.time_to_train_s", NUM, "s", "time to train at the goodput: ideal time / goodput",
+          "time to train"),
+        K(f"{t}.gpu_days", NUM, "count", "GPUs × time to train, in days", "GPU-days"),
+        K(f"{t}.energy_j", NUM, "J", "facility energy of the run: the plan's power (PUE included) × time to "
+          "train (null without a power)", "energy"),
+        K(f"{t}.cost_usd", NUM, "USD", "cost of the run: cost per hour × time to train, the GPUs paid "
+          "throughout (null when not priced)", "cost"),
+        K(f"{t}.interruptions", NUM, "count", "interruptions expected during the run: time to train / M",
+          "interruptions"),
+        K(f"{t}.checkpoints", NUM, "count", "checkpoints written: ideal time / τ", "checkpoints"),
+        K(f"{t}.checkpoint_writing_s", NUM, "s", "the run's time writing checkpoints: checkpoints × δ",
+          "writing checkpoints"),
+        K(f"{t}.restarting_s", NUM, "s", "the run's time restarting: interruptions × R", "restarting"),
+        K(f"{t}.lost_work_s", NUM, "s", "work re-done after interruptions (and checkpoints they cut short): "
+          "time to train − ideal time − checkpoint writing − restarting", "re-done work"),
+        K(f"{t}.deadline_s", NUM, "s", "the plan's `deadline` (checklist item 13)", "deadline"),
+        K(f"{t}.meets_deadline", "boolean|null", "", "time to train ≤ deadline (null without one)",
+          "meets the deadline"),
+        K(f"{t}.gpu_budget", "integer|null", "count", "the plan's `gpu_budget` (checklist item 13)",
+          "GPU budget"),
+        K(f"{t}.sources", "object", "", "where each input of the goodput came from", "sources"),
+        *[K(f"{t}.sources.{f}", "string", "text", f"the source of {what}", what) for f, what in (
+            ("failure_rate", "the failure rate"), ("restart_time", "the restart time"),
+            ("checkpoint_bandwidth", "the checkpoint bandwidth"), ("checkpoint_interval", "the interval"))],
+        K(f"{t}.doubled", "object", "", "the plan on twice the GPUs with the global batch held (dp doubled, "
+          "batch per replica halved; the cluster's kind with more nodes when needed)", "twice the GPUs"),
+        K(f"{t}.doubled.note", "string", "text", "what changed, or why the plan cannot be doubled",
+          "what changed"),
+    ]
+    for f, typ, u, m, lab in (
+            ("gpus", "integer", "count", "its GPUs", "GPUs"), ("dp", "integer", "count", "its dp", "dp"),
+            ("batch", "integer", "count", "its batch per replica", "batch"),
+            ("microbatches", "integer", "count", "its micro-batches", "microbatches"),
+            ("step_time_s", NUM, "s", "its step time", "step time"),
+            ("goodput", NUM, "fraction", "its goodput", "goodput"),
+            ("ideal_time_s", NUM, "s", "its training time without interruptions", "time without interruptions"),
+            ("checkpoint_writing_s", NUM, "s", "its time writing checkpoints", "writing checkpoints"),
+            ("restarting_s", NUM, "s", "its time restarting", "restarting"),
+            ("lost_work_s", NUM, "s", "its re-done work", "re-done work"),
+            ("time_to_train_s", NUM, "s", "its time to train", "time to train"),
+            ("gpu_days", NUM, "count", "its GPU-days", "GPU-days"), ("energy_j", NUM, "J", "its energy", "energy"),
+            ("cost_usd", NUM, "USD", "its cost", "cost"),
+            ("meets_deadline", "boolean|null", "", "it meets the deadline", "meets the deadline")):
+        keys.append(K(f"{t}.doubled.{f}", typ, u, m, lab, optional=True))
+    return keys
+
+
+def _target_record_keys(rec: str) -> list[Key]:
+    """What a search record adds when the base plan states a training target (``ccost.search``)."""
+    K = Key
+    return [
+        K(f"{rec}.batch", "integer", "count", "the batch per replica a fixed global batch gives the layout: "
+          "global batch / (dp·ep)", "batch", optional=True),
+        K(f"{rec}.microbatches", "integer", "count", "the micro-batches a fixed microbatch_size gives it: "
+          "batch / microbatch_size", "microbatches", optional=True),
+        K(f"{rec}.time_to_train_s", "number", "s", "time to train the base plan's target on this layout",
+          "time to train", optional=True, short="to train"),
+        K(f"{rec}.goodput", "number", "fraction", "its expected goodput", "goodput", optional=True),
+        K(f"{rec}.checkpoint_interval_s", "number", "s", "its checkpoint interval (Daly's optimum)",
+          "checkpoint interval", optional=True),
+        K(f"{rec}.gpu_days", "number", "count", "its GPU-days", "GPU-days", optional=True),
+        K(f"{rec}.train_energy_j", "number", "J", "its facility energy", "energy", optional=True),
+        K(f"{rec}.train_cost_usd", "number", "USD", "the cost of the run (priced clusters only)", "cost",
+          optional=True, short="run cost"),
+    ]
+
+
 KEYS: tuple[Key, ...] = tuple(_keys())
 BY_PATH: dict[str, Key] = {k.path: k for k in KEYS}
 
@@ -574,7 +701,7 @@ BY_PATH: dict[str, Key] = {k.path: k for k in KEYS}
 SCOPES = ("plans.<plan>", "plans.<plan>.layout",
           *(f"plans.<plan>.{phase.section}" for phase in PHASE_KINDS if phase.section and phase.scoped),
           "plans.<plan>.collectives[]", "sweeps.<sweep>.points[]", "searches.<search>.top[]",
-          "searches.<search>.constraints[]", "searches.<search>")
+          "searches.<search>.constraints[]", "searches.<search>", "plans.<plan>.target")
 
 
 def record(key: str) -> Key | None:

@@ -89,7 +89,7 @@ class FieldType:
             return {U.TIME: "time", U.INFORMATION: "information", U.BANDWIDTH: "information/time",
                     U.FLOP_RATE: "compute/time", U.COMPUTE: "compute", U.MONEY_RATE: "money/time (USD/h)",
                     U.ENERGY_PRICE: "money/energy (USD/kWh)", U.POWER: "power (W)",
-                    U.MONEY: "money (USD)"}.get(self.dim, U.unit_of_dim(self.dim))
+                    U.MONEY: "money (USD)", U.RATE: "1/time"}.get(self.dim, U.unit_of_dim(self.dim))
         if self.kind == "enum":
             return " \\| ".join(f"`{v}`" for v in self.values)
         if self.kind == "ref":
@@ -136,6 +136,7 @@ POWER = quantity(U.POWER)
 MONEY = quantity(U.MONEY)
 MONEY_RATE = quantity(U.MONEY_RATE)
 ENERGY_PRICE = quantity(U.ENERGY_PRICE)
+RATE = quantity(U.RATE)  # a count per time: interruptions per GPU-hour
 
 DTYPE = enum(*S.DTYPE_BYTES.keys())
 #: The collectives a measured curve can come from: the catalogue's kinds (``ccost.collectives``, numpy-free).
@@ -189,6 +190,16 @@ R_PUE = {"minimum": 1.0, "maximum": 10.0}  # power usage effectiveness: facility
 R_ENERGY_PRICE = {"minimum": 0.0, "maximum": 100 / 3.6e6}  # 0 to 100 USD/kWh, in USD/J
 R_COST = {"minimum": 0.0, "maximum": 1e12}  # USD
 R_SLO = {"minimum": 0.0, "min_open": True, "maximum": 3600.0}  # a latency promise: above 0, at most an hour
+# Training targets and goodput (issue 30, ccost.target).
+R_TRAIN_TOKENS = {"minimum": 1.0, "maximum": 1e18}  # tokens to train on
+R_TRAIN_STEPS = {"minimum": 1, "maximum": 1e12}
+R_GLOBAL_BATCH_TOKENS = {"minimum": 1, "maximum": 1e12}
+R_DEADLINE = {"minimum": 1.0, "maximum": 100 * 365 * 86400.0}  # 1 s to a century
+R_CHECKPOINT_INTERVAL = {"minimum": 1.0, "maximum": 365 * 86400.0}
+R_RESTART = {"minimum": 0.0, "maximum": 30 * 86400.0}  # 0 to a month
+# interruptions per GPU and second: from one per GPU in ~30 million years to one per GPU-hour (a broken
+# fleet); the job's MTBF stays above a second at a million GPUs
+R_FAILURE_RATE = {"minimum": 1e-15, "maximum": 1 / 3600}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -574,6 +585,16 @@ register(BlockKind(
         Field("electricity_price", ENERGY_PRICE, "price of energy, for hardware you own (a cloud price "
               "includes power): adds facility power × this to the cost per hour", "0.12 USD/kWh",
               **R_ENERGY_PRICE),
+        Field("failure_rate", RATE, "training targets: job interruptions per GPU and hour (a job of N GPUs "
+              "is interrupted every 1/(N·rate) on average); the goodput of a plan with `train_tokens` reads it",
+              "419 / (16384 * 54 * 24 h)", default_doc="419 / (16,384 × 54 × 24 h) = 1.97e-5 per GPU-hour: the "
+              "Llama 3 paper's unexpected interruptions (Dubey et al. 2024, §3.3.4)", **R_FAILURE_RATE),
+        Field("restart_time", TIME, "training targets: from an interruption to training again (detect it, "
+              "replace the node, relaunch, load the checkpoint)", "15 min",
+              default_doc="10 min (an assumption: docs/training-target.md)", **R_RESTART),
+        Field("checkpoint_bandwidth", BANDWIDTH, "training targets: write bandwidth of the storage checkpoints "
+              "go to, the whole cluster's; without it a plan's goodput is not modelled (W309)", "2 TB/s",
+              **R_LINK_BANDWIDTH),
     ),
     "clusters", S.Cluster,
     "cluster hgx { gpu = h100; nodes = 1; gpus_per_node = 8; intra_node = nvlink4 }",
@@ -813,20 +834,25 @@ class PhaseKind:
     a plan of another phase gets for writing this phase's own fields (W305 training's, W306 serving's), with
     ``own_scope`` for the message. ``trains``: a training step (forward, backward and the optimizer: FSDP,
     ZeRO and the training schedule apply; the stack's serving fields do not), ``c_F`` its FLOPs per parameter
-    per token. ``per``: what one step of it is, in the checklist's sentences. ``token_kind``: which tokens its
+    per token. ``targets``: a plan of it may state a training target (``train_tokens``, ``global_batch``, a
+    ``deadline``: ``ccost.target`` prices its time to train, goodput and cost, the review's chapter "Time to
+    train"); its global batch derives ``batch`` (``rebatched``) and E303 is among its ``errors``. ``per``: what one step of it is, in the checklist's sentences. ``token_kind``: which tokens its
     throughput counts (what the cost per token is per). ``closed_form_tp``: the notes' closed-form tp
     optimum N* applies to a tp sweep of it. ``search_refusal``: why the layout search cannot price it (None:
     it can), with the help for a search's base plan (``search_help``) and for its ``phase`` axis
     (``axis_help``). ``section``: the key of its own part of a plan's document (``section_fields``, under
     ``section_doc``; ``scoped``: a bare key name finds it, ``results.SCOPES``), the keys of it a sweep point
     repeats (``sweep_fields``) and ``ccost diff`` compares (``diff_keys``). ``starter``: what ``ccost init``
-    writes. ``cells(plan)``: the review's batch and seq cells; ``workload(plan)``: ``ccost explain``'s."""
+    writes. ``cells(plan)``: the review's batch and seq cells; ``workload(plan)``: ``ccost explain``'s.
+    ``means``: what one step (or one run) of the phase is, in a sentence (the language server's hover)."""
 
     name: str
     default_stack: str
     token_kind: str  # output | input | training
     per: str = "step"
+    means: str = ""
     trains: bool = False
+    targets: bool = False
     c_F: float = 2.0
     c_F_source: str = "one forward pass: a multiply and an add per parameter"
     seq_feeds: tuple[str, ...] = ("S", "ctx")
@@ -867,6 +893,64 @@ class PhaseKind:
     @property
     def sweep_keys(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.sweep_fields)
+
+
+def global_batch_error(p: Any) -> tuple[str, str, str] | None:
+    """E303's one wording: (message, field to point at, help) when a plan's global batch is not whole
+    sequences per replica, its batch not whole micro-batches of ``microbatch_size``, or either contradicts a
+    written ``batch`` or ``microbatches``; else None."""
+    if p.global_batch is not None and p.global_batch_tokens is not None:
+        return (f"plan `{p.name}` gives both global_batch = {p.global_batch:,} and global_batch_tokens = "
+                f"{p.global_batch_tokens:,}", "global_batch_tokens", "give one: sequences or tokens per step")
+    g = p.global_sequences
+    mbs = p.microbatch_size or 1
+    replicas = p.dp * p.ep
+    ranks = "dp" if p.ep == 1 else "dp·ep"
+    if g is not None:
+        if g != int(g):
+            return (f"plan `{p.name}`: global_batch_tokens = {p.global_batch_tokens:,} is not a whole number of "
+                    f"sequences of seq = {p.seq:,} tokens ({g:,.4g})", "global_batch_tokens",
+                    f"use a multiple of {p.seq:,}, such as {p.seq * max(1, round(g)):,}")
+        g = int(g)
+        what = f"global_batch = {g:,}" + (f" ({p.global_batch_tokens:,} tokens)" if p.global_batch is None else "")
+        if not rules.holds_global_batch(g, replicas, mbs):
+            holding = [d for d in range(1, min(g, 1 << 20) + 1) if rules.holds_global_batch(g, d * p.ep, mbs)]
+            others = p.gpus // p.dp  # the GPUs of one replica's model copy
+            room = p.cluster.gpus // others if p.cluster is not None else 0
+            fitting = [d for d in holding if d <= room]
+            where_ = f" on the {p.cluster.gpus:,} GPUs of `{p.cluster.name}`" if fitting else ""
+            fits = (fitting or holding)[:12]
+            unit = "sequences" if mbs == 1 else f"sequences in micro-batches of {mbs}"
+            help_ = (f"dp values that hold it{'' if p.ep == 1 else f' with ep = {p.ep}'}{where_}: "
+                     + ", ".join(map(str, fits)) if fits else
+                     f"a global batch that {ranks}·microbatch_size = {replicas * mbs} divides")
+            return (f"plan `{p.name}`: {what} {unit} do not split over its {ranks} = {replicas:,} replicas "
+                    f"({g / replicas:,.4g} sequences per replica): this layout cannot hold the global batch",
+                    "dp", help_)
+        if "batch" in p.spans and p.batch * replicas != g:
+            return (f"plan `{p.name}` writes batch = {p.batch:,} per replica, but {what} over {ranks} = "
+                    f"{replicas:,} replicas is {g // replicas:,} per replica", "batch",
+                    "remove `batch`: with a global batch it is derived (global batch / (dp·ep))")
+    if p.microbatch_size is not None:
+        if p.batch % mbs:
+            return (f"plan `{p.name}`: batch = {p.batch:,} per replica does not split into micro-batches of "
+                    f"microbatch_size = {mbs:,}", "microbatch_size",
+                    f"microbatch_size values that divide {p.batch:,}: {rules.divisors(p.batch, 64)}")
+        if "microbatches" in p.spans and p.microbatches * mbs != p.batch:
+            return (f"plan `{p.name}` writes microbatches = {p.microbatches:,}, but batch = {p.batch:,} in "
+                    f"micro-batches of microbatch_size = {mbs:,} is {p.batch // mbs:,}", "microbatches",
+                    "remove `microbatches`: with a microbatch_size it is derived (batch / microbatch_size)")
+    return None
+
+
+def _target_errors(plan: Any, add: Callable[..., None]) -> None:
+    """What a plan of a phase that takes a training target cannot price (``PhaseKind.errors``): a global
+    batch its layout cannot hold, or a batch its micro-batch size does not split (E303)."""
+    err = global_batch_error(plan)
+    if err is not None:
+        add(code="E303", message=err[0], name=err[1], help=err[2], reads=(
+            err[1], "global_batch", "global_batch_tokens", "batch", "dp", "ep", "seq", "microbatch_size",
+            "microbatches"))
 
 
 def _serve_errors(plan: Any, add: Callable[..., None]) -> None:
@@ -1017,13 +1101,16 @@ _BATCH_LINE = "  batch   = {batch}          # sequences in flight per replica"
 PHASE_KINDS: tuple[PhaseKind, ...] = (
     PhaseKind(
         "decode", "serving_default", "output", per="token", seq_feeds=("ctx",), kv_cache=True, reads_kv=True,
+        means="each step generates one token for every sequence of the batch",
         closed_form_tp=True,
         starter=Starter(32, (_BATCH_LINE, _SEQ_LINE.format(doc="context length: KV-cache reads and memory")))),
     PhaseKind(
         "prefill", "serving_default", "input", kv_cache=True, needs=("seq",),
+        means="one step is the prefill of the batch's prompts",
         starter=Starter(1, (_BATCH_LINE, _SEQ_LINE.format(doc="prompt tokens")))),
     PhaseKind(
-        "train", "training_default", "training", trains=True, c_F=6.0,
+        "train", "training_default", "training", trains=True, targets=True, errors=_target_errors, c_F=6.0,
+        means="one step is a training step of the global batch: forward, backward, gradient exchange",
         c_F_source="training: 2 forward + 4 backward", needs=("seq",), own_code="W305", own_scope="training",
         section="training", section_doc="training plans: schedule, FLOPs and what is hidden (ccost.training)",
         section_fields=(
@@ -1055,6 +1142,8 @@ PHASE_KINDS: tuple[PhaseKind, ...] = (
         starter=Starter(8, (_BATCH_LINE, _SEQ_LINE.format(doc="sequence length")), microbatches=True)),
     PhaseKind(
         "serve", "serving_default", "output", seq_feeds=(), kv_always=True,
+        means="continuous batching of requests: the request figures (TTFT, TPOT, requests/s) come from the "
+              "decode steps and the mixed steps that also prefill a chunk (`ccost.serve`)",
         needs=("concurrency", "input_tokens", "output_tokens"), errors=_serve_errors, rows="concurrency",
         unread=("batch", "seq"),
         unread_why="the serve step's batch is `concurrency`, its contexts come from `input_tokens` and "
@@ -1130,6 +1219,8 @@ PHASE_KINDS: tuple[PhaseKind, ...] = (
                             f"{p.chunk_tokens or p.input_tokens}")),
     PhaseKind(
         "online", "serving_default", "output", seq_feeds=(), kv_always=True,
+        means="requests arrive at the traffic's rate (an open loop) and the engine's steps are simulated with the "
+              "step model, queueing included: TTFT, TPOT and request latency at p50/p90/p99 (`ccost.online`)",
         needs=("traffic",), errors=_online_errors, rows="max_seqs",
         unread=("batch", "seq"),
         unread_why="an online plan's steps hold what its traffic brings: requests of the traffic's lengths, up to "
@@ -1185,6 +1276,18 @@ def phase_kind(name: str) -> PhaseKind:
     return PHASES[name]
 
 
+def targeted(plan: Any) -> bool:
+    """A plan of a phase that takes a training target (``PhaseKind.targets``) that states one
+    (``train_tokens`` or ``train_steps``): ``ccost.target`` prices its time to train."""
+    return PHASES[plan.phase].targets and plan.states_target
+
+
+def rebatched(plan: Any, keep: frozenset[str] | set[str] = frozenset()) -> Any:
+    """``plan`` with its batch (and micro-batches) from its global batch (and micro-batch size) when its phase
+    takes a training target (``Plan.rebatched``, which keeps the fields in ``keep``); else ``plan``."""
+    return plan.rebatched(keep) if PHASES[plan.phase].targets else plan
+
+
 def _needs(field: str) -> Callable[[Mapping[str, Any]], bool]:
     """The schema's ``required_if`` of a plan field some phases need (their ``needs``)."""
     def required(values: Mapping[str, Any]) -> bool:
@@ -1199,6 +1302,14 @@ def _needs_doc(field: str) -> str:
 
 
 # --- plan ---------------------------------------------------------------------------------------------
+def _build_plan(ctx: BuildContext) -> S.Plan:
+    """A plan; one that states a global batch and writes no `batch` gets batch = global batch / (dp·ep), and
+    one with a `microbatch_size` and no `microbatches` gets microbatches = batch / microbatch_size
+    (``rebatched``; a layout that cannot hold them keeps its numbers and is E303, ``_target_errors``)."""
+    plan = S.Plan(ctx.name, ctx.title, ctx.span, ctx.spans, **ctx.values)
+    return rebatched(plan, keep=frozenset(ctx.spans) & {"batch", "microbatches"})
+
+
 register(BlockKind(
     "plan", "One layout of one model on one cluster for one workload: the unit of evaluation.",
     (
@@ -1253,6 +1364,26 @@ register(BlockKind(
               "`fsdp = true` shards the parameters as well", "zero1", phases=("train",)),
         Field("master_weights", DTYPE, "train: dtype of the optimizer's master copy of the weights", "fp32",
               phases=("train",)),
+        Field("train_tokens", COUNT, "train: the target, tokens to train on; the review and `ccost explain` "
+              "derive the steps, the time to train with interruptions (goodput), GPU-days, energy and cost",
+              "15e12", phases=("train",), **R_TRAIN_TOKENS),
+        Field("train_steps", INT, "train: the target as optimizer steps (instead of `train_tokens`)", "500_000",
+              phases=("train",), **R_TRAIN_STEPS),
+        Field("global_batch", INT, "train: sequences per optimizer step over all replicas; `batch` (per "
+              "replica) is then global_batch / (dp·ep), and a layout that does not split it into whole "
+              "sequences is E303 (a search keeps only the layouts that hold it)", "512", phases=("train",),
+              **R_TOKENS),
+        Field("global_batch_tokens", INT, "train: the global batch in tokens (instead of `global_batch`): "
+              "global_batch = global_batch_tokens / seq", "4_194_304", phases=("train",), **R_GLOBAL_BATCH_TOKENS),
+        Field("microbatch_size", INT, "train: sequences per micro-batch; `microbatches` is then batch / "
+              "microbatch_size, so with a global batch the micro-batches follow the layout: global_batch / "
+              "(dp·ep·microbatch_size) (Megatron's micro-batch size)", "1", phases=("train",), **R_TOKENS),
+        Field("deadline", TIME, "train: the time the target must be trained in (checklist item 13; a search "
+              "keeps the layouts that meet it)", "60 d", phases=("train",), **R_DEADLINE),
+        Field("gpu_budget", INT, "train: the most GPUs the target may use (checklist item 13; a search keeps "
+              "the layouts within it)", "2048", phases=("train",), **R_GPUS),
+        Field("checkpoint_interval", TIME, "train: training time between checkpoints, instead of the optimum "
+              "(Daly's higher-order interval)", "30 min", phases=("train",), **R_CHECKPOINT_INTERVAL),
         *(_degree(a) for a in AXES if a.optional),
         Field("concurrency", INT, "serve: requests running at once per replica (per dp·ep rank group), a "
               "closed loop: a finished request is replaced at once. It is the batch of the serve step; `batch` "
@@ -1285,6 +1416,7 @@ register(BlockKind(
     "plans", S.Plan,
     'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'
     '  tp = 8\n  allreduce = ring\n}\nplan tp8_tree extends tp8 { allreduce = tree }',
+    build=_build_plan,
 ))
 
 
@@ -1334,14 +1466,19 @@ register(BlockKind(
     # the parallel degrees a search varies, from the axis registry (cp among them: issue 26)
     + ", ".join(f"`{a.name}`" for a in AXES if a.searchable) + ", "
     "`batch`, `microbatches`, `seq`, `overlap` (numbers, evaluated as arrays), `allreduce`, "
-    "`fsdp`, `cross_node`, `one_shot_volume` (one pass per value) and the fleet axes `model`, `cluster`, `phase`, "
+    "`fsdp`, `cross_node`, `one_shot_volume` and, for training, `recompute`, `sequence_parallel`, "
+    "`optimizer_sharding`, `schedule`, `virtual_stages` (one pass per value) and the fleet axes `model`, `cluster`, `phase`, "
     "`stack` (names of declared blocks, or phases: each combination is a sub-space with its own model and "
     "cluster, and the results rank the whole fleet together); the lists form their cartesian product (`tp = pow2(1, 64)`, "
     "`batch = [1, 8, 64]`, `allreduce = [ring, tree, auto]`). Every point is priced by the same formulas as "
     "a plan and kept or rejected by the constraints below. The result: the `top` layouts by the objective "
     "with their numbers, the Pareto front of latency against throughput per GPU, and how many points each "
-    "constraint removed. A search larger than `limit` points is refused (E402). A search whose base is an "
-    "online plan (`phase = online`) is a **capacity search** (ccost.capacity): it varies `cluster`, `tp`, `pp`, "
+    "constraint removed. A search larger than `limit` points is refused (E402). A base plan with a training "
+    "target (`train_tokens`) adds each layout's time to train, goodput, GPU-days and cost, the Pareto front "
+    "of time to train against cost, and its own constraints: a `global_batch` keeps only the layouts that "
+    "hold it (each gets batch = global_batch / (dp·ep)), a `deadline` only those that meet it, a `gpu_budget` "
+    "caps `max_gpus`. A search whose base is "
+    "an online plan (`phase = online`) is a **capacity search** (ccost.capacity): it varies `cluster`, `tp`, `pp`, "
     "`ep`, `dp` (replicas: every count that fits `max_gpus` when not listed), `max_seqs`, `step_tokens`, "
     "`prefill_workers` (0: aggregated), `decode_workers` and `prefill_tp`, screens every fleet at the traffic's "
     "peak rate × (1 + `headroom`) against the policy's SLOs, confirms the cheapest by simulation and reports it, "
@@ -1349,9 +1486,11 @@ register(BlockKind(
     "highest rate per replica.",
     (
         Field("base", ref("plan"), "the plan every point starts from", "tp8", required=True),
-        Field("objective", enum("latency", "throughput_per_gpu", "gpus", "cost_per_token", "cost_per_month"),
+        Field("objective", enum("latency", "throughput_per_gpu", "gpus", "cost_per_token", "time_to_train",
+                                "train_cost", "cost_per_month"),
               "what ranks the layouts: the lowest step latency, the highest tokens/s per GPU, the fewest "
-              "GPUs (ties: the faster), or the lowest cost per million tokens (the cluster must be priced); a "
+              "GPUs (ties: the faster), the lowest cost per million tokens (the cluster must be priced), or, "
+              "for a base plan with a training target, the shortest time to train or its lowest cost (priced); a "
               "capacity search (an online base) ranks fleets, by default by `cost_per_month` (on priced "
               "clusters, else `gpus`), its `latency` the request latency at the SLO's percentile",
               "throughput_per_gpu"),
@@ -1385,7 +1524,8 @@ register(BlockKind(
     '  objective = throughput_per_gpu\n}',
     varies="plan",
     varies_doc="| `tp`, `pp`, `ep`, `dp`, `batch`, `microbatches`, `seq`, `overlap`, `allreduce`, `fsdp`, "
-               "`cross_node`, `one_shot_volume`, `model`, `cluster`, `phase`, `stack` | a list (`[1, 2, 4]`, "
+               "`cross_node`, `one_shot_volume`, `recompute`, `sequence_parallel`, `optimizer_sharding`, "
+               "`schedule`, `virtual_stages`, `model`, `cluster`, `phase`, `stack` | a list (`[1, 2, 4]`, "
                "`[llama3_8b, llama3_70b]`), a range (`pow2(1, 64)`, `range(1, 16)`) or one value of that "
                "plan field | | at least one | the values to try; each is checked like the plan field (a `model` "
                "axis names models, E108 otherwise); a model × cluster × phase × stack combination that no "
@@ -1417,8 +1557,10 @@ register(BlockKind(
         Field("max_e2e", TIME, "SLO of online plans: request latency (arrival to last token) at `slo_percentile`, "
               "at the peak rate", "20 s", **R_SLO),
         Field("slo_percentile", enum(*S.SLO_PERCENTILES), "the percentile the SLOs hold at", "p90"),
-        Field("min_goodput", FRACTION, "SLO of online plans: the least share of requests that meet every limit "
+        Field("min_slo_goodput", FRACTION, "SLO of online plans: the least share of requests that meet every limit "
               "above, each on its own (vLLM's `--goodput`)", "95 %", minimum=0, min_open=True, maximum=1),
+        Field("min_goodput", FRACTION, "training targets: an expected goodput below this fails the checklist "
+              "(item 14)", "90 %", minimum=0, maximum=1),
     ),
     "policy", S.Policy,
     "policy { max_overhead = 30 %; min_efficiency = 70 % }",

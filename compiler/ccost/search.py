@@ -65,7 +65,7 @@ from ccost.check.search import value_name as _name
 from ccost.check.plan import evaluation_errors
 from ccost.diagnostics import CcostError, Diagnostics, error
 from ccost.results import RECORD_METRICS
-from ccost.schema import phase_kind
+from ccost.schema import phase_kind, rebatched, targeted
 
 OBJECTIVES = ("latency", "throughput_per_gpu", "gpus")
 #: Points per chunk: big enough that numpy's per-call overhead vanishes, small enough for the cache and
@@ -74,6 +74,12 @@ CHUNK = 1 << 15
 
 #: The constraint that removes columns before pricing: more micro-batches than sequences (E401).
 MB_RULE = "microbatches_at_most_batch"
+#: A training target's constraints (ccost.target): the layouts that hold the global batch (E303), and those
+#: that meet the deadline.
+GB_RULE = "global_batch"
+#: A training search's schedule axes: model chunks per GPU mean something only in the interleaved schedule.
+V_RULE = "virtual_stages_interleaved"
+DEADLINE_RULE = "meets_deadline"
 
 #: The constraints, in the order they are applied and counted: (key, what it keeps).
 CONSTRAINTS: tuple[tuple[str, str], ...] = (
@@ -83,12 +89,20 @@ CONSTRAINTS: tuple[tuple[str, str], ...] = (
     ("tp_in_domain", "tp ≤ the NVLink domain"),
     ("tp_divides_kv_heads", "tp divides kv_heads"),
     ("pp_divides_layers", "pp divides layers"),
+    (V_RULE, "virtual_stages > 1 only with schedule = interleaved (elsewhere it is the same layout as 1)"),
+    (GB_RULE, "the base plan's global batch splits into whole sequences per replica, batch = global batch / "
+              "(dp·ep), and those into whole micro-batches of its microbatch_size"),
     (MB_RULE, "microbatches ≤ batch (every micro-batch needs a sequence)"),
     ("fits_memory", "memory per GPU ≤ max_memory × HBM"),
     ("max_overhead", "overhead = T_comm / T_compute ≤ max_overhead"),
     ("min_efficiency", "efficiency = speedup / GPUs ≥ min_efficiency"),
+    (DEADLINE_RULE, "time to train ≤ the base plan's deadline"),
     ("finite", "the numbers are finite"),
 )
+#: How many of CONSTRAINTS are layout constraints (``_layout_fails``: tested once per layout, no pricing).
+N_LAYOUT = 7
+#: The constraints tested on points before pricing (after the layout constraints).
+_PRE_PRICING = (GB_RULE, MB_RULE)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -105,6 +119,8 @@ class Settings:
     pp_divides_layers: bool
     max_overhead: float | None
     min_efficiency: float | None
+    deadline: float | None = None  # s: the base plan's training target's deadline
+    target_by: str | None = None  # what the time-to-train front weighs it against (_Job.target_by)
 
 
 def settings(search: S.Search, policy: S.Policy) -> Settings:
@@ -116,8 +132,11 @@ def settings(search: S.Search, policy: S.Policy) -> Settings:
     mo = search.max_overhead if search.max_overhead is not None else (policy.max_overhead if use_policy else None)
     me = search.min_efficiency if search.min_efficiency is not None else (
         policy.min_efficiency if use_policy else None)
-    return Settings(search.max_gpus or base.cluster.gpus, search.fits_memory, search.tp_in_domain,
-                    search.tp_divides_kv_heads, search.pp_divides_layers, mo, me)
+    most = search.max_gpus or base.cluster.gpus
+    if targeted(base) and base.gpu_budget is not None:  # a training target's GPU budget caps the layouts
+        most = min(most, base.gpu_budget)
+    return Settings(most, search.fits_memory, search.tp_in_domain, search.tp_divides_kv_heads,
+                    search.pp_divides_layers, mo, me, base.deadline if targeted(base) else None)
 
 
 @dataclass
@@ -169,6 +188,10 @@ def _objective_order(cols: dict, objective: str):
         keys = (idx, gpus, lat, -thr)
     elif objective == "cost_per_token":  # the cheapest per million tokens; ties: the fewer GPUs, the faster
         keys = (idx, lat, gpus, cols["cost_per_mtok_usd"])
+    elif objective == "time_to_train":  # the soonest trained; ties: the cheaper, the fewer GPUs
+        keys = (idx, gpus, cols["train_cost_usd"], cols["time_to_train_s"])
+    elif objective == "train_cost":  # the cheapest run; ties: the sooner, the fewer GPUs
+        keys = (idx, gpus, cols["time_to_train_s"], cols["train_cost_usd"])
     else:
         keys = (idx, -thr, lat, gpus)
     return np.lexsort(keys)
@@ -182,6 +205,10 @@ def _primary(cols: dict, objective: str):
         return -cols["throughput_per_gpu"]
     if objective == "cost_per_token":
         return cols["cost_per_mtok_usd"]
+    if objective == "time_to_train":
+        return cols["time_to_train_s"]
+    if objective == "train_cost":
+        return cols["train_cost_usd"]
     return cols["gpus"]
 
 
@@ -202,7 +229,7 @@ def pareto_mask(lat, thr, idx):
 #: in all of them are the same answer — a layout that differs only in a value with no effect (the
 #: AllReduce algorithm at tp = 1), or more replicas of the same layout (dp in serving). The top list shows
 #: each answer once, at its first point in the objective's order (the fewest GPUs, then search order).
-RESULT_KEYS = ("latency_s", "throughput_per_gpu", "cost_per_mtok_usd")
+RESULT_KEYS = ("latency_s", "throughput_per_gpu", "cost_per_mtok_usd", "time_to_train_s")
 #: What a reader of the top list is told when ``distinct`` (the text output and the review).
 DISTINCT_NOTE = "each answer once: a layout with the same numbers as one above is left out"
 
@@ -250,6 +277,12 @@ def _top_select(objective: str, top: int, distinct: bool = True):
 
 def _pareto_select(cols: dict):
     return pareto_mask(cols["latency_s"], cols["throughput_per_gpu"], cols["index"])
+
+
+def _target_pareto_select(cols: dict):
+    """The front of a training target's time to train against its cost (``target_cost``: the run's cost,
+    or its GPU-days when a searched cluster is not priced, ``_Job.target_by``): both down."""
+    return pareto_mask(cols["time_to_train_s"], -cols["target_cost"], cols["index"])
 
 
 def run_search(search: S.Search, policy: S.Policy, progress: Callable[[int, int], None] | None = None,
@@ -393,12 +426,24 @@ class _Job:
         seq0 = axes["seq"][0] if "seq" in axes else base.seq
         return S.vary(base, seq=seq0, **fixed)
 
+    @property
+    def target_by(self) -> str | None:
+        """A training target's front weighs the time to train against the run's cost (``train_cost_usd``)
+        when every searched cluster is priced, else against its GPU-days; None without a target."""
+        base = self.search.base
+        if base is None or not targeted(base):
+            return None
+        from ccost import economics
+
+        clusters = dict(self.search.axes).get("cluster") or (base.cluster,)
+        return "train_cost_usd" if all(economics.pricing(c).priced for c in clusters) else "gpu_days"
+
     def pass_setup(self, p_i: int) -> tuple[dict, S.Plan, Settings]:
         """Pass ``p_i``'s fixed values (fleet and static axes), plan and constraints (in a fleet search each
         cluster's own GPUs cap its points)."""
         fixed = self.combo(p_i)
         plan = self.pass_plan(fixed)
-        st = settings(replace(self.search, base=plan), self.policy)
+        st = replace(settings(replace(self.search, base=plan), self.policy), target_by=self.target_by)
         if _fleet_of(self.search):
             st = replace(st, max_gpus=min(st.max_gpus, plan.cluster.gpus))
         return fixed, plan, st
@@ -408,9 +453,10 @@ class _Job:
         feasible = acc.total - sum(acc.removed.values())
         worst = {k: b.cols for k, b in acc.best_removed.items() if b.cols is not None}
         mem = acc.mem_limit - {None}
+        fleet = {k: b.cols for k, b in acc.best_fleet.items() if b.cols is not None}
         return _document(search, self.settings_doc(), acc.total, acc.priced, feasible, acc.tested, acc.failed,
                          acc.removed, acc.top.cols, acc.front.cols, self.pass_names, self.array_names, self.shape,
-                         self.per_pass, worst, max(mem) if len(mem) == 1 else None)
+                         self.per_pass, worst, max(mem) if len(mem) == 1 else None, acc.tfront.cols, fleet)
 
     def settings_doc(self) -> Settings:
         """The constraints as the document states them: a fleet search over clusters reports the largest
@@ -420,7 +466,7 @@ class _Job:
         assert base is not None and base.cluster is not None
         clusters = dict(search.axes).get("cluster") or (base.cluster,)
         st = settings(replace(search, base=replace(base, cluster=max(clusters, key=lambda c: c.gpus))), self.policy)
-        return st
+        return replace(st, target_by=self.target_by)
 
 
 def _job(search: S.Search, policy: S.Policy, chunk: int) -> _Job:
@@ -439,11 +485,11 @@ def _job(search: S.Search, policy: S.Policy, chunk: int) -> _Job:
         raise CcostError(diags)
     from ccost import economics
 
-    if search.objective == "cost_per_token":
+    if search.objective in ("cost_per_token", "train_cost"):
         for cluster in dict(search.axes).get("cluster") or (base.cluster,):
             if not economics.pricing(cluster).priced:
                 raise CcostError(error(
-                    "E403", f"search `{search.name}` ranks by cost_per_token, but "
+                    "E403", f"search `{search.name}` ranks by {search.objective}, but "
                     + (f"its base plan `{base.name}`" if "cluster" not in dict(search.axes)
                        else f"cluster `{cluster.name}` of its `cluster` axis") + " is not priced",
                     search.spans.get("objective", search.span), economics.not_priced_help(cluster)))
@@ -467,6 +513,8 @@ class _Acc:
     removed: dict | None = None
     top: _Best | None = None
     front: _Best | None = None
+    tfront: _Best | None = None  # a training target's time to train against cost (or GPU-days)
+    best_fleet: dict | None = None  # a training target's best point of each fleet combination (label → _Best)
     best_removed: dict | None = None
     mem_limit: set | None = None
 
@@ -477,6 +525,8 @@ class _Acc:
         self.removed = self.removed or dict.fromkeys(names, 0)
         self.top = self.top or _Best()
         self.front = self.front or _Best()
+        self.tfront = self.tfront or _Best()
+        self.best_fleet = self.best_fleet if self.best_fleet is not None else {}
         self.best_removed = self.best_removed or {k: _Best() for k in names}
         self.mem_limit = self.mem_limit if self.mem_limit is not None else set()
 
@@ -495,6 +545,11 @@ class _Acc:
             self.top.merge(other.top.cols, select)
         if other.front.cols is not None:
             self.front.merge(other.front.cols, _pareto_select)
+        if other.tfront.cols is not None:
+            self.tfront.merge(other.tfront.cols, _target_pareto_select)
+        for label, b in other.best_fleet.items():
+            if b.cols is not None:
+                self.best_fleet.setdefault(label, _Best()).merge(b.cols, _top_select(self.objective, 1, False))
         best = _top_select(self.objective, 1, False)
         for k, b in other.best_removed.items():
             if b.cols is not None:
@@ -517,7 +572,7 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
     acc = _Acc(search.size, search.objective, search.top, search.distinct)
     tested, failed, removed = acc.tested, acc.failed, acc.removed
     names = [c for c, _ in CONSTRAINTS]
-    priced_checks = [k for k in names[6:] if k != MB_RULE]  # the constraints that judge a priced point
+    priced_checks = [k for k in names[N_LAYOUT:] if k not in _PRE_PRICING]  # the constraints that judge a priced point
     top_select = _top_select(search.objective, search.top, search.distinct)
     best_select = _top_select(search.objective, 1, False)  # a constraint's best removed point: only it is read
     total = search.size
@@ -546,7 +601,7 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
         # priced (compressed arrays, not a Python loop).
         layout_fails = _layout_fails(plan, st, lvals, n)
         alive = np.ones(n, dtype=bool)
-        for k in names[:6]:
+        for k in names[:N_LAYOUT]:
             alive = count(k, layout_fails[k], alive, grid.n_columns)
         keep = np.nonzero(alive)[0]
         if keep.size and prepared is None:
@@ -570,10 +625,19 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
             vals = {f: v[rows][:, None] for f, v in lvals.items()}
             vals.update(cvals)
             static, x0 = prepared
+            # a global batch (a training target's): each layout's batch is global batch / (dp·ep), and the
+            # points where that is no whole number of sequences, or fewer than the micro-batches, go
+            alive = _global_batch(plan, vals, (rows.size, col_off.shape[1]), count)
+            if alive is not None and not alive.any():
+                continue
             acc.priced += rows.size * col_off.shape[1]
+            fleet = {f: v for f, v in fixed.items() if f in FLEET_AXES}
+            fleet_best = (acc.best_fleet.setdefault(_combo_label(fleet), _Best())
+                          if fleet and targeted(plan) else None)
             _price_chunk(lower, phases, static, x0, plan, vals,
                          p_i * per_pass + row_off[rows][:, None] + col_off, st, count, priced_checks, acc.top,
-                         acc.front, top_select, acc.best_removed, acc.mem_limit, pr, best_select)
+                         acc.front, top_select, acc.best_removed, acc.mem_limit, pr, best_select, alive,
+                         acc.tfront, fleet_best)
             if progress is not None and b_i + 1 < len(blocks):
                 progress(acc.done + n * grid.n_columns * (b_i + 1) // len(blocks), total)
         acc.done += n * grid.n_columns
@@ -582,12 +646,47 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
     return acc
 
 
+def _global_batch(plan: S.Plan, vals: dict, shape: tuple[int, int], count):
+    """A training base plan that fixes its global batch or its micro-batch size: sets ``vals["batch"]`` to
+    global batch / (dp·ep) and ``vals["microbatches"]`` to batch / ``microbatch_size`` at every point of the
+    block (``vals``: field → arrays of rows × columns), counts the points where those are not whole numbers
+    (``layout_rules.holds_global_batch``: the layout cannot hold the global batch) and then those left with
+    fewer sequences than micro-batches, and returns the points still alive (flat); None when the base plan
+    fixes neither (``batch`` and ``microbatches`` are then the plan's or axes)."""
+    import numpy as np
+
+    mbs = plan.microbatch_size
+    if not phase_kind(plan.phase).targets or (plan.global_sequences is None and mbs is None):
+        return None
+    n = shape[0] * shape[1]
+
+    def axis(f):
+        return vals[f] if f in vals else float(getattr(plan, f))
+
+    alive = np.ones(n, dtype=bool)
+    if plan.global_sequences is not None:
+        g = float(plan.global_batch) if plan.global_batch is not None else plan.global_batch_tokens / axis("seq")
+        replicas = axis("dp") * axis("ep")
+        vals["batch"] = g / replicas
+        holds = rules.holds_global_batch(g, replicas, mbs or 1)
+    else:
+        holds = rules.holds_global_batch(axis("batch"), 1, mbs)
+    alive = count(GB_RULE, ~np.broadcast_to(holds, shape).reshape(n), alive)
+    if mbs is not None:
+        vals["microbatches"] = axis("batch") / mbs
+    fits = rules.microbatches_at_most_batch(axis("microbatches"), axis("batch"))
+    return count(MB_RULE, ~np.broadcast_to(fits, shape).reshape(n), alive)
+
+
 def _whole_microbatches(plan: S.Plan, cvals: dict):
     """Where the columns ``cvals`` give every micro-batch a sequence (``layout_rules``), or None when the
-    search varies neither batch nor microbatches (the base plan keeps the rule, or is refused)."""
+    search varies neither batch nor microbatches (the base plan keeps the rule, or is refused), or when the
+    base plan fixes its global batch (``_global_batch`` tests the rule at every point)."""
     import numpy as np
 
     if phase_kind(plan.phase).rows != "batch" or not ({"batch", "microbatches"} & cvals.keys()):
+        return None
+    if phase_kind(plan.phase).targets and (plan.global_sequences is not None or plan.microbatch_size is not None):
         return None
     M = np.asarray(cvals["microbatches"] if "microbatches" in cvals else plan.microbatches)
     B = np.asarray(cvals["batch"] if "batch" in cvals else plan.batch)
@@ -595,7 +694,7 @@ def _whole_microbatches(plan: S.Plan, cvals: dict):
 
 
 def _layout_fails(plan: S.Plan, st: Settings, lvals: dict, n: int) -> dict:
-    """The layout constraints (the first six of ``CONSTRAINTS``) at ``n`` layouts (``lvals``: field → values;
+    """The layout constraints (the first ``N_LAYOUT`` of ``CONSTRAINTS``) at ``n`` layouts (``lvals``: field → values;
     a field not searched is the plan's): constraint → where a layout fails it (None: not applied)."""
     import numpy as np
 
@@ -621,6 +720,10 @@ def _layout_fails(plan: S.Plan, st: Settings, lvals: dict, n: int) -> dict:
         if (st.tp_divides_kv_heads and kv_heads) else None,
         "pp_divides_layers": np.broadcast_to(fails(rules.pp_divides_layers(pp, model.layers)), (n,))
         if st.pp_divides_layers else None,
+        # a pass (the static axes' values) with model chunks but no interleaving: every layout of it repeats
+        # the pass with virtual_stages = 1 (ccost.lower prices v only when interleaved)
+        V_RULE: np.full(n, plan.virtual_stages > 1 and plan.schedule != "interleaved")
+        if phase_kind(plan.phase).trains else None,
     }
 
 
@@ -1055,11 +1158,13 @@ def _keep_freed_memory() -> None:
 
 
 def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks, top, front, top_select,
-                 best_removed, mem_limit, pr=None, best_select=None):
+                 best_removed, mem_limit, pr=None, best_select=None, alive0=None, tfront=None, fleet_best=None):
     """Price the points of one block that passed the layout constraints (``vals``: field → array, arrays
     that broadcast to ``index``'s shape: layouts × columns, see ``_Grid``; ``index``: each point's number in
     search order), apply the priced constraints (keeping, per constraint, the best point it removed, so
-    the output can say what it cost) and fold the survivors into the running top and Pareto front."""
+    the output can say what it cost) and fold the survivors into the running top and Pareto front.
+    ``alive0``: the points (flat) that passed the constraints tested before pricing (``_global_batch``);
+    ``tfront``: the running front of a training target's time to train against its cost."""
     import numpy as np
 
     _keep_freed_memory()
@@ -1113,12 +1218,34 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
             "throughput_per_gpu": full(m.throughput_gpu)}
     # cost per million tokens at the plan's load (ccost.economics, the formulas of a single plan); NaN
     # when the cluster is not priced (then no record carries it and the objective refuses to run)
-    if pr is not None and pr.priced:
+    econ = None
+    if pr is not None and (pr.priced or (targeted(plan) and pr.powered)):
         from ccost import economics
 
-        keys["cost_per_mtok_usd"] = full(economics.economics(plan, pr, keys["gpus"], full(m.throughput)).cost_mtok)
-    else:
-        keys["cost_per_mtok_usd"] = np.full(n, np.nan)
+        econ = economics.economics(plan, pr, keys["gpus"], full(m.throughput))
+    keys["cost_per_mtok_usd"] = full(econ.cost_mtok) if econ is not None and econ.priced else np.full(n, np.nan)
+    # a training target's time to train, goodput and cost (ccost.target, the formulas of a single plan)
+    nan = np.full(n, np.nan)
+    keys.update(time_to_train_s=nan, train_cost_usd=nan, gpu_days=nan, target_cost=nan)
+    if targeted(plan):
+        from ccost import target
+
+        tg = target.target(plan, N=keys["gpus"], T_step=full(m.step), tokens_step=full(c.tokens_step), W=x0.W,
+                           params=x0.params, b_opt=x0.b_opt, power=None if econ is None else econ.power,
+                           cost_rate=None if econ is None else econ.cost_rate)
+        keys["time_to_train_s"] = full(tg.T_train)
+        keys["gpu_days"] = full(tg.gpu_days)
+        if tg.cost is not None:
+            keys["train_cost_usd"] = full(tg.cost)
+        keys["target_cost"] = keys["train_cost_usd"] if st.target_by == "train_cost_usd" else keys["gpu_days"]
+        srcs.update(goodput=full(tg.goodput), train_energy_j=nan if tg.energy is None else full(tg.energy),
+                    checkpoint_interval_s=nan if tg.tau is None else full(tg.tau))
+        if st.deadline is not None:
+            fails[DEADLINE_RULE] = ~(keys["time_to_train_s"] <= st.deadline)  # flat already
+    if plan.global_sequences is not None and "batch" in vals:  # the batch the global batch gives each layout
+        srcs["batch"] = vals["batch"]
+    if plan.microbatch_size is not None and "microbatches" in vals:  # and its micro-batches
+        srcs["microbatches"] = vals["microbatches"]
     # The AllReduce algorithm each point's TP (and, training, DP) group used: `auto` picks per point.
     codes = {}
     for key in ("TP", "DP"):
@@ -1145,15 +1272,16 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
         out.update({k: at(v, float) for k, v in srcs.items()})
         out["gpus"] = keys["gpus"][rows]
         out["fits_memory"] = at(mem, float) <= at(limit, float)
-        out["cost_per_mtok_usd"] = keys["cost_per_mtok_usd"][rows]
+        for k in ("cost_per_mtok_usd", "time_to_train_s", "train_cost_usd", "gpu_days", "target_cost"):
+            out[k] = keys[k][rows]
         out.update({k: at(v, np.int64) for k, v in codes.items()})
         return out
 
-    alive = np.ones(n, dtype=bool)
+    alive = np.ones(n, dtype=bool) if alive0 is None else alive0
     for k in checks:
         before = alive
-        alive = count(k, fails[k], alive)
-        if k != "finite" and fails[k] is not None:
+        alive = count(k, fails.get(k), alive)
+        if k != "finite" and fails.get(k) is not None:
             gone = np.nonzero(before & ~alive)[0]
             if gone.size:
                 best_removed[k].merge_rows(keys, gone, take, best_select or top_select)
@@ -1162,6 +1290,10 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
         return
     top.merge_rows(keys, keep, take, top_select)
     front.merge_rows(keys, keep, take, _pareto_select)
+    if tfront is not None and targeted(plan):
+        tfront.merge_rows(keys, keep, take, _target_pareto_select)
+    if fleet_best is not None:  # the best of this fleet combination (a training target's per-cluster answer)
+        fleet_best.merge_rows(keys, keep, take, best_select or top_select)
 
 
 def _decode(search: S.Search, index: int, static_names, array_names, shape, per_pass) -> dict:
@@ -1188,7 +1320,8 @@ def point_plan(search: S.Search, layout: Mapping[str, Any]) -> S.Plan:
     values = {k: next((x for x in axes.get(k, ()) if _name(x) == v), v) if k in FLEET_AXES else v
               for k, v in layout.items()}
     label = ",".join(f"{k}={_name(v)}" for k, v in values.items())
-    return S.vary(search.base, name=f"{search.name}[{label}]", **values)
+    # a fixed global batch gives each layout its batch (global batch / (dp·ep))
+    return rebatched(S.vary(search.base, name=f"{search.name}[{label}]", **values))
 
 
 def _records(search, cols, order, decode) -> list[dict]:
@@ -1206,12 +1339,24 @@ def _records(search, cols, order, decode) -> list[dict]:
             rec[k] = ALGORITHMS[code] if code >= 0 else None
         if "cost_per_mtok_usd" in cols and math.isfinite(float(cols["cost_per_mtok_usd"][i])):
             rec["cost_per_mtok_usd"] = float(cols["cost_per_mtok_usd"][i])  # priced clusters only
+        for k in ("batch", "microbatches"):  # what a fixed global batch or micro-batch size gives the layout
+            if k in cols and k not in rec:
+                rec[k] = int(cols[k][i])
+        # a training target's (ccost.target): present when the base plan states one, and finite
+        for k in TARGET_RECORD_KEYS:
+            if k in cols and math.isfinite(float(cols[k][i])):
+                rec[k] = float(cols[k][i])
         out.append(rec)
     return out
 
 
+#: What a record of a search whose base plan states a training target adds (ccost.target; results.py).
+TARGET_RECORD_KEYS = ("time_to_train_s", "goodput", "checkpoint_interval_s", "gpu_days", "train_energy_j",
+                      "train_cost_usd")
+
+
 def _document(search, st, total, priced, feasible, tested, failed, removed, top_cols, front_cols, static_names,
-              array_names, shape, per_pass, best_removed, mem_limit) -> dict:
+              array_names, shape, per_pass, best_removed, mem_limit, tfront_cols=None, fleet_cols=None) -> dict:
     """The ``searches:`` section: ``title``, ``base``, ``axes`` (field → values), ``objective``, ``points``,
     ``priced`` (passed the layout constraints), ``feasible``, ``rejected``, ``constraints`` (in order:
     ``constraint``, ``rule``, ``tested``, ``failed``, ``removed``, ``threshold`` or ``limit_bytes``, and for
@@ -1237,12 +1382,18 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
             continue
         if k in ("max_overhead", "min_efficiency") and limits[k] is None:
             continue
-        if k in ("inter_node_link", MB_RULE, "finite") and failed[k] == 0:
+        if k in ("inter_node_link", MB_RULE, V_RULE, "finite") and failed[k] == 0:
+            continue
+        if (k == GB_RULE and not tested[k]) or (k == DEADLINE_RULE and st.deadline is None):
             continue
         entry = {"constraint": k, "rule": rules[k], "tested": tested[k], "failed": failed[k],
                  "removed": removed[k]}
         if k in ("max_gpus", "max_overhead", "min_efficiency"):
             entry["threshold"] = limits[k]
+        if k == DEADLINE_RULE:
+            entry["threshold"] = st.deadline
+        if k == GB_RULE:
+            entry["threshold"] = search.base.global_sequences
         if k == "fits_memory" and mem_limit is not None:
             entry["limit_bytes"] = mem_limit
         if k in best_removed:
@@ -1263,6 +1414,33 @@ def _document(search, st, total, priced, feasible, tested, failed, removed, top_
         "constraints": constraints,
         "top": top,
         "pareto": front,
+        **({"target": _target_doc(search, st, tfront_cols, decode, fleet_cols)} if targeted(search.base) else {}),
+    }
+
+
+def _target_doc(search: S.Search, st: Settings, tfront_cols, decode, fleet_cols=None) -> dict:
+    """A training search's ``target``: what it trains for (tokens or steps, the global batch, the deadline,
+    the GPU budget) and the Pareto front of time to train against the run's cost (``by``: the cost, or the
+    GPU-days when a searched cluster is not priced), soonest first."""
+    base = search.base
+    assert base is not None
+    front = []
+    if tfront_cols:
+        order = sorted(range(len(tfront_cols["index"])), key=lambda i: (float(tfront_cols["time_to_train_s"][i]),
+                                                                        int(tfront_cols["index"][i])))
+        front = _records(search, tfront_cols, order, decode)
+    return {
+        "train_tokens": base.train_tokens,
+        "train_steps": base.train_steps,
+        "global_batch": base.global_sequences,
+        "deadline_s": st.deadline,
+        "gpu_budget": base.gpu_budget,
+        "pareto_by": st.target_by,
+        "pareto": front,
+        # a fleet search's answer per model, cluster, phase and stack: its best layout by the objective
+        **({"best_per_fleet": [_records(search, fleet_cols[k], [0], decode)[0] for k in
+                               sorted(fleet_cols, key=lambda k: int(fleet_cols[k]["index"][0]))]}
+           if fleet_cols else {}),
     }
 
 

@@ -46,6 +46,26 @@ DEFAULT_STEP_TOKENS = 8192
 _EMPTY: Mapping[str, Span] = MappingProxyType({})
 _NO_STACKS: Mapping[str, "Stack"] = MappingProxyType({})
 
+#: Job interruptions per GPU-second, the bundled default of a cluster's ``failure_rate``: the Llama 3 paper
+#: (Dubey et al. 2024, "The Llama 3 Herd of Models", §3.3.4) counts 419 unexpected interruptions in a
+#: 54-day snapshot of pre-training on 16,384 H100 (466 with the 47 planned ones): 419 / (16,384 × 54 × 24 h)
+#: = 1.97e-5 per GPU-hour, one interruption every 3.1 h for the whole job (docs/training-target.md).
+LLAMA3_INTERRUPTIONS, LLAMA3_DAYS, LLAMA3_GPUS = 419, 54, 16_384
+DEFAULT_FAILURE_RATE = LLAMA3_INTERRUPTIONS / (LLAMA3_GPUS * LLAMA3_DAYS * 86_400.0)
+#: Seconds from an interruption to training again (detect, replace the node, relaunch, load the checkpoint),
+#: the default of a cluster's ``restart_time``: 10 min, an ASSUMPTION the review lists. It is the restart
+#: time of Daly's worked examples (2006), and consistent with the Llama 3 paper's figures: more than 90 %
+#: effective training time over 466 interruptions in 54 days leaves at most 54 d × 10 % / 466 = 16.7 min lost
+#: per interruption, restart and re-done work together.
+DEFAULT_RESTART_TIME = 600.0
+
+
+def checkpoint_help(cluster: str) -> str:
+    """How to model a training target's goodput on cluster ``cluster`` (W309, the review): give it the write
+    bandwidth of its checkpoint storage."""
+    return (f"give cluster `{cluster}` a `checkpoint_bandwidth` (the write bandwidth of the storage checkpoints "
+            "go to, e.g. `checkpoint_bandwidth = 100 GB/s`)")
+
 
 @dataclass(frozen=True)
 class Entity:
@@ -180,6 +200,11 @@ class Cluster(Entity):
     node_power: float | None = None  # W per node, whole; overrides GPUs + host
     pue: float = 1.0  # facility power / IT power
     electricity_price: float = 0.0  # USD/J
+    # goodput at scale (ccost.target, issue 30): job interruptions per GPU-second, the time from one to
+    # training again, and the write bandwidth of the storage checkpoints go to (None: goodput not modelled)
+    failure_rate: float = DEFAULT_FAILURE_RATE
+    restart_time: float = DEFAULT_RESTART_TIME
+    checkpoint_bandwidth: float | None = None
 
     @property
     def gpus(self) -> int:
@@ -305,6 +330,15 @@ class Plan(Entity):
     optimizer_sharding: str = "none"  # none | zero1 (Megatron's distributed optimizer) | zero2
     master_weights: str = "fp32"
     cp: int = 1  # train: context-parallel degree (each sequence split over cp ranks)
+    # a training target (ccost.target, issue 30): how much to train, the global batch, by when, on how many
+    train_tokens: float | None = None  # tokens to train on
+    train_steps: int | None = None  # or optimizer steps
+    global_batch: int | None = None  # sequences per optimizer step, all replicas: batch = global_batch/(dp·ep)
+    global_batch_tokens: int | None = None  # or tokens per step: global_batch = global_batch_tokens/seq
+    microbatch_size: int | None = None  # sequences per micro-batch: microbatches = batch / microbatch_size
+    deadline: float | None = None  # s: the time the target must be trained in
+    gpu_budget: int | None = None  # the most GPUs the target may use
+    checkpoint_interval: float | None = None  # s of training between checkpoints; None: the optimum (Daly)
     # serve (ccost.serve): continuous batching, a closed loop of `concurrency` requests per replica
     concurrency: int | None = None
     input_tokens: int | None = None
@@ -326,6 +360,44 @@ class Plan(Entity):
     def stack_named(self) -> bool:
         """The plan (or a block it extends) names its stack; else it has its phase's bundled default."""
         return not self.stack_defaults
+
+    @property
+    def states_target(self) -> bool:
+        """The plan states what to train (``train_tokens`` or ``train_steps``); ccost.target prices it when
+        its phase takes a target (``ccost.schema.targeted``)."""
+        return self.train_tokens is not None or self.train_steps is not None
+
+    @property
+    def global_sequences(self) -> float | None:
+        """The global batch in sequences (``global_batch``, or ``global_batch_tokens`` / ``seq``), or None."""
+        if self.global_batch is not None:
+            return float(self.global_batch)
+        if self.global_batch_tokens is not None and self.seq:
+            return self.global_batch_tokens / self.seq
+        return None
+
+    def rebatched(self, keep: frozenset[str] | set[str] = frozenset()) -> "Plan":
+        """This plan with ``batch`` = the global batch / (dp·ep) when it states a global batch its layout
+        splits into whole sequences per replica (``layout_rules.holds_global_batch``), and ``microbatches`` =
+        batch / ``microbatch_size`` when it gives a whole number; else itself. A plan copied with other
+        degrees (a search point, a sweep point, the doubled fleet) calls it through ``ccost.schema.rebatched``
+        (for a phase that takes a training target); the checker's builder keeps the fields the block writes
+        (``keep``), so that a contradiction is reported (E303), not overwritten."""
+        batch, micro = self.batch, self.microbatches
+        g = self.global_sequences
+        if g is not None and "batch" not in keep:
+            per = g / (self.dp * self.ep)
+            if per >= 1 and per == int(per):
+                batch = int(per)
+        if self.microbatch_size is not None and "microbatches" not in keep:
+            m = batch / self.microbatch_size
+            if m >= 1 and m == int(m):
+                micro = int(m)
+        if (batch, micro) == (self.batch, self.microbatches):
+            return self
+        from dataclasses import replace
+
+        return replace(self, batch=batch, microbatches=micro)
 
     @property
     def gpus(self) -> int:
@@ -375,17 +447,18 @@ class Policy(Entity):
     min_efficiency: float = 0.70
     max_memory: float = 0.90
     max_cost_per_mtok: float | None = None  # USD per million tokens at the plan's load
+    min_goodput: float | None = None  # training targets: the least expected goodput (ccost.target)
     # latency promises (SLOs) of online plans (ccost.online), each at `slo_percentile`
     max_ttft: float | None = None  # s: time to first token
     max_tpot: float | None = None  # s: time per output token (inter-token latency)
     max_e2e: float | None = None  # s: request latency, arrival to last token
     slo_percentile: str = "p99"
-    min_goodput: float | None = None  # share of requests that meet every limit
+    min_slo_goodput: float | None = None  # share of requests that meet every limit
 
     @property
     def slo_set(self) -> bool:
         """The policy writes a latency promise (an SLO limit or a goodput share)."""
-        return any(v is not None for v in (self.max_ttft, self.max_tpot, self.max_e2e, self.min_goodput))
+        return any(v is not None for v in (self.max_ttft, self.max_tpot, self.max_e2e, self.min_slo_goodput))
 
 
 #: What an online plan's traffic draws when it does not say (``Traffic``): the requests each simulation

@@ -75,7 +75,7 @@ COMMON_MISTAKES = {
 
 # Units a user may write, for did-you-mean suggestions.
 KNOWN_UNITS = [
-    "s", "ms", "us", "µs", "ns", "min", "h",
+    "s", "ms", "us", "µs", "ns", "min", "h", "d", "day", "week",
     "bit", "b", "B", "byte", "kB", "KB", "MB", "GB", "TB", "PB", "KiB", "MiB", "GiB", "TiB",
     "Kbit", "Mbit", "Gbit", "Tbit", "Gb",
     "FLOP", "GFLOP", "TFLOP", "PFLOP",
@@ -257,6 +257,7 @@ def parse_quantity(text: str) -> tuple[float, Dim]:
 # ---------------------------------------------------------------------------------------------------
 # Formatting: SI floats back to what a reader expects (`512 KiB`, `4.48 ms`, `450 GB/s`).
 
+DAY_S = 86400.0
 _TIME_STEPS = [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")]
 _DEC = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
 _BIN = [(2.0**50, "Pi"), (2.0**40, "Ti"), (2.0**30, "Gi"), (2.0**20, "Mi"), (2.0**10, "Ki"), (1.0, "")]
@@ -331,8 +332,14 @@ def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None
     if dim == TIME:
         if value == 0:
             return "0 s"
+        if 1e15 > abs(value) >= 2 * DAY_S and value % DAY_S == 0:  # whole days: a deadline of 60 d
+            return f"{int(value // DAY_S):,} d"
         if 1e15 > abs(value) >= 3600 and value % 3600 == 0:  # whole hours: a month is 730 h, not 43800 min
             return f"{int(value // 3600):,} h"
+        if abs(value) >= 2 * DAY_S:  # a run's calendar: 61.3 d, not 88,270 min
+            return f"{_sig(value / DAY_S, digits)} d"
+        if abs(value) >= 3 * 3600:  # a day or so between interruptions: 24.75 h, not 1,485 min
+            return f"{_sig(value / 3600, digits)} h"
         if abs(value) >= 120:
             return f"{_sig(value / 60, digits)} min"
         v, unit = _pick(value, _TIME_STEPS)
@@ -354,6 +361,9 @@ def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None
         v, prefix = _pick(value, _DEC[3:])  # W, kW, MW, GW
         return f"{_sig(v, digits)} {prefix}W"
     if dim == ENERGY:
+        if abs(value) >= 3.6e9:  # a training run's energy reads in MWh and GWh, as a facility bills it
+            v, prefix = _pick(value / 3600, _DEC[2:5])  # MWh, GWh, TWh
+            return f"{_sig(v, digits)} {prefix}Wh"
         v, prefix = _pick(value, _DEC[3:])
         return f"{_sig(v, digits)} {prefix}J"
     if dim == MONEY:  # dollars and cents up to a million, then significant figures
@@ -369,6 +379,8 @@ def format_quantity(value: float, dim: Dim, digits: int = 4, binary: bool | None
     if dim == PER_ENERGY:  # tokens/J: the count is in the step's name
         return f"{_sig(value, digits)}/J"
     if dim == RATE:  # tokens/s, steps/s: the count is in the step's name, the unit is "per second"
+        if 0 < abs(value) < 1e-3:  # rare events (interruptions per GPU) read per hour
+            return f"{_sig(value * 3600, digits)}/h"
         return f"{_sig(value, digits)}/s"
     return f"{_sig(value, digits)} {unit_of_dim(dim)}"
 
@@ -382,7 +394,7 @@ def format_percent(fraction: float, digits: int = 3) -> str:
 # ---------------------------------------------------------------------------------------------------
 # The precomputed table (``units_table.py``), regenerated with ``python -m ccost.units --regen``.
 
-_TIME_UNITS = ["s", "sec", "ms", "us", "µs", "ns", "min", "h", "hr"]
+_TIME_UNITS = ["s", "sec", "ms", "us", "µs", "ns", "min", "h", "hr", "d", "day", "days", "week", "weeks"]
 _SI_PREFIXES = ["", "k", "K", "M", "G", "T", "P", "E"]
 _IEC_PREFIXES = ["Ki", "Mi", "Gi", "Ti", "Pi"]
 

@@ -23,7 +23,8 @@ function activate(context) {
   client.start().catch((err) => {
     vscode.window.showErrorMessage(
       `ccost: could not start \`${command} ${args.join(" ")}\` (${err.message}). ` +
-        "Install it with `pip install 'ccost[lsp]'` or set ccost.server.command to your .venv/bin/ccost."
+        "Set ccost.server.command to the ccost of your environment (for example .venv/bin/ccost); " +
+        "if that ccost lacks the `lsp` extra, running `ccost lsp` in a terminal prints the command that adds it."
     );
   });
   context.subscriptions.push({ dispose: () => client && client.stop() });

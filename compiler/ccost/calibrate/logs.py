@@ -465,6 +465,10 @@ def _parse_row(file: str, no: int, line: str, fields: list[str], b: _TestBuilder
         if len(t) <= k:
             return None
         i = t[k]
+        if i + 2 >= len(fields):  # a damaged header: nccl-tests prints algbw and busbw after each time
+            raise CcostError(_diag(file, no, "the table header has a `time` column without the `algbw` and "
+                                   "`busbw` columns nccl-tests prints after it", "the header line is damaged; "
+                                   "rerun the test and keep its whole output", 1, len(line) + 1))
         wrong_cols = idx.get("wrong", []) + idx.get("error", [])
         wrong_cols.sort()
         w = wrong_cols[k] if len(wrong_cols) > k else None

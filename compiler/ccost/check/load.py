@@ -47,6 +47,17 @@ def std_file(kind: str) -> str | None:
     return f"std/{name}" if folder is not None and os.path.isfile(os.path.join(folder, name)) else None
 
 
+def imports_of(text: str, path: str) -> tuple[File, dict[str, File]]:
+    """The spec ``text``, read as the file ``path``, and every file it imports (key -> File, parsed),
+    resolved and read exactly as ``ccost check`` does: inside the project or std/ (E113), missing and
+    unreadable files left out. The diagnostics are dropped: the language server follows imports with
+    this, and shows ``check``'s own diagnostics."""
+    ctx = Context(read=_default_reader, path=path, text=text, hint_budget=0)
+    load(ctx)
+    assert ctx.root is not None  # set whenever the text is given
+    return ctx.root, ctx.files
+
+
 # ---------------------------------------------------------------------------------------------------
 # The pass
 

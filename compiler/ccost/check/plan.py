@@ -133,6 +133,7 @@ def _check_plan(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
             out.append(warning("W304", f"ep = {p.ep} does not divide experts = {m.experts} of model "
                                f"`{m.name}`: some GPUs hold more experts than others", where("ep", ("ep", "model")),
                                help=f"ep values that divide {m.experts}: {rules.divisors(m.experts, 1 << 20)}"))
+    out += _check_target(p, where)
     out += _check_microbatches(p, where)
     out += _check_context(p, where)
     out += _check_training(p, where)
@@ -262,6 +263,37 @@ def _check_training(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
                            f"gradients and parameters; optimizer_sharding = {p.optimizer_sharding} adds nothing",
                            where("optimizer_sharding", ("optimizer_sharding", "fsdp")),
                            help="remove `optimizer_sharding`"))
+    return out
+
+
+def _check_target(p, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """A training target's own warnings: goodput needs the cluster's checkpoint storage (W309), and the target
+    fields that change nothing as written (W305). (Its error, a global batch the layout cannot hold, E303,
+    is its phase's own (``ccost.schema.PhaseKind.errors``): eval refuses such a plan too.)"""
+    if not phase_kind(p.phase).targets:
+        return []
+    out: list[Diagnostic] = []  # (E303, a global batch the layout cannot hold: the phase's own errors)
+    if p.train_tokens is not None and p.train_steps is not None and where("train_steps", ("train_steps",
+                                                                                        "train_tokens")):
+        out.append(warning("W305", f"plan `{p.name}` gives train_tokens and train_steps: the steps are used, "
+                           "the tokens are not read", where("train_steps", ("train_steps", "train_tokens")),
+                           help="give one of them"))
+    if not p.states_target:
+        for f in ("deadline", "gpu_budget", "checkpoint_interval"):
+            if f in p.spans and where(f, (f, "train_tokens", "train_steps")) is not None:
+                out.append(warning("W305", f"plan `{p.name}`: `{f}` applies to a training target, and the plan "
+                                   "states none", where(f, (f, "train_tokens", "train_steps")),
+                                   help="give the target: `train_tokens = ...` (or `train_steps`)"))
+                break
+    elif p.cluster.checkpoint_bandwidth is None and where("train_tokens" if p.train_tokens is not None else
+                                                          "train_steps", ("train_tokens", "train_steps",
+                                                                          "cluster")) is not None:
+        c = p.cluster
+        out.append(warning("W309", f"plan `{p.name}` states a training target, but cluster `{c.name}` gives no "
+                           "`checkpoint_bandwidth`: its goodput is not modelled, and the time to train assumes "
+                           "no interruption", where("train_tokens" if p.train_tokens is not None else "train_steps",
+                                                    ("train_tokens", "train_steps", "cluster")),
+                           help=S.checkpoint_help(c.name)))
     return out
 
 

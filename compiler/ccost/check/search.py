@@ -14,13 +14,18 @@ from ccost import axes
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.diagnostics import Diagnostic, Span, error
-from ccost.schema import PHASES
+from ccost.schema import PHASES, targeted
 
 #: Fields a search can vary as arrays: plan field → ``lower.Inputs`` attribute (seq feeds two inputs).
 ARRAY_AXES: Mapping[str, str] = {**{a.name: a.name for a in axes.AXES if a.searchable}, "batch": "B",
                                  "microbatches": "M", "seq": "S", "overlap": "overlap"}
 #: Fields a search varies with one pass per value (they change which formulas run).
-STATIC_AXES = ("allreduce", "fsdp", "cross_node", "one_shot_volume")
+STATIC_AXES = ("allreduce", "fsdp", "cross_node", "one_shot_volume", *(
+    # training's choices (ccost.training): each changes which formulas run, or (virtual_stages) the schedule's
+    # shape the layout rules read
+    "recompute", "sequence_parallel", "optimizer_sharding", "schedule", "virtual_stages"))
+#: Objectives that rank by a training target's time and money (ccost.target): the base plan must state one.
+TARGET_OBJECTIVES = ("time_to_train", "train_cost")
 #: Fleet axes: which model, cluster, workload and software stack. Each combination is a sub-space of
 #: its own (the layout constraints use its model and cluster), priced one pass per value like the
 #: static axes; the records name the model, cluster and stack.
@@ -66,6 +71,7 @@ def validate(search: S.Search, where: Callable[..., Span | None]) -> list[Diagno
         out.append(error("E203", f"search `{search.name}`: `{what}` applies to a capacity search (an online base "
                          "plan), which sizes a fleet", where("objective" if what.startswith("obj") else "headroom")
                          or search.span, help="rank layouts by cost_per_token, or make an online plan the base"))
+    out += _target_diagnostics(search, where)
     n = search.size
     if n > search.limit:
         out.append(error(
@@ -83,6 +89,46 @@ def validate(search: S.Search, where: Callable[..., Span | None]) -> list[Diagno
             help=f"use max_gpus ≤ {biggest.gpus:,}, or a larger cluster in the base plan"))
     if not any(d.code == "E205" for d in out) and not capacity:
         out += fleet_diagnostics(search, where)
+    return out
+
+
+def _target_diagnostics(search: S.Search, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """E205 for what a training search cannot vary or rank by: a training field on a base plan of another
+    phase, `batch` when the base plan's global batch derives it, a time-to-train objective without a
+    training target."""
+    from ccost.schema import SCHEMA
+
+    base = search.base
+    if base is None:
+        return []
+    out: list[Diagnostic] = []
+    phases = set(dict(search.axes).get("phase") or (base.phase,))  # (names: the registry's keys)
+    plan_kind = SCHEMA["plan"]
+    for f, _ in search.axes:
+        field = plan_kind.field(f)
+        if f in STATIC_AXES and field is not None and field.phases and not phases & set(field.phases):
+            out.append(error("E205", f"search `{search.name}` varies `{f}`, which applies to "
+                             + " and ".join(field.phases) + f" plans only; its base plan `{base.name}` is a "
+                             f"{base.phase} plan", where(f) or search.span,
+                             help=f"remove `{f}`, or search a {field.phases[0]} plan"))
+    targets = any(PHASES[x].targets for x in phases if x in PHASES)
+    if "batch" in dict(search.axes) and base.global_sequences is not None and targets:
+        gb = "global_batch" if base.global_batch is not None else "global_batch_tokens"
+        out.append(error("E205", f"search `{search.name}` varies `batch`, but its base plan `{base.name}` fixes "
+                         f"the global batch (`{gb}`): each layout's batch is the global batch / (dp·ep)",
+                         where("batch") or search.span,
+                         help="remove `batch` (vary dp, and the batch follows), or remove the base plan's "
+                              f"`{gb}`"))
+    if "microbatches" in dict(search.axes) and base.microbatch_size is not None and targets:
+        out.append(error("E205", f"search `{search.name}` varies `microbatches`, but its base plan `{base.name}` "
+                         f"fixes `microbatch_size`: each layout's micro-batches are batch / microbatch_size",
+                         where("microbatches") or search.span,
+                         help="remove `microbatches`, or remove the base plan's `microbatch_size`"))
+    if search.objective in TARGET_OBJECTIVES and not targeted(base):
+        out.append(error("E205", f"search `{search.name}` ranks by {search.objective}, but its base plan "
+                         f"`{base.name}` states no training target", where("objective") or search.span,
+                         help=f"give plan `{base.name}` `train_tokens = ...` (a training plan), or rank by "
+                              "another objective"))
     return out
 
 

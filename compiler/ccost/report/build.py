@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ccost import axes, phases, results, units
+from ccost import axes, output, phases, results, units
 from ccost import spec as S
 from ccost.analysis import COMPARE_METRICS  # compare `by` -> the key it ranks on, as analysis.rank does
 from ccost.analysis import VALUE_KEYS  # checklist item id -> the key its value prints as (analysis.ITEMS)
@@ -525,8 +525,15 @@ def _point_value(m: str, p: Mapping[str, Any]) -> str:
 SEARCH_MAX_COLUMNS = 14
 
 
+#: A training target's search (ccost.target): the columns that answer it, fewer of the step's so the page holds them.
+TARGET_SEARCH_METRICS = ("gpus", "step_time_s", "throughput_per_gpu", "efficiency", "memory_bytes_per_gpu", "batch",
+                         "time_to_train_s", "goodput", "train_cost_usd")
+
+
 def _search_points(points: Sequence[Mapping[str, Any]], axes: Sequence[str], limit: int = 25) -> V.Table:
-    metrics = [m for m in SEARCH_METRICS if any(m in p for p in points)]
+    target = any("time_to_train_s" in p for p in points)
+    metrics = [m for m in (TARGET_SEARCH_METRICS if target else SEARCH_METRICS)
+               if m not in axes and any(m in p for p in points)]
     joined = len(axes) > 1 and len(axes) + len(metrics) > SEARCH_MAX_COLUMNS
     rows = []
     for p in list(points)[:limit]:
@@ -559,7 +566,8 @@ def search_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.Se
         # max_overhead / min_efficiency / max_memory thresholds are fractions (their schema field type)
         cons.append((cname, str(c.get("rule", "")),
                      *[V.fmt_value("count", c.get(k)) for k in ("tested", "failed", "removed")],
-                     V.fmt_value(cname, c.get("threshold"))))
+                     # a deadline is a time (ccost.target), the other thresholds print by their own name
+                     V.fmt_value(_T + "deadline_s" if cname == "meets_deadline" else cname, c.get("threshold"))))
     constraints = V.Table(("constraint", "rule", "tested", "failed", "removed", "threshold"), tuple(cons),
                           (False, False, True, True, True, True))
     return V.SearchSection(name, s.get("title") or name, str(s.get("base") or ""),
@@ -567,7 +575,160 @@ def search_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.Se
                            _search_points(s.get("top") or (), axes),
                            _search_points(s.get("pareto") or (), axes),
                            search_figure(name, s) if charts else None,
-                           _top_note(s))
+                           _top_note(s), *_target_front(name, s, axes, charts))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Time to train (issue 30, ccost.target): a plan's training target, and a search's front.
+
+_T = "plans.<plan>.target."
+
+
+def _tv(key: str, v: Any) -> str:
+    """A value of a plan's ``target`` section as the review prints it (money in USD, energy in MWh)."""
+    rec = results.record(_T + key) or results.record(key)
+    dim = rec.dimension if rec is not None else ""
+    if v is not None and dim in ("money", "energy", "power") and isinstance(v, (int, float)):
+        return units.format_quantity(v, {"money": units.MONEY, "energy": units.ENERGY, "power": units.POWER}[dim])
+    if key in ("gpu_days", "checkpoints") and isinstance(v, (int, float)):
+        return f"{v:,.0f}"
+    if key == "failure_rate_per_gpu_hour" and isinstance(v, (int, float)):
+        return f"{v:.4g} per GPU-hour"
+    return V.fmt_value(_T + key, v)
+
+
+def _kv(rows: Sequence[tuple[str, str]]) -> V.Table:
+    """Quantity/value rows; more than four go two pairs a row, like a plan's key numbers."""
+    rows = list(rows)
+    if len(rows) <= 4:
+        return V.Table(("quantity", "value"), tuple(rows), (False, True))
+    half = (len(rows) + 1) // 2
+    left, right = rows[:half], rows[half:] + [("", "")] * (2 * half - len(rows))
+    return V.Table(("quantity", "value", "quantity", "value"), tuple(a + b for a, b in zip(left, right)),
+                   (False, True, False, True))
+
+
+#: The calendar of a run, in the order the timeline stacks it: (its key in ``target``, its name).
+TIMELINE = (("ideal_time_s", "training"), ("checkpoint_writing_s", "writing checkpoints"),
+            ("restarting_s", "restarting"), ("lost_work_s", "re-done work"))
+
+
+def target_section(name: str, doc_plan: Mapping[str, Any], charts: bool = True) -> V.TargetSection | None:
+    """The chapter "Time to train" for one plan with a training target (its ``target`` section, built by
+    ``ccost.target``; ``ccost explain`` derives every number): the target, the fleet, the calendar with its
+    goodput, the money, and twice the GPUs at the same global batch."""
+    t = doc_plan.get("target")
+    if not isinstance(t, Mapping):
+        return None
+    lab = lambda k: V.label(_T + k)  # noqa: E731
+    T = t.get("time_to_train_s")
+    deadline = t.get("deadline_s")
+    verdict = (f"{_tv('time_to_train_s', T)} to train on {doc_plan.get('gpus', 0):,} GPUs at "
+               + (f"a goodput of {_tv('goodput', t.get('goodput'))}" if t.get("goodput_modelled") else
+                  "full goodput (interruptions not modelled: the cluster gives no checkpoint_bandwidth)"))
+    if deadline is not None:
+        verdict += (f": {'within' if t.get('meets_deadline') else 'past'} the deadline of {_tv('deadline_s', deadline)}")
+    if t.get("cost_usd") is not None:
+        verdict += f", for {_tv('cost_usd', t['cost_usd'])}"
+    verdict += "."
+    goal = [(lab("train_tokens"), "—" if t.get("train_tokens") is None else output.fmt_tokens(t["train_tokens"])),
+            (lab("train_steps"), _tv("train_steps", t.get("train_steps"))),
+            (lab("tokens_per_step"), _tv("tokens_per_step", t.get("tokens_per_step")))]
+    if t.get("global_batch") is not None:
+        goal.append((lab("global_batch"), f"{t['global_batch']:,.0f} sequences"))
+    goal += [(lab("deadline_s"), _tv("deadline_s", deadline)),
+             (lab("gpu_budget"), "—" if t.get("gpu_budget") is None else f"{t['gpu_budget']:,}")]
+    layout = doc_plan.get("layout") or {}
+    cost = doc_plan.get("cost") or {}
+    fleet = [(V.label("gpus"), f"{doc_plan.get('gpus', 0):,}"),
+             ("layout", " × ".join(f"{k.upper()}{layout[k]}" for k in ("tp", "cp", "pp", "ep", "dp")
+                                   if layout.get(k, 1) != 1 or k == "dp")
+              + f"; batch {layout.get('batch')} in {layout.get('microbatches')} micro-batches"),
+             (V.label("step_time_s"), V.fmt_value("step_time_s", doc_plan.get("step_time_s"))),
+             (V.label("throughput_tokens_s"), throughput(doc_plan))]
+    if cost.get("power_w") is not None:
+        fleet.append((V.label("cost.power_w"), units.format_quantity(cost["power_w"], units.POWER)))
+    if cost.get("price_per_gpu_hour_usd") is not None:
+        fleet.append((V.label("cost.price_per_gpu_hour_usd"), _money(cost["price_per_gpu_hour_usd"]) + "/h"))
+    calendar = [(lab(k), _tv(k, t.get(k))) for k, _ in TIMELINE if t.get(k) is not None]
+    calendar.append((lab("time_to_train_s"), _tv("time_to_train_s", T)))
+    calendar.append((lab("goodput"), _tv("goodput", t.get("goodput"))))
+    if t.get("goodput_modelled"):
+        calendar += [(lab(k), _tv(k, t.get(k))) for k in (
+            "failure_rate_per_gpu_hour", "mtbf_s", "interruptions", "restart_time_s", "checkpoint_bytes",
+            "checkpoint_time_s", "checkpoint_interval_s", "young_interval_s", "checkpoints")]
+    money = [(lab(k), _tv(k, t.get(k))) for k in ("gpu_days", "energy_j", "cost_usd")]
+    d = t.get("doubled") or {}
+    doubling = None
+    if d.get("time_to_train_s") is not None:
+        heads = ("", "this plan", "twice the GPUs")
+        rows = [(V.label("gpus"), f"{doc_plan.get('gpus', 0):,}", f"{d['gpus']:,}"),
+                ("dp, batch per replica, micro-batches", f"{layout.get('dp')}, {layout.get('batch')}, "
+                 f"{layout.get('microbatches')}", f"{d['dp']}, {d['batch']}, {d['microbatches']}"),
+                (V.label("step_time_s"), V.fmt_value("step_time_s", doc_plan.get("step_time_s")),
+                 V.fmt_value("step_time_s", d.get("step_time_s")))]
+        for k in ("goodput", "time_to_train_s", "gpu_days", "energy_j", "cost_usd", "meets_deadline"):
+            if t.get(k) is not None or d.get(k) is not None:
+                rows.append((lab(k), _tv(k, t.get(k)), _tv(k, d.get(k))))
+        doubling = V.Table(heads, tuple(rows), (False, True, True))
+    note = (f"Twice the GPUs with the global batch held: {d['note']}." if d.get("time_to_train_s") is not None
+            else f"Twice the GPUs: {d['note']}." if d.get("note") else "")
+    srcs = tuple((k.replace("_", " "), v) for k, v in (t.get("sources") or {}).items())
+    figure = None
+    if charts and T is not None and all(t.get(k) is not None for k, _ in TIMELINE):
+        from ccost.report import charts as ch
+
+        bars = [(f"{doc_plan.get('gpus', 0):,} GPUs", tuple(t[k] for k, _ in TIMELINE))]
+        if all(d.get(k) is not None for k, _ in TIMELINE):
+            bars.append((f"{d['gpus']:,} GPUs", tuple(d[k] for k, _ in TIMELINE)))
+        svg = ch.timeline_chart(bars, [p for _, p in TIMELINE], deadline, f"Plan {name}: the calendar of the run")
+        figure = V.Figure(svg, "The run's calendar in days: training without interruptions, then what "
+                               "interruptions cost (checkpoint writing, restarts, re-done work); the second "
+                               "bar is twice the GPUs at the same global batch"
+                               + ("; the dashed line is the deadline." if deadline is not None else "."))
+    return V.TargetSection(name, doc_plan.get("title") or name, verdict, _kv(goal), _kv(fleet), _kv(calendar),
+                           _kv(money), doubling, note, srcs, figure)
+
+
+def _target_front(name: str, s: Mapping[str, Any], axes: Sequence[str], charts: bool) -> tuple:
+    """A training search's front of time to train against cost (or GPU-days): its table, note and chart."""
+    tg = s.get("target")
+    if not isinstance(tg, Mapping):
+        return None, "", None
+    by = tg.get("pareto_by") or "gpu_days"
+    front = tg.get("pareto") or []
+    table = _search_points(front, axes) if front else None
+    what = "cost" if by == "train_cost_usd" else "GPU-days (a searched cluster is not priced)"
+    goal = (f"{output.fmt_tokens(tg['train_tokens'])} tokens" if tg.get("train_tokens") is not None
+            else f"{tg.get('train_steps') or 0:,} steps")
+    if tg.get("global_batch"):
+        goal += f", a global batch of {tg['global_batch']:,.0f} sequences"
+    if tg.get("deadline_s") is not None:
+        goal += f", within {V.fmt_value(_T + 'deadline_s', tg['deadline_s'])}"
+    note = (f"The target: {goal}. The layouts no other beats on both time to train and {what}, soonest "
+            "first." if front else f"The target: {goal}. No layout meets every constraint.")
+    figure = None
+    if charts and len(front) > 0:
+        from ccost.report import charts as ch
+
+        pts = [(p["time_to_train_s"], p[by]) for p in front if p.get("time_to_train_s") is not None
+               and p.get(by) is not None]
+        top = [(p["time_to_train_s"], p[by]) for p in s.get("top") or () if p.get("time_to_train_s") is not None
+               and p.get(by) is not None]
+        if pts:
+            label = "cost of the run (USD)" if by == "train_cost_usd" else "GPU-days"
+            figure = V.Figure(ch.target_front_chart(pts, top, label, f"Search {name}: time to train against "
+                                                                     f"{what.split(' ')[0]}"),
+                              f"Time to train against {what}: each point is a layout no other feasible one beats "
+                              f"on both; the top layouts by {s.get('objective', 'the objective')} are ringed.")
+    best = tg.get("best_per_fleet") or []
+    if best:
+        fleet = [a for a in axes if a in ("model", "cluster", "phase", "stack")]
+        note += (f" The best layout of each {'/'.join(fleet)} by {s.get('objective', 'the objective')}: "
+                 + "; ".join(f"{', '.join(str(p.get(a)) for a in fleet)}: {_tv('time_to_train_s', p.get('time_to_train_s'))}"
+                             + (f", {_tv('cost_usd', p['train_cost_usd'])}" if p.get("train_cost_usd") is not None
+                                else "") + f" on {p.get('gpus', 0):,} GPUs" for p in best) + ".")
+    return table, note, figure
 
 
 def _top_note(s: Mapping[str, Any]) -> str:
@@ -918,6 +1079,7 @@ def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any
     compares = tuple(compare_section(n, c, plans, charts) for n, c in (doc.get("compares") or {}).items())
     searches = tuple(search_section(n, x, charts) for n, x in (doc.get("searches") or {}).items()
                      if isinstance(x, Mapping))
+    targets = tuple(t for t in (target_section(n, p, charts) for n, p in plans.items()) if t is not None)
     stem = Path(spec.path).stem
     return V.ReportView(
         title=f"Design review: {stem}",
@@ -935,4 +1097,5 @@ def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any
         sources=tuple(sources),
         source_css=source_css,
         about=about,
+        targets=targets,
     )

@@ -202,3 +202,66 @@ def pareto_chart(front: Sequence[tuple[float, float]], top: Sequence[tuple[float
         ax.set_title(title, loc="left")
         ax.legend(loc="lower right", frameon=False)
         return _to_svg(fig, title)
+
+
+#: The parts of a training run's calendar (ccost.target), in the order the timeline stacks them.
+TIMELINE_COLOURS = ("#4c72b0", "#8172b3", "#dd8452", "#c44e52")
+
+
+@cached
+def timeline_chart(bars: Sequence[tuple[str, Sequence[float]]], parts: Sequence[str], deadline_s: float | None,
+                   title: str) -> str:
+    """A training run's calendar (ccost.target): one horizontal bar per fleet (label, seconds of each of
+    ``parts``: training, checkpoint writing, restarts, re-done work), stacked, in days; the deadline, when
+    there is one, as a vertical line."""
+    plt = _pyplot()
+    day = 86400.0
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.55 + 0.45 * len(bars)))
+        for i, (label, secs) in enumerate(reversed(list(bars))):
+            left = 0.0
+            for j, (part, s) in enumerate(zip(parts, secs)):
+                width = (s or 0.0) / day
+                ax.barh(i, width, left=left, color=TIMELINE_COLOURS[j % len(TIMELINE_COLOURS)], height=0.55,
+                        label=part if i == 0 else None)
+                left += width
+        ax.set_yticks(range(len(bars)))
+        ax.set_yticklabels([label for label, _ in reversed(list(bars))])
+        if deadline_s is not None:
+            ax.axvline(deadline_s / day, color=COLOURS["threshold"], linestyle="--", linewidth=1.0,
+                       label="deadline")
+        ax.set_xlabel("days")
+        ax.set_xlim(left=0)
+        ax.grid(axis="y", visible=False)
+        ax.set_title(title, loc="left")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(bars) < 3 else -0.2), ncol=5,
+                  frameon=False)
+        return _to_svg(fig, title)
+
+
+@cached
+def target_front_chart(front: Sequence[tuple[float, float]], top: Sequence[tuple[float, float]], y_label: str,
+                       title: str) -> str:
+    """A training search's front (ccost.search): (time to train in s, the run's cost or GPU-days) joined as a
+    staircase (no layout is both sooner and cheaper), the top layouts by the objective ringed."""
+    plt = _pyplot()
+    day = 86400.0
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.6))
+        scale = 1e6 if max(c for _, c in front) >= 1e6 else 1.0  # millions read as millions
+        if scale > 1:
+            y_label = y_label.replace("(USD)", "(M USD)") if "(USD)" in y_label else f"{y_label} (millions)"
+        xs = [t / day for t, _ in front]
+        ys = [c / scale for _, c in front]
+        ax.step(xs, ys, where="post", color=COLOURS["efficiency"], linewidth=1.0, alpha=0.6)
+        ax.plot(xs, ys, linestyle="none", marker="o", markersize=3.5, color=COLOURS["efficiency"],
+                label="Pareto front")
+        if top:
+            ax.plot([t / day for t, _ in top], [c / scale for _, c in top], linestyle="none", marker="o", markersize=8,
+                    markerfacecolor="none", markeredgecolor=COLOURS["threshold"], markeredgewidth=1.0,
+                    label="top layouts")
+        ax.set_xlabel("time to train (days)")
+        ax.set_ylabel(y_label)
+        ax.set_title(title, loc="left")
+        ax.legend(loc="upper right", frameon=False)
+        return _to_svg(fig, title)

@@ -60,6 +60,10 @@ def fmt_value(key: str, value: Any) -> str:
         return output.fmt_pct(value)
     if dim == "ratio":
         return f"{results.fmt_num(float(value), 3)}×"
+    if dim == "money":
+        return units.format_quantity(value, units.MONEY)
+    if dim == "energy":
+        return units.format_quantity(value, units.ENERGY)
     if not dim:  # an input field, a key of a derivation step, or a record with no number's dimension
         if key.endswith("_s") or key.endswith("_time") or key in ("alpha", "latency", "one_shot_latency"):
             return output.fmt_time(value)
@@ -179,6 +183,24 @@ class SearchSection(Section):
     pareto: Table
     figure: Figure | None = None  # the Pareto front: latency against tokens/s per GPU (ccost.search)
     top_note: str = ""  # how the top list was chosen, when not plainly (ccost.search.DISTINCT_NOTE)
+    target: Table | None = None  # a training target's front: time to train against cost (ccost.target)
+    target_note: str = ""
+    target_figure: Figure | None = None
+
+
+@dataclass(frozen=True)
+class TargetSection(Section):
+    """A plan's training target (ccost.target): the chapter "Time to train"."""
+
+    verdict: str  # the answer in a sentence: how long, at what goodput, whether the deadline holds
+    target: Table  # what to train: tokens, steps, global batch, deadline, GPU budget
+    fleet: Table  # the GPUs, the layout, the step
+    timeline: Table  # the calendar: training, checkpoints, restarts, re-done work; goodput
+    cost: Table  # GPU-days, energy, cost
+    doubling: Table | None  # this fleet against twice the GPUs with the global batch held
+    doubling_note: str
+    sources: tuple[tuple[str, str], ...]  # (input, where it came from)
+    figure: Figure | None = None  # the timeline, this fleet and twice it
 
 
 @dataclass(frozen=True)
@@ -234,4 +256,5 @@ class ReportView:
     sources: tuple[SourceFile, ...]
     source_css: str = ""
     about: str = ""  # the spec's own opening comment: what it is for, in its author's words
+    targets: tuple[TargetSection, ...] = ()  # the chapter "Time to train": plans with a training target
     extra: Mapping[str, Any] = field(default_factory=dict)

@@ -322,10 +322,16 @@ def _solve_decode(lam, mean_dec, S, t_dec, dp_per_req, cap):
         return lam * mean_dec * t_dec(1 + n) / np.maximum(denom, _TINY)
 
     n = np.zeros_like(lam)
+    done = np.zeros(np.shape(lam), dtype=bool)
     for _ in range(40):
+        # a configuration that has converged keeps its n (so that its result does not depend on the others
+        # solved with it); the rounds stop when every one has
         n_new = np.minimum(f(n), cap * 4 + 1)
-        done = np.abs(n_new - n) <= 1e-6 * np.maximum(n_new, 1)
+        n_new = np.where(done, n, n_new)
+        done = done | (np.abs(n_new - n) <= 1e-6 * np.maximum(n_new, 1))
         n = n_new
+        if done.all():
+            break
     ok = done & (denom > 0) & (n <= cap)
     # slow to converge near saturation: bisect g(n) = f(n) − n on [n, cap] where g(cap) < 0
     hi = cap.astype(float)

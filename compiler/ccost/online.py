@@ -238,6 +238,19 @@ class Sampled:
         return Sampled(self.tokens, self.forward[i], self.pairs, self.prompt[i], pick(self.dec0),
                        pick(self.dec_row), pick(self.dec_ctx), pick(self.per_seq))
 
+    def decode_line(self, rows: int) -> tuple[float, float] | None:
+        """A decode-only step of ``rows`` rows as (base, per_ctx): t = base + per_ctx·context, what
+        ``__call__`` computes for it (the simulator sums a stretch of such steps in plain Python); None for a
+        batch of layouts."""
+        L = self._lists
+        if L is None or rows <= 0:
+            return None
+        base = self._rows.get(rows)
+        if base is None:
+            tg, fv, _, _, d0, dr, _, ps = L
+            base = self._rows[rows] = _interp1(rows, tg, fv) + ps * rows + d0 + dr * rows
+        return base, L[6]
+
     def __call__(self, decode_rows, decode_context, prefill_tokens, prefill_pairs, prefill_seqs):
         L = self._lists
         if L is not None and isinstance(decode_rows, (int, float)) and isinstance(prefill_pairs, (int, float)) \

@@ -410,6 +410,21 @@ def _stretch(step, rows: int, ctx0: int, k: int, T: float, ta: float) -> np.ndar
     step at a time would sum them."""
     out: list[np.ndarray] = []
     done, block, t = 0, 16, T
+    line = getattr(step, "decode_line", None)
+    line = line(rows) if line is not None else None
+    if line is not None:
+        # a step model that says its decode-only step is base + per_ctx·context (online.Sampled): the first
+        # block in plain Python, the same sums in the same order (most stretches end within it, at an arrival)
+        base, per_ctx = line
+        first: list[float] = []
+        for j in range(min(block, k)):
+            t = t + (base + per_ctx * (ctx0 + rows * j))
+            first.append(t)
+            if t >= ta:
+                return np.array(first)
+        out.append(np.array(first))
+        done = len(first)
+        block *= 4
     while done < k:
         m = min(block, k - done)
         ctx = ctx0 + rows * np.arange(done, done + m)

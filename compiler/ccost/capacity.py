@@ -64,9 +64,10 @@ PER_MODE = 3
 NEAR_TRIES = 2
 #: Candidates per task on Dask (or per in-process block).
 CHUNK = 4096
-#: Bisections of ``screen_rate`` for each layout's highest rate, between the sized rate / 10³ and × 10²
-#: (ln(10⁵)/2¹² ≈ 0.3 %).
-RATE_ITERS = 12
+#: Each layout's highest rate: ``screen_rate_sections`` between the sized rate / 10³ and × 10², RATE_POINTS
+#: rates per configuration a round, RATE_ROUNDS rounds (10⁵ / 9⁴: within 0.2 %, in 5 calls of the screen).
+RATE_POINTS = 8
+RATE_ROUNDS = 4
 RATE_RANGE = (1e-3, 1e2)
 #: The objectives a capacity search ranks by, and what each minimises.
 OBJECTIVES = ("cost_per_month", "gpus", "cost_per_token", "latency", "throughput_per_gpu")
@@ -273,6 +274,11 @@ class Job:
     prompt_per_step: float
     transfers: tuple  # per cluster: (α·… as a function) is rebuilt on the worker from these plans
     policy: S.Policy
+
+
+def _take_transfer(move, k: np.ndarray):
+    """``move`` (a ``_transfer``) for the candidates at positions ``k`` of its own (repeats allowed)."""
+    return lambda points: move(points)[k]
 
 
 def _transfer(job: Job, idx: np.ndarray):
@@ -687,32 +693,34 @@ def _layout_rates(search, policy, res: Result, st, lengths) -> list[dict]:
     dis = one[c["prefill_workers"][one] > 0]
     rates = np.zeros(len(one))
     pos = {int(i): k for k, i in enumerate(one)}
+    lo, hi = RATE_RANGE[0] * st["rate"], RATE_RANGE[1] * st["rate"]
     if agg.size:
         n = c["ep"][agg].astype(float)
+        lay = c["layout"][agg]
 
-        def meets_agg(r):
-            sc = sim.screen(r / n, lengths, L.step.take(c["layout"][agg]), max_seqs=c["max_seqs"][agg],
-                            max_batched_tokens=c["step_tokens"][agg], kv_tokens=L.kv_tokens[c["layout"][agg]],
-                            scv=cv2 / n, percentiles=pct, prompt_per_step=pps)
+        def meets_agg(r, k):  # rates r for configurations k of agg (several rates each)
+            sc = sim.screen(r / n[k], lengths, L.step.take(lay[k]), max_seqs=c["max_seqs"][agg][k],
+                            max_batched_tokens=c["step_tokens"][agg][k], kv_tokens=L.kv_tokens[lay[k]],
+                            scv=cv2 / n[k], percentiles=pct, prompt_per_step=pps)
             return sc.meets(goal)
-        r = sim.screen_rate(meets_agg, np.full(agg.size, RATE_RANGE[0] * st["rate"]), RATE_RANGE[1] * st["rate"],
-                            iters=RATE_ITERS)
+        r = sim.screen_rate_sections(meets_agg, lo, hi, agg.size, points=RATE_POINTS, rounds=RATE_ROUNDS)
         for i, v in zip(agg, r):
             rates[pos[int(i)]] = v
     if dis.size:
         job = Job(search, sp, lengths, 1.0, cv2, goal, pct, pps, tuple(S.vary(search.base, cluster=cl)
                                                                         for cl in sp.clusters), policy)
         move = _transfer(job, dis)
+        p_lay, d_lay = c["p_layout"][dis], c["layout"][dis]
 
-        def meets_dis(r):
-            sc = sim.screen_disagg(r, lengths, L.step.take(c["p_layout"][dis]), L.step.take(c["layout"][dis]),
-                                   prefill_workers=c["prefill_workers"][dis], decode_workers=c["decode_workers"][dis],
-                                   prefill_batched_tokens=c["step_tokens"][dis], decode_max_seqs=c["max_seqs"][dis],
-                                   decode_kv_tokens=L.kv_tokens[c["layout"][dis]], transfer=move, scv=cv2,
-                                   percentiles=pct, prompt_per_step=pps)
+        def meets_dis(r, k):
+            sc = sim.screen_disagg(r, lengths, L.step.take(p_lay[k]), L.step.take(d_lay[k]),
+                                   prefill_workers=c["prefill_workers"][dis][k],
+                                   decode_workers=c["decode_workers"][dis][k],
+                                   prefill_batched_tokens=c["step_tokens"][dis][k],
+                                   decode_max_seqs=c["max_seqs"][dis][k], decode_kv_tokens=L.kv_tokens[d_lay[k]],
+                                   transfer=_take_transfer(move, k), scv=cv2, percentiles=pct, prompt_per_step=pps)
             return sc.meets(goal)
-        r = sim.screen_rate(meets_dis, np.full(dis.size, RATE_RANGE[0] * st["rate"]), RATE_RANGE[1] * st["rate"],
-                            iters=RATE_ITERS)
+        r = sim.screen_rate_sections(meets_dis, lo, hi, dis.size, points=RATE_POINTS, rounds=RATE_ROUNDS)
         for i, v in zip(dis, r):
             rates[pos[int(i)]] = v
     groups: dict = {}

@@ -551,13 +551,13 @@ def fleet(plan: S.Plan, policy: S.Policy, lengths: sim.LengthSample) -> Fleet:
 
 def screen_rate(f: Fleet, lengths: sim.LengthSample, goal: sim.Slo, scv: float, near: float) -> float:
     """The highest rate one replica of ``f`` carries within ``goal`` by the analytic screen
-    (``simulate.screen_rate`` between ``near``/10³ and ``near``·10², 12 bisections: within 1 %): where the
-    simulated search (``highest_rate``) starts."""
+    (``simulate.screen_rate_sections`` between ``near``/10³ and ``near``·10², 8 rates a round, 4 rounds:
+    within 0.2 %): where the simulated search (``highest_rate``) starts."""
     pct = (goal.percentile,)
     if f.disaggregated:
         P, D = f.replica
 
-        def meets(r):
+        def meets(r, _k):
             return sim.screen_disagg(r, lengths, f.prefill_step, f.step, prefill_workers=P, decode_workers=D,
                                      prefill_batched_tokens=f.prefill.max_batched_tokens,
                                      decode_max_seqs=f.engine.max_seqs, decode_kv_tokens=f.engine.kv_tokens,
@@ -565,12 +565,12 @@ def screen_rate(f: Fleet, lengths: sim.LengthSample, goal: sim.Slo, scv: float, 
     else:
         n = float(f.replica)
 
-        def meets(r):
+        def meets(r, _k):
             return sim.screen(r / n, lengths, f.step, max_seqs=f.engine.max_seqs,
                               max_batched_tokens=f.engine.max_batched_tokens, kv_tokens=f.engine.kv_tokens,
                               scv=scv / n, percentiles=pct).meets(goal)
     with np.errstate(all="ignore"):
-        r = float(sim.screen_rate(meets, near / 1e3, near * 1e2, iters=12)[0])
+        r = float(sim.screen_rate_sections(meets, near / 1e3, near * 1e2, 1)[0])
     return r if r > 0 else near
 
 

@@ -728,3 +728,34 @@ def screen_rate(meets, lo, hi, *, iters: int = 30) -> np.ndarray:
         a = np.where(ok, mid, a)
         b = np.where(ok, b, mid)
     return np.where(ok_hi, hi, np.where(ok_lo, np.exp(a), 0.0))
+
+
+def screen_rate_sections(meets, lo, hi, K: int, *, points: int = 8, rounds: int = 4) -> np.ndarray:
+    """``screen_rate`` in fewer calls of the screen: per configuration the highest rate in [lo, hi] at which
+    ``meets(rates, which) -> bool`` holds (``which``: the configuration each rate is for, so that one call
+    screens K configurations at ``points`` rates each), assuming it holds below some rate and not above.
+    Each round tries ``points`` rates evenly spaced in ln(rate) inside every configuration's bracket and
+    keeps the interval where the verdict changes: the ratio hi/lo shrinks (points + 1)-fold a round (8 and
+    4: 6,561-fold, within 0.2 % from a bracket of 10⁵), in 1 + ``rounds`` calls where bisection makes 2 +
+    log2 of that. 0 where even ``lo`` fails, ``hi`` where ``hi`` still meets it.
+
+    >>> f = lambda r, k: r <= np.array([3.0, 7.0])[k]
+    >>> screen_rate_sections(f, 0.1, 100.0, 2).round(2).tolist()
+    [3.0, 7.0]
+    """
+    lo = np.broadcast_to(np.asarray(lo, dtype=float), (K,))
+    hi = np.broadcast_to(np.asarray(hi, dtype=float), (K,))
+    ends = np.asarray(meets(np.concatenate([lo, hi]), np.concatenate([np.arange(K)] * 2)), dtype=bool)
+    ok_lo, ok_hi = ends[:K], ends[K:]
+    a, b = np.log(lo), np.log(hi)
+    which = np.repeat(np.arange(K), points)
+    j = np.arange(1, points + 1) / (points + 1)
+    for _ in range(rounds):
+        grid = a[:, None] + (b - a)[:, None] * j[None, :]
+        ok = np.asarray(meets(np.exp(grid).reshape(-1), which), dtype=bool).reshape(K, points)
+        first_fail = np.where(ok.all(axis=1), points, np.argmin(ok, axis=1))  # the first rate that fails
+        rows = np.arange(K)
+        a = np.where(first_fail > 0, grid[rows, np.maximum(first_fail - 1, 0)], a)
+        b = np.where(first_fail < points, grid[rows, np.minimum(first_fail, points - 1)], b)
+    return np.where(ok_hi, hi, np.where(ok_lo, np.exp(a), 0.0))
+

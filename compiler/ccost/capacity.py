@@ -464,11 +464,16 @@ def _rank(search, policy, sp: Space, screened: dict, st: dict, t: S.Traffic, len
                   np.asarray(lat, dtype=float))
 
 
-def _order(res: Result, sel: np.ndarray) -> np.ndarray:
-    """Indices of ``sel`` by the objective; ties: fewer GPUs, lower latency, search order."""
+def _order(res: Result, sel: np.ndarray, closest: bool = False) -> np.ndarray:
+    """Indices of ``sel`` by the objective; ties: fewer GPUs, lower latency, search order. ``closest``: ties
+    by the screen's ratio to the SLO limits first (near misses: the one nearest to meeting them is the one
+    to simulate)."""
     idx = np.nonzero(sel)[0]
     c = res.space.cols
-    return idx[np.lexsort((idx, res.latency[idx], c["gpus"][idx], res.primary[idx]))]
+    keys = (idx, res.latency[idx], c["gpus"][idx], res.primary[idx])
+    if closest:
+        keys = (idx, res.latency[idx], res.ratio[idx], c["gpus"][idx], res.primary[idx])
+    return idx[np.lexsort(keys)]
 
 
 def _plan(search: S.Search, sp: Space, i: int) -> S.Plan:
@@ -578,7 +583,7 @@ def _document(search, policy, st, t, d, lengths, res: Result) -> dict:
         order = _order(res, meets & sel) if K else np.zeros(0, dtype=np.int64)
         got = _confirm(search, policy, res, order, d, t, lengths, rate, budget, PER_MODE)
         # ... then the near misses the objective ranks strictly before it: the screen may be pessimistic
-        cheaper = _order(res, near & ~meets & sel) if K else np.zeros(0, dtype=np.int64)
+        cheaper = _order(res, near & ~meets & sel, closest=True) if K else np.zeros(0, dtype=np.int64)
         if got is not None:
             cheaper = cheaper[res.primary[cheaper] < res.primary[got]]
         better = _confirm(search, policy, res, cheaper, d, t, lengths, rate, budget, NEAR_TRIES)

@@ -242,6 +242,19 @@ def _erlang_c(c: np.ndarray, a: np.ndarray) -> np.ndarray:
 # The model
 
 
+def _positions(n: np.ndarray):
+    """Per configuration, the chunk (or step) positions priced of its ``n`` (K,) and the chunks each stands
+    for: all of them when n ≤ MAX_CHUNKS, else MAX_CHUNKS spread evenly, each for n/MAX_CHUNKS. Yields
+    (positions (K,), weights (K,)) once per position; each configuration's own n decides its sampling, so
+    that its figures do not depend on the others screened with it (a 512-token budget beside an 8,192 one
+    made the latter's single chunk count 16 times)."""
+    n = np.asarray(n, dtype=float)
+    many = n > MAX_CHUNKS
+    for i in range(int(min(np.max(n, initial=0.0), MAX_CHUNKS))):
+        spread = np.round(i * (n - 1) / (MAX_CHUNKS - 1))
+        yield (np.where(many, spread, i), np.where(many, n / MAX_CHUNKS, (i < n) * 1.0))
+
+
 def _chunks(step, P, cached, chunk, rows, ctx, prefill_only):
     """Per configuration and length point: the time of the steps carrying the prompt's chunks
     (``own``) and what they add to the decode-only steps they ride on (``extra``), chunk size ``chunk``
@@ -249,18 +262,13 @@ def _chunks(step, P, cached, chunk, rows, ctx, prefill_only):
     K = chunk.shape[0]
     c = chunk[:, None]
     n_chunks = np.ceil(P[None, :] / c)
-    jmax = int(np.max(n_chunks))
-    if jmax <= MAX_CHUNKS:
-        positions, weights = np.arange(jmax), np.ones(jmax)
-    else:  # sample the chunk positions evenly; each stands for jmax/MAX_CHUNKS chunks
-        positions = np.round(np.linspace(0, jmax - 1, MAX_CHUNKS)).astype(int)
-        weights = np.full(MAX_CHUNKS, jmax / MAX_CHUNKS)
     r = np.zeros((K, 1)) if prefill_only else rows[:, None]
     x = np.zeros((K, 1)) if prefill_only else ctx[:, None]
     base = step(r, x, 0.0 * c, 0.0 * c, 0.0 * c)
     own = np.zeros((K, len(P)))
     extra = np.zeros((K, len(P)))
-    for j, wj in zip(positions, weights):
+    for j, wj in _positions(n_chunks.max(axis=1)):
+        j, wj = j[:, None], wj[:, None]
         cj = np.clip(P[None, :] - j * c, 0, c)
         s = cached[None, :] + j * c
         t = step(r + 0 * cj, x + 0 * cj, cj, cj * s + cj * (cj + 1) / 2, (cj > 0) * 1.0)
@@ -281,16 +289,11 @@ def _own_in_batch(step, P, cached, EP, q_tok, chunk, rows, ctx, prefill_only, j)
     ahead = j * EP / 2.0
     total = P[None, :] + j * EP
     last = np.ceil((ahead + P[None, :]) / c)  # the step that computes the prompt's last token
-    smax = int(np.max(last))
-    if smax <= MAX_CHUNKS:
-        steps, weights = np.arange(smax), np.ones(smax)
-    else:
-        steps = np.round(np.linspace(0, smax - 1, MAX_CHUNKS)).astype(int)
-        weights = np.full(MAX_CHUNKS, smax / MAX_CHUNKS)
     r = np.zeros((K, 1)) if prefill_only else rows[:, None]
     x = np.zeros((K, 1)) if prefill_only else ctx[:, None]
     own = np.zeros((K, len(P)))
-    for s_i, w in zip(steps, weights):
+    for s_i, w in _positions(last.max(axis=1)):
+        s_i, w = s_i[:, None], w[:, None]
         lo = s_i * c
         tokens = np.clip(total - lo, 0, c)
         mine = np.clip(np.minimum(lo + c, ahead + P[None, :]) - np.maximum(lo, ahead), 0, None)

@@ -699,6 +699,13 @@ def _layout_rates(search, policy, res: Result, st, lengths) -> list[dict]:
     rates = np.zeros(len(one))
     pos = {int(i): k for k, i in enumerate(one)}
     lo, hi = RATE_RANGE[0] * st["rate"], RATE_RANGE[1] * st["rate"]
+    # the table keeps each layout's best engine limits: a configuration that cannot beat its layout's best
+    # is dropped after a round (``groups``)
+    key = np.stack([c[k][one] for k in ("cluster", "tp", "pp", "ep", "prefill_workers", "decode_workers",
+                                        "prefill_tp")], axis=1)
+    group = np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)
+    gpos = np.zeros(len(c["tp"]), dtype=np.intp)
+    gpos[one] = group
     if agg.size:
         n = c["ep"][agg].astype(float)
         lay = c["layout"][agg]
@@ -708,7 +715,8 @@ def _layout_rates(search, policy, res: Result, st, lengths) -> list[dict]:
                             max_batched_tokens=c["step_tokens"][agg][k], kv_tokens=L.kv_tokens[lay[k]],
                             scv=cv2 / n[k], percentiles=pct, prompt_per_step=pps)
             return sc.meets(goal)
-        r = sim.screen_rate_sections(meets_agg, lo, hi, agg.size, points=RATE_POINTS, rounds=RATE_ROUNDS)
+        r = sim.screen_rate_sections(meets_agg, lo, hi, agg.size, points=RATE_POINTS, rounds=RATE_ROUNDS,
+                                     groups=gpos[agg])
         for i, v in zip(agg, r):
             rates[pos[int(i)]] = v
     if dis.size:
@@ -725,7 +733,8 @@ def _layout_rates(search, policy, res: Result, st, lengths) -> list[dict]:
                                    decode_max_seqs=c["max_seqs"][dis][k], decode_kv_tokens=L.kv_tokens[d_lay[k]],
                                    transfer=_take_transfer(move, k), scv=cv2, percentiles=pct, prompt_per_step=pps)
             return sc.meets(goal)
-        r = sim.screen_rate_sections(meets_dis, lo, hi, dis.size, points=RATE_POINTS, rounds=RATE_ROUNDS)
+        r = sim.screen_rate_sections(meets_dis, lo, hi, dis.size, points=RATE_POINTS, rounds=RATE_ROUNDS,
+                                     groups=gpos[dis])
         for i, v in zip(dis, r):
             rates[pos[int(i)]] = v
     groups: dict = {}

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ccost import economics, online
+from ccost import economics, launch, online
 from ccost import layout_rules as rules
 from ccost import simulate as sim
 from ccost import spec as S
@@ -597,6 +597,7 @@ def _document(search, policy, st, t, d, lengths, res: Result) -> dict:
             return None
         rec = _record(res, i)
         rec["simulated"] = sims.get(i)
+        rec["launch"] = launch.settings(rec, t, rate, policy)  # what to run it with, and measure it by
         return rec
 
     # N+1: the cheapest fleet that still meets the SLOs (screened) with one replica down, its one-down fleet

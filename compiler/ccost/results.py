@@ -585,6 +585,28 @@ def _capacity_keys(K) -> list[Key]:
                  K(f"{p}.simulated.meets", "boolean", "", "every SLO limit holds and the engines keep up",
                    optional=True),
                  K(f"{p}.simulated.requests", "integer", "count", "requests measured", optional=True)]
+        if rec in ("chosen", "aggregated", "disaggregated"):  # what to launch it with (ccost.launch)
+            L = f"{p}.launch"
+            keys += [K(L, "object", "", "fleet: the engine launch settings it assumes and a benchmark that replays "
+                       "the demand (`ccost export`)", optional=True),
+                     K(f"{L}.engines", "array", "", "per kind of engine (serve; or prefill and decode)", optional=True),
+                     K(f"{L}.engines[]", "object", "", "one kind of engine", optional=True),
+                     *[K(f"{L}.engines[].{n}", t, u, m, optional=True) for n, t, u, m in (
+                         ("role", "string", "text", "`serve`, `prefill` or `decode`"),
+                         ("count", "integer", "count", "engines of this kind in the fleet"),
+                         ("tp", "integer", "count", "tensor-parallel size"), ("pp", "integer", "count",
+                                                                             "pipeline-parallel size"),
+                         ("ep", "integer", "count", "expert-parallel ranks (each its own sequences)"),
+                         ("max_seqs", "integer", "count", "running requests per engine: vLLM --max-num-seqs, "
+                          "SGLang --max-running-requests"),
+                         ("step_tokens", "integer", "count", "tokens a step: vLLM --max-num-batched-tokens, SGLang "
+                          "--chunked-prefill-size"),
+                         ("vllm", "string", "text", "the `vllm serve` command of one engine"),
+                         ("sglang", "string", "text", "the SGLang `launch_server` command of one engine"))],
+                     K(f"{L}.note", "string", "text", "how the engines are put together", optional=True),
+                     K(f"{L}.benchmark", "string", "text", "`vllm bench serve` replaying the traffic at the sized "
+                       "rate", optional=True),
+                     K(f"{L}.model", "string", "text", "what `$MODEL` stands for", optional=True)]
         if rec != "pareto[]":  # a layout search's records already declare these two
             keys += [K(f"{p}.gpus", "integer", "count", "fleet: GPUs", optional=True),
                      K(f"{p}.cost_per_mtok_usd", "number", "USD", "fleet: cost per million output tokens the "

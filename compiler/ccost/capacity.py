@@ -323,9 +323,14 @@ def screen_units(job: Job, units) -> Screened:
 
 
 def _screen(job: Job, start: int, stop: int) -> dict:
+    return _screen_at(job, np.arange(start, stop), np.full(stop - start, job.rate))
+
+
+def _screen_at(job: Job, idx: np.ndarray, rates: np.ndarray) -> dict:
+    """Screen the candidates ``idx`` (repeats allowed), candidate ``idx[k]`` at the fleet rate ``rates[k]``."""
     sp = job.space
-    c = {k: v[start:stop] for k, v in sp.cols.items()}
-    K = stop - start
+    c = {k: v[idx] for k, v in sp.cols.items()}
+    K = len(idx)
     out = {f"{m}_p{q:g}": np.full(K, np.inf) for m in ("ttft", "tpot", "e2e") for q in job.percentiles}
     out["stable"] = np.zeros(K, dtype=bool)
     out["busy"] = np.full(K, np.nan)
@@ -335,7 +340,7 @@ def _screen(job: Job, start: int, stop: int) -> dict:
     cv2 = job.scv
     if agg.size:
         n = (c["dp"] * c["ep"])[agg].astype(float)
-        sc = sim.screen(job.rate / n, job.lengths, L.step.take(c["layout"][agg]), max_seqs=c["max_seqs"][agg],
+        sc = sim.screen(rates[agg] / n, job.lengths, L.step.take(c["layout"][agg]), max_seqs=c["max_seqs"][agg],
                         max_batched_tokens=c["step_tokens"][agg], kv_tokens=L.kv_tokens[c["layout"][agg]],
                         scv=cv2 / n, policy="mixed", kv_policy="grow", percentiles=job.percentiles,
                         prompt_per_step=job.prompt_per_step)
@@ -343,11 +348,11 @@ def _screen(job: Job, start: int, stop: int) -> dict:
     if dis.size:
         P = (c["dp"] * c["prefill_workers"])[dis]
         D = (c["dp"] * c["decode_workers"])[dis]
-        sc = sim.screen_disagg(np.full(dis.size, job.rate), job.lengths, L.step.take(c["p_layout"][dis]),
+        sc = sim.screen_disagg(rates[dis], job.lengths, L.step.take(c["p_layout"][dis]),
                                L.step.take(c["layout"][dis]), prefill_workers=P, decode_workers=D,
                                prefill_batched_tokens=c["step_tokens"][dis], decode_max_seqs=c["max_seqs"][dis],
                                decode_kv_tokens=L.kv_tokens[c["layout"][dis]],
-                               transfer=_transfer(job, start + dis), scv=cv2, kv_policy="grow",
+                               transfer=_transfer(job, idx[dis]), scv=cv2, kv_policy="grow",
                                percentiles=job.percentiles, prompt_per_step=job.prompt_per_step)
         _fill(out, dis, sc, job.percentiles)
     return out
@@ -597,6 +602,9 @@ def _document(search, policy, st, t, d, lengths, res: Result) -> dict:
             return None
         rec = _record(res, i)
         rec["simulated"] = sims.get(i)
+        r = capacity.get(i)
+        rec["capacity_per_s"] = _num(r) if r is not None and r > 0 else None
+        rec["headroom"] = _num(r / rate - 1) if r is not None and r > 0 else None
         rec["launch"] = launch.settings(rec, t, rate, policy)  # what to run it with, and measure it by
         return rec
 
@@ -645,6 +653,16 @@ def _document(search, policy, st, t, d, lengths, res: Result) -> dict:
     top = [_record(res, int(i)) for i in _order(res, meets)[:search.top]] if K else []
     with np.errstate(all="ignore"):
         layouts = _layout_rates(search, policy, res, st, lengths) if K else []
+        job = _job(search, policy, sp, lengths, rate, t, goal) if K else None
+        # each answer's capacity (screened): the highest fleet rate within the SLOs, and so its headroom
+        answers = {k: v for k, v in (("chosen", chosen), *picks.items()) if v is not None}
+        capacity: dict = {}
+        if answers:
+            idx = np.array(sorted(set(answers.values())), dtype=np.intp)
+            cap = sim.screen_rate_sections(lambda r, k: _meets_at(job, idx[k], r, goal), RATE_RANGE[0] * rate,
+                                           RATE_RANGE[1] * rate, idx.size, points=RATE_POINTS, rounds=RATE_ROUNDS)
+            capacity = dict(zip(idx.tolist(), cap.tolist()))
+        growth = _growth(search, res, job, goal, rate, chosen) if K else None
     dropped = {k: v for k, v in sp.counts.items() if v}
     return {
         "title": search.title or search.name,
@@ -674,11 +692,53 @@ def _document(search, policy, st, t, d, lengths, res: Result) -> dict:
         "aggregated": fleet_rec(picks.get("aggregated")),
         "disaggregated": fleet_rec(picks.get("disaggregated")),
         "n_plus_1": n1,
+        "growth": growth,
         "confirmations": [{**_record(res, i), "simulated": s_} for i, s_ in res.confirmations],
         "pareto": front,
         "layouts": layouts,
         "fleets": top,
     }
+
+
+#: The traffic growth a capacity search prices beside its answer (the review's "what 1.5× would need").
+GROWTH = 1.5
+
+
+def _job(search, policy, sp: Space, lengths, rate: float, t: S.Traffic, goal: sim.Slo) -> Job:
+    pct = tuple(sorted({50.0, 99.0, goal.percentile}))
+    return Job(search, sp, lengths, rate, t.burstiness ** 2, goal, pct,
+               _prompt_per_step(sp.layouts.step, float(max(sp.cols["step_tokens"]))),
+               tuple(S.vary(search.base, cluster=c) for c in sp.clusters), policy)
+
+
+def _meets_at(job: Job, idx: np.ndarray, rates: np.ndarray, goal: sim.Slo) -> np.ndarray:
+    """Whether candidates ``idx`` meet every SLO limit at the fleet rates ``rates`` (screened)."""
+    out = _screen_at(job, idx, np.asarray(rates, dtype=float))
+    ok = out["stable"].copy()
+    for m, limit in goal.limits().items():
+        ok &= out.get(f"{m}_p{goal.percentile:g}", np.full(len(idx), np.inf)) <= limit
+    return ok
+
+
+def _growth(search, res: Result, job: Job, goal: sim.Slo, rate: float, chosen: int | None) -> dict:
+    """What GROWTH × the sized rate would need (screened, every candidate again): the cheapest fleet by the
+    objective, and the chosen fleet's layout and engine limits with the fewest replicas that carry it
+    (null: none in the search does)."""
+    sp = res.space
+    c = sp.cols
+    grown = rate * GROWTH
+    ok = _meets_at(job, np.arange(sp.size), np.full(sp.size, grown), goal)
+    idx = np.nonzero(ok)[0]
+    best = idx[np.lexsort((idx, c["gpus"][idx], res.primary[idx]))] if idx.size else idx
+    same = None
+    if chosen is not None:
+        key = ("cluster", "tp", "pp", "ep", "max_seqs", "step_tokens", "prefill_workers", "decode_workers",
+               "prefill_tp")
+        like = idx[np.all([c[k][idx] == c[k][chosen] for k in key], axis=0)] if idx.size else idx
+        if like.size:
+            same = _record(res, int(like[np.argmin(c["dp"][like])]))
+    return {"factor": GROWTH, "rate_per_s": grown, "fleet": _record(res, int(best[0])) if best.size else None,
+            "same_layout": same}
 
 
 def _layout_rates(search, policy, res: Result, st, lengths) -> list[dict]:

@@ -482,7 +482,7 @@ _FLEET_LATENCIES = tuple((f"{m}_{q}_s", f"{what}, {q} at the sized rate", f"{lab
                          for q in ("p50", "p99"))
 #: Where a capacity search lists fleets (each a fleet record, ``_fleet_keys``).
 FLEET_RECORDS = ("chosen", "aggregated", "disaggregated", "n_plus_1", "n_plus_1.one_down", "confirmations[]",
-                 "pareto[]", "fleets[]")
+                 "pareto[]", "fleets[]", "growth.fleet", "growth.same_layout")
 
 
 def _capacity_keys(K) -> list[Key]:
@@ -551,6 +551,14 @@ def _capacity_keys(K) -> list[Key]:
              "(screened)"),
             ("replicas_for_rate", "integer|null", "count", "replicas the sized rate needs at that rate each"))],
     ]
+    keys += [K(f"{S_}.growth", "object|null", "", "capacity: what the traffic grown by `factor` would need "
+               "(screened, every candidate again)", optional=True),
+             K(f"{S_}.growth.factor", "number", "fraction", "the growth: 1.5", optional=True),
+             K(f"{S_}.growth.rate_per_s", "number", "1/s", "the sized rate × factor", optional=True),
+             K(f"{S_}.growth.fleet", "object|null", "", "the cheapest fleet that carries it (null: none in the "
+               "search)", optional=True),
+             K(f"{S_}.growth.same_layout", "object|null", "", "the chosen fleet's layout and engine limits with the "
+               "fewest replicas that carry it (null: none in the search)", optional=True)]
     for rec in FLEET_RECORDS:
         p = f"{S_}.{rec}"
         if rec.endswith("[]"):
@@ -586,6 +594,10 @@ def _capacity_keys(K) -> list[Key]:
                    optional=True),
                  K(f"{p}.simulated.requests", "integer", "count", "requests measured", optional=True)]
         if rec in ("chosen", "aggregated", "disaggregated"):  # what to launch it with (ccost.launch)
+            keys += [K(f"{p}.capacity_per_s", NUM, "1/s", "fleet: the highest rate it carries within the SLOs "
+                       "(screened; null: none found)", optional=True),
+                     K(f"{p}.headroom", NUM, "fraction", "fleet: capacity / sized rate − 1 (screened; below 0 when "
+                       "the simulation confirmed a fleet the screen put just short)", optional=True)]
             L = f"{p}.launch"
             keys += [K(L, "object", "", "fleet: the engine launch settings it assumes and a benchmark that replays "
                        "the demand (`ccost export`)", optional=True),

@@ -1,119 +1,191 @@
-"""Fit the serving stack profile `serving_default` of std/stacks.ccost to the development serving rows.
+"""Fit the serving stack profiles of std/stacks.ccost (one per engine and version) to the serving rows.
 
-    python bench/fit_stack.py [--folds K]
+    python bench/fit_stack.py
 
-One profile for every inference development row of bench/validation/rows.yaml (13 rows: V9-1..4, V11b-1..5,
-V11e-1,2 decode; V10-1,2 prefill), fitted jointly: minimise the sum over the rows of log(predicted /
-measured)^2, each row priced exactly as bench/validate.py prices it (its plan in
-bench/validation/inference.ccost, phase decode or prefill, the per-operator roofline), by the bounded
-Levenberg-Marquardt fit of `ccost calibrate --steps` (ccost.calibrate.steps), over these fields:
+Every inference row of bench/validation/rows.yaml (decode, prefill and serve rows; development and added)
+is priced exactly as bench/validate.py prices it: its plan, on the stack profile of the engine that ran it.
+Every profile prices the GPU's work on the GPU's measured kernel curves (`rates = kernels`,
+std/kernels.ccost: GEMMs by token rows, attention by batch, context, KV heads and KV dtype, prefill by
+prompt length; each engine on the block measured under it), so hbm_efficiency and gemm_efficiency reach no
+row (std/stacks.ccost says what they price). One least-squares fit of log(predicted / measured) over all the
+rows (bounded Levenberg-Marquardt, numpy) moves:
 
-    step_overhead, layer_overhead, seq_overhead, collective_floor
+* ``layer_overhead``, one for every engine: the GPU time per layer of the kernels the curves do not cover
+  (norms, rotary, activation, residual adds, the KV-cache write);
+* **what the host does, per engine and scheduling design** (``HOST`` below): ``step_overhead`` (scheduler,
+  input preparation and the launch of the step's CUDA graph, once per step) and ``seq_overhead`` (per running
+  sequence: its slot in the batch tensors, sampling and stop checks, detokenising and output processing).
 
-(the weight reads, GEMM rates and attention of every row come from its GPU's measured kernel curves,
-std/kernels.ccost; hbm_efficiency and gemm_efficiency stay at serving_default's values, see FITTED)
+Whether the host work runs behind the GPU (``host_overlap``: step = max(GPU, host)) or adds to it is a fact
+of each engine's scheduler, read from its documentation (std/stacks.ccost, docs/sources.md), not fitted:
+SGLang's overlap scheduler (since v0.4) and TensorRT-LLM's overlap scheduler (on by default) overlap; vLLM's
+V0 engine (0.6-0.7) and V1 engine until 0.13 do not (asynchronous scheduling was opt-in); vLLM from 0.14
+schedules asynchronously by default, and the InferenceMAX runs of the added rows switched it on.
 
-attention_efficiency stays at 50 % (FlashAttention-2's forward reaches about half of the H100's BF16 peak):
-the rows' contexts (96 to 2,048 tokens) leave attention a few per cent of any step, so they cannot determine
-it. The fit starts from a fixed point (START below, not the current std values), so rerunning it after std
-changes gives the same answer. It prints the fitted values, the values rounded as std/stacks.ccost holds
-them, every row's ratio with the rounded values, the median and worst factor, a K-fold hold-out (rows dealt
-round-robin into K folds; each fold predicted by the fit on the others) and the V9 TP sweep's fit
-latency = a + b/TP (issue 13: measured a = 7.0 ms).
+``attention_efficiency`` and ``collective_floor`` are not fitted (std/stacks.ccost says why). Current vLLM
+(``vllm``, the bundled default ``serving_default``) takes vLLM V1's host terms (``vllm_v1``) with the host
+work behind the GPU, the one change asynchronous scheduling makes: behind the GPU, its rows cannot fit them.
+
+When a host group has no row (a hold-out of bench/validate.py removes an engine or a GPU), each of its host
+terms is the median of the fitted groups' values: the held-out engine is predicted as a typical one of the
+others. Prints the fitted values, the values as std/stacks.ccost writes them, each row's ratio, the median
+and worst factor, and the rms log error.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 HERE = Path(__file__).resolve().parent
 ROWS = HERE / "validation" / "rows.yaml"
+sys.path.insert(0, str(HERE))
 
-#: The rows are priced on their GPUs' measured kernel curves (`rates = kernels`, docs/kernels.md): every row's GPU
-#: (H100, H200, A100) has them, so the weight reads and GEMM rates come from the curves and hbm_efficiency and
-#: gemm_efficiency reach no row; the fit leaves them out. serving_default keeps the values the fit gave before
-#: the curves (commit ceb9143, this script there) for GPUs without curves.
-FITTED = ("step_overhead", "layer_overhead", "seq_overhead", "collective_floor")
-#: Where the fit starts: the provisional profile of issue 13 (5 ms + 20 us per layer, a 15 us collective floor)
-#: and 200 us per sequence; HBM and GEMM shares at serving_default's (not fitted, see FITTED).
-START = {"step_overhead": 5e-3, "layer_overhead": 20e-6, "seq_overhead": 200e-6, "hbm_efficiency": 0.90,
-         "gemm_efficiency": 0.66, "attention_efficiency": 0.50, "collective_floor": 15e-6}
-#: How std/stacks.ccost writes each value (rounding that keeps every row's ratio within 0.5 % of the fit's).
-ROUND = {"step_overhead": 1e-4, "layer_overhead": 1e-6, "seq_overhead": 1e-6, "hbm_efficiency": 0.01,
-         "gemm_efficiency": 0.01, "attention_efficiency": 0.01, "collective_floor": 1e-6}
+#: the fitted stacks, each in the group whose host terms it has: one per engine and scheduling design
+HOST = {"vllm_v0": "vllm_v0", "vllm_v1": "vllm_v1", "sglang": "sglang", "trtllm": "trtllm"}
+#: the stacks that take their host terms from a fitted one: current vLLM is V1's host code with the host's
+#: work behind the GPU (asynchronous scheduling; host_overlap in std/stacks.ccost), which hides those terms
+#: on every row it ran (the GPU's step is the longer), so its rows cannot fit them
+DERIVED = {"vllm": "vllm_v1", "serving_default": "vllm_v1"}
+#: the GPU's own terms, one for every engine: the rows' weight GEMMs and attention are priced on each
+#: engine's measured kernel curves (rates = kernels), so hbm_efficiency and gemm_efficiency reach no row;
+#: layer_overhead is the GPU time of the kernels the curves do not cover (norms, rotary, activation,
+#: residual adds, the KV-cache write)
+SHARED = ("layer_overhead",)
+HOST_FIELDS = ("step_overhead", "seq_overhead")
+START = {"hbm_efficiency": 0.85, "gemm_efficiency": 0.70, "layer_overhead": 10e-6, "step_overhead": 2e-3,
+         "seq_overhead": 50e-6}
+SCALE = {"hbm_efficiency": 1.0, "gemm_efficiency": 1.0, "layer_overhead": 2e-5, "step_overhead": 2e-3,
+         "seq_overhead": 5e-5}
+BOUNDS = {"hbm_efficiency": (0.3, 1.0), "gemm_efficiency": (0.2, 1.0), "layer_overhead": (0.0, 1e-3),
+          "step_overhead": (0.0, 0.05), "seq_overhead": (0.0, 2e-3)}
+#: how std/stacks.ccost writes each value
+ROUND = {"hbm_efficiency": 0.01, "gemm_efficiency": 0.01, "layer_overhead": 1e-6, "step_overhead": 1e-4,
+         "seq_overhead": 1e-6}
 
 
-def inference_rows(rows_file: Path = ROWS):
-    from ccost.calibrate.steps import StepRow
+def uses(row: dict) -> bool:
+    """The rows.yaml rows this fit uses: every inference row."""
+    return row["metric"] in ("decode_step", "prefill", "serve_tpot")
 
-    data = yaml.safe_load(rows_file.read_text(encoding="utf-8"))
-    metric = {"decode_step": "tpot", "prefill": "ttft"}
-    return [StepRow(str(rows_file.parent / r["spec"]), r["plan"], metric[r["metric"]], float(r["measured"]),
-                    str(rows_file), i + 1, r["id"])
-            for i, r in enumerate(data["rows"]) if r["metric"] in metric]
+
+def _stack_name(row: dict) -> str:
+    import validate
+
+    return validate._stack_name(row)
+
+
+def _predict(rows: list[dict], values: dict) -> np.ndarray:
+    import validate
+
+    return np.array(validate.times(rows, values))
+
+
+def _overrides(theta: dict, groups: dict) -> dict:
+    """{stack: {field: value}} for every fitted stack, from θ: shared fields and each stack's host group
+    (θ holds every group's terms: a group without rows has the median of the others', ``fit_theta``)."""
+    out = {}
+    for stack, g in HOST.items():
+        out[stack] = {**{f: theta[f] for f in SHARED}, **{f: theta[f"{g}.{f}"] for f in HOST_FIELDS}}
+    for stack, base in DERIVED.items():
+        out[stack] = dict(out[base])
+    return out
+
+
+def fit_theta(rows: list[dict], tol: float = 1e-8) -> tuple[dict, dict]:
+    """(θ, groups): the least-squares fit over ``rows``; groups maps each host group to itself when it has
+    rows, to None when its terms are the median of the fitted groups'."""
+    rows = [r for r in rows if uses(r)]
+    present = {HOST[s] for s in map(_stack_name, rows) if s in HOST}
+    groups = {g: g if g in present else None for g in set(HOST.values())}  # None: the median of the others
+    names = list(SHARED) + [f"{g}.{f}" for g in sorted(present) for f in HOST_FIELDS]
+    field = {n: n.split(".")[-1] for n in names}
+    lo = np.array([BOUNDS[field[n]][0] / SCALE[field[n]] for n in names])
+    hi = np.array([BOUNDS[field[n]][1] / SCALE[field[n]] for n in names])
+    x = np.clip(np.array([START[field[n]] / SCALE[field[n]] for n in names]), lo, hi)
+    meas = np.array([float(r["measured"]) for r in rows])
+
+    def theta(v):
+        th = {n: float(v[k] * SCALE[field[n]]) for k, n in enumerate(names)}
+        for g, src in groups.items():  # groups without rows: the median of the fitted groups' values
+            if src is None:
+                for f in HOST_FIELDS:
+                    th[f"{g}.{f}"] = float(np.median([th[f"{p}.{f}"] for p in sorted(present)]))
+        return th
+
+    def resid(v):
+        return np.log(_predict(rows, _overrides(theta(v), {g: g for g in groups})) / meas)
+
+    r = resid(x)
+    cost, lam = float(r @ r), 1e-2
+    for _ in range(40):
+        J = np.empty((len(rows), len(names)))
+        for k in range(len(names)):
+            h = 1e-3 * max(abs(x[k]), 1e-2)
+            xk = x.copy()
+            xk[k] = xk[k] + h if xk[k] + h <= hi[k] else xk[k] - h
+            J[:, k] = (resid(xk) - r) / (xk[k] - x[k])
+        g, A = J.T @ r, J.T @ J
+        improved = False
+        for _ in range(10):
+            step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-12), -g)
+            xn = np.clip(x + step, lo, hi)
+            rn = resid(xn)
+            cn = float(rn @ rn)
+            if cn < cost:
+                rel = (cost - cn) / max(cost, 1e-300)
+                x, r, cost, lam, improved = xn, rn, cn, max(lam / 3, 1e-9), True
+                break
+            lam *= 4
+        if not improved or rel < tol:
+            break
+    return theta(x), groups
+
+
+def fit_profiles(rows: list[dict]) -> dict:
+    """The fit on ``rows`` (rows.yaml records; bench/validate.py's hold-outs): {stack name: {field: value}}.
+    Stopped at a relative improvement of 1e-5 (main's 1e-8 takes minutes; the values differ by about 1 % of
+    an efficiency)."""
+    th, groups = fit_theta(rows, tol=1e-5)
+    return _overrides(th, {g: g for g in groups})
 
 
 def rounded(values: dict) -> dict:
     return {f: round(round(v / ROUND[f]) * ROUND[f], 9) for f, v in values.items()}
 
 
-def fit_a_b(tps, times) -> tuple[float, float]:
-    """Least squares of latency = a + b/TP."""
-    A = np.vstack([np.ones(len(tps)), 1 / np.asarray(tps, dtype=float)]).T
-    a, b = np.linalg.lstsq(A, np.asarray(times, dtype=float), rcond=None)[0]
-    return float(a), float(b)
-
-
 def _fmt(f: str, v: float) -> str:
     if f.endswith("efficiency"):
-        return f"{v * 100:.0f} %" if abs(v * 100 - round(v * 100)) < 1e-6 else f"{v * 100:.2f} %"
+        return f"{v * 100:.0f} %"
     if v == 0:
         return "0 s"
     return f"{v * 1e3:g} ms" if v >= 1e-3 else f"{v * 1e6:g} us"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ccost.calibrate.steps import _Plans, fit_steps
+    import validate
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--folds", type=int, default=5)
-    args = ap.parse_args(argv)
-    rows = inference_rows()
-    fit = fit_steps(rows, folds=args.folds, source_file=str(ROWS), fields=FITTED, start=START)
-    print(f"serving_default fitted jointly over {len(rows)} inference development rows "
-          f"({', '.join(r.label for r in rows)})")
-    for f in FITTED:
-        print(f"  {f:<21} {fit.values[f]:.6g}")
-    std = rounded({f: fit.values[f] for f in (*FITTED, "attention_efficiency")})
+    rows = [r for r in validate.load_rows() if uses(r)]
+    th, groups = fit_theta(rows)
+    print(f"serving profiles fitted jointly over {len(rows)} inference rows")
+    for n, v in th.items():
+        print(f"  {n:<28} {v:.6g}")
+    std = {s: rounded(v) for s, v in _overrides(th, groups).items()}
     print("as std/stacks.ccost writes them:")
-    for f, v in std.items():
-        print(f"  {f:<21} = {_fmt(f, v)}")
-    pred = _Plans(rows).predict(std)
-    print(f"\n{'row':8} {'measured':>10} {'fitted':>10} {'hold-out':>10} {'ratio':>6}")
-    for i, r in enumerate(rows):
-        ho = f"{fit.holdout_predicted[i] * 1e3:8.2f} ms" if fit.holdout_predicted else ""
-        print(f"{r.label:8} {r.measured * 1e3:7.2f} ms {pred[i] * 1e3:7.2f} ms {ho:>10} {pred[i] / r.measured:6.2f}")
-    factors = [max(p / r.measured, r.measured / p) for p, r in zip(pred, rows)]
+    for s, v in std.items():
+        print(f"  {s:<16} " + "; ".join(f"{f} = {_fmt(f, x)}" for f, x in v.items()))
+    priced = validate.price(rows, std)
+    factors = [r.factor for r in priced]
+    print(f"\n{'row':46} {'stack':16} {'measured':>10} {'fitted':>10} {'ratio':>6}")
+    for r, d in zip(priced, rows):
+        print(f"{r.id:46} {_stack_name(d):16} {r.measured * 1e3:7.2f} ms {r.predicted * 1e3:7.2f} ms {r.ratio:6.2f}")
     print(f"\nfit (std values): median factor {statistics.median(factors):.3f}x, worst {max(factors):.3f}x "
-          f"({rows[int(np.argmax(factors))].label})")
-    if fit.holdout_predicted:
-        ho = [max(p / r.measured, r.measured / p) for p, r in zip(fit.holdout_predicted, rows)]
-        print(f"{fit.folds}-fold hold-out: median factor {statistics.median(ho):.3f}x, worst {max(ho):.3f}x "
-              f"({rows[int(np.argmax(ho))].label})")
-    v9 = [(i, r) for i, r in enumerate(rows) if r.label.startswith("V9-")]
-    if len(v9) == 4:
-        a, b = fit_a_b([1, 2, 4, 8], [pred[i] for i, _ in v9])
-        am, bm = fit_a_b([1, 2, 4, 8], [r.measured for _, r in v9])
-        print(f"V9 TP sweep, latency = a + b/TP: predicted a = {a * 1e3:.2f} ms, b = {b * 1e3:.2f} ms; "
-              f"measured a = {am * 1e3:.2f} ms, b = {bm * 1e3:.2f} ms (a off by {abs(a / am - 1):.0%})")
-    rms = math.sqrt(sum(math.log(p / r.measured) ** 2 for p, r in zip(pred, rows)) / len(rows))
+          f"({priced[int(np.argmax(factors))].id})")
+    rms = math.sqrt(sum(math.log(r.ratio) ** 2 for r in priced) / len(priced))
     print(f"rms log error {rms:.3f}")
     return 0
 

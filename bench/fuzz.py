@@ -1,6 +1,7 @@
 """Fuzz the whole pipeline with mutated specs (issue 11, item 7): no input may cause an internal error.
 
     .venv/bin/python bench/fuzz.py [--specs 100000] [--explain 10000] [--review 50] [--logs 20300]
+                                   [--configs 10000] [--steps 5000] [--addresses 2000] [--lsp 2000]
                                    [--seed N] [--jobs 2]
 
 Sources: specs drawn from the schema's ranges (tests/plan_gen.py; 40 %), the shipped example specs
@@ -20,6 +21,26 @@ evaluated (pricing 10 million layouts is slow, not wrong; bench/search.py measur
 With ``--logs N``, N mutated nccl-tests logs (specs/measured/*.txt; numbers made hostile, lines deleted,
 duplicated or cut, characters replaced) go through calibrate's parser and fit, and every block it writes
 must check clean.
+
+The surfaces added since (issue 31), each with its own count:
+
+- ``--configs N``: mutated Hugging Face ``config.json`` files (tests/data/hf/*; a count replaced by a hostile
+  one: 0, -1, 2^40, 10^12, 1e308, a 5,000-digit number, Infinity, NaN, true, a string, a list; keys deleted,
+  renamed or wrapped in ``text_config``; nesting 10,000 deep; text cut or bytes replaced) go through
+  ``import hf`` (the block it prints must check clean) and through a spec that names the file
+  (``model m { config = "..." }``, checked, and evaluated in one plan in five).
+- ``--steps N``: mutated ``calibrate --steps`` files (CSV, YAML rows, vLLM JSON, Megatron logs of the
+  plans of bench/validation/inference.ccost, in a project of their own; times made hostile: nan, inf, 0,
+  1e-320, 1e400, 5,000 digits; spec paths out of the project: /etc/passwd, /proc/self/environ, ../, a link
+  out; YAML alias bombs and deep nesting; rows deleted, duplicated or repeated into the thousands) go
+  through the command's reading, fit and block; the block must check clean and carry no NaN or inf.
+- ``--addresses N``: scheduler addresses (every scheme Dask knows and some it does not; hosts: loopback,
+  IPv6, names that do not resolve, bytes that are no host; ports: closed, out of range, garbage, a local
+  port that accepts and never answers, one that answers like a web server) go through the connection
+  ``--scheduler`` makes (``ccost.remote.client``, its timeout cut to ``--address-timeout``): each must be
+  an E513 within the timeout and a few seconds, never a hang or another exception.
+- ``--lsp N``: N language-server sessions of random edits, by ``bench/fuzz_lsp.py`` (when it is there),
+  with the same seed.
 
 Prints the seed first (re-run with ``--seed`` to reproduce), then counts and the wall time. Exit 1 when
 there was an internal error. A benchmark, not a test: the suite runs a small version (tests/test_fuzz_pipeline.py).
@@ -244,6 +265,305 @@ def one_log(args: tuple[int, int, str, str]) -> tuple[str, str | None]:
         return "INTERNAL ERROR in calibrate", f"log mutant {index}: {traceback.format_exc(limit=6)}"
 
 
+# --------------------------------------------------------------------------------------------------
+# The surfaces of issue 31: config.json, steps files, scheduler addresses
+
+_HF_DIR = REPO / "tests" / "data" / "hf"
+_COUNT_KEYS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+               "vocab_size", "head_dim", "n_routed_experts", "num_local_experts", "num_experts_per_tok",
+               "n_shared_experts", "moe_intermediate_size", "first_k_dense_replace", "moe_layer_freq",
+               "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+               "num_nextn_predict_layers", "shared_expert_intermediate_size", "tie_word_embeddings",
+               "torch_dtype", "quantization_config", "attention_bias", "mlp_bias", "topk_method", "text_config"]
+_HOSTILE_JSON = ["0", "-1", "1", "2", "3", "7", "64", "1099511627776", "1099511627777", "1000000000000",
+                 "1000000000", "1048577", "1.5", "1e308", "1e400", "-1e400", "Infinity", "NaN", "true", "false",
+                 "null", '"8"', '""', "[]", "{}", "[1, 2]", '{"bits": 4}', '{"quant_method": "fp8"}', "9" * 5000,
+                 "0.0", "5e-324", '"bfloat16"', '"float8_e4m3fn"']
+
+
+def mutate_config(rng: random.Random, text: str) -> str:
+    """A config.json made hostile: counts replaced, keys deleted, renamed or nested, the text cut."""
+    import json
+
+    cfg = json.loads(text)
+    for _ in range(rng.randint(1, 4)):
+        op = rng.random()
+        if op < 0.55:
+            cfg[rng.choice(_COUNT_KEYS)] = "@@%d@@" % rng.randrange(len(_HOSTILE_JSON))
+        elif op < 0.7 and cfg:
+            del cfg[rng.choice(list(cfg))]
+        elif op < 0.8 and cfg:
+            k = rng.choice(list(cfg))
+            cfg[k + rng.choice(["_x", "", "s"])] = cfg.pop(k)
+        elif op < 0.88:
+            cfg = {"text_config": cfg, "model_type": rng.choice(["llava", "qwen2", "deepseek_v3", ""])}
+        else:
+            cfg[rng.choice(_COUNT_KEYS)] = "@@deep@@"
+    out = json.dumps(cfg, indent=rng.choice([None, 2]))
+    out = re.sub(r'"@@(\d+)@@"', lambda m: _HOSTILE_JSON[int(m.group(1))], out)
+    depth = rng.choice([50, 70, 10_000])  # a value nested this deep (closed, or left open: not JSON)
+    out = out.replace('"@@deep@@"', "[" * depth + ("]" * depth if rng.random() < 0.7 else ""))
+    r = rng.random()
+    if r < 0.08:
+        out = out[: rng.randrange(len(out) + 1)]
+    elif r < 0.16 and out:
+        j = rng.randrange(len(out))
+        out = out[:j] + chr(rng.choice([0, 7, 0x202E, rng.randrange(32, 127), 0xD800])) + out[j + 1:]
+    return out
+
+
+_PROJECT: dict = {}
+
+
+def _project() -> Path:
+    """A project of this worker process (a `.git` entry marks it): inference.ccost and the measured link it
+    imports, an outside file with a marker and a link out of the project; made once per process."""
+    import tempfile
+
+    pid = os.getpid()
+    if pid not in _PROJECT:
+        root = Path(tempfile.mkdtemp(prefix="ccost-fuzz-"))
+        project = root / "p"
+        (project / "specs" / "measured").mkdir(parents=True)
+        (project / ".git").mkdir()
+        import shutil
+
+        shutil.copy(REPO / "specs" / "measured" / "a100-nvlink.ccost", project / "specs" / "measured")
+        (project / "bench").mkdir()
+        shutil.copy(REPO / "bench" / "validation" / "inference.ccost", project / "bench" / "inference.ccost")
+        (project / "bench" / "inference.ccost").write_text(
+            (project / "bench" / "inference.ccost").read_text().replace("../../specs/", "../specs/"))
+        (root / "outside.ccost").write_text("SECRET_MARKER_8812 = 1\n")
+        (project / "bench" / "link-out.ccost").symlink_to(root / "outside.ccost")
+        _PROJECT[pid] = project
+    return _PROJECT[pid]
+
+
+def one_config(args: tuple[int, int, str, str]) -> tuple[str, str | None]:
+    """A mutated config.json through ``import hf`` (its block must check clean) and a spec naming it."""
+    index, seed, name, text = args
+    from ccost import hf
+    from ccost.check import check_file, check_text
+    from ccost.diagnostics import CcostError
+
+    rng = random.Random(seed * 1_000_003 + index)
+    mutated = mutate_config(rng, text)
+    project = _project()
+    folder = project / "hf" / f"c{index % 64}"
+    stage = "import hf"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.json").write_text(mutated, encoding="utf-8", errors="surrogatepass")
+        try:
+            model = hf.imported(hf.load_config(str(folder / "config.json")))
+            block = hf.model_block(model, "m", name, f"{name}/config.json")
+            result = check_text(block, "imported.ccost")
+            if not result.ok:
+                raise AssertionError("the imported block does not check: "
+                                     + "; ".join(d.message for d in result.errors[:2]))
+            outcome = "config: imported, block checks"
+        except hf.HfError:
+            outcome = "config: E510"
+        stage = "spec naming it"
+        spec = project / "cfg.ccost"
+        plan = rng.random() < 0.2
+        spec.write_text(f'model m {{ config = "hf/c{index % 64}/config.json" }}\n' + (
+            'import "std/gpus.ccost"\nimport "std/links.ccost"\nimport "std/clusters.ccost"\n'
+            "plan p { model = m; cluster = hgx_h100; phase = decode; batch = 8; seq = 1024; tp = 1 }\n"
+            if plan else ""))
+        result = check_file(str(spec))
+        if plan and result.ok:
+            stage = "eval of a spec naming it"
+            from ccost import evaluate
+
+            try:
+                evaluate.results_document(evaluate.evaluate(result.spec))
+            except CcostError:
+                pass
+        return outcome, None
+    except Exception:
+        return f"INTERNAL ERROR in config ({stage})", f"config mutant {index}: {traceback.format_exc(limit=6)}"
+
+
+_PLANS = {"tpot": ["v9_tp1", "v9_tp4", "v11b_tp2_b1", "v11b_tp8_b16", "v11e_llama70b"],
+          "ttft": ["v10_7b", "v10_70b"], "step_time": ["v9_tp2", "v10_70b"]}
+_TIMES = ["nan", "inf", "-inf", "0", "-1", "1e-320", "5e-324", "1e400", "9" * 5000, "1e-7", "3601", "0.5",
+          "32.1 ms", "32.1 GB", "fast", "", "1e308", "N/A"]
+_PATHS = ["/etc/passwd", "/proc/self/environ", "../outside.ccost", "link-out.ccost", "", ".", "inference.ccost",
+          "../bench/inference.ccost", "missing.ccost", "/dev/zero", "inference.ccost\x00x", "../../../etc/shadow"]
+
+
+def _steps_text(rng: random.Random) -> tuple[str, str, str | None, str | None]:
+    """(file name, text, --spec, --plan) of a steps file, hostile in one to four places."""
+    kind = rng.choice(["csv", "csv", "yaml", "json", "megatron"])
+    n = rng.choice([1, 2, 3, 5, 8, 20]) if rng.random() < 0.99 else rng.choice([2_000, 10_001])
+    metric = rng.choice(["tpot", "ttft", "step_time"])
+    plans = rng.sample(_PLANS[metric], min(len(_PLANS[metric]), rng.choice([1, 1, 2, 3])))
+    cli_spec = rng.choice(["inference.ccost"] * 8 + ["missing.ccost", "/dev/zero"])  # --spec: the user's own
+    def time_cell() -> str:
+        return rng.choice(_TIMES) if rng.random() < 0.08 else f"{rng.uniform(5, 80):.3f}"
+    def path_cell() -> str:
+        return rng.choice(_PATHS) if rng.random() < 0.06 else "inference.ccost"
+    if kind == "csv":
+        col = metric + rng.choice(["_ms", "_ms", ""])
+        lines = [f"plan,spec,{col}"] + [f"{rng.choice(plans)},{path_cell()},{time_cell()}" for _ in range(n)]
+        text, name = "\n".join(lines) + "\n", "steps.csv"
+    elif kind == "yaml":
+        rows = "".join(f"  - {{plan: {rng.choice(plans)}, spec: \"{path_cell()}\", metric: "
+                       f"{ {'tpot': 'decode_step', 'ttft': 'prefill', 'step_time': 'step_time'}[metric]}, "
+                       f"measured: {time_cell()}e-3}}\n" for _ in range(n))
+        text, name = "rows:\n" + rows, "steps.yaml"
+        r = rng.random()
+        if r < 0.05:
+            text = "".join(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}" if i else '"x"'] * 9) + "]\n" for i in range(9)) \
+                + text
+        elif r < 0.1:
+            text = "rows:\n" + "".join(" " * (2 * i) + "- \n" for i in range(1, rng.choice([30, 100, 400])))
+    elif kind == "json":
+        import json
+
+        doc = {"completed": 100, "median_tpot_ms": float(f"{rng.uniform(5, 80):.3f}"),
+               "median_ttft_ms": float(f"{rng.uniform(50, 800):.3f}")}
+        text, name = json.dumps(doc, indent=2), "bench.json"
+        if rng.random() < 0.3:
+            text = text.replace(str(doc["median_tpot_ms"]), rng.choice(_TIMES) or "1", 1)
+        return name, text, cli_spec, rng.choice(_PLANS["tpot"])
+    else:
+        text = "".join(f" iteration {i + 1}/ 100 | elapsed time per iteration (ms): {time_cell()} | lr: 1.0E-04 |\n"
+                       for i in range(max(n, 2)))
+        return "train.log", text, cli_spec, rng.choice(_PLANS["step_time"])
+    lines = text.splitlines(keepends=True)
+    for _ in range(rng.randint(0, 2)):
+        if not lines:
+            break
+        i = rng.randrange(len(lines))
+        op = rng.randrange(4)
+        if op == 0:
+            del lines[i]
+        elif op == 1:
+            lines.insert(i, lines[rng.randrange(len(lines))])
+        elif op == 2 and lines[i]:
+            j = rng.randrange(len(lines[i]))
+            lines[i] = lines[i][:j] + chr(rng.choice([0, 0x202E, rng.randrange(32, 127), 44, 58])) + lines[i][j + 1:]
+        else:
+            lines[i] = lines[i][: rng.randrange(len(lines[i]) + 1)]
+    return name, "".join(lines), None, None
+
+
+def one_steps(args: tuple[int, int]) -> tuple[str, str | None]:
+    """A mutated steps file through ``calibrate --steps``: read, fit, block; the block must check clean."""
+    index, seed = args
+    from ccost.calibrate.files import read_steps_file
+    from ccost.calibrate.steps import fit_steps, stack_block
+    from ccost.check import check_text
+    from ccost.diagnostics import CcostError
+
+    rng = random.Random(seed * 7_000_003 + index)
+    name, text, spec, plan = _steps_text(rng)
+    here = _project() / "bench"
+    path = here / name
+    stage = "read"
+    try:
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            rows = read_steps_file(path, str(here / spec) if spec else None, plan)
+            stage = "fit"
+            fit = fit_steps(rows, rng.choice([0, 0, 2]), name)
+        except CcostError as exc:
+            if "SECRET_MARKER" in str(exc.diagnostics):
+                raise AssertionError("a diagnostic shows the outside file") from None
+            return "steps: E501", None
+        stage = "block"
+        block = stack_block(fit, "measured_stack", None, "ccost calibrate --steps " + name)
+        if not check_text(block, "stack.ccost").ok:
+            raise AssertionError("the stack block does not check")
+        if re.search(r"\b(nan|inf)\b", block.lower()):
+            raise AssertionError("the block prints NaN or inf")
+        return "steps: fitted, block checks", None
+    except Exception:
+        return f"INTERNAL ERROR in steps ({stage})", f"steps mutant {index} ({name}): {traceback.format_exc(limit=6)}"
+
+
+_SERVERS: dict = {}
+
+
+def _servers() -> dict:
+    """Local TCP services of this worker: a port that accepts and never answers, one that answers like a
+    web server, and one closed."""
+    import socket
+    import threading
+
+    pid = os.getpid()
+    if pid in _SERVERS:
+        return _SERVERS[pid]
+    ports = {}
+    for kind in ("silent", "http"):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        ports[kind] = sock.getsockname()[1]
+
+        def serve(sock=sock, kind=kind):
+            held = []
+            while True:
+                conn, _ = sock.accept()
+                held.append(conn)
+                if kind == "http":
+                    try:
+                        conn.settimeout(2)
+                        conn.recv(65536)
+                        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                    except OSError:
+                        pass
+
+        threading.Thread(target=serve, daemon=True).start()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    ports["closed"] = closed.getsockname()[1]
+    closed.close()
+    _SERVERS[pid] = ports
+    return ports
+
+
+def address(rng: random.Random, ports: dict) -> str:
+    scheme = rng.choice(["tcp://", "tcp://", "", "tls://", "ws://", "wss://", "ucx://", "inproc://", "http://",
+                         "foo://", "tcp:/", "TCP://", "tcp://tcp://"])
+    host = rng.choice(["127.0.0.1", "127.0.0.1", "localhost", "[::1]", "::1", "nonexistent.invalid", "",
+                       "256.1.1.1", "ä.invalid", "127.0.0.1\x00", "[::1", "a b"])
+    port = rng.choice([str(ports["closed"]), str(ports["closed"]), str(ports["silent"]), str(ports["http"]), "0",
+                       "65536", "-1", "abc", "", "99999999999", "1e3", "８７８６"])
+    text = f"{scheme}{host}" + (f":{port}" if rng.random() < 0.9 else "") + rng.choice(["", "", "/", "/x", "?a=b", " "])
+    if rng.random() < 0.1 and text:
+        j = rng.randrange(len(text))
+        text = text[:j] + chr(rng.choice([0, 7, 0x202E, rng.randrange(32, 127)])) + text[j + 1:]
+    return text
+
+
+def one_address(args: tuple[int, int, float]) -> tuple[str, str | None]:
+    """A scheduler address through the connection ``--scheduler`` makes: E513 within the timeout."""
+    index, seed, timeout = args
+    from ccost import remote
+    from ccost.diagnostics import CcostError
+
+    remote.TIMEOUT = timeout
+    rng = random.Random(seed * 9_000_011 + index)
+    addr = address(rng, _servers())
+    start = time.perf_counter()
+    try:
+        try:
+            c = remote.client(addr)
+        except CcostError as exc:
+            codes = {d.code for d in exc.diagnostics}
+            took = time.perf_counter() - start
+            if took > 3 * timeout + 10:
+                raise AssertionError(f"{addr!r}: {took:.1f} s for a timeout of {timeout} s") from None
+            return ("address: " + "/".join(sorted(codes)), None)
+        c.close()
+        raise AssertionError(f"{addr!r}: connected to a scheduler, but none runs here")
+    except Exception:
+        return "INTERNAL ERROR in scheduler address", f"address {addr!r}: {traceback.format_exc(limit=6)}"
+
+
 def _numbers(doc, path=""):
     if isinstance(doc, dict):
         for k, v in doc.items():
@@ -281,6 +601,13 @@ def main() -> int:
                     help="this many of the evaluated ones also through explain and the writers")
     ap.add_argument("--review", type=int, default=50, help="this many of those through the HTML review")
     ap.add_argument("--logs", type=int, default=0, help="mutated nccl-tests logs through calibrate")
+    ap.add_argument("--configs", type=int, default=0, help="mutated config.json files through import hf and a spec")
+    ap.add_argument("--steps", type=int, default=0, help="mutated steps files through calibrate --steps")
+    ap.add_argument("--addresses", type=int, default=0, help="scheduler addresses through --scheduler's connection")
+    ap.add_argument("--address-timeout", type=float, default=1.0,
+                    help="ccost.remote.TIMEOUT for the addresses (seconds; the command's is 10)")
+    ap.add_argument("--lsp", type=int, default=0,
+                    help="language-server sessions of random edits (bench/fuzz_lsp.py, when it is there)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--max-points", type=int, default=200_000)
@@ -289,7 +616,8 @@ def main() -> int:
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     print(f"seed {seed}  (re-run: bench/fuzz.py --seed {seed} --specs {args.specs} --explain {args.explain} "
-          f"--review {args.review} --logs {args.logs})", flush=True)
+          f"--review {args.review} --logs {args.logs} --configs {args.configs} --steps {args.steps} "
+          f"--addresses {args.addresses} --lsp {args.lsp})", flush=True)
     start = time.perf_counter()
     counts: Counter = Counter()
     errors: list[str] = []
@@ -309,8 +637,34 @@ def main() -> int:
             counts[outcome] += 1
             if err:
                 errors.append(err)
+        configs = sorted(_HF_DIR.glob("*/config.json"))
+        work_configs = ((i, seed, configs[i % len(configs)].parent.name, configs[i % len(configs)].read_text())
+                        for i in range(args.configs))
+        for k, (outcome, err) in enumerate(pool.imap_unordered(one_config, work_configs, chunksize=32), 1):
+            counts[outcome] += 1
+            if err:
+                errors.append(err)
+            if k % 5_000 == 0:
+                print(f"  {k:,} configs done, {time.perf_counter() - start:.0f} s", flush=True)
+        for k, (outcome, err) in enumerate(pool.imap_unordered(one_steps, ((i, seed) for i in range(args.steps)),
+                                                               chunksize=8), 1):
+            counts[outcome] += 1
+            if err:
+                errors.append(err)
+            if k % 1_000 == 0:
+                print(f"  {k:,} steps files done, {time.perf_counter() - start:.0f} s", flush=True)
+        work_addresses = ((i, seed, args.address_timeout) for i in range(args.addresses))
+        for outcome, err in pool.imap_unordered(one_address, work_addresses, chunksize=4):
+            counts[outcome] += 1
+            if err:
+                errors.append(err)
+    lsp_status = 0
+    if args.lsp:
+        lsp_status = run_lsp(args.lsp, seed, args.jobs)
     wall = time.perf_counter() - start
-    checked = sum(v for k, v in counts.items() if "calibrate" not in k and not k.startswith("log:"))
+    surfaces = ("log:", "config", "steps", "address", "INTERNAL ERROR in calibrate", "INTERNAL ERROR in config",
+                "INTERNAL ERROR in steps", "INTERNAL ERROR in scheduler")
+    checked = sum(v for k, v in counts.items() if not k.startswith(surfaces))
     evaluated = sum(v for k, v in counts.items() if k.startswith(("eval", "deep", "explain", "writers",
                                                                    "review", "INTERNAL ERROR in e")))
     deep = sum(v for k, v in counts.items() if k.startswith("deep"))
@@ -319,10 +673,32 @@ def main() -> int:
           f"explain and the text/JSON/YAML writers; {reviewed:,} through the HTML review")
     for k, v in sorted(counts.items()):
         print(f"  {k:45s} {v:>8,}")
+    for what, prefix in (("config.json files", "config"), ("steps files", "steps"), ("scheduler addresses", "address")):
+        n = sum(v for k, v in counts.items() if k.startswith(prefix) or k.startswith(f"INTERNAL ERROR in {prefix}")
+                or (prefix == "address" and k.startswith("INTERNAL ERROR in scheduler")))
+        if n:
+            print(f"{n:,} {what}")
     print(f"internal errors: {len(errors)}   wall time {wall:.0f} s with {args.jobs} processes   seed {seed}")
     for e in errors[:10]:
         print(e)
-    return 1 if errors else 0
+    return 1 if errors or lsp_status else 0
+
+
+def run_lsp(sessions: int, seed: int, jobs: int) -> int:
+    """``bench/fuzz_lsp.py``'s own run of ``sessions`` editing sessions with this seed (its report printed as
+    it goes); its exit status, or 0 with a note when the file is not there."""
+    path = Path(__file__).resolve().parent / "fuzz_lsp.py"
+    if not path.is_file():
+        print(f"--lsp {sessions}: bench/fuzz_lsp.py is not in this checkout; no language-server sessions run")
+        return 0
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fuzz_lsp", path)
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    print(f"language server: bench/fuzz_lsp.py --sessions {sessions} --seed {seed} --jobs {jobs}", flush=True)
+    return int(module.main(["--sessions", str(sessions), "--seed", str(seed), "--jobs", str(jobs)]) or 0)
 
 
 if __name__ == "__main__":

@@ -99,21 +99,17 @@ def test_report_takes_several_specs(folder, capsys, monkeypatch):
 
 def test_gate_says_why_each_plan_passes_or_fails(capsys):
     """The README tour: llama3-70b-serving has one plan that does not fit the 90 % memory limit on purpose
-    (64 sequences of 8,192 tokens at TP=4), and the speedup over one GPU of three of its plans misses 70 %:
-    the serving stack's host time per step (fixed, and per running sequence) does not shrink with TP;
-    tp4_dp2, two engines of 32 sequences, meets it. mixtral-ep's plans with one engine per few GPUs pass,
-    each with the numbers it passed on."""
+    (64 sequences of 8,192 tokens at TP=4); the others pass, each with the numbers it passed on (the bundled
+    serving profile, current vLLM, runs its host work behind the GPU's step). mixtral-ep's plans pass too."""
     code, out, err = run(capsys, "check", "--policy", str(REPO / "specs" / "llama3-70b-serving.ccost"))
     assert code == 1
     passing = [line for line in out.splitlines() if ": policy ok (" in line]
-    assert [line.split(": ")[1] for line in passing] == ["tp4_dp2"] and "≥ min 70 %" in passing[0]
+    assert [line.split(": ")[1] for line in passing] == ["tp8", "tp4_dp2", "tp8_b128"]
+    assert all("efficiency" in line and "≥ min 70 %" in line for line in passing)
     assert "tp4_dp2_b64: checklist 11 memory per GPU 78.23 GB > limit 72 GB" in err
-    for plan in ("tp8", "tp4_dp2_b64", "tp8_b128"):
-        assert f"{plan}: checklist 9 efficiency" in err and "< min 70 %" in err
     code, out, err = run(capsys, "check", "--policy", str(REPO / "specs" / "mixtral-ep.ccost"))
-    assert code == 1
+    assert code == 0
     passing = [line for line in out.splitlines() if ": policy ok (" in line]
-    assert [line.split(": ")[1] for line in passing] == ["ep8", "tp2_ep4"]
+    assert [line.split(": ")[1] for line in passing] == ["ep8", "tp8", "tp2_ep4"]
     assert all("overhead" in line and "≤ max 30 %" in line and "≥ min 55 %" in line and "≤ limit 72 GB" in line
                for line in passing)
-    assert "tp8: checklist 9 efficiency" in err

@@ -531,3 +531,25 @@ def test_a_new_spec_does_not_add_the_library(tmp_path, capsys, monkeypatch):
     assert doc["blocks_added"] == [{"kind": "cluster", "name": "mine"}, {"kind": "plan", "name": "tp8"}]
     assert doc["library_imported"] == ["std/clusters.ccost", "std/gpus.ccost", "std/kernels.ccost",
                                        "std/links.ccost", "std/models.ccost"]
+
+
+def test_two_file_diff_never_suggests_the_importing_file_for_a_missing_import(tmp_path, capsys):
+    """Issue 26 item 10: old.ccost importing a missing "models.ccost" was told `did you mean import
+    "old.ccost"` (itself: a cycle, and not a models file). The bundled library's file of that name is
+    what it meant."""
+    plan = ('import "std/gpus.ccost"\nimport "std/links.ccost"\nimport "std/clusters.ccost"\nimport "{imp}"\n'
+            "plan b {{ model = llama3_70b; cluster = hgx_h100; phase = decode; batch = 32; tp = 8 }}\n")
+    (tmp_path / "old.ccost").write_text(plan.format(imp="models.ccost"))
+    (tmp_path / "new.ccost").write_text(plan.format(imp="std/models.ccost"))
+    assert main(["diff", str(tmp_path / "old.ccost"), str(tmp_path / "new.ccost")]) == 2
+    err = capsys.readouterr().err
+    assert 'did you mean the bundled library\'s `import "std/models.ccost"`?' in err, err
+    assert 'import "old.ccost"' not in err and 'import "new.ccost"' not in err
+
+
+def test_a_missing_import_is_not_offered_a_file_that_imports_it(tmp_path, capsys):
+    (tmp_path / "hwa.ccost").write_text('import "hwb.ccost"\n')  # hwb is missing; hwa is the importer
+    (tmp_path / "hwc.ccost").write_text("link l { alpha = 2 us; bandwidth = 450 GB/s }\n")
+    assert main(["check", str(tmp_path / "hwa.ccost")]) == 2
+    err = capsys.readouterr().err
+    assert 'did you mean `import "hwc.ccost"`?' in err and 'import "hwa.ccost"' not in err, err

@@ -149,7 +149,7 @@ def test_block_extraction():
     readme = [b for b in blocks(REPO / "README.md") if b.lang == "sh"]
     first = commands(readme[0])
     assert first == [("ccost report specs/a1-tp-decode.ccost -o review/", 0)]  # the setup is .ci/run's
-    assert ("ccost check --policy specs/llama3-70b-serving.ccost   # every plan fails (exit 1)", 1) \
+    assert ("ccost check --policy specs/llama3-70b-serving.ccost   # one plan fails (exit 1)", 1) \
         in commands(readme[1])
 
 

@@ -176,7 +176,8 @@ def test_one_gpu_plan_works_in_every_command(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     # a serving stack prices the (unpipelined) step as a steady-state pipeline of one stage
     assert "T_comm = 0 = 0 s" in out and ("T_latency = T_compute + T_exposed" in out
-                                          or "T_latency = pp·t_slot" in out)
+                                          or "T_latency = pp·t_slot" in out
+                                          or "T_latency = max(pp·t_slot, t_step)" in out)
 
 
 def test_number_formatting_has_a_sane_width():

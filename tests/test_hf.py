@@ -202,7 +202,7 @@ def test_a_spec_with_a_config_model_evaluates(tmp_path, capsys):
     ("../outside.json", "outside the project"),
     ("/etc/passwd", "outside the project"),
     ("s.ccost", "not valid JSON"),
-    ("hf", "is a folder"),
+    ("hf", "it is a directory"),
 ])
 def test_a_config_that_cannot_be_read_is_one_error_at_the_string(tmp_path, path, words):
     root = _project(tmp_path / "p")
@@ -239,3 +239,84 @@ def test_the_schema_example_of_config_checks_beside_a_real_config(tmp_path):
     result = check_file(str(tmp_path / "s.ccost"))
     assert result.ok, result.diagnostics
     assert result.spec.models["m"].params == 8_030_261_248
+
+
+# --------------------------------------------------------------------------------------------------
+# Hostile configs (issue 31, items 4 and 13): bounded in time, refused with a message naming the key,
+# and a printed block that checks
+
+TINY = {"num_hidden_layers": 4, "hidden_size": 8, "num_attention_heads": 2, "intermediate_size": 16,
+        "vocab_size": 10, "tie_word_embeddings": False}
+MOE = {**TINY, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8}
+
+
+def _write(folder: Path, cfg: dict | str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(cfg if isinstance(cfg, str) else json.dumps(cfg))
+    return folder / "config.json"
+
+
+@pytest.mark.parametrize("layers", [1_099_511_627_776, 1_000_000_000, 1_048_577])
+def test_a_huge_layer_count_is_refused_at_once_by_import_and_check(tmp_path, capsys, layers):
+    """The MoE layers are counted in closed form, not by a loop over 10^12 layers, and the count is held
+    to the model block's range of `layers` (the schema's): the import, and a spec naming the config,
+    get one E510 naming the key (before: still looping after 20 s; 54 s to reach E203 for 10^9)."""
+    path = _write(tmp_path / "big", {**MOE, "num_hidden_layers": layers})
+    assert main(["import", "hf", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "E510" in err and "`num_hidden_layers`" in err and "out of the range" in err, err
+    (tmp_path / ".git").mkdir()
+    spec = tmp_path / "s.ccost"
+    spec.write_text('model m { config = "big/config.json" }\n')
+    result = check_file(str(spec))
+    assert [d.code for d in result.diagnostics] == ["E510"], [d.message for d in result.diagnostics]
+
+
+@pytest.mark.parametrize("layers,dense,freq", [(61, 3, 1), (48, 0, 2), (10, 9, 1), (7, 2, 3), (1, 0, 1)])
+def test_moe_layers_counted_in_closed_form_match_the_definition(layers, dense, freq):
+    """Layer i has experts when i >= first_k_dense_replace and i % moe_layer_freq == 0 (DeepSeek's and
+    Qwen's modelling code); counted here by walking the layers."""
+    by_hand = sum(1 for i in range(layers) if i >= dense and i % freq == 0)
+    got = hf.imported({**MOE, "num_hidden_layers": layers, "first_k_dense_replace": dense, "moe_layer_freq": freq})
+    assert got.fields["moe_layers"] == by_hand
+
+
+def test_a_number_of_5000_digits_is_an_error_not_an_internal_error(tmp_path, capsys):
+    path = _write(tmp_path / "m", '{"num_hidden_layers": ' + "1" * 5000 + ', "hidden_size": 8}')
+    assert main(["import", "hf", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "E510" in err and "digits" in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("extra,words", [
+    ({"num_experts_per_tok": 0}, "`num_experts_per_tok` is 0"),
+    ({"num_experts_per_tok": 5}, "more than the 4 experts"),
+    ({"first_k_dense_replace": 4}, "`first_k_dense_replace` = 4 makes every one of the 4 layers dense"),
+    ({"first_k_dense_replace": 9}, "`first_k_dense_replace` = 9"),
+    # found by bench/fuzz.py (config mutant 346 of seed 1512693986): kv_heads above heads is E207 in check
+    ({"num_key_value_heads": 4}, "`num_key_value_heads` = 4 is more than `num_attention_heads` = 2"),
+])
+def test_moe_configs_whose_block_would_not_check_are_refused_at_import(tmp_path, capsys, extra, words):
+    """Before, each printed a block (exit 0) that `check` then refused (top_k = 0, moe_layers = 0)."""
+    path = _write(tmp_path / "m", {**MOE, **extra})
+    assert main(["import", "hf", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "E510" in err and words in err, err
+
+
+def test_a_folder_name_with_non_ascii_letters_gives_an_ascii_name_and_keeps_the_title(tmp_path, capsys):
+    path = _write(tmp_path / "Modèle-ü-7B", TINY)
+    assert main(["import", "hf", str(path)]) == 0
+    out = capsys.readouterr().out
+    result = check_text(out, "m.ccost")
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    (model,) = result.spec.models.values()
+    assert model.name == "mod_le_7b" and model.title == "Modèle-ü-7B"
+
+
+def test_every_field_a_config_gives_is_held_to_the_schemas_range():
+    """A count the shapes compute (params) beyond the range of the block's field is refused too."""
+    with pytest.raises(hf.HfError) as info:
+        hf.imported({**TINY, "vocab_size": 1_000_000, "hidden_size": 1_000_000, "num_attention_heads": 1000,
+                     "intermediate_size": 1_000_000, "num_hidden_layers": 1000})
+    assert "`params`" in info.value.message and "computed from the shapes" in info.value.message

@@ -118,36 +118,38 @@ def test_fsdp_training_across_two_nodes():
     # bytes at 3.35 TB/s:
     #   GEMMs forward 2 × 8e9 × 4096 = 65.536e12 FLOP → 109.23 ms
     #   causal attention forward 2·L·S·d × S = 2 × 32 × 4096 × 4096 × 4096 = 4.398e12 FLOP → 4.447 ms
-    #   memory-bound bytes per token and layer: activations 10·d + 8·d + 4·f (f = 4·d) = 139,264 B, GEMM
-    #   operand rows (4·d + 4·d + 2·f)·2 B = 131,072 B; × 4096 tokens × 32 layers, + the LM head's input
-    #   row d·2 B × 4096 (no vocab given: no logits) = 35.467 GB → 10.587 ms forward
-    #   forward 109.23 + 4.447 + 10.587 = 124.26 ms; backward 2 × 109.23 + 3 × 4.447 (selective
-    #   recomputation re-runs the attention core) + 2 × 10.587 = 252.97 ms; together 377.23 ms
+    #   memory-bound bytes per token and layer: activations 10·d + 4·d + 4·d·h_kv/h + 4·f (f = 4·d; 8 of
+    #   32 heads keep K and V: 4·d/4 = d) = 31·d = 126,976 B, GEMM operand rows (4·d + 4·d + 2·f)·2 B =
+    #   131,072 B; × 4096 tokens × 32 layers, + the LM head's input row d·2 B × 4096 (no vocab given: no
+    #   logits) = 33.856 GB → 10.106 ms forward
+    #   forward 109.23 + 4.447 + 10.106 = 123.78 ms; backward 2 × 109.23 + 3 × 4.447 (selective
+    #   recomputation re-runs the attention core) + 2 × 10.106 = 252.01 ms; together 375.79 ms
     assert d["compute"]["bound"] == "flops"
-    assert d["compute_time_s"] == pytest.approx(377.23 * MS, **HAND)
-    assert d["training"]["forward_time_s"] == pytest.approx(124.26 * MS, **HAND)
+    assert d["compute_time_s"] == pytest.approx(375.79 * MS, **HAND)
+    assert d["training"]["forward_time_s"] == pytest.approx(123.78 * MS, **HAND)
     # FSDP prefetch: a layer's gather (1.614 ms) hides behind the previous layer's forward (124.26/32 =
-    # 3.88 ms), gather + reduce-scatter (3.23 ms) behind its backward (7.91 ms): only the first layer's
-    # gather is exposed: step 377.23 + 1.614 = 378.84 ms
+    # 3.87 ms), gather + reduce-scatter (3.23 ms) behind its backward (7.88 ms): only the first layer's
+    # gather is exposed: step 375.79 + 1.614 = 377.40 ms
     assert d["exposed_comm_s"] == pytest.approx(1.6142 * MS, **HAND)
-    assert d["step_time_s"] == pytest.approx(378.84 * MS, **HAND)
+    assert d["step_time_s"] == pytest.approx(377.40 * MS, **HAND)
     # memory: shard 8e9/16 = 0.5e9 params: weights 1 GB + one gathered layer 0.5 GB, grads 1 GB,
-    # Adam 12 B × 0.5e9 = 6 GB, activations 18.254 GB (one micro-batch, 32 layers) → 26.754 GB
+    # Adam 12 B × 0.5e9 = 6 GB, activations 126,976 B × 4096 × 32 = 16.643 GB (one micro-batch, 32
+    # layers) → 25.143 GB
     assert d["memory"]["weights_bytes"] == pytest.approx(1.5e9, **HAND)
     assert d["weight_bytes_per_gpu"] == pytest.approx(1.5e9, **HAND)  # held, not the 16 GB it streams
     assert d["compute"]["bytes_read_per_gpu"] == pytest.approx(16e9, **HAND)
     assert d["memory"]["gradient_bytes"] == pytest.approx(1e9, **HAND)
     assert d["memory"]["optimizer_bytes"] == pytest.approx(6e9, **HAND)
-    assert d["memory"]["activation_bytes"] == pytest.approx(18.254e9, **HAND)
-    assert d["memory_bytes_per_gpu"] == pytest.approx(26.754e9, **HAND) and d["fits_memory"]
+    assert d["memory"]["activation_bytes"] == pytest.approx(16.643e9, **HAND)
+    assert d["memory_bytes_per_gpu"] == pytest.approx(25.143e9, **HAND) and d["fits_memory"]
     # no DP AllReduce with FSDP; no TP, no PP
     assert not coll(d, "allreduce") and not coll(d, "p2p")
-    # speedup 16 × 377.23 / 378.84 = 15.932; efficiency 0.9957
+    # speedup 16 × 375.79 / 377.40 = 15.932; efficiency 0.9957
     assert d["speedup"] == pytest.approx(15.932, **HAND)
     assert d["efficiency"] == pytest.approx(0.9957, **HAND)
     checklist = {i["id"]: i for i in d["checklist"]}
     assert checklist[3]["status"] == "warn"  # NVLink is spec-sheet (IB is measured)
-    assert checklist[6]["status"] == "fail"  # T_comm / T_compute = 154.97 / 377.23 = 41.1 % > 30 %
+    assert checklist[6]["status"] == "fail"  # T_comm / T_compute = 154.97 / 375.79 = 41.2 % > 30 %
 
 
 def test_training_tp_counts_forward_and_backward():
@@ -164,9 +166,9 @@ def test_ddp_gradient_allreduce_size():
     d = run(plan(model=DENSE8B, phase="train", batch=1, seq=4096, dp=8, allreduce="ring"))
     (ar,) = coll(d, "allreduce")
     assert ar["count"] == 1 and ar["message_bytes"] == 16e9 and ar["group_size"] == 8
-    # memory 8e9 × (2 + 2 + 12) = 128 GB + activations 139,264 B × 4096 tokens × 32 layers = 18.254 GB
-    # → 146.25 GB: does not fit
-    assert d["memory_bytes_per_gpu"] == pytest.approx(146.25e9, **HAND) and not d["fits_memory"]
+    # memory 8e9 × (2 + 2 + 12) = 128 GB + activations 126,976 B (31·d: 8 of 32 heads keep K and V) ×
+    # 4096 tokens × 32 layers = 16.643 GB → 144.64 GB: does not fit
+    assert d["memory_bytes_per_gpu"] == pytest.approx(144.64e9, **HAND) and not d["fits_memory"]
 
 
 # ---------------------------------------------------------------------------------------------------

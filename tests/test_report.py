@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -716,3 +717,46 @@ def test_soft_wrap_breaks_only_long_words():
     assert soft_wrap("see https://example.invalid/a/b") == f"see https:{zw}/{zw}/{zw}example.{zw}invalid/{zw}a/{zw}b"
     assert soft_wrap("x" * 50) == "x" * 24 + zw + "x" * 24 + zw + "xx"
     assert soft_wrap("<script>alert(1)</script>").replace(zw, "") == "<script>alert(1)</script>"
+
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+                          check=True, capture_output=True)
+
+
+def test_dirty_flag_of_a_plans_repository_whose_spec_imports_std(tmp_path):
+    """Issue 26 item 4: a spec importing `std/` showed `<rev> (dirty flag unknown)`: git was asked about
+    the bundled library's path, outside the plans repository (the ccost checkout's std/ is another
+    repository, an installed one none). The flag is judged on the spec's files in its own repository."""
+    from ccost.check import load_spec
+    from ccost.report.provenance import git_state
+
+    repo = tmp_path / "plans"
+    (repo / "specs").mkdir(parents=True)
+    spec = repo / "specs" / "p.ccost"
+    spec.write_text('import "std/gpus.ccost"\nimport "hw.ccost"\n')
+    (repo / "specs" / "hw.ccost").write_text("link l { alpha = 2 us; bandwidth = 450 GB/s }\n")
+    _git(repo, "init", "-q")
+    files = [Path(f) for f in load_spec(str(spec))[0].files]
+    assert any("std" in str(f) and "gpus.ccost" in str(f) for f in files) and len(files) >= 3
+    assert git_state(files) == "no commit yet (spec files not committed)"  # before: "not in git"
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "plans")
+    head = _git(repo, "rev-parse", "--short=12", "HEAD").stdout.decode().strip()
+    assert git_state(files) == f"{head} (clean)"  # before: "(dirty flag unknown)"
+    (repo / "specs" / "hw.ccost").write_text("link l { alpha = 3 us; bandwidth = 450 GB/s }\n")
+    assert git_state(files) == f"{head} (spec files modified)"  # an import changed
+
+
+def test_the_review_cover_of_a_committed_spec_importing_std_says_clean(tmp_path):
+    from ccost.report import review
+
+    repo = tmp_path / "plans"
+    repo.mkdir()
+    spec = repo / "a1.ccost"
+    shutil.copy(REPO / "specs" / "a1-tp-decode.ccost", spec)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "plans")
+    stamp = review(spec, cwd=repo).view.provenance
+    assert stamp.git.endswith("(clean)") and "unknown" not in stamp.git

@@ -7,6 +7,7 @@ import dataclasses
 import io
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -531,3 +532,50 @@ search s { base = base; tp = [1, 2, 4, 8]; batch = [1, 4]; microbatches = [1, 2,
     assert not any(c["constraint"] == "microbatches_at_most_batch"
                    for c in search.run_search(_spec(CONSTRAINED.replace("batch = [1, 64, 512]", "batch = [64, 512]"))
                                               .searches["s"], spec.policy)["constraints"])
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 26 item 10: search tables say which time is which; an imported file's searches are not re-run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_search_tables_explain_latency_beside_the_pipelined_step():
+    from ccost import output, results
+    from ccost.check import load_spec
+    from ccost.evaluate import evaluate, results_document
+    from ccost.report.build import search_section
+
+    spec, _ = load_spec(str(ROOT / "specs" / "search-fleet.ccost"))
+    doc = results_document(evaluate(spec))
+    text = output.to_text(doc)
+    note = output.search_columns_note()
+    assert note.startswith("latency = one pass of the batch through every stage") and "pipelined step = " in note
+    assert results.record("latency_s").meaning.split(";")[0] in note  # the results' own definitions
+    header = next(line for line in text.splitlines() if "tokens/s/GPU" in line and "latency" in line)
+    assert header.index("latency") < header.index("pipelined step")  # side by side, with the note below
+    assert f"  {note}" in text
+    section = search_section("fleet", doc["searches"]["fleet"])
+    assert note in section.top.caption and note in section.pareto.caption
+
+
+def test_a_spec_importing_a_file_with_a_search_does_not_run_that_search(tmp_path, monkeypatch):
+    import shutil
+
+    from ccost import search as SR
+    from ccost.check import load_spec
+    from ccost.evaluate import evaluate, own_searches
+
+    shutil.copy(ROOT / "specs" / "search-fleet.ccost", tmp_path / "lib.ccost")
+    (tmp_path / "top.ccost").write_text('import "lib.ccost"\nplan mine extends tp8 { batch = 16 }\n')
+    (tmp_path / "overlay.ccost").write_text('import "lib.ccost"\npolicy { max_overhead = 20 % }\n')
+    ran = []
+    real = SR.search_documents
+    monkeypatch.setattr(SR, "search_documents", lambda spec, *a: ran.append(sorted(spec.searches)) or real(spec, *a))
+    top, _ = load_spec(str(tmp_path / "top.ccost"))
+    assert "fleet" in top.searches and own_searches(top) == {}
+    assert evaluate(top).searches == {} and ran == []  # before: the 665,280-point search ran again
+    overlay, _ = load_spec(str(tmp_path / "overlay.ccost"))  # writes nothing to evaluate: runs what it imports
+    assert list(evaluate(overlay).searches) == ["fleet"] and ran == [["fleet"]]
+    lib, _ = load_spec(str(tmp_path / "lib.ccost"))
+    assert list(own_searches(lib)) == ["fleet"]

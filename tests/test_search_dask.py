@@ -93,7 +93,13 @@ def test_unreachable_scheduler_is_a_diagnostic(capsys, monkeypatch):
 def test_without_dask_the_error_names_the_pip_command(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # `import distributed` raises ImportError
     code, out, err = _eval(capsys, FLEET_SPEC, "--scheduler", "tcp://127.0.0.1:8786")
-    assert code != 0 and "E512" in err and "pip install 'ccost[distributed]'" in err and "Traceback" not in err
+    assert code != 0 and "E512" in err and "Traceback" not in err
+    # ccost is not on the package index: the hint names the commands that add the extra to this installation
+    # (its requirement from pyproject.toml, by this Python's pip), never `pip install 'ccost[distributed]'`
+    from ccost.extras import install_command
+
+    assert install_command("distributed") and all(c in err for c in install_command("distributed"))
+    assert "distributed>=" in err and "pip install 'ccost[" not in err
 
 
 def test_a_failing_worker_is_a_diagnostic(cluster, monkeypatch):
@@ -119,3 +125,106 @@ def test_progress_bar_on_a_local_cluster(cluster):
 
     line = _bar_of_a_run(scheduler=cluster.scheduler_address)
     assert "100 %  1,600 / 1,600 points" in line and "points/s  ETA 0:00" in line, line
+
+
+# --------------------------------------------------------------------------------------------------
+# Every address form: a diagnostic within the timeout, never a hang, an internal error or a Dask
+# traceback (issue 31, item 6)
+
+@pytest.mark.parametrize("address,words", [
+    ("ucx://127.0.0.1:8786", "needs UCX support"),  # before: internal TypeError
+    ("tls://127.0.0.1:8786", "needs the cluster's certificates"),  # before: internal TypeError
+    ("wss://127.0.0.1:8786", "needs the cluster's certificates"),
+    ("inproc://192.0.2.1/1/1", "inside one Python process"),  # before: a 20 s close and a traceback
+    ("foo://x:1", "no address scheme `foo://`"),
+    ("tcp://[::1", "not a scheduler address"),
+    ("10.0.0.5", "missing port"),
+    ("tcp://127.0.0.1:99999", "not a TCP port"),
+])
+def test_an_address_of_a_form_that_cannot_work_is_e513_at_once(capsys, address, words):
+    code, out, err = _eval(capsys, FLEET_SPEC, "--scheduler", address)
+    assert code == 2 and "E513" in err and words in err, err
+    assert "Traceback" not in err and "Exception ignored" not in err and "internal error" not in err
+
+
+class _Server:
+    """A TCP service on 127.0.0.1 in a thread: ``silent`` accepts and never answers; ``http`` answers a
+    request line like a web server (400 and a body), which Dask's handshake read as a frame of 3 EiB."""
+
+    def __init__(self, kind: str):
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.kind, self.conns = kind, []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            if self.kind == "http":
+                try:
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 11\r\n\r\nBad Request")
+                except OSError:
+                    pass
+
+    def close(self):
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+# slow: waits out the (shortened) timeout
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,words", [("silent", "did not answer as a Dask scheduler within 1 s"),
+                                        ("http", "did not answer as a Dask scheduler")])
+def test_a_service_that_is_not_a_scheduler_is_e513_within_the_timeout(capsys, monkeypatch, kind, words):
+    """A port that accepts and never answers hung for 11 minutes; a web server was `internal error:
+    MemoryError: Unable to allocate 3.07 EiB`."""
+    import time
+
+    from ccost import remote
+
+    monkeypatch.setattr(remote, "TIMEOUT", 1.0)
+    server = _Server(kind)
+    try:
+        start = time.perf_counter()
+        code, out, err = _eval(capsys, FLEET_SPEC, "--scheduler", f"tcp://127.0.0.1:{server.port}")
+        took = time.perf_counter() - start
+    finally:
+        server.close()
+    assert code == 2 and "E513" in err and words in err, err
+    assert "Traceback" not in err and "internal error" not in err
+    assert took < 30  # the timeout of 1 s, and the evaluation; not minutes
+
+
+# slow: a socket that refuses, and a name the resolver must fail on
+@pytest.mark.slow
+@pytest.mark.parametrize("address,words", [("tcp://127.0.0.1:9", "connection refused"),
+                                           ("nonexistent.invalid:8786", "no host `nonexistent.invalid`")])
+def test_a_scheduler_that_cannot_be_reached_says_why(capsys, monkeypatch, address, words):
+    from ccost import remote
+
+    monkeypatch.setattr(remote, "TIMEOUT", 1.0)
+    code, out, err = _eval(capsys, FLEET_SPEC, "--scheduler", address)
+    assert code == 2 and "E513" in err and words in err and "Traceback" not in err, err
+
+
+def test_a_scheduler_on_tcp_passes_the_probe(monkeypatch):
+    """The probe (a handshake under one deadline, in a thread of its own) lets a real scheduler through."""
+    from ccost import remote
+
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                                  dashboard_address=None) as c:
+        try:
+            assert remote.client(c.scheduler_address).status == "running"
+        finally:
+            remote.close(c.scheduler_address)

@@ -120,12 +120,14 @@ def test_llama3_405b_interleaved_bubble_under_15_percent():
 
 def test_torchtitan_8b_fsdp_memory_within_25_percent():
     # torchtitan Llama 3.1 8B, FSDP on 8 GPUs, local batch 2 × 8,192, selective AC: 82.4 GiB measured.
-    # By hand: activations (10·d + 8·d + 4·f)·2 B/2 = 131,072 B per token and layer × 16,384 tokens × 32
-    # layers = 68.72 GB; logits 16,384 × 128,256 × 3 × 2 B = 12.61 GB; weights, grads and Adam
-    # 8.03e9 × 16 B / 8 = 16.06 GB plus one gathered layer 8.03e9 × 2 / 32 = 0.50 GB: 97.9 GB = 91.2 GiB
+    # By hand: activations (10·d + 4·d + 4·d·h_kv/h + 4·f)·2 B/2 with 8 of 32 heads keeping K and V =
+    # 15·4096 + 4·14,336 = 118,784 B per token and layer × 16,384 tokens × 32 layers = 62.28 GB; logits
+    # 16,384 × 128,256 × 3 × 2 B = 12.61 GB; weights, grads and Adam 8.03e9 × 16 B / 8 = 16.06 GB plus one
+    # gathered layer 8.03e9 × 2 / 32 = 0.50 GB: 91.45 GB = 85.2 GiB (3 % above the measured 82.4 GiB; it
+    # fits the 96 GB part, as the run did)
     d = _plan_doc("bench/validation/training.ccost", "v5_8gpu")
-    assert d["memory"]["activation_bytes"] == pytest.approx(131072 * 16384 * 32 + 16384 * 128256 * 6, rel=1e-9)
-    assert d["memory_bytes_per_gpu"] / GIB == pytest.approx(91.2, rel=2e-3)
+    assert d["memory"]["activation_bytes"] == pytest.approx(118784 * 16384 * 32 + 16384 * 128256 * 6, rel=1e-9)
+    assert d["memory_bytes_per_gpu"] / GIB == pytest.approx(85.2, rel=2e-3) and d["fits_memory"]
     assert 82.4 / 1.25 <= d["memory_bytes_per_gpu"] / GIB <= 82.4 * 1.25
 
 

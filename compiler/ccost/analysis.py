@@ -118,6 +118,14 @@ def analyse(program: Program) -> Metrics:
     in_flight = named("in_flight", x.pp * (1 - bubble), "stages busy at once in the pipeline: P·(1 − bubble)")
     # Flush schedule: M + P − 1 slots of one micro-batch's stage time, plus the exposed communication
     # spread over the stages busy at once. P = M = 1: T_stage + T_exposed = T_latency, bit for bit.
+    if program.static.overheads and not program.static.compute_given and program.static.host_overlap:
+        # asynchronous scheduling: the host's work runs behind the GPU's whole step, communication included
+        T_pipe = named("T_pipe", costs.pipeline_time(c.t_mb, x.pp, x.M),
+                       "compute of the pipelined step: (M + P − 1)·t_mb")
+        step = named("T_step", lower.with_host(program.static, T_pipe + exposed / in_flight, c.T_host),
+                     "pipelined step time: max(T_pipe + T_exposed/(P·(1 − bubble)), T_host) (host work runs "
+                     "behind the GPU's step)")
+        return _rated(program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume, hops)
     if program.static.overheads and not program.static.compute_given:
         T_pipe = named("T_pipe", costs.pipeline_time(c.t_mb, x.pp, x.M) + c.T_host,
                        "compute of the pipelined step: (M + P − 1)·t_mb + T_host (the stack's host time per step)")
@@ -141,6 +149,18 @@ def _steady(program: Program, T_comm, T_lat, T_bw, volume, hops, exposed, ovh) -
     over = program.static.overheads and not program.static.compute_given
     slot = named("t_slot", c.t_mb + exposed / x.pp, "one micro-batch on one stage: t_mb + T_exposed/P")
     rounds = derive.maximum(x.M, x.pp)
+    if over and program.static.host_overlap:
+        # asynchronous scheduling: the host prepares the next step while the GPU runs this one
+        latency = named("T_latency", lower.with_host(program.static, x.pp * slot, c.T_host),
+                        "a micro-batch's token through the P stages: max(P·t_slot, T_host)")
+        T_pipe = named("T_pipe", rounds * c.t_mb, "compute of the steady-state step: max(M, P)·t_mb")
+        step = named("T_step", lower.with_host(program.static, T_pipe + rounds * exposed / x.pp, c.T_host),
+                     "steady-state step (every sequence's next token): max(T_pipe + max(M, P)·T_exposed/P, "
+                     "T_host): host work runs behind the GPU's step")
+        in_flight = named("in_flight", derive.minimum(x.M, x.pp), "stages busy at once: min(M, P)")
+        bubble = named("bubble", (x.pp - in_flight) / x.pp, "idle stages in steady state: (P − min(M, P))/P",
+                       style="percent")
+        return _rated(program, T_comm, T_lat, T_bw, exposed, latency, step, ovh, bubble, in_flight, volume, hops)
     lat = x.pp * slot + c.T_host if over else x.pp * slot
     latency = named("T_latency", lat, "a micro-batch's token through the P stages: P·t_slot"
                     + (" + T_host" if over else ""))
@@ -305,7 +325,10 @@ def _judge_1(k: _Ctx) -> Verdict:
 def _gemm_rate(k: _Ctx) -> float | None:
     """The FLOP/s the weight GEMMs ran at: their FLOPs over their FLOP time in the per-operator roofline
     (a measured kernel curve's rate at the step's token rows, or ``Inputs.R``), else ``Inputs.R`` (the
-    whole-step roofline, training) — what ``ccost explain`` derives as R_GEMM or R."""
+    whole-step roofline, training: the rate its GEMMs ran at) — what ``ccost explain`` derives as R_GEMM or R."""
+    tt = getattr(k.program, "train", None)
+    if tt is not None and tt.r_gemm is not None:
+        return finite(tt.r_gemm)
     for row in k.c.operators or ():
         if row[0] == "weight GEMMs":
             flops, t_flop = finite(row[2]), finite(row[5])
@@ -326,8 +349,10 @@ def _rate_note(k: _Ctx) -> tuple[str, str]:
     if rate is None:
         return "warn", f"gpu `{gpu.name}` has no achieved_flops."
     if k.static.kernel_gemm:
+        share = (f" × the stack's framework_efficiency {_p(stack.framework_efficiency)}" if k.static.train else "")
         return "pass", (f"The weight GEMMs run at {fmt(rate)} on gpu `{gpu.name}`'s measured kernel curve "
-                        f"`{k.static.kernels}` (stack `{stack.name}`: rates = kernels), at this step's token rows.")
+                        f"`{k.static.kernels}` (stack `{stack.name}`: rates = kernels), at this step's token rows"
+                        f"{share}.")
     peak_name, peak = "flops", gpu.flops
     if gpu.fp8_flops is not None and math.isclose(rate, gpu.fp8_flops * eff, rel_tol=1e-9):
         peak_name, peak = "fp8_flops", gpu.fp8_flops

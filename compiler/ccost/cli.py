@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def complete(output_stream=None) -> int:
-    """Shell completion through argcomplete (``pip install 'ccost[completion]'``; docs/editors.md shows the
+    """Shell completion through argcomplete (the ``completion`` extra; docs/editors.md shows the
     one line each of bash, zsh and fish needs). Runs only when the shell asks (``_ARGCOMPLETE`` is set), so
     no other command imports argcomplete; every verb's options are loaded here, and SPEC arguments
     complete to .ccost files and folders."""
@@ -81,9 +81,73 @@ def complete(output_stream=None) -> int:
     return EXIT_OK
 
 
+class _Output:
+    """``sys.stdout`` or ``sys.stderr`` while a verb runs, for a reader that may go away: with
+    ``ccost check --policy spec | head -1`` the pipe closes after one line. A write or flush that finds the
+    pipe closed makes the stream a sink (the descriptor is pointed at ``/dev/null``, so nothing buffered
+    fails later either) and the verb carries on to its result: the exit status is the check's, never a
+    success made up because the output was cut (``set -o pipefail`` then sees the failure). A closed
+    output is not an error of the command, so nothing is said about it."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._sink()
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        # a stream the verb closed itself (the language server closes stdout as it exits) has nothing to flush
+        if not self.reader_gone and not getattr(self._stream, "closed", False):
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._sink()
+
+    def _sink(self) -> None:
+        self.reader_gone = True
+        try:
+            fd = self._stream.fileno()
+        except (AttributeError, OSError, ValueError):  # a test's StringIO: nothing buffered below it
+            return
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, fd)
+        finally:
+            os.close(null)
+        try:
+            self._stream.flush()  # what was buffered goes to /dev/null now
+        except OSError:
+            pass
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None and "_ARGCOMPLETE" in os.environ:
         return complete()
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Output(stdout), _Output(stderr)
+    try:
+        return _main(argv)
+    finally:
+        for wrapped in (sys.stdout, sys.stderr):
+            if isinstance(wrapped, _Output):
+                wrapped.flush()
+        sys.stdout, sys.stderr = stdout, stderr
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     # Two-phase parsing: find the verb, then let its module add its own options.
@@ -111,8 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ccost: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # `ccost eval ... | head`
-        return EXIT_OK
     except Exception as exc:  # a bug in ccost: one clear line, the traceback only on request
         if os.environ.get("CCOST_DEBUG"):
             raise

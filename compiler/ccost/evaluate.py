@@ -17,7 +17,8 @@ writers in ``ccost.output`` make its numbers stable. Machine units: seconds, byt
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from ccost import __version__, analysis, axes, collectives, costs, derive, economics, lower, phases, target
@@ -334,11 +335,24 @@ def evaluate(spec: S.Spec, progress=None) -> Results:
     return Results(spec, plans, sweeps, compares, searches)
 
 
+def own_searches(spec: S.Spec) -> dict:
+    """The searches this file writes: an imported file's searches are its own to run (a spec that imports
+    a file with a search prices its plans without pricing that search again), as its plans are judged by
+    its own policy. A file that writes nothing to evaluate (imports and a policy, an overlay for CI) runs
+    the searches it imports, as it judges the plans it imports."""
+    mine = {n: s for n, s in spec.searches.items() if s.span is None or s.span.file == spec.path}
+    writes = spec.local_plans or mine or any(
+        x.span is None or x.span.file == spec.path for x in (*spec.sweeps.values(), *spec.compares.values()))
+    return mine if writes else dict(spec.searches)
+
+
 def _searches(spec: S.Spec, diags: Diagnostics, progress=None) -> dict:
-    """The spec's `search` blocks, priced by ``ccost.search`` (issue 7); imported only when the spec has a
-    search (it brings numpy's process pool and Dask hooks)."""
-    if not spec.searches:
+    """The spec's own `search` blocks (``own_searches``), priced by ``ccost.search`` (issue 7); imported
+    only when there is one (it brings numpy's process pool and Dask hooks)."""
+    mine = own_searches(spec)
+    if not mine:
         return {}
+    spec = replace(spec, searches=MappingProxyType(mine))
     from ccost import search
 
     fn = search.search_documents

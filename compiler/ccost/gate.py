@@ -3,7 +3,8 @@
 ``ccost check --policy`` (``ccost.commands.check``) evaluates each clean spec and calls
 ``policy_failures(spec, results)``; any line returned makes it exit 1. The judging itself is done once, by
 the checklist (``ccost.analysis.checklist``): the policy's thresholds are items 6 (overhead), 9
-(efficiency) and 11 (memory), and an item with status ``fail`` fails the gate. Warnings (spec-sheet α/β, TP
+(efficiency), 11 (memory) and 12 (cost per million tokens, when the policy sets ``max_cost_per_mtok``), and
+an item with status ``fail`` fails the gate. Warnings (spec-sheet α/β, TP
 not dividing the KV heads, a large bubble) never fail it: they are for the review, not for CI.
 
 Why the gate reads the checklist instead of comparing metrics with the policy itself: a number judged in
@@ -30,15 +31,34 @@ def _days(x: Any) -> str:
     return units.format_quantity(x, units.TIME)
 
 
+def _money(x: Any) -> str:
+    return units.format_quantity(x, units.MONEY)
+
+
 _ITEMS: dict[int, tuple[str, str, str, Callable[[Any], str]]] = {
     6: ("overhead", ">", "max", _PCT),
     9: ("efficiency", "<", "min", _PCT),
     11: ("memory per GPU", ">", "limit", _bytes),
+    12: ("cost per million tokens", ">", "max", _money),
     # a training target's (ccost.target): the deadline (item 13 also fails for a GPU budget: its note says
     # so), and the policy's min_goodput
     13: ("time to train", ">", "deadline", _days),
     14: ("goodput", "<", "min", _PCT),
 }
+
+
+def judged(spec: S.Spec, results: Any) -> tuple[list[str], list[str]]:
+    """(the plans judged, the checklist items they were judged on: ``6 overhead``, ...): the items the
+    gate fails on that had a threshold from the policy (and any item that failed), in id order, so the
+    gate's last line says what a green gate checked."""
+    from ccost.evaluate import results_document
+
+    plans = results_document(results).get("plans") or {}
+    names = gated_plans(spec, list(plans))
+    ids = sorted({i.get("id") for n in names for i in plans[n].get("checklist") or []
+                  if (i.get("id") in _ITEMS and isinstance(i.get("threshold"), (int, float)))
+                  or i.get("status") == "fail"}, key=lambda i: (i if isinstance(i, int) else 1 << 30, str(i)))
+    return names, [f"{i} {_ITEMS[i][0]}" if i in _ITEMS else str(i) for i in ids]
 
 
 def gated_plans(spec: S.Spec, evaluated: list[str]) -> list[str]:

@@ -7,6 +7,9 @@ default; ``GitReader(rev, path)`` is a reader that answers from ``git show REV:p
 the repository, and from the file system for files outside it (the bundled ``std/`` library of an
 installed ccost, say), so the revision's imports are what gets checked.
 
+``working_state(files)`` is the review's provenance: the revision of the repository that holds the spec and
+whether the spec's files differ from it.
+
 This module runs ``git``: it belongs to the CLI side, never to the pure core.
 """
 
@@ -118,3 +121,45 @@ class GitReader:
 
     def describe(self) -> str:
         return f"{self.rev} ({self.commit[:12]})"
+
+
+def working_state(files: list[str | os.PathLike[str]]) -> str:
+    """``<revision> (clean)`` or ``<revision> (spec files modified)`` for the repository that holds the
+    spec (``files[0]``), judged on the spec and those of its imports inside that repository; ``<no commit
+    yet> (...)`` in a repository without a commit; ``not in git`` outside one.
+
+    "Dirty" is asked about the spec's own files only: the question a reviewer has is whether the spec
+    they read is the one at that revision. Files outside the repository (the bundled ``std/`` library of
+    an installed ccost, or of the ccost checkout itself, which is another repository) are named and
+    hashed on the cover; asking git about them fails (``git status`` refuses a path outside its work
+    tree), which made every spec that imports ``std/`` say "dirty flag unknown".
+    """
+    if not files:
+        return "not in git"
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
+    folder = os.path.dirname(os.path.realpath(files[0])) or "."
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True, timeout=10,
+                                  env=env)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    top = git("rev-parse", "--show-toplevel")
+    if not top:
+        return "not in git"
+    top = os.path.realpath(top)
+    inside = []
+    for f in files:
+        rel = os.path.relpath(os.path.realpath(f), top)
+        if rel != os.pardir and not rel.startswith(os.pardir + os.sep):
+            inside.append(Path(rel).as_posix())
+    revision = git("rev-parse", "--short=12", "--verify", "--quiet", "HEAD")
+    if revision is None:  # a repository whose first commit is still to come: nothing is committed
+        return "no commit yet (spec files not committed)"
+    status = git("-C", top, "status", "--porcelain", "--untracked-files=all", "--", *inside) if inside else ""
+    if status is None:
+        return f"{revision} (dirty flag unknown)"
+    return f"{revision} ({'spec files modified' if status else 'clean'})"

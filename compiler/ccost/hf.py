@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,48 +66,48 @@ class HfError(Exception):
 
 def read_bounded(path: str, limit: int, root: str | None = None, shown: str | None = None) -> str:
     """The text of a local regular file of at most ``limit`` bytes, inside ``root`` when given; HfError
-    saying why not (naming the file as ``shown``). Nothing of a refused file's content is ever shown."""
-    real = os.path.realpath(path)
-    path = shown or path
-    if root is not None:
-        root_real = os.path.realpath(root)
-        if os.path.commonpath([real, root_real]) != root_real:
-            raise HfError(f"{path} is outside the project ({root})",
-                          "copy the config.json into the project, next to the spec or below it")
+    saying why not (naming the file as ``shown``). Read by ``ccost.userfiles.read_user_bytes``, the reader
+    of every user file; nothing of a refused file's content is ever shown."""
+    from ccost.diagnostics import CcostError
+    from ccost.userfiles import read_user_bytes
+
+    name = shown or path
+    real = confined(name, root, path) if root is not None else os.path.realpath(path)
     try:
-        st = os.stat(real)
+        data = read_user_bytes(real, limit=limit, code="E510", what="config.json", display=name,
+                               help="name a config.json file")
     except FileNotFoundError:
-        raise HfError(f"{path}: no such file", "check the path: it is relative to the spec") from None
-    except OSError as exc:
-        raise HfError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise HfError(f"{path} is a folder", "name the config.json inside it")
-    if not stat.S_ISREG(st.st_mode):
-        raise HfError(f"{path} is not a regular file", "name a config.json file")
-    if st.st_size > limit:
-        raise HfError(f"{path} is {st.st_size:,} bytes, over the limit of {limit:,}",
-                      "is this the right file? a config.json is a few kilobytes")
-    try:
-        with open(real, "rb") as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise HfError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > limit:
-        raise HfError(f"{path} is over the limit of {limit:,} bytes")
+        raise HfError(f"{name}: no such file", "check the path: it is relative to the spec") from None
+    except CcostError as exc:
+        d = exc.diagnostics[0]
+        raise HfError(d.message, d.help) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise HfError(f"{path} is not UTF-8 text", "a config.json is JSON text") from None
+        raise HfError(f"{name} is not UTF-8 text", "a config.json is JSON text") from None
+
+
+def confined(written: str, root: str, path: str) -> str:
+    """The real path of ``path`` when it stays inside the project ``root`` (``ccost.userfiles.confine``:
+    the rule imports follow), else HfError naming it as ``written``."""
+    from ccost.userfiles import Outside, confine
+
+    try:
+        return confine(path, root, written)
+    except Outside as exc:
+        how = "is a symbolic link that leads" if exc.through_link else "leads"
+        raise HfError(f"{written} {how} outside the project ({root})",
+                      "copy the config.json into the project, next to the spec or below it") from None
 
 
 def parse_json(text: str, path: str) -> dict:
+    from ccost.userfiles import DataError, load_json
+
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise HfError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+        doc = load_json(text)  # bounded nesting; a 5,000-digit number is refused, not converted
+    except DataError as exc:
+        raise HfError(f"{path}: {exc.message}",
                       "a config.json as Hugging Face writes it is a JSON object") from None
-    except RecursionError:
-        raise HfError(f"{path} is nested too deeply to be a config.json") from None
     if not isinstance(doc, dict):
         raise HfError(f"{path} is JSON but not an object", "a config.json is a JSON object `{...}`")
     return doc
@@ -136,11 +135,38 @@ class Imported:
     model_type: str = ""
 
 
+#: The config.json keys each field of the model block is read from (the first present), by family.
+KEYS: dict[str, tuple[str, ...]] = {
+    "layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "hidden": ("hidden_size", "d_model", "n_embd"),
+    "heads": ("num_attention_heads", "n_head"),
+    "vocab": ("vocab_size",),
+    "ffn": ("intermediate_size", "ffn_dim", "n_inner"),
+    "kv_heads": ("num_key_value_heads", "num_kv_heads"),
+    "head_dim": ("head_dim",),
+    "experts": ("num_local_experts", "n_routed_experts", "num_experts"),
+    "top_k": ("num_experts_per_tok", "num_experts_per_token", "moe_top_k"),
+    "shared_experts": ("n_shared_experts", "num_shared_experts"),
+    "expert_ffn": ("moe_intermediate_size",),
+    "kv_lora_rank": ("kv_lora_rank",),
+    "q_lora_rank": ("q_lora_rank",),
+    "qk_nope_head_dim": ("qk_nope_head_dim",),
+    "qk_rope_head_dim": ("qk_rope_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+    "mtp_layers": ("num_nextn_predict_layers",),
+}
+
+
 def _get(cfg: dict, *keys: str, default: Any = None) -> Any:
     for k in keys:
         if k in cfg and cfg[k] is not None:
             return cfg[k]
     return default
+
+
+def _which(cfg: dict, keys: tuple[str, ...]) -> str | None:
+    """The key ``_get`` reads: the first of ``keys`` the config gives."""
+    return next((k for k in keys if k in cfg and cfg[k] is not None), None)
 
 
 def _int(cfg: dict, keys: tuple[str, ...], what: str, required: bool = True, minimum: int = 1) -> int | None:
@@ -195,21 +221,24 @@ def imported(cfg: dict) -> Imported:
         cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k in ("torch_dtype", "dtype")}}
     notes: list[str] = []
     model_type = str(cfg.get("model_type", ""))
-    L = _int(cfg, ("num_hidden_layers", "n_layer", "num_layers"), "the number of layers")
-    d = _int(cfg, ("hidden_size", "d_model", "n_embd"), "the hidden size")
-    H = _int(cfg, ("num_attention_heads", "n_head"), "the number of attention heads")
-    V = _int(cfg, ("vocab_size",), "the vocabulary size")
-    ffn = _int(cfg, ("intermediate_size", "ffn_dim", "n_inner"), "the feed-forward size", required=False)
-    kv = _int(cfg, ("num_key_value_heads", "num_kv_heads"), "the number of key/value heads", required=False)
-    head_dim_given = _int(cfg, ("head_dim",), "the size of one attention head", required=False)
+    L = _int(cfg, KEYS["layers"], "the number of layers")
+    d = _int(cfg, KEYS["hidden"], "the hidden size")
+    H = _int(cfg, KEYS["heads"], "the number of attention heads")
+    V = _int(cfg, KEYS["vocab"], "the vocabulary size")
+    ffn = _int(cfg, KEYS["ffn"], "the feed-forward size", required=False)
+    kv = _int(cfg, KEYS["kv_heads"], "the number of key/value heads", required=False)
+    head_dim_given = _int(cfg, KEYS["head_dim"], "the size of one attention head", required=False)
     assert L and d and H and V
-    E = _int(cfg, ("num_local_experts", "n_routed_experts", "num_experts"), "the number of experts",
+    if kv is not None and kv > H:  # each key/value head serves one or more query heads (E207 in check)
+        raise HfError(f"config.json: `{KEYS['kv_heads'][0]}` = {kv} is more than `{KEYS['heads'][0]}` = {H}",
+                      "a key/value head serves one or more query heads: at most as many key/value heads as heads")
+    E = _int(cfg, KEYS["experts"], "the number of experts",
              required=False, minimum=0) or 0
-    top_k = _int(cfg, ("num_experts_per_tok", "num_experts_per_token", "moe_top_k"), "experts per token",
+    top_k = _int(cfg, KEYS["top_k"], "experts per token",
                  required=False, minimum=0) if E else None
-    shared = _int(cfg, ("n_shared_experts", "num_shared_experts"), "shared experts", required=False,
+    shared = _int(cfg, KEYS["shared_experts"], "shared experts", required=False,
                   minimum=0) or 0 if E else 0
-    expert_ffn = (_int(cfg, ("moe_intermediate_size",), "the FFN size of one expert", required=False)
+    expert_ffn = (_int(cfg, KEYS["expert_ffn"], "the FFN size of one expert", required=False)
                   if E else None)
     shared_ffn = _int(cfg, ("shared_expert_intermediate_size",), "the FFN size of the shared expert",
                       required=False) if E else None
@@ -222,14 +251,14 @@ def imported(cfg: dict) -> Imported:
     mlp_bias = _bool(cfg, "mlp_bias", False)
     attn_bias = _bool(cfg, "attention_bias", False)
     qkv_bias = attn_bias or model_type in ("qwen2", "qwen2_moe")  # Qwen2 always has q/k/v biases
-    kv_lora = _int(cfg, ("kv_lora_rank",), "the MLA key/value latent rank", required=False)
+    kv_lora = _int(cfg, KEYS["kv_lora_rank"], "the MLA key/value latent rank", required=False)
     mla = kv_lora is not None
     if mla:
-        q_lora = _int(cfg, ("q_lora_rank",), "the MLA query rank", required=False)
-        nope = _int(cfg, ("qk_nope_head_dim",), "the MLA per-head query/key size without RoPE")
-        rope = _int(cfg, ("qk_rope_head_dim",), "the MLA per-head RoPE size")
-        vdim = _int(cfg, ("v_head_dim",), "the MLA per-head value size")
-    mtp = _int(cfg, ("num_nextn_predict_layers",), "multi-token-prediction modules", required=False,
+        q_lora = _int(cfg, KEYS["q_lora_rank"], "the MLA query rank", required=False)
+        nope = _int(cfg, KEYS["qk_nope_head_dim"], "the MLA per-head query/key size without RoPE")
+        rope = _int(cfg, KEYS["qk_rope_head_dim"], "the MLA per-head RoPE size")
+        vdim = _int(cfg, KEYS["v_head_dim"], "the MLA per-head value size")
+    mtp = _int(cfg, KEYS["mtp_layers"], "multi-token-prediction modules", required=False,
                minimum=0) or 0
     if E and expert_ffn is None and ffn is None:
         raise HfError("config.json has experts but neither `moe_intermediate_size` nor `intermediate_size`")
@@ -239,6 +268,17 @@ def imported(cfg: dict) -> Imported:
     if E and top_k is None:
         raise HfError("config.json has experts but no `num_experts_per_tok` "
                       "(experts each token is routed to)")
+    if E and top_k == 0:
+        raise HfError("config.json: `num_experts_per_tok` is 0, so no token reaches an expert",
+                      "a mixture-of-experts model routes each token to at least 1 expert; is this the "
+                      "model's config.json?")
+    if E and top_k is not None and top_k > E:
+        raise HfError(f"config.json: `num_experts_per_tok` = {top_k} is more than the {E} experts")
+    if E and dense_first >= L:
+        raise HfError(f"config.json: `first_k_dense_replace` = {dense_first} makes every one of the {L} "
+                      "layers dense, so no layer has experts",
+                      "a mixture-of-experts model has MoE layers after its first dense ones; is this the "
+                      "model's config.json?")
     efn = expert_ffn or ffn
     assert efn is not None
 
@@ -264,10 +304,9 @@ def imported(cfg: dict) -> Imported:
     router = E * d + (E if str(cfg.get("topk_method", "")) == "noaux_tc" else 0)
     shared_p = (mlp(shared_ffn) + d) if shared_ffn else shared * mlp(efn)  # Qwen2-MoE adds a 1-wide gate
 
-    def is_moe(i: int) -> bool:
-        return bool(E) and i >= dense_first and i % freq == 0
-
-    moe_layers = sum(1 for i in range(L) if is_moe(i))
+    # layer i is an MoE layer when i >= dense_first and i % freq == 0: counted, not looped over (a config
+    # may claim 10^12 layers; the range check below refuses it in constant time)
+    moe_layers = (_multiples(L, freq) - _multiples(dense_first, freq)) if E and dense_first < L else 0
     dense_layers = L - moe_layers
     dense_ffn = ffn if ffn is not None else efn
     norms = 2 * d
@@ -340,8 +379,36 @@ def imported(cfg: dict) -> Imported:
         out["active_params"] = active
     if weights is not None:
         out["weights"] = weights
+    _in_range(out, {f: k for f in out if f in KEYS and (k := _which(cfg, KEYS[f])) is not None})
     return Imported(out, params, active, mtp_params, parts, notes,
                     quantized_linear=linear if quantized else 0, model_type=model_type)
+
+
+def _multiples(n: int, k: int) -> int:
+    """How many of 0, 1, ..., n - 1 are multiples of k."""
+    return -(-n // k) if n > 0 else 0
+
+
+def _in_range(fields: dict[str, Any], keys: dict[str, str]) -> None:
+    """Every imported count within the range the model block's field allows (``ccost.schema``), so the
+    printed block checks, and a spec naming the config gets one E510 at the string instead of an E203
+    on a number it never wrote. ``keys``: the config key each field came from."""
+    from ccost.schema import SCHEMA
+
+    kind = SCHEMA["model"]
+    for name, value in fields.items():
+        f = kind.field(name)
+        if f is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        low = f.minimum is not None and (value <= f.minimum if f.min_open else value < f.minimum)
+        high = f.maximum is not None and (value >= f.maximum if f.max_open else value > f.maximum)
+        if low or high:
+            lo = "" if f.minimum is None else _lit(int(f.minimum) if float(f.minimum).is_integer() else f.minimum)
+            hi = "" if f.maximum is None else _lit(int(f.maximum) if float(f.maximum).is_integer() else f.maximum)
+            source = keys.get(name)
+            given = f"`{source}` = {_lit(value)}" if source else f"`{name}` = {_lit(value)} (computed from the shapes)"
+            raise HfError(f"config.json: {given} is out of the range of a model's `{name}` "
+                          f"[{lo}, {hi}]", "is this the config.json of a real model?")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -407,7 +474,8 @@ def block_name(config_path: str) -> tuple[str, str]:
     """(name, title) for a block from the config's folder: ``Llama-3.1-8B/config.json`` →
     (``llama_3_1_8b``, ``Llama-3.1-8B``)."""
     folder = os.path.basename(os.path.dirname(os.path.abspath(config_path))) or "model"
-    name = "".join(c.lower() if c.isalnum() else "_" for c in folder).strip("_")
+    # a name is ASCII letters, digits and _ (the grammar's): `Modèle-ü` becomes `mod_le_`, its title keeps it
+    name = "".join(c.lower() if c.isascii() and c.isalnum() else "_" for c in folder).strip("_")
     while "__" in name:
         name = name.replace("__", "_")
     if not name or not (name[0].isalpha() or name[0] == "_"):

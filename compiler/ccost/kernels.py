@@ -18,12 +18,15 @@ The forms (each parameter is a fitted constant with a physical meaning):
   memory-bound (the weight read); large M: FLOP-bound at η·R_peak. Multiplied out, F / R(M) =
   2·N·K·(M + M½) / (R_peak·η): the rate saturates in M, the time never falls below the memory floor.
 * **decode attention** (one new token per sequence against a KV cache of KV bytes, B sequences, h query
-  heads on this GPU)::
+  heads and h_kv KV heads on this GPU)::
 
-      t = t₀ + c·B·h + KV / (BW_HBM·e_kv)
+      t = t₀ + c·B·h + KV / (BW_HBM·e_kv·P/(P + P½)),   P = B·h_kv
 
-  the KV read at e_kv of the HBM bandwidth, plus a fixed time per (sequence × head) of the kernel's split
-  and reduction work (what makes a 2,048-sequence step slow even at a 2-token context).
+  the KV read at e_kv of the HBM bandwidth once enough streams run, plus a fixed time per (sequence × head)
+  of the kernel's split and reduction work (what makes a 2,048-sequence step slow even at a 2-token
+  context). P is the number of (sequence × KV head) streams the kernel reads in parallel: each is read by
+  a few thread blocks, so a step of few sequences and KV heads reaches only part of the bandwidth (half of
+  it at P½ streams) however long their context.
 * **prefill attention** (causal, S prompt tokens, attention FLOPs F)::
 
       t = t₀ + F / (R_peak·η_a·S / (S + S½))
@@ -82,10 +85,12 @@ def gemm_time(weight_bytes: Num, flops: Num, m: Num, kernels: Num, bw: Num, e_w:
 
 
 def decode_attention_time(kv_bytes: Num, seqs_heads: Num, calls: Num, bw: Num, e_kv: Num, c: Num,
-                          t0: Num) -> tuple[Num, Num]:
+                          t0: Num, streams: Num = 1.0, half: Num = 0.0) -> tuple[Num, Num]:
     """(time, memory time) of ``calls`` decode-attention kernels reading ``kv_bytes`` in all for
-    ``seqs_heads`` (sequence × query head) pairs per call: calls·(t₀ + c·B·h) + KV/(BW·e_kv)."""
-    t_mem = kv_bytes / (bw * e_kv)
+    ``seqs_heads`` (sequence × query head) pairs and ``streams`` (sequence × KV head) pairs per call:
+    calls·(t₀ + c·B·h) + KV/(BW·e_kv·P/(P + P½))."""
+    # a kernel reads at least one stream: an empty decode part (a serve step's prefill alone) reads no bytes
+    t_mem = kv_bytes / (bw * e_kv * saturation(maximum(streams, 1.0), half))
     return calls * (t0 + c * seqs_heads) + t_mem, t_mem
 
 

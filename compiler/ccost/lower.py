@@ -141,6 +141,7 @@ class Static:
     kernel_gemm: bool = False
     kernel_attention: bool = False
     kernels: str | None = None
+    host_overlap: bool = False  # decode, prefill: host time runs behind the GPU's step (max, not sum)
     train: bool = False  # a training step (its phase ``trains``: ccost.training's model)
     seq_step: bool = False  # every sequence brings its `seq` tokens to the step (prefill), not one (decode)
 
@@ -209,9 +210,11 @@ class Inputs:
     a_ew: Num = 1.0  # decode attention: share of HBM bandwidth in the KV read
     a_t0: Num = 0.0  # decode attention: fixed time of one kernel
     a_c: Num = 0.0  # decode attention: time per sequence × query head
+    a_half: Num = 0.0  # decode attention: (sequence × KV head) streams at half the bandwidth
     p_eta: Num = 1.0  # prefill attention: η_a
     p_half: Num = 0.0  # prefill attention: S½
     p_t0: Num = 0.0  # prefill attention: fixed time of one kernel
+    e_fw: Num = 1.0  # train under kernel curves: the framework's share of the measured kernel rates
 
 
 def with_arrays(x: Inputs, **arrays) -> Inputs:
@@ -249,10 +252,20 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False,
     kind = phase_kind(phase)
     kv = bool(seq) and kind.kv_cache
     roofline = "step" if kind.trains else stack.roofline
-    kern = kernels_for(gpu, stack) if roofline == "operator" and gpu.achieved_flops is None else None
+    # a training step prices its GEMMs and attention on the curves too, under a stack with rates = kernels
+    kern = (kernels_for(gpu, stack) if (roofline == "operator" or kind.trains) and gpu.achieved_flops is None
+            else None)
     fp8_w = model.weights == "fp8" and gpu.fp8_flops is not None
     gemm_curve = kern.gemm(fp8_w) if kern is not None else None
-    attn_curve = kern is not None and static_kv_curve(kern, kind)
+    gemm_kern = kern
+    if kern is not None and gemm_curve is None:
+        # the engine's table has no usable GEMM curve of this dtype (docs/kernels.md): the same hardware
+        # operation as the GPU's other blocks measured it, the first that has one
+        gemm_kern = next((k for k in gpu.kernels if k.gemm(fp8_w) is not None), kern)
+        gemm_curve = gemm_kern.gemm(fp8_w)
+    # training: the framework's attention kernels, the GPU's block of the stack's attention_engine if it has one
+    attn_kern = attention_kernels_for(gpu, stack, kern) if kern is not None and kind.trains else kern
+    attn_curve = kern is not None and (attn_kern.prefill_attention if kind.trains else static_kv_curve(kern, kind))
     static = Static(
         plan=plan.name, phase=phase, algorithm=plan.allreduce,
         cross_node=plan.cross_node, fsdp=bool(plan.fsdp) and kind.trains,
@@ -276,6 +289,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False,
         seq_host=bool(stack.seq_overhead) and not kind.trains,
         kernel_gemm=gemm_curve is not None, kernel_attention=bool(attn_curve),
         kernels=kern.name if kern is not None else None,
+        host_overlap=bool(stack.host_overlap) and not kind.trains,
         train=kind.trains, seq_step="S" in kind.seq_feeds,
     )
     fp8_gemm = (static.roofline == "operator" and model.weights == "fp8" and gpu.fp8_flops is not None)
@@ -302,16 +316,18 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False,
         BW_elem=gpu.hbm_bandwidth * stack.elementwise_efficiency,
         **{a.name: axes.degree(plan, a.name, phase) for a in axes.AXES if a.optional},
         t_step=stack.step_overhead, t_layer=stack.layer_overhead, T_floor=stack.collective_floor,
+        e_fw=stack.framework_efficiency,
         t_seq=stack.seq_overhead if not kind.trains else 0.0,
         hd=model.head_dim or (model.hidden / model.heads if model.heads else 1),
         kv_lat=(model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0), d_c=model.kv_lora_rank or 0,
         R_attn=gpu.flops * stack.attention_efficiency,
-        **_curve_values(kern, gemm_curve, gpu, fp8_w),
+        **_curve_values(kern, gemm_curve, gpu, fp8_w, model.kv_cache == "fp8", gemm_kern, attn_kern),
     )
     if not derivation:
         return static, Inputs(**{k: float(v) for k, v in values.items()})
-    return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy, stack, kind, kern)
-                             for k, v in values.items()})
+    return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy, stack, kind,
+                                       gemm_kern if k in _GEMM_KEYS else attn_kern if k in _PREFILL_KEYS
+                                       else kern) for k, v in values.items()})
 
 
 def kernels_for(gpu: S.Gpu, stack: S.Stack) -> S.Kernels | None:
@@ -320,12 +336,24 @@ def kernels_for(gpu: S.Gpu, stack: S.Stack) -> S.Kernels | None:
     stack's ``engine``, when the language has one, names it: "vllm" matches "vllm 0.24.0"), else the first."""
     if stack.rates != "kernels" or not gpu.kernels:
         return None
-    engine = getattr(stack, "engine", None)
+    engine = stack.engine
     if engine:
         for k in gpu.kernels:
             if k.engine and k.engine.split()[0].lower() == str(engine).split()[0].lower():
                 return k
     return gpu.kernels[0]
+
+
+def attention_kernels_for(gpu: S.Gpu, stack: S.Stack, kern: S.Kernels) -> S.Kernels:
+    """The block a training step's attention is priced on: the GPU's block measured under the stack's
+    ``attention_engine`` (FlashAttention-2, cuDNN: the attention kernels the framework runs), else ``kern``
+    (the engine's block) when the stack names none or the GPU has no such block."""
+    name = stack.attention_engine
+    if name:
+        for k in gpu.kernels:
+            if k.engine and k.prefill_attention and k.engine.lower().startswith(str(name).lower()):
+                return k
+    return kern
 
 
 def static_kv_curve(kern: S.Kernels, kind: PhaseKind) -> bool:
@@ -334,21 +362,28 @@ def static_kv_curve(kern: S.Kernels, kind: PhaseKind) -> bool:
     return kern.decode_attention if kind.reads_kv else kern.prefill_attention if kind.kv_cache else False
 
 
-def _curve_values(kern: S.Kernels | None, gemm: tuple | None, gpu: S.Gpu, fp8: bool) -> dict:
-    """The curve inputs of ``prepare`` (neutral values without curves: the Inputs defaults)."""
+def _curve_values(kern: S.Kernels | None, gemm: tuple | None, gpu: S.Gpu, fp8: bool, fp8_kv: bool = False,
+                  gemm_kern: S.Kernels | None = None, attn_kern: S.Kernels | None = None) -> dict:
+    """The curve inputs of ``prepare`` (neutral values without curves: the Inputs defaults); the decode
+    attention curve of the KV cache's dtype (``fp8_kv``: the FP8 curve where the block has one); the GEMM
+    curve of ``gemm_kern`` (the block it came from, ``kern`` unless that block lacks it); the prefill-attention
+    curve of ``attn_kern`` (training: the framework's attention kernels; ``kern`` when not given)."""
     if kern is None:
         return {}
     flops = kern.flops or gpu.flops
     out: dict = {"BW_peak": kern.hbm_bandwidth or gpu.hbm_bandwidth, "R_apeak": flops}
+    gk = gemm_kern or kern
     if gemm is not None:
-        out.update(R_gpeak=(kern.fp8_flops or gpu.fp8_flops) if fp8 else flops, g_eta=gemm[0], g_half=gemm[1],
+        out.update(R_gpeak=(gk.fp8_flops or gpu.fp8_flops) if fp8 else (gk.flops or gpu.flops), g_eta=gemm[0],
+                   g_half=gemm[1],
                    g_ew=gemm[2], g_t0=gemm[3])
-    if kern.decode_attention:
-        out.update(a_ew=kern.decode_attention_hbm_efficiency, a_t0=kern.decode_attention_latency,
-                   a_c=kern.decode_attention_head_time)
-    if kern.prefill_attention:
-        out.update(p_eta=kern.prefill_attention_efficiency, p_half=kern.prefill_attention_half_tokens,
-                   p_t0=kern.prefill_attention_latency)
+    dec = kern.decode_curve(fp8_kv)
+    if dec is not None:
+        out.update(a_ew=dec[0], a_t0=dec[1], a_c=dec[2], a_half=dec[3])
+    ak = attn_kern or kern
+    if ak.prefill_attention:
+        out.update(R_apeak=ak.flops or gpu.flops, p_eta=ak.prefill_attention_efficiency,
+                   p_half=ak.prefill_attention_half_tokens, p_t0=ak.prefill_attention_latency)
     return out
 
 
@@ -411,12 +446,19 @@ _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
     "a_ew": ("e_kv", units.DIMENSIONLESS, "decode attention curve: share of HBM bandwidth in the KV read"),
     "a_t0": ("t0_attn", units.TIME, "decode attention curve: fixed time of one kernel"),
     "a_c": ("c_attn", units.TIME, "decode attention curve: time per sequence × query head of one kernel"),
+    "a_half": ("P½", units.DIMENSIONLESS, "decode attention curve: (sequence × KV head) streams at half of e_kv's "
+               "bandwidth"),
     "p_eta": ("η_attn", units.DIMENSIONLESS, "prefill attention curve: share of peak FLOP/s a long prompt reaches"),
     "p_half": ("S½", units.DIMENSIONLESS, "prefill attention curve: prompt tokens at which half of η_attn is reached"),
     "p_t0": ("t0_attn", units.TIME, "prefill attention curve: fixed time of one kernel"),
+    "e_fw": ("e_fw", units.DIMENSIONLESS, "train: the framework's share of the measured kernel rates"),
 }
 
-_CURVE_KEYS = ("g_eta", "g_half", "g_ew", "g_t0", "a_ew", "a_t0", "a_c", "p_eta", "p_half", "p_t0")
+_CURVE_KEYS = ("g_eta", "g_half", "g_ew", "g_t0", "a_ew", "a_t0", "a_c", "a_half", "p_eta", "p_half", "p_t0")
+#: the inputs read from the block the GEMM curve came from (lower.prepare: the engine's, or the GPU's first with it)
+_GEMM_KEYS = ("g_eta", "g_half", "g_ew", "g_t0", "R_gpeak")
+#: ... and from the block the prefill-attention curve came from (training: the stack's attention_engine's)
+_PREFILL_KEYS = ("p_eta", "p_half", "p_t0", "R_apeak")
 
 
 def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Cluster, policy: S.Policy,
@@ -426,6 +468,8 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
     source = None
     if key in _CURVE_KEYS and kern is not None:
         source = (f"kernels {kern.name}" + (f" ({kern.engine})" if kern.engine else "")
+                  + (", FP8 KV cache" if key in ("a_ew", "a_t0", "a_c", "a_half") and model.kv_cache == "fp8"
+                     and kern.fp8_decode_attention_hbm_efficiency is not None else "")
                   + (f"; {kern.source}" if kern.source else ""))
     elif key in ("BW_peak", "R_gpeak", "R_apeak"):
         peak = "fp8_flops" if key == "R_gpeak" and model.weights == "fp8" and gpu.fp8_flops is not None else (
@@ -465,7 +509,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
                 source += " (peak flops: no achieved_flops given)"
         if gpu.source:
             source += f"; {gpu.source}"
-    elif key in ("t_step", "t_layer", "T_floor", "t_seq"):
+    elif key in ("t_step", "t_layer", "T_floor", "t_seq", "e_fw"):
         source = f"stack {stack.name}" + ("" if plan.stack_named else " (the default for the phase)")
         if stack.source:
             source += f"; {stack.source}"
@@ -490,7 +534,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
         source = f"plan {plan.name}: master_weights {plan.master_weights}"
     # shares print as percentages everywhere (overlap = 50 %, as the spec writes it), never as 0.5
     return derive.leaf(sym, value, dim, desc, source,
-                       style="percent" if key in ("overlap", "max_mem", "g_eta", "g_ew", "a_ew", "p_eta") else None)
+                       style="percent" if key in ("overlap", "max_mem", "g_eta", "g_ew", "a_ew", "p_eta", "e_fw") else None)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -695,13 +739,14 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
                         "one stage: Σ operators' rooflines" + (" + the stack's per-layer time" if static.overheads
                                                                else ""))
         T_host = _host(static, x, x.B)
-        T_compute = named("T_compute", x.pp * T_stage + T_host if static.overheads else x.pp * T_stage,
-                          "compute on the critical path: a token crosses the pp stages in turn"
-                          + (", plus the stack's host time T_host" if static.overheads else ""))
+        T_compute = named("T_compute", with_host(static, x.pp * T_stage, T_host) if static.overheads
+                          else x.pp * T_stage, "compute on the critical path: a token crosses the pp stages in turn"
+                          + (_HOST_NOTE[static.host_overlap] if static.overheads else ""))
         one = _operators(static, x, ",1", 1.0, x.W, None if n_dense is None else n_dense * b_w,
                          None if n_dense is None else (x.params - n_dense) * b_w, b_w, n_dense, n_expert1,
                          kv_one, x.ep * x.B, 1.0, 1.0)
-        T_one = one.T + (x.t_layer * x.L + _host(static, x, x.ep * x.B, named_=False) if static.overheads else 0.0)
+        T_one = with_host(static, one.T + x.t_layer * x.L, _host(static, x, x.ep * x.B, named_=False)) \
+            if static.overheads else one.T
         T_one = named("T_1", T_one, "the same work on one GPU (the instance's ep·B sequences), no communication")
         mb = _operators(static, x, ",mb", 1 / x.M, weights_gpu, _times(p_dense_gpu, b_w), _times(p_exp_gpu, b_w),
                         b_w, n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep, cp=x.cp if static.cp else None)
@@ -720,9 +765,9 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
             T_stage = named("T_stage", maximum(T_mem, T_flop) + T_layers,
                             "one stage: the larger roofline bound + the stack's per-layer time")
             T_host = _host(static, x, x.B)
-            T_compute = named("T_compute", x.pp * T_stage + T_host,
-                              "compute on the critical path: a token crosses the pp stages in turn, plus the "
-                              "stack's host time T_host")
+            T_compute = named("T_compute", with_host(static, x.pp * T_stage, T_host),
+                              "compute on the critical path: a token crosses the pp stages in turn"
+                              + _HOST_NOTE[static.host_overlap])
         else:
             T_stage = named("T_stage", maximum(T_mem, T_flop), "roofline of one stage: the larger bound")
             T_compute = named("T_compute", x.pp * T_stage,
@@ -733,7 +778,7 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
                           "FLOPs of the model instance's step on one GPU")
         T_one = maximum(costs.memory_time(bytes_one, x.BW_hbm), costs.flop_time(flops_one, x.R))
         if static.overheads:
-            T_one = T_one + x.t_layer * x.L + _host(static, x, x.ep * x.B, named_=False)
+            T_one = with_host(static, T_one + x.t_layer * x.L, _host(static, x, x.ep * x.B, named_=False))
         T_one = named("T_1", T_one, "the same work on one GPU, no communication")
         # Per micro-batch: the stage reads its whole weights again for every micro-batch (and 1/M of its
         # KV cache: the micro-batch's own sequences), but does only 1/M of the FLOPs. With M = 1 these are
@@ -762,6 +807,19 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
                    memory=mem, tokens_step=tokens, bytes_mb=bytes_mb, flops_mb=flops_mb, T_mem_mb=T_mem_mb,
                    T_flop_mb=T_flop_mb, t_mb=t_mb, operators=operators,
                    T_host=T_host if static.overheads and not static.compute_given else 0.0)
+
+
+#: How the host time joins the GPU's: added, or (asynchronous scheduling) run behind it.
+_HOST_NOTE = {False: ", plus the stack's host time T_host",
+              True: "; the stack's host time T_host runs behind it (asynchronous scheduling): the larger of the two"}
+
+
+def with_host(static: Static, gpu: Num, host: Num) -> Num:
+    """A step's time from its GPU time and the stack's host time: their sum, or with ``host_overlap``
+    (the engine prepares step n + 1 while the GPU runs step n: vLLM's asynchronous scheduling, SGLang's and
+    TensorRT-LLM's overlap schedulers) the larger of the two: the GPU waits for the host only when the
+    host's work for a step takes longer than the GPU's."""
+    return maximum(gpu, host) if static.host_overlap else gpu + host
 
 
 def _host(static: Static, x: Inputs, seqs: Num, named_: bool = True) -> Num:
@@ -865,11 +923,14 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
                     "attention FLOPs: tokens·ctx·heads per GPU·" + ("c_F·(d_c + d_latent)" if static.mla
                                                                     else "c_F·2·d_head") + "·L/pp")
         if static.kernel_attention and static.kv_read:  # measured decode-attention curve (ccost.kernels)
+            kv_heads = x.h_kv / minimum(tp, x.h_kv) if static.kv_heads_known and not static.mla else 1.0
+            streams = named(f"P_KV{t}", seqs * share * kv_heads, "(sequence × KV head) streams each decode-"
+                            "attention kernel reads: B·KV heads per GPU")
             T_a, ta_m = kernels.decode_attention_time(kv_b, seqs * share * heads, layers, x.BW_peak, x.a_ew, x.a_c,
-                                                      x.a_t0)
+                                                      x.a_t0, streams, x.a_half)
             ta_f = costs.flop_time(f_a, x.R_attn)
             T_a = named(f"T_attn{t}", T_a, "decode attention on the measured curve: L/pp·(t0_attn + c_attn·B·heads) "
-                        "+ KV/(BW·e_kv)")
+                        "+ KV/(BW·e_kv·P/(P + P½))")
         elif static.kernel_attention:  # measured prefill-attention curve, at the prompt's length
             T_a, ta_f = kernels.prefill_attention_time(f_a, x.S, layers, x.R_apeak, x.p_eta, x.p_half, x.p_t0)
             ta_m = costs.memory_time(kv_b, x.BW_hbm)

@@ -412,8 +412,8 @@ TEXT_FRONT = 25
 
 
 #: The metric columns of a search's layout tables in the text output.
-SEARCH_TEXT_METRICS = ("gpus", "latency_s", "throughput_per_gpu", "efficiency", "overhead", "memory_bytes_per_gpu",
-                       "fits_memory")
+SEARCH_TEXT_METRICS = ("gpus", "latency_s", "step_time_s", "throughput_per_gpu", "efficiency", "overhead",
+                       "memory_bytes_per_gpu", "fits_memory")
 #: A training search's extra columns, when its records have them (ccost.target).
 SEARCH_TARGET_COLUMNS = ("batch", "time_to_train_s", "goodput", "train_cost_usd")
 
@@ -478,6 +478,18 @@ def capacity_text(name: str, s: dict) -> str:
     return "\n".join(out)
 
 
+def search_columns_note() -> str:
+    """What a search table's two times are, in the results' own words (``results.KEYS``), for the tables
+    that print them side by side: ``latency`` is one pass of the batch through every stage, ``pipelined
+    step`` the step the throughput is counted on; they differ when a layout has pipeline stages or
+    micro-batches."""
+    lat, step = results.record("latency_s"), results.record("step_time_s")
+    assert lat is not None and step is not None
+    return (f"{lat.label_in('search')} = {lat.meaning.split(';')[0]}; {step.label_in('search')} = "
+            f"{step.meaning}, the time throughput is counted on. They differ when a layout has pipeline "
+            "stages or micro-batches.")
+
+
 def search_text(name: str, s: dict) -> str:
     """One search of the results document as readable text: size, constraints, top layouts, Pareto front."""
     if s.get("kind") == "capacity":
@@ -538,7 +550,8 @@ def search_text(name: str, s: dict) -> str:
         # a layout that does not fit in memory (a search with `fits_memory = false`) runs nowhere: its
         # efficiency is not shown as if it did
         return [[*(cell(p, f) for f in axes),
-                 f"{p['gpus']:,}", fmt_time(p["latency_s"]), fmt_num(p["throughput_per_gpu"], 4),
+                 f"{p['gpus']:,}", fmt_time(p["latency_s"]), fmt_time(p["step_time_s"]),
+                 fmt_num(p["throughput_per_gpu"], 4),
                  fmt_pct(p["efficiency"] if p.get("fits_memory", True) else None), fmt_pct(p["overhead"]),
                  fmt_gb(p["memory_bytes_per_gpu"]), "yes" if p.get("fits_memory", True) else "NO",
                  *((fmt_num(p.get("cost_per_mtok_usd"), 4),) if priced else ()), *(tcell(p, k) for k in tcols)]
@@ -546,7 +559,7 @@ def search_text(name: str, s: dict) -> str:
 
     headers = [*axes, *[results.label_in(k, "search") for k in SEARCH_TEXT_METRICS], *(("USD/Mtok",) if priced else ()),
                *[results.label_in(f"searches.<search>.top[].{k}", "search") for k in tcols]]
-    align = "r" * len(axes) + "rrrrrrl" + ("r" if priced else "") + "r" * len(tcols)
+    align = "r" * len(axes) + "r" * (len(SEARCH_TEXT_METRICS) - 1) + "l" + ("r" if priced else "") + "r" * len(tcols)
     if s["top"]:
         from ccost.search import DISTINCT_NOTE
 
@@ -564,6 +577,8 @@ def search_text(name: str, s: dict) -> str:
                     "best throughput at its latency)" + (f"; {len(shown)} of them, evenly spaced:"
                                                          if len(shown) < len(front) else ":"),
                 _indent(table(headers, rows_of(shown), align))]
+    if s["top"] or front:
+        out += ["", f"  {search_columns_note()}"]
     tg = s.get("target")
     if tg is not None:
         by = "cost" if tg["pareto_by"] == "train_cost_usd" else "GPU-days"

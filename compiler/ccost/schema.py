@@ -516,6 +516,19 @@ register(BlockKind(
               "layer)", "12 us", **R_KERNEL_TIME),
         Field("decode_attention_head_time", TIME, "decode attention: c, the time per sequence and query head "
               "of one kernel", "2.4 ns", **R_KERNEL_TIME),
+        Field("decode_attention_half_streams", COUNT, "decode attention: P½, the (sequence × KV head) streams "
+              "read in parallel at which half of e_kv's bandwidth is reached (a step of few sequences and KV "
+              "heads streams its cache slowly however long the context); absent: 0, every step at e_kv",
+              "78", **R_KERNEL_TOKENS),
+        Field("fp8_decode_attention_hbm_efficiency", FRACTION, "decode attention over an FP8 KV cache (a model "
+              "with `kv_cache = fp8`): e_kv, of `hbm_bandwidth` (absent: the BF16 curve prices it)", "56 %",
+              **R_KERNEL_SHARE),
+        Field("fp8_decode_attention_latency", TIME, "decode attention over an FP8 KV cache: t₀", "14 us",
+              **R_KERNEL_TIME),
+        Field("fp8_decode_attention_head_time", TIME, "decode attention over an FP8 KV cache: c", "2 ns",
+              **R_KERNEL_TIME),
+        Field("fp8_decode_attention_half_streams", COUNT, "decode attention over an FP8 KV cache: P½", "78",
+              **R_KERNEL_TOKENS),
         Field("prefill_attention_efficiency", FRACTION, "prefill attention: η_a, the share of the GPU's "
               "`flops` a long causal prompt reaches", "67 %", **R_KERNEL_SHARE),
         Field("prefill_attention_half_tokens", COUNT, "prefill attention: S½, the prompt tokens at which half "
@@ -687,6 +700,11 @@ register(BlockKind(
         Field("elementwise_efficiency", FRACTION, "train: achieved share of the GPU's `hbm_bandwidth` in the "
               "elementwise kernels (norms, activation functions, dropout, residuals), which read and write the "
               "stored activations", "83 %", **R_STACK_EFFICIENCY),
+        Field("framework_efficiency", FRACTION, "train, with `rates = kernels`: the share of the GPU's measured "
+              "kernel rates (its GEMM curve at the micro-batch's token rows, its prefill-attention curve at "
+              "the sequence length) the framework's training step reaches: what the kernels lose to the "
+              "framework between them (launch gaps, synchronisation, kernels the curves do not cover, a "
+              "sustained clock below the one the kernels were timed at)", "70 %", **R_STACK_EFFICIENCY),
         Field("tp_comm_overlap", BOOL, "train: the stack pipelines each tensor-parallel collective with the GEMM "
               "next to it (Megatron-Core's `--tp-comm-overlap`): only TP time beyond the GEMMs' is exposed",
               "true"),
@@ -702,16 +720,31 @@ register(BlockKind(
               "slots, every sequence gets its next token every max(M, P) slots; collectives carry one "
               "micro-batch); `flush` is the training schedule (M + P − 1)·t_mb that the reference notes use "
               "(training always flushes)", "flush"),
+        Field("host_overlap", BOOL, "decode, prefill, serve: the engine prepares step n + 1 on the host while "
+              "the GPU runs step n (asynchronous scheduling: vLLM's `async_scheduling`, SGLang's overlap "
+              "scheduler, TensorRT-LLM's overlap scheduler), so a step takes max(GPU time, host time) instead "
+              "of their sum", "true"),
+        Field("engine", STRING, "the serving engine or training framework this profile describes; under "
+              "`rates = kernels` it picks the GPU's `kernels` block measured under that engine (`vllm`, "
+              "`sglang`, `trtllm`; else the GPU's first block)", '"vllm"'),
+        Field("attention_engine", STRING, "train, with `rates = kernels`: the attention kernels the framework "
+              "runs, when they are not `engine`'s: its attention is priced on the prefill-attention curve of the "
+              "GPU's `kernels` block of that engine (`flash-attn 2`: FlashAttention-2, which does not use "
+              "Hopper's asynchronous tensor-core instructions; `cudnn`: cuDNN's fused attention), on `engine`'s "
+              "block where the GPU has none", '"flash-attn 2"'),
+        Field("engine_version", STRING, "the versions of `engine` the profile holds for (a fact for the reader)",
+              '"0.14+"', recorded=True),
         Field("source", STRING, "where the numbers came from (a fit script and its rows, a measurement)",
               '"fit: bench/fit_stack.py"'),
         Field("host_power", POWER, "power per GPU of the host work this stack runs (CPU cores for scheduling, "
               "tokenizing, sampling, data loading); the cost model adds it to each GPU's power when the "
               "cluster gives neither `host_power` nor `node_power` (issue 17)", "150 W",
               **R_POWER),
-        Field("rates", enum(*S.RATES), "decode and prefill under `roofline = operator`: `profile` prices the "
-              "operators at this stack's efficiencies × the GPU's peaks; `kernels` at the GPU's measured kernel "
-              "curves (its `kernels` blocks: GEMM rate by token count, attention by batch, context and prompt), "
-              "where it has them, and at the efficiencies where not", "kernels"),
+        Field("rates", enum(*S.RATES), "decode and prefill under `roofline = operator`, and train: `profile` "
+              "prices the operators at this stack's efficiencies × the GPU's peaks; `kernels` at the GPU's "
+              "measured kernel curves (its `kernels` blocks: GEMM rate by token count, attention by batch, "
+              "context and prompt; training: × `framework_efficiency`), where it has them, and at the "
+              "efficiencies where not", "kernels"),
     ),
     "stacks", S.Stack,
     'stack vllm_h100 "vLLM 0.6 on H100, CUDA graphs" {\n  step_overhead = 5 ms\n  layer_overhead = 20 us\n'

@@ -342,10 +342,13 @@ POOL_MIN_POINTS = 2_000_000
 
 class execution:
     """``with search.execution(jobs=2): ...`` — run the searches evaluated inside on 2 processes (or on
-    a Dask ``scheduler``)."""
+    a Dask ``scheduler``). ``jobs`` is capped at the cores this process may use (``capped_jobs``) unless
+    ``oversubscribe``: more processes than cores only add start-up and memory (``--jobs 2000`` on two cores
+    took 59 s and 16 GB instead of 1.3 s)."""
 
-    def __init__(self, jobs: int = 1, scheduler: str | None = None, auto: bool = False):
-        self.new = Execution(max(1, int(jobs)), scheduler or None, auto)
+    def __init__(self, jobs: int = 1, scheduler: str | None = None, auto: bool = False,
+                 oversubscribe: bool = False):
+        self.new = Execution(capped_jobs(jobs, oversubscribe), scheduler or None, auto)
 
     def __enter__(self):
         global EXECUTION
@@ -355,6 +358,12 @@ class execution:
     def __exit__(self, *exc):
         global EXECUTION
         EXECUTION = self.old
+
+
+def capped_jobs(jobs: int, oversubscribe: bool = False) -> int:
+    """``jobs`` processes, at least 1 and, unless ``oversubscribe``, at most the cores available."""
+    jobs = max(1, int(jobs))
+    return jobs if oversubscribe else min(jobs, default_jobs())
 
 
 def default_jobs() -> int:

@@ -189,8 +189,13 @@ def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerm
     if A.static.overheads and A.static.seq_host and not A.static.compute_given:
         T_host = named("T_host,mix", x.t_step + x.t_seq * (n_dec + 1), "stack: host time of the mixed step, "
                        "t_step + t_seq·(n_dec + 1) (the requests in the step, not its token rows)")
-    base = x.pp * cA.T_stage + T_host if T_host is not cA.T_host else cA.T_compute
-    T_compute = named("T_compute,mix", base + x.pp * d_stage, "compute of the mixed step on the critical path")
+    if A.static.host_overlap and A.static.overheads and not A.static.compute_given:
+        # asynchronous scheduling: the mixed step's host time runs behind its GPU time
+        T_compute = named("T_compute,mix", lower.with_host(A.static, x.pp * (cA.T_stage + d_stage), T_host),
+                          "compute of the mixed step on the critical path: max(GPU, T_host)")
+    else:
+        base = x.pp * cA.T_stage + T_host if T_host is not cA.T_host else cA.T_compute
+        T_compute = named("T_compute,mix", base + x.pp * d_stage, "compute of the mixed step on the critical path")
     t_mb = named("t_mb,mix", cA.t_mb + d_mb, "one micro-batch of the mixed step on one stage")
     mix = replace(A, compute=replace(
         cA, bytes_gpu=bytes_mix, T_mem=costs.memory_time(bytes_mix, x.BW_hbm),

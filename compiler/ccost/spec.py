@@ -147,6 +147,12 @@ class Kernels(Entity):
     decode_attention_hbm_efficiency: float | None = None  # e_kv: share of `hbm_bandwidth` in the KV read
     decode_attention_latency: float = 0.0  # t₀, s per kernel (one per layer)
     decode_attention_head_time: float = 0.0  # c, s per (sequence × query head) per kernel
+    decode_attention_half_streams: float = 0.0  # P½: (sequence × KV head) streams at half of e_kv's bandwidth
+    # the same with an FP8 KV cache (its own kernels: FA3's FP8 path, TensorRT-LLM's XQA), where measured
+    fp8_decode_attention_hbm_efficiency: float | None = None
+    fp8_decode_attention_latency: float = 0.0
+    fp8_decode_attention_head_time: float = 0.0
+    fp8_decode_attention_half_streams: float = 0.0
     prefill_attention_efficiency: float | None = None  # η_a: share of the peak `flops` a long prompt reaches
     prefill_attention_half_tokens: float | None = None  # S½: prompt tokens at which half of it is reached
     prefill_attention_latency: float = 0.0  # t₀, s per kernel (one per layer)
@@ -163,6 +169,17 @@ class Kernels(Entity):
     @property
     def decode_attention(self) -> bool:
         return self.decode_attention_hbm_efficiency is not None
+
+    def decode_curve(self, fp8_kv: bool) -> tuple[float, float, float, float] | None:
+        """(e_kv, t₀, c, P½) of the decode-attention curve for the KV cache's dtype: the FP8 curve for an FP8
+        cache where it was measured, else the BF16 one (None: no decode curve)."""
+        if fp8_kv and self.fp8_decode_attention_hbm_efficiency is not None:
+            return (self.fp8_decode_attention_hbm_efficiency, self.fp8_decode_attention_latency,
+                    self.fp8_decode_attention_head_time, self.fp8_decode_attention_half_streams)
+        if self.decode_attention_hbm_efficiency is None:
+            return None
+        return (self.decode_attention_hbm_efficiency, self.decode_attention_latency, self.decode_attention_head_time,
+                self.decode_attention_half_streams)
 
     @property
     def prefill_attention(self) -> bool:
@@ -284,12 +301,18 @@ class Stack(Entity):
     collective_floor: float = 0.0  # s: no collective of this stack takes less
     elementwise_efficiency: float = 1.0  # train: achieved share of HBM bandwidth in elementwise kernels
     tp_comm_overlap: bool = False  # train: TP collectives pipelined with the adjacent GEMMs
+    framework_efficiency: float = 1.0  # train, rates = kernels: share of the measured kernel rates reached
     source: str | None = None
     pipeline: str = "steady"  # serving pipelines: steady (no flush) | flush (the notes; training always)
     roofline: str = "operator"  # operator: each operator class bounded on its own and added; step: one
     # roofline for the whole step, max(bytes/BW, FLOPs/R), the reference notes' model
     host_power: float = 0.0  # W per GPU of the stack's host work (issue 17); the cluster's host_power wins
     rates: str = "profile"  # decode, prefill: profile (the efficiencies above) | kernels (the GPU's curves)
+    host_overlap: bool = False  # serving: host work of step n + 1 runs behind the GPU's step n (async scheduling)
+    engine: str | None = None  # the engine or framework the profile describes (recorded)
+    engine_version: str | None = None  # its versions (recorded)
+    attention_engine: str | None = None  # train, rates = kernels: the engine of the kernels block whose
+    # prefill-attention curve prices the framework's attention (the kernels it runs), else `engine`'s block
 
     @property
     def is_ideal(self) -> bool:

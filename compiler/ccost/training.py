@@ -19,21 +19,32 @@ L layers of hidden size d and FFN size f on P pipeline stages (L_s = L/P per sta
   (the FlashAttention backward does), ``full`` the layer's whole forward (Korthikanti et al. 2022).
 
 **Compute time of one micro-batch on one GPU**, with the plan's software-stack profile (``stack``):
-GEMM FLOPs / (peak·gemm_efficiency, or the GPU's achieved_flops) + attention FLOPs /
-(peak·attention_efficiency) + memory-bound bytes / (HBM bandwidth·elementwise_efficiency), plus the stack's
-layer_overhead per layer (forward once, backward twice) and its step_overhead once per step. Memory-bound
-bytes: the activations a layer stores (below) are written once in the forward pass and read once, with
-their gradient written, in the backward pass (forward 1×, backward 2× the stored bytes per token and layer,
-selective layout), the logits likewise; and each GEMM reads its input rows and writes its output rows,
-(4·d + (4·d + 2·f)/tp)·b_act per token and layer (QKV, projection, FC1, FC2) and (d + V/tp)·b_act for the LM
-head, again 1× forward and 2× backward. The operand traffic is why a small model's GEMMs run at a lower
-share of peak than a large one's (the Megatron-LM README's weak-scaling note: larger GEMMs have higher
-arithmetic intensity).
+GEMM FLOPs / R_GEMM + attention FLOPs / R_attn + memory-bound bytes / (HBM bandwidth·elementwise_efficiency),
+plus the stack's layer_overhead per layer (forward once, backward twice) and its step_overhead once per
+step. Under a stack with ``rates = kernels`` on a GPU with measured curves (``ccost.kernels``; every bundled
+training profile): R_GEMM = R_peak·η·b_mb/(b_mb + M½)·framework_efficiency, the GEMM curve at the
+micro-batch's b_mb token rows, and R_attn = R_peak·η_a·S/(S + S½)·framework_efficiency, the
+prefill-attention curve at the sequence length, of the attention kernels the framework runs (the stack's
+``attention_engine``: FlashAttention-2 or cuDNN on Hopper, ``lower.attention_kernels_for``); otherwise R_GEMM = peak·gemm_efficiency (or the GPU's
+achieved_flops) and R_attn = peak·attention_efficiency. Memory-bound bytes: the activations a layer stores
+(below) are written once in the forward pass and read once, with their gradient written, in the backward
+pass (forward 1×, backward 2× the stored bytes per token and layer, selective layout), the logits likewise.
+Without kernel curves each GEMM also reads its input rows and writes its output rows at the elementwise
+bandwidth, (4·d + (4·d + 2·f)/tp)·b_act per token and layer (QKV, projection, FC1, FC2) and (d + V/tp)·b_act
+for the LM head, again 1× forward and 2× backward: what makes a small model's GEMMs run at a lower share of
+peak than a large one's; on the curves those bytes are inside the measured GEMM times.
+
+**The optimizer step**, under a stack on kernel curves (every bundled framework profile): once per step each
+parameter of this GPU's optimizer state (its shard under ZeRO or FSDP) reads its gradient, reads and writes
+Adam's state (master weights, m, v: b_opt bytes) and writes its weight, N_opt·(b_grad + 2·b_opt + b_w) bytes
+at the elementwise bandwidth; it adds to the step and to its compute. What makes a step of few tokens per
+GPU (a 13B model at 4,096 tokens per GPU on FSDP) slower than its FLOPs say.
 
 **Activations per token per layer** (Korthikanti et al., “Reducing Activation Recomputation in Large
 Transformer Models”, 2022, eq. 1–6, generalised from f = 4d to any f; bytes for 16-bit activations, scaled
 by b_act/2): 10·d replicated on the tp ranks (two norms' inputs, the QKV and FC1 inputs, two dropout masks)
-+ (8·d + 4·f) split over tp (Q, K, V, the projection input, the FFN's activations) + 5·h·S for the attention
++ (4·d + 4·d·h_kv/h + 4·f) split over tp (Q and the projection input; K and V, which grouped-query attention
+keeps for h_kv of the h heads; the FFN's activations) + 5·h·S for the attention
 scores (split over tp; not stored under selective or FlashAttention). Sequence parallelism splits the 10·d
 too. Full recomputation keeps only each layer's input (2·d, ÷tp under SP) plus one layer's working set.
 The first stage holds these for the micro-batches in flight: M (GPipe), min(M, P) (1F1B),
@@ -84,7 +95,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccost import analysis as A
-from ccost import axes, costs, derive, units
+from ccost import axes, costs, derive, kernels, units
 from ccost.derive import floor, maximum, minimum, named
 from ccost.program import Compute, Priced, Program, collective, memory, on, p2p, total
 
@@ -108,6 +119,7 @@ class TrainTerms:
     in_flight_mb: Num  # micro-batches whose activations the first stage holds
     act_token_layer: Num  # activation bytes stored per token per layer
     groups: tuple = ()  # extra derivation values for explain
+    r_gemm: Num = None  # the FLOP/s the GEMMs ran at (the checklist's item 1 quotes it)
 
 
 def _zero(dim, *like):
@@ -149,8 +161,9 @@ def lower_train(static, x):
     # --- activations per token per layer (Korthikanti et al. 2022, generalised to f) -------------------
     half = x.b_act / 2
     rep = named("A_rep", 10 * x.d * half, "activation bytes per token and layer outside the tp split: 10·d")
-    split = named("A_split", (8 * x.d + 4 * x.f) * half,
-                  "activation bytes per token and layer split over tp: 8·d + 4·f")
+    split = named("A_split", (4 * x.d + 4 * x.d * x.h_kv / x.h + 4 * x.f) * half,
+                  "activation bytes per token and layer split over tp: 4·d (Q, the projection input) + "
+                  "4·d·h_kv/h (K and V: grouped-query attention keeps h_kv of the h heads) + 4·f")
     scores = named("A_scores", 5 * x.h * x.S * half, "attention scores per token and layer: 5·h·S")
     if static.sp:
         a_sel = named("A_sel", (rep + split) / t, "stored per token and layer, selective, SP: (A_rep + A_split)/tp")
@@ -180,9 +193,16 @@ def lower_train(static, x):
                     "GEMM operand bytes per token and layer: each of QKV, projection, FC1, FC2 reads its input "
                     "row and writes its output row, (4·d + (4·d + 2·f)/tp)·b_act")
     gemm_io_logits = named("G_io,logits", (x.d + x.V / t) * x.b_act, "the LM head's: (d + V/tp)·b_act")
-    e_fwd = named("E_mb", (a_sel + gemm_io) * tok * Ls + (logits + gemm_io_logits) * tok / P,
-                  "memory-bound bytes of one micro-batch forward: (A_sel + G_io)·b_mb·L_s + the loss's and LM "
-                  "head's (A_logits + G_io,logits)·b_mb/P")
+    if static.kernel_gemm:
+        # the GEMMs run on the GPU's measured curve, whose times include reading and writing their operand
+        # rows: only the stored activations and the loss's logits are elementwise traffic
+        e_fwd = named("E_mb", a_sel * tok * Ls + logits * tok / P,
+                      "memory-bound bytes of one micro-batch forward: A_sel·b_mb·L_s + the loss's A_logits·b_mb/P "
+                      "(the GEMMs' operand rows are in their measured times)")
+    else:
+        e_fwd = named("E_mb", (a_sel + gemm_io) * tok * Ls + (logits + gemm_io_logits) * tok / P,
+                      "memory-bound bytes of one micro-batch forward: (A_sel + G_io)·b_mb·L_s + the loss's and LM "
+                      "head's (A_logits + G_io,logits)·b_mb/P")
     if static.recompute == "full":
         rc_g = named("F_gemm,rc", (f_gemm - x.c_fwd * x.V * x.d) * tok / per_gpu,
                      "recomputed GEMM FLOPs (the layers' forward, not the logits)")
@@ -192,6 +212,14 @@ def lower_train(static, x):
     else:
         rc_g, rc_a, rc_e = 0.0, 0.0, 0.0
     R_g, R_a, BW_e = x.R, x.R_attn, x.BW_elem
+    if static.kernel_gemm:  # the GPU's measured GEMM curve at the micro-batch's token rows (ccost.kernels)
+        R_g = named("R_GEMM,train", kernels.gemm_rate(x.R_gpeak, x.g_eta, x.g_half, tok) * x.e_fw,
+                    "training GEMM rate: the measured curve at the micro-batch's b_mb token rows × the "
+                    "framework's share, R_peak·η_GEMM·b_mb/(b_mb + M½)·e_fw")
+    if static.kernel_attention:  # the measured (FlashAttention) prefill-attention curve at the sequence length
+        R_a = named("R_attn,train", kernels.gemm_rate(x.R_apeak, x.p_eta, x.p_half, x.S) * x.e_fw,
+                    "training attention rate: the measured prefill-attention curve at S tokens × the "
+                    "framework's share, R_peak·η_attn·S/(S + S½)·e_fw")
     flops_mb = named("F_mb", 3 * (g_fwd + a_fwd) + rc_g + rc_a,
                      "FLOPs of one micro-batch on one GPU, recomputation included")
     if static.compute_given:
@@ -370,8 +398,20 @@ def lower_train(static, x):
     # --- schedule ------------------------------------------------------------------------------------------
     slots = named("slots", M + (P - 1) / x.v, "micro-batch slots of the step: M + (P−1)/v")
     bubble = named("bubble", (P - 1) / x.v / slots, "pipeline bubble ((P−1)/v)/(M + (P−1)/v)", style="percent")
-    step = named("T_step", slots * (t_mb + c_mb) + once,
-                 "training step: (M + (P−1)/v)·(t_mb + c_mb) + T_once")
+    opt_sharded = static.fsdp or static.zero != "none"
+    if static.kernel_gemm and not static.compute_given:
+        # the optimizer step streams this GPU's share of the parameters once per step: an elementwise kernel
+        n_opt = n_shard if opt_sharded else params_gpu
+        B_opt = named("B_opt", n_opt * (x.b_grad + 2 * x.b_opt + b_w),
+                      "optimizer step's memory traffic: each parameter of this GPU's optimizer state reads its "
+                      "gradient, reads and writes Adam's state (master weights, m, v) and writes its weight: "
+                      "N_opt·(b_grad + 2·b_opt + b_w)")
+        T_opt = named("T_opt", costs.memory_time(B_opt, BW_e), "optimizer step: B_opt / (HBM bandwidth × "
+                      "elementwise_efficiency)")
+    else:
+        T_opt = tz
+    step = named("T_step", slots * (t_mb + c_mb) + once + T_opt,
+                 "training step: (M + (P−1)/v)·(t_mb + c_mb) + T_once + T_opt")
     exposed = named("T_exposed", slots * c_mb + once, "communication the step waits for: slots·c_mb + T_once")
 
     # --- memory --------------------------------------------------------------------------------------------
@@ -393,7 +433,6 @@ def lower_train(static, x):
     else:
         mem_weights = weights_gpu
     grads_sharded = static.fsdp or static.zero == "zero2"
-    opt_sharded = static.fsdp or static.zero != "none"
     mem_grads = named("mem_grads", (n_shard if grads_sharded else params_gpu) * x.b_grad,
                       "gradient bytes held" + (" (sharded)" if grads_sharded else ""))
     mem_opt = named("mem_optimizer", (n_shard if opt_sharded else params_gpu) * x.b_opt,
@@ -402,7 +441,7 @@ def lower_train(static, x):
     tokens = named("tokens_step", x.dp * x.ep * x.B * x.S, "tokens per step, all replicas: dp·ep·B·S")
 
     # --- step-level compute terms ------------------------------------------------------------------------------
-    T_compute = named("T_compute", M * t_mb, "compute per step on one GPU: M·t_mb")
+    T_compute = named("T_compute", M * t_mb + T_opt, "compute per step on one GPU: M·t_mb + T_opt")
     flops_gpu = named("F_GPU", M * flops_mb, "FLOPs per step per GPU, recomputation included")
     flops_model_gpu = named("F_model,GPU", f_model * x.B * x.S / (per_gpu * x.cp) if static.cp
                             else f_model * x.B * x.S / per_gpu,
@@ -417,7 +456,7 @@ def lower_train(static, x):
                    T_flop_mb=T_flop_mb, t_mb=t_mb)
     terms = TrainTerms(slots, bubble, t_fwd, t_bwd, c_mb, once, exposed, step, f_model, flops_model_gpu,
                        inflight, a_store, groups=(f_gemm, f_attn, f_model, a_sel, a_store, t_fwd, t_bwd, c_mb,
-                                                  once, inflight, mem_act))
+                                                  once, inflight, mem_act), r_gemm=R_g)
     return Program(static, x, tuple(coll), comp, terms)
 
 

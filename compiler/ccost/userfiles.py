@@ -1,4 +1,6 @@
-"""The one way ccost reads a file a user named: regular files only, bounded, with a clear refusal.
+"""The one way ccost reads a file a user named: regular files only, bounded, with a clear refusal; the one
+rule for where a path a file names may lead (``confine``); and bounded JSON and YAML (``load_json``,
+``load_yaml``).
 
 Every file that comes from a user (a spec and its imports, an nccl-tests log, the two sides of ``ccost
 diff``, a file ``ccost fmt`` rewrites) is read through ``read_user_bytes``. It
@@ -23,7 +25,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ccost.diagnostics import CcostError, Span, error
 
@@ -56,6 +58,49 @@ def project_root(spec_path: str) -> str:
         if parent == d:
             return start
         d = parent
+
+
+def inside(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or below it (both absolute and normalised)."""
+    try:
+        return os.path.commonpath([path, folder]) == folder
+    except ValueError:  # different drives
+        return False
+
+
+class Outside(Exception):
+    """A path a spec (or a file it names) wrote that leads out of the folder it must stay in.
+    ``through_link``: it stays inside as written, but a symbolic link on the way leads out."""
+
+    def __init__(self, path: str, area: str, through_link: bool):
+        how = "is a symbolic link that leads" if through_link else "leads"
+        super().__init__(f"`{path}` {how} outside {area}")
+        self.path, self.area, self.through_link = path, area, through_link
+
+
+def confine(path: str | os.PathLike, area: str | os.PathLike, written: str | None = None) -> str:
+    """The one confinement rule: the real path of ``path`` when it stays inside the folder ``area`` both
+    as written (``..`` taken lexically) and with symbolic links resolved; else ``Outside``, raised before
+    anything is read. ``written`` is the path as the user wrote it (for the message).
+
+    Every path a command resolves from what a file says goes through here: a spec's imports (the
+    checker's E113, ``ccost.check.load.resolve_import``), a model's ``config = "..."``, in the working tree
+    and in an old git revision (``ccost diff REV``), the spec column of a ``calibrate --steps`` file, the
+    logs and step files a measured link or stack names for the review. ``area`` is the project
+    (``project_root``) or the bundled ``std/``.
+
+    >>> confine("specs/../specs/a.ccost", ".")          # doctest: +SKIP
+    '/path/to/project/specs/a.ccost'
+    """
+    area_abs = os.path.abspath(area)
+    target = os.path.normpath(os.path.abspath(path))
+    shown = written if written is not None else os.fspath(path)
+    if not inside(target, area_abs):
+        raise Outside(shown, area_abs, through_link=False)
+    resolved = os.path.realpath(target)
+    if not inside(resolved, os.path.realpath(area_abs)):
+        raise Outside(shown, area_abs, through_link=True)
+    return resolved
 
 
 def file_kind(mode: int) -> str:
@@ -161,3 +206,96 @@ def _too_large(name: str, code: str, what: str, limit: int, help: str | None, si
 
 def _a(what: str) -> str:
     return ("an " if what[:1] in "aeiou" or what.startswith("nccl") else "a ") + what
+
+
+# ---------------------------------------------------------------------------------------------------
+# Data files a user names (a config.json, a steps table): bounded in nesting and, for YAML, in what its
+# aliases expand to, so a 700-byte "billion laughs" or a deeply nested file is a clear error, not minutes
+# of work, gigabytes of memory or a RecursionError.
+
+#: Nesting of lists and mappings. A config.json nests 3-4 levels deep, a steps table 2-3.
+MAX_DATA_DEPTH = 64
+#: Values a data file holds once its YAML aliases are expanded: 10,000 step rows of 10 cells are 110,000.
+MAX_DATA_VALUES = 1_000_000
+
+
+class DataError(ValueError):
+    """A data file that is not valid JSON/YAML or is beyond the bounds: ``message`` and the ``line``."""
+
+    def __init__(self, message: str, line: int = 1):
+        super().__init__(message)
+        self.message, self.line = message, line
+
+
+def load_json(text: str) -> Any:
+    """``json.loads`` with the bounds above (and a whole number of more than 4,300 digits, which Python
+    refuses to convert, as a ``DataError`` too)."""
+    import json
+
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+                        exc.lineno) from None
+    except RecursionError:
+        raise DataError(f"nested more than {MAX_DATA_DEPTH} levels deep") from None
+    except ValueError:  # int(text) of more than sys.get_int_max_str_digits() digits
+        raise DataError(f"a number has more than {sys.get_int_max_str_digits():,} digits") from None
+    _check_depth(doc)
+    return doc
+
+
+def _check_depth(doc: Any) -> None:
+    todo = [(doc, 1)]
+    while todo:
+        value, depth = todo.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DATA_DEPTH:
+                raise DataError(f"nested more than {MAX_DATA_DEPTH} levels deep")
+            todo.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` (libyaml's when installed) after a pass over the parser's events that refuses
+    nesting deeper than ``MAX_DATA_DEPTH`` and aliases that expand to more than ``MAX_DATA_VALUES``
+    values, before anything is built."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    sizes: dict[str, int] = {}  # anchor -> values its node expands to
+    open_: list[list] = []  # [anchor, values so far] of each open list or mapping
+    event = None
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                if len(open_) >= MAX_DATA_DEPTH:
+                    raise DataError(f"nested more than {MAX_DATA_DEPTH} levels deep", _line(event))
+                open_.append([event.anchor, 1])
+                continue
+            if isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                anchor, n = open_.pop()
+            elif isinstance(event, yaml.ScalarEvent):
+                anchor, n = event.anchor, 1
+            elif isinstance(event, yaml.AliasEvent):
+                anchor, n = None, sizes.get(event.anchor, 1)
+            else:
+                continue
+            if anchor is not None:
+                sizes[anchor] = n
+            if open_:
+                open_[-1][1] += n
+                if open_[-1][1] > MAX_DATA_VALUES:
+                    raise DataError(f"expands to more than {MAX_DATA_VALUES:,} values (through its aliases, "
+                                    "`*name`)", _line(event))
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or "it cannot be read"
+        raise DataError(f"not valid YAML: {problem}", (mark.line + 1) if mark else 1) from None
+    except RecursionError:  # cannot happen after the depth bound; never a traceback if it does
+        raise DataError(f"nested more than {MAX_DATA_DEPTH} levels deep", _line(event)) from None
+
+
+def _line(event) -> int:
+    mark = getattr(event, "start_mark", None)
+    return mark.line + 1 if mark is not None else 1

@@ -91,23 +91,9 @@ def fit_for_link(link, spec_dir: Path | str, intra=None):
                 return None
         elif log_name is None and not p.lower().startswith(("nccl-tests ", "nccl ")):
             log_name = p
-    if not log_name:
+    if not log_name or Path(log_name).is_absolute():
         return None
-    dirs = []
-    span = link.span
-    if span is not None and span.file:
-        dirs.append(Path(span.file).parent)
-    dirs.append(Path(spec_dir))
-    if Path(log_name).is_absolute():
-        return None
-    # A spec is untrusted input (DESIGN principle 8): read only logs inside the spec's folder or the
-    # folder of the file that names them, never `../../somewhere` else, so that a review cannot be made
-    # to read (and quote in an error) other files.
-    roots = [d.resolve() for d in dirs]
-    for base in roots:
-        candidate = (base / log_name).resolve()
-        if not any(candidate.is_relative_to(root) for root in roots):
-            continue
+    for candidate in _named_files(log_name, link.span, spec_dir):
         if candidate.is_file():
             log = read_log(candidate, ranks, display=str(candidate))
             alg = algorithm if algorithm in ALGORITHMS else DEFAULT_ALGORITHM["allreduce"]
@@ -132,20 +118,32 @@ def fit_for_stack(stack, spec_dir: Path | str):
     m = _STEPS_SOURCE.match((stack.source or "").strip())
     if not m or Path(m.group(1)).is_absolute():
         return None
-    from ccost.calibrate.steps import fit_steps, read_steps
+    from ccost.calibrate.files import read_steps_file
+    from ccost.calibrate.steps import fit_steps
 
     folds = re.search(r", (\d+)-fold hold-out", stack.source)
-    dirs = []
-    span = stack.span
-    if span is not None and span.file:
-        dirs.append(Path(span.file).parent)
-    dirs.append(Path(spec_dir))
-    roots = [d.resolve() for d in dirs]
-    for base in roots:
-        for candidate in ((base / m.group(1)).resolve(), (base / Path(m.group(1)).name).resolve()):
-            if not any(candidate.is_relative_to(root) for root in roots) or not candidate.is_file():
-                continue
-            rows = read_steps(str(candidate), candidate.read_text(encoding="utf-8"))
-            return fit_steps(rows, int(folds.group(1)) if folds else 0, m.group(1))
+    for name in (m.group(1), Path(m.group(1)).name):
+        for candidate in _named_files(name, stack.span, spec_dir):
+            if candidate.is_file():
+                rows = read_steps_file(candidate)
+                return fit_steps(rows, int(folds.group(1)) if folds else 0, m.group(1))
     return None
+
+
+def _named_files(name: str, span, spec_dir: Path | str):
+    """Where a file a spec names (a log, a steps file) may be: relative to the file that names it, then to
+    the spec's folder; only the paths that stay inside the spec's project (``ccost.userfiles.confine``,
+    the rule imports follow). A spec is untrusted input (DESIGN principle 8): a review cannot be made to
+    read, and quote in an error, a file outside the project."""
+    import os
+
+    from ccost.userfiles import Outside, confine, project_root
+
+    area = project_root(os.path.join(os.path.abspath(spec_dir), ""))
+    bases = ([Path(span.file).parent] if span is not None and span.file else []) + [Path(spec_dir)]
+    for base in bases:
+        try:
+            yield Path(confine(base / name, area, name))
+        except Outside:
+            continue
 

@@ -79,9 +79,10 @@ def source_string(fit: Fit, log_name: str) -> str:
 
 
 def _piece_line(i: int, p: Piece, role: str) -> str:
-    return (f"#   {i}. {_size(p.lo)} to {_size(p.hi)} ({p.n} sizes): T = {_time(p.a)} + m / "
-            f"{_bw(1 / p.b) if p.b > 0 else 'inf B/s'}; median {_pct(p.median_error)}, worst "
-            f"{_pct(p.worst_error)}{role}")
+    # b = 0: the piece's time does not grow with size (a bandwidth of "inf B/s" is no figure to print)
+    slope = f" + m / {_bw(1 / p.b)}" if p.b > 0 else ", not growing with size"
+    return (f"#   {i}. {_size(p.lo)} to {_size(p.hi)} ({p.n} sizes): T = {_time(p.a)}{slope}; median "
+            f"{_pct(p.median_error)}, worst {_pct(p.worst_error)}{role}")
 
 
 def _wrap(line: str, width: int = 108) -> list[str]:
@@ -222,7 +223,7 @@ def link_block(fit: Fit, name: str, log_name: str, title: str | None = None,
                      f"{fit.hops:g} is the intercept of bandwidth-bound sizes, written only so that the "
                      "measured sizes are priced right: do not read it as the link's latency")
     lines.append(f"# bandwidth = (volume/m) / b of piece {len(fit.pieces)} = {fit.volume_ratio:.4g} x "
-                 f"{_bw(1 / last.b) if last.b > 0 else 'inf B/s'} (the large-message piece: the streaming "
+                 f"{_bw(1 / last.b)} (the large-message piece: the streaming "
                  "rate); efficiency is left at 100 %: this bandwidth is already the achieved rate")
     if fit.curve:
         lines.append(f"# curve_*: each piece's alpha = a/{fit.hops:g} and bandwidth = {fit.volume_ratio:.4g}/b, "

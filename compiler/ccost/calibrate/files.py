@@ -1,4 +1,4 @@
-"""The calibrate package's only file access: read a log.
+"""The calibrate package's only file access: read a log, or a file of measured step times.
 
 Kept apart so that parsing and fitting stay pure (DESIGN principle 7); the CLI and the report writer call
 it. Outputs are written by the CLI through ``ccost.report.atomic``.
@@ -45,3 +45,28 @@ def parse_bytes(data: bytes, name: str, ranks: int | None = None) -> NcclLog:
     except CcostError as exc:
         exc.sources = {name: text}  # the CLI shows the offending line with a caret
         raise
+
+
+#: A steps file is a table of at most ``steps.MAX_ROWS`` rows, a benchmark's JSON or a training log.
+MAX_STEPS_BYTES = 16 * 1024 * 1024
+_STEPS_HELP = "a CSV/YAML table, a benchmark JSON or a log"
+
+
+def read_steps_file(path: str | os.PathLike, spec: str | None = None, plan: str | None = None,
+                    only: str | None = None, display: str | None = None):
+    """Read (bounded, regular files only: ``ccost.userfiles``) and parse a ``--steps`` file: its rows."""
+    from ccost.calibrate.steps import read_steps
+    from ccost.userfiles import read_user_bytes
+
+    name = display or str(path)
+    try:
+        data = read_user_bytes(path, limit=MAX_STEPS_BYTES, code="E501", what="steps file", display=name,
+                               help=_STEPS_HELP)
+    except FileNotFoundError:
+        raise CcostError(error("E501", f"steps file {name} not found", None, "check the path")) from None
+    try:
+        text = data.decode("utf-8").lstrip("\ufeff")
+    except UnicodeDecodeError:
+        raise CcostError(error("E501", f"{name} is not text (UTF-8)", None,
+                               "pass a CSV, YAML or JSON file, or a log")) from None
+    return read_steps(str(path) if display is None else name, text, spec, plan, only)

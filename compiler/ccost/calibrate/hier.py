@@ -174,8 +174,9 @@ def hier_lines(h: HierFit) -> list[str]:
         + f"; its two stages are a median {_pct(h.intra_share)} of the measured time",
     ]
     for i, (pc, c) in enumerate(zip(h.pieces, h.curve), 1):
-        out.append(f"#   inter-node piece {i}: m/{h.per_node} from {_size(c[0])}: a = {_time(pc.a)}, 1/b = "
-                   f"{_bw(1 / pc.b) if pc.b > 0 else 'inf B/s'} -> alpha {_time(c[1])} per hop "
+        slope = f"1/b = {_bw(1 / pc.b)}" if pc.b > 0 else "b = 0 (not growing with size)"
+        out.append(f"#   inter-node piece {i}: m/{h.per_node} from {_size(c[0])}: a = {_time(pc.a)}, {slope}"
+                   f" -> alpha {_time(c[1])} per hop "
                    f"(a / {h.hops:g}), bandwidth {_bw(c[2])} ({h.volume_ratio:.4g} / b)")
     large = (f", at >= {_size(LARGE)} worst {_pct(h.large_worst_error)}" if h.large_worst_error is not None else "")
     out.append(f"# Hierarchical prediction of the whole log (ccost's group_cost, cross_node = hierarchical, "

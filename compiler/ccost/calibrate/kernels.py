@@ -25,20 +25,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ccost.diagnostics import CcostError, error
+from ccost.extras import install_hint
 
 #: The package whose tables are read, and the extra that installs it.
 PACKAGE = "aiconfigurator_core"
 DISTRIBUTION = "aiconfigurator-core"
-EXTRA_HELP = "install the optional extra: pip install 'ccost[kernels]' (aiconfigurator-core and pyarrow)"
 
 #: AIConfigurator's system names → the bundled GPU whose peaks the curves are shares of (std/gpus.ccost).
 SYSTEMS = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200", "a100_sxm": "a100"}
 ENGINES = ("vllm", "sglang", "trtllm")
 
-#: The GEMM kernel each engine's table uses, in order of preference: BF16 weights, per-tensor FP8 weights.
+#: The GEMM kernel each engine's table uses, in order of preference: BF16 weights, per-tensor FP8 weights
+#: (vLLM's CUTLASS scaled-mm, SGLang's sgl-kernel scaled-mm, TensorRT-LLM's PyTorch flow, whose `fp8` rows are
+#: per-tensor: its block-scaled rows are `fp8_block`).
 GEMM_KERNELS = {
-    "bf16": ("torch.nn.functional.linear", "vllm_default"),
-    "fp8": ("CutlassFP8ScaledMMLinearKernel",),
+    "bf16": ("torch.nn.functional.linear", "vllm_default", "sglang_torch_linear", "torch_flow"),
+    "fp8": ("CutlassFP8ScaledMMLinearKernel", "sglang_sgl_kernel_fp8_scaled_mm", "torch_flow"),
 }
 GEMM_DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}
 #: The GEMM domain: weight shapes N, K (elements).
@@ -142,25 +144,29 @@ class DecodeAttentionCurve:
     e_kv: float
     t0: float
     c: float
+    half: float  # P½: (sequence × KV head) streams at half of e_kv's bandwidth
     quality: Quality
 
 
-def decode_attention_predict(p, kv, seqs_heads, bw) -> np.ndarray:
-    e_kv, t0, c = p
-    return t0 + c * seqs_heads + kv / (bw * e_kv)
+def decode_attention_predict(p, kv, seqs_heads, bw, streams=None) -> np.ndarray:
+    e_kv, t0, c, half = p
+    streams = np.ones_like(kv) if streams is None else streams
+    return t0 + c * seqs_heads + kv / (bw * e_kv * streams / (streams + half))
 
 
 def fit_decode_attention(batch, ctx, heads, kv_heads, t, bw: float, head_dim: int = HEAD_DIM,
                          kv_bytes: float = 2.0) -> DecodeAttentionCurve:
-    """Fit (e_kv, t₀, c) to decode-attention rows: ``batch`` sequences at ``ctx`` tokens of context,
-    ``heads`` query heads and ``kv_heads`` KV heads of ``head_dim``; KV read 2·B·ctx·h_kv·d_head·bytes."""
+    """Fit (e_kv, t₀, c, P½) to decode-attention rows: ``batch`` sequences at ``ctx`` tokens of context,
+    ``heads`` query heads and ``kv_heads`` KV heads of ``head_dim``; KV read 2·B·ctx·h_kv·d_head·bytes in
+    B·h_kv streams."""
     batch, ctx, heads, kv_heads, t = (np.asarray(a, float) for a in (batch, ctx, heads, kv_heads, t))
     kv = 2 * batch * ctx * kv_heads * head_dim * kv_bytes
     sh = batch * heads
-    scale = np.array([1.0, 1e-6, 1e-9])
-    resid = lambda q: np.log(decode_attention_predict(q * scale, kv, sh, bw) / t)  # noqa: E731
-    p = lm_fit(resid, [0.8, 10.0, 2.0], [0.01, 0.0, 0.0], [1.5, 1e4, 1e4]) * scale
-    return DecodeAttentionCurve(*(float(x) for x in p), quality(decode_attention_predict(p, kv, sh, bw), t,
+    streams = batch * kv_heads
+    scale = np.array([1.0, 1e-6, 1e-9, 10.0])
+    resid = lambda q: np.log(decode_attention_predict(q * scale, kv, sh, bw, streams) / t)  # noqa: E731
+    p = lm_fit(resid, [0.8, 10.0, 2.0, 1.0], [0.01, 0.0, 0.0, 0.0], [1.5, 1e4, 1e4, 1e4]) * scale
+    return DecodeAttentionCurve(*(float(x) for x in p), quality(decode_attention_predict(p, kv, sh, bw, streams), t,
                                                                  "B", batch, (1, 8, 32, 128, 512)))
 
 
@@ -194,7 +200,8 @@ def fit_prefill_attention(batch, s, heads, t, peak: float, head_dim: int = HEAD_
 # Reading the tables (the extra)
 
 def _missing(what: str) -> CcostError:
-    return CcostError(error("E501", f"--kernels needs {what}, which is not installed", None, EXTRA_HELP))
+    return CcostError(error("E501", f"--kernels needs {what}, which is not installed", None, "install the optional `kernels` extra (aiconfigurator-core and pyarrow): "
+                            + install_hint("kernels")))
 
 
 def package_root() -> tuple[str, str]:
@@ -235,6 +242,14 @@ class Table:
     def provenance(self) -> str:
         date = f", collected {self.collected}" if self.collected else ""
         return f"{self.op}/{self.engine} {self.version}/{self.file}{date}"
+
+
+def has_tables(system: str, engine: str) -> bool:
+    """The package measured GEMMs of ``engine`` on ``system`` (what a kernels block needs first)."""
+    root, _ = package_root()
+    folder = os.path.join(root, "data", system, "gemm", engine)
+    return os.path.isdir(folder) and any(os.path.isfile(os.path.join(folder, v, "gemm_perf.parquet"))
+                                         for v in os.listdir(folder))
 
 
 def read_table(root: str, system: str, op: str, engine: str, file: str, version: str | None = None) -> Table:
@@ -299,6 +314,23 @@ def _pick_kernel(cols: dict, mask: np.ndarray, prefer: tuple = ()) -> np.ndarray
     return mask & (ks == best)
 
 
+#: Token rows of a decode step's GEMMs (the sanity check of an FP8 curve against the BF16 one)
+DECODE_M = 64
+
+
+def _slower_than_bf16(fp8_rows: tuple, bf16_rows: tuple | None) -> bool:
+    """An FP8 GEMM reads half the weight bytes of a BF16 one, so at decode shapes (memory-bound) it is faster
+    when it runs a fused kernel. A table whose FP8 rows take longer than its BF16 rows at the same (M, N, K)
+    for M <= DECODE_M (median over the shared shapes) measured a path with a separate quantisation step."""
+    if bf16_rows is None:
+        return False
+    m8, n8, k8, t8, _ = fp8_rows
+    m2, n2, k2, t2, _ = bf16_rows
+    bf16 = {(a, b, c): t for a, b, c, t in zip(m2, n2, k2, t2) if a <= DECODE_M}
+    ratios = [t / bf16[(a, b, c)] for a, b, c, t in zip(m8, n8, k8, t8) if a <= DECODE_M and (a, b, c) in bf16]
+    return bool(ratios) and float(np.median(ratios)) > 1.0
+
+
 def gemm_rows(t: Table, dtype: str) -> tuple[np.ndarray, ...] | None:
     """(M, N, K, seconds, kernel) of the GEMM table's rows in the domain, or None without rows of ``dtype``."""
     c = t.columns
@@ -315,10 +347,11 @@ def gemm_rows(t: Table, dtype: str) -> tuple[np.ndarray, ...] | None:
             c["latency"][mask].astype(float) * 1e-3, kernel)
 
 
-def attention_rows(t: Table) -> tuple[dict, str]:
-    """The attention table's rows in the domain (BF16 KV cache, head size 128, no window), one kernel."""
+def attention_rows(t: Table, kv_dtype: str = "bfloat16") -> tuple[dict, str]:
+    """The attention table's rows in the domain (a ``kv_dtype`` KV cache, BF16 by default; head size 128, no
+    window), one kernel."""
     c = t.columns
-    mask = (c["kv_cache_dtype"] == "bfloat16") & (c["head_dim"] == HEAD_DIM)
+    mask = (c["kv_cache_dtype"] == kv_dtype) & (c["head_dim"] == HEAD_DIM)
     if "window_size" in c:
         mask &= c["window_size"] == 0
     if "beam_width" in c:
@@ -342,6 +375,8 @@ class Reduction:
     peaks: dict
     gemm: dict = field(default_factory=dict)  # dtype -> (GemmCurve, Table, kernel)
     decode: tuple | None = None  # (DecodeAttentionCurve, Table, kernel)
+    decode_fp8: tuple | None = None  # the same over an FP8 KV cache
+    rejected: list = field(default_factory=list)  # curves the reduction left out, and why (comments)
     prefill: tuple | None = None  # (PrefillAttentionCurve, Table, kernel)
 
 
@@ -359,18 +394,27 @@ def reduce_system(system: str, engine: str, gpu_peaks: dict, gpu_name: str) -> R
         if rows is None:
             continue
         m, n, k, t, kernel = rows
+        if dtype == "fp8" and "bf16" in red.gemm and _slower_than_bf16(rows, gemm_rows(g, "bf16")):
+            red.rejected.append(f"FP8 GEMM ({kernel}): slower than the table's BF16 GEMM at decode shapes "
+                                f"(M <= {DECODE_M}), so not the engine's fused FP8 path; its FP8 weights are "
+                                "priced on the GPU's first block with an FP8 curve")
+            continue
         red.gemm[dtype] = (fit_gemm(m, n, k, t, b, peak, bw), g, kernel)
     try:
         gen = read_table(root, system, "attention", engine, "generation_attention_perf.parquet")
     except CcostError:
         gen = None
     if gen is not None:
-        c, kernel = attention_rows(gen)
-        if len(c["latency"]):
-            ctx = c["step"].astype(float) + 1 if "step" in c else c["isl"].astype(float)
-            curve = fit_decode_attention(c["batch_size"], ctx, c["num_heads"], c["num_key_value_heads"],
-                                         c["latency"].astype(float) * 1e-3, bw)
-            red.decode = (curve, gen, kernel)
+        for kv_dtype, kv_bytes in (("bfloat16", 2.0), ("fp8", 1.0)):
+            c, kernel = attention_rows(gen, kv_dtype)
+            if len(c["latency"]):
+                ctx = c["step"].astype(float) + 1 if "step" in c else c["isl"].astype(float)
+                curve = fit_decode_attention(c["batch_size"], ctx, c["num_heads"], c["num_key_value_heads"],
+                                             c["latency"].astype(float) * 1e-3, bw, kv_bytes=kv_bytes)
+                if kv_dtype == "fp8":
+                    red.decode_fp8 = (curve, gen, kernel)
+                else:
+                    red.decode = (curve, gen, kernel)
     try:
         ctxt = read_table(root, system, "attention", engine, "context_attention_perf.parquet")
     except CcostError:
@@ -412,6 +456,8 @@ def kernels_block(red: Reduction, name: str, command: str) -> str:
         fields.append(("fp8_flops", f"{red.peaks['fp8_flops'] / 1e12:.6g} TFLOP/s"))
     fields.append(("hbm_bandwidth", f"{red.peaks['hbm_bandwidth'] / 1e9:.6g} GB/s"))
     tables = []
+    for why in red.rejected:
+        lines.append(f"#   left out: {why}")
     for dtype, (c, t, kernel) in red.gemm.items():
         pre = "" if dtype == "bf16" else "fp8_"
         lines.append(f"#   {dtype.upper()} GEMM ({kernel}, N and K in [{GEMM_NK[0]:,}, {GEMM_NK[1]:,}]): "
@@ -427,8 +473,16 @@ def kernels_block(red: Reduction, name: str, command: str) -> str:
         lines.append("#     median predicted/measured by batch: " + ", ".join(f"{int(v)}: {r:.2f}" for v, r in
                                                                            c.quality.by))
         fields += [("decode_attention_hbm_efficiency", _pct(c.e_kv)), ("decode_attention_latency", _us(c.t0)),
-                   ("decode_attention_head_time", _ns(c.c))]
+                   ("decode_attention_head_time", _ns(c.c)), ("decode_attention_half_streams", _sig(c.half))]
         tables.append(f"{t.provenance()} ({kernel})")
+    if red.decode_fp8 is not None:
+        c, t, kernel = red.decode_fp8
+        lines.append(f"#   decode attention ({kernel}, FP8 KV, head 128): {c.quality.text()}")
+        lines.append("#     median predicted/measured by batch: " + ", ".join(f"{int(v)}: {r:.2f}" for v, r in
+                                                                           c.quality.by))
+        fields += [("fp8_decode_attention_hbm_efficiency", _pct(c.e_kv)),
+                   ("fp8_decode_attention_latency", _us(c.t0)), ("fp8_decode_attention_head_time", _ns(c.c)),
+                   ("fp8_decode_attention_half_streams", _sig(c.half))]
     if red.prefill is not None:
         c, t, kernel = red.prefill
         lines.append(f"#   prefill attention ({kernel}, BF16, head 128, causal): {c.quality.text()}")

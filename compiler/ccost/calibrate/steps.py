@@ -10,7 +10,8 @@ Inputs (``read_steps``), each row a plan of a spec and a measured time:
 - a Megatron log's ``elapsed time per iteration (ms)`` lines (the median, the first iteration left out as
   warm-up), for ``--plan``.
 
-What is predicted: a decode plan's step time for a TPOT, a prefill plan's latency for a TTFT, any plan's
+What is predicted: a decode plan's step time for a TPOT, a prefill plan's latency for a TTFT, a serve plan's
+TPOT or TTFT (``ccost.serve``; metric ``serve_tpot`` in rows.yaml is a TPOT), any plan's
 step time for ``step_time`` — ``ccost.lower`` and ``ccost.analysis`` in float mode, the plan priced with a
 ``stack`` whose fields are the parameters.
 
@@ -25,10 +26,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
+import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +42,12 @@ FIELDS = ("step_overhead", "layer_overhead", "seq_overhead", "hbm_efficiency", "
 # Typical magnitudes: the fit works on θ/scale so that every parameter moves on the same footing.
 SCALE = {"step_overhead": 5e-3, "layer_overhead": 2e-5, "seq_overhead": 2e-4, "hbm_efficiency": 1.0, "gemm_efficiency": 1.0,
          "attention_efficiency": 1.0, "collective_floor": 1.5e-5}
-METRICS = {"tpot": "decode", "ttft": "prefill", "step_time": None, "decode_step": "decode", "prefill": "prefill"}
+METRICS = {"tpot": "decode", "ttft": "prefill", "step_time": None, "decode_step": "decode", "prefill": "prefill",
+           "serve_tpot": "serve"}
 MAX_ROWS = 10_000
+#: The shortest step time a row may give: one GPU kernel launch costs a few µs (CUDA's launch overhead), so
+#: no decode step, prefill or training iteration is shorter than 1 µs; a 1e-320 is a wrong unit or a typo.
+MIN_STEP = 1e-6
 
 
 @dataclass(frozen=True)
@@ -99,8 +104,12 @@ def _time(value, file: str, line: int, what: str, unit_ms: bool = False) -> floa
             raise _err(f"{what}: {text[:40]!r} is not a time", file, line, help="write it like `32.1 ms`")
         t = v
     if not (t > 0 and math.isfinite(t)):
-        raise _err(f"{what}: the measured time {value!r} is not positive", file, line,
+        raise _err(f"{what}: the measured time {str(value)[:40]!r} is not a positive number", file, line,
                    help="a measured time is a positive number of seconds")
+    if t < MIN_STEP:
+        raise _err(f"{what}: {t:g} s is shorter than {MIN_STEP * 1e6:g} µs: not the time of a step", file, line,
+                   help="give the time of one step in seconds, or as a quantity like `32.1 ms` "
+                        "(a column named *_ms is in milliseconds)")
     if t > 3600:
         raise _err(f"{what}: {t:g} s is longer than an hour: not one step", file, line,
                    help="give the time of one step (TPOT, TTFT or one iteration), not a total")
@@ -130,10 +139,15 @@ def _need(path: str, spec: str | None, plan: str | None, what: str) -> None:
 
 
 def _vllm_json(path: str, text: str, spec: str | None, plan: str | None) -> list[StepRow]:
+    from ccost.userfiles import DataError, load_json
+
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _err(f"{path} is not valid JSON: {exc.msg}", path, exc.lineno, exc.colno) from None
+        doc = load_json(text)
+    except DataError as exc:
+        raise _err(f"{path}: {exc.message}", path, exc.line, help=_STEPS_HELP) from None
+    if not isinstance(doc, dict):
+        raise _err(f"{path} is JSON but not an object with median_tpot_ms or median_ttft_ms", path,
+                   help=_STEPS_HELP)
     _need(path, spec, plan, "a vLLM benchmark_serving result")
     rows = []
     for key, metric in (("median_tpot_ms", "tpot"), ("median_ttft_ms", "ttft")):
@@ -146,7 +160,7 @@ def _vllm_json(path: str, text: str, spec: str | None, plan: str | None) -> list
     return rows
 
 
-_MEGATRON = re.compile(r"elapsed time per iteration \(ms\):\s*([0-9.eE+-]+)")
+_MEGATRON = re.compile(r"elapsed time per iteration \(ms\):\s*(\S*)")
 
 
 def _megatron(path: str, text: str, spec: str | None, plan: str | None) -> list[StepRow]:
@@ -154,26 +168,60 @@ def _megatron(path: str, text: str, spec: str | None, plan: str | None) -> list[
     times, first = [], None
     for no, line in enumerate(text.splitlines(), 1):
         if m := _MEGATRON.search(line):
-            times.append(_time(float(m.group(1)), path, no, "elapsed time per iteration", unit_ms=True))
+            token = m.group(1).rstrip("|,;")
+            try:
+                value = float(token)
+            except ValueError:
+                raise _err(f"elapsed time per iteration: {token[:40]!r} is not a number of milliseconds", path,
+                           no, help="the line should read `elapsed time per iteration (ms): 1234.5`") from None
+            times.append(_time(value, path, no, "elapsed time per iteration", unit_ms=True))
             first = first or no
+    if not times:
+        raise _err(f"{path} has no `elapsed time per iteration (ms): N` line with a time", path, help=_STEPS_HELP)
     if len(times) > 1:
         times = times[1:]  # the first iteration includes warm-up (allocation, compilation)
     return [StepRow(spec, plan, "step_time", float(np.median(times)), path, first or 1,
                     f"median of {len(times)} iterations")]
 
 
-def _record_rows(path: str, records: list[tuple[int, dict]], base: Path, spec: str | None,
-                 only: str | None) -> list[StepRow]:
+def _cell(rec: dict, key: str) -> str:
+    """A cell as text; a list or mapping where a name or a number should be is refused, not printed."""
+    v = rec.get(key)
+    if isinstance(v, (list, dict, set, tuple)):
+        raise TypeError(key)
+    return "" if v is None else str(v).strip()
+
+
+def _record_rows(path: str, records, base: Path, spec: str | None, only: str | None) -> list[StepRow]:
+    """The rows of ``records`` ((line, mapping) pairs, read lazily): at most ``MAX_ROWS``, each spec path
+    confined to the steps file's project (``ccost.userfiles.confine``: the rule imports follow)."""
+    from ccost.userfiles import Outside, confine, project_root
+
+    area = project_root(os.path.realpath(path))
     rows: list[StepRow] = []
     for line, rec in records:
         rec = {str(k).strip().lower(): v for k, v in rec.items() if k is not None}
-        if only is not None and str(rec.get("stack", "")).strip() != only:
+        try:
+            for key in ("stack", "plan", "spec", "id", "metric"):
+                _cell(rec, key)
+        except TypeError as exc:
+            raise _err(f"the `{exc.args[0]}` cell of this row is a list or a mapping, not a value", path, line,
+                       help=_STEPS_HELP) from None
+        if only is not None and _cell(rec, "stack") != only:
             continue
-        if not str(rec.get("plan") or "").strip():
+        if not _cell(rec, "plan"):
             raise _err("this row names no plan", path, line, help="add a `plan` column: the plan that was run")
-        name = str(rec["plan"]).strip()
-        sp = str(rec.get("spec") or "").strip()
+        name = _cell(rec, "plan")[:200]
+        sp = _cell(rec, "spec")
         sp_path = str(base / sp) if sp else spec
+        if sp:
+            try:
+                confine(sp_path, area, sp)
+            except Outside as exc:
+                how = "is a symbolic link that leads" if exc.through_link else "leads"
+                raise _err(f"the spec `{sp[:80]}` of plan `{name[:40]}` {how} outside the project of "
+                           f"{path} ({area})", path, line,
+                           help="name a spec inside the project, relative to this file, or pass --spec") from None
         if not sp_path:
             raise _err(f"row of plan `{name}` names no spec", path, line,
                        help="add a `spec` column (relative to this file) or pass --spec SPEC.ccost")
@@ -185,24 +233,27 @@ def _record_rows(path: str, records: list[tuple[int, dict]], base: Path, spec: s
             if v is None or str(v).strip() == "":
                 continue
             rows.append(StepRow(sp_path, name, metric, _time(v, path, line, col, ms), path, line,
-                                str(rec.get("id") or "")))
+                                _cell(rec, "id")[:200]))
             found = True
         if "metric" in rec and "measured" in rec:
-            metric = str(rec["metric"]).strip()
+            metric = _cell(rec, "metric")
             if metric not in METRICS:
-                raise _err(f"metric {metric!r} of plan `{name}` is not a time ccost can fit a stack to", path, line,
+                raise _err(f"metric {metric[:40]!r} of plan `{name[:40]}` is not a time ccost can fit a stack to",
+                           path, line,
                            help="metrics: tpot, ttft, step_time (or decode_step, prefill); select rows with --only")
-            metric = {"decode_step": "tpot", "prefill": "ttft"}.get(metric, metric)
+            metric = {"decode_step": "tpot", "prefill": "ttft", "serve_tpot": "tpot"}.get(metric, metric)
             rows.append(StepRow(sp_path, name, metric, _time(rec["measured"], path, line, "measured"), path, line,
-                                str(rec.get("id") or "")))
+                                _cell(rec, "id")[:200]))
             found = True
         if not found:
-            raise _err(f"row of plan `{name}` has no measured time", path, line,
+            raise _err(f"row of plan `{name[:40]}` has no measured time", path, line,
                        help="give tpot, ttft or step_time (or metric and measured)")
+        if len(rows) > MAX_ROWS:  # said as soon as it is so: the rest of the file is not read
+            raise _err(f"{path} has more than {MAX_ROWS:,} rows", path, line,
+                       help=f"fit to at most {MAX_ROWS:,} measured times (select some with --only, or split "
+                            "the file)")
     if not rows:
         raise _err(f"{path} has no rows" + (f" of stack {only!r}" if only else ""), path, help=_STEPS_HELP)
-    if len(rows) > MAX_ROWS:
-        raise _err(f"{path} has {len(rows):,} rows; at most {MAX_ROWS:,}", path)
     return rows
 
 
@@ -219,30 +270,32 @@ def _csv_rows(path: str, text: str, base: Path, spec: str | None, only: str | No
                    help=_STEPS_HELP)
     if not any(c in cols for c in ("tpot", "ttft", "step_time", "tpot_ms", "ttft_ms", "step_time_ms", "measured")):
         raise _err(f"{path}: the header has no time column (tpot, ttft, step_time)", path, 1, help=_STEPS_HELP)
-    records = []
-    try:
-        for rec in reader:
-            if None in rec:
-                raise _err("this row has more cells than the header", path, reader.line_num)
-            records.append((reader.line_num, rec))
-    except csv.Error as exc:
-        raise _err(f"{path} is not a CSV table: {exc}", path, reader.line_num or 1, help=_STEPS_HELP) from None
-    return _record_rows(path, records, base, spec, only)
+    def records():
+        try:
+            for rec in reader:
+                if None in rec:
+                    raise _err("this row has more cells than the header", path, reader.line_num)
+                yield reader.line_num, rec
+        except csv.Error as exc:
+            raise _err(f"{path} is not a CSV table: {exc}", path, reader.line_num or 1, help=_STEPS_HELP) from None
+
+    return _record_rows(path, records(), base, spec, only)
 
 
 def _yaml_rows(path: str, text: str, base: Path, spec: str | None, only: str | None) -> list[StepRow]:
-    import yaml
+    from ccost.userfiles import DataError, load_yaml
 
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise _err(f"{path} is not valid YAML", path, (mark.line + 1) if mark else 1,
-                   help=_STEPS_HELP) from None
+        doc = load_yaml(text)  # nesting and what aliases expand to are bounded (ccost.userfiles)
+    except DataError as exc:
+        raise _err(f"{path}: {exc.message}", path, exc.line, help=_STEPS_HELP) from None
     if isinstance(doc, dict) and "rows" in doc:
         doc = doc["rows"]
     if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
         raise _err(f"{path}: expected a list of rows (mappings), or `rows:` with one", path, help=_STEPS_HELP)
+    if len(doc) > MAX_ROWS:
+        raise _err(f"{path} has {len(doc):,} rows; at most {MAX_ROWS:,}", path,
+                   help=f"fit to at most {MAX_ROWS:,} measured times (select some with --only, or split the file)")
     lines = [i + 1 for i, ln in enumerate(text.splitlines()) if ln.lstrip().startswith("-")]
     records = [(lines[i] if i < len(lines) else 1, r) for i, r in enumerate(doc)]
     return _record_rows(path, records, base, spec, only)
@@ -252,7 +305,14 @@ def _yaml_rows(path: str, text: str, base: Path, spec: str | None, only: str | N
 # Prediction and the fit
 
 class _Plans:
-    """The rows' plans, checked once; ``predict(θ)`` prices every row with a stack of fields θ."""
+    """The rows' plans, checked once; ``predict(θ)`` prices every row with a stack of fields θ.
+
+    Rows that measured the same plan of the same spec (and the same metric) are priced once, and the
+    stacks of one step of the fit (θ and its seven nudged copies for the Jacobian) in one call: each
+    plan's inputs are prepared per stack by ``lower.prepare`` (the one place a stack becomes inputs) and
+    lowered and analysed once, on numpy arrays of the inputs that differ, as a search does. A fit costs
+    time in proportion to the distinct plans, and the rows only add numpy work: 10,000 rows of 10 plans
+    fit in seconds (bench/calibrate_steps.py measures it)."""
 
     def __init__(self, rows: list[StepRow], rates: str | None = None):
         from ccost import check
@@ -260,6 +320,9 @@ class _Plans:
         self.rows = rows
         specs: dict[str, object] = {}
         self.plans, self.policies = [], []
+        keys: dict[tuple[str, str, str], int] = {}
+        self.unique: list[tuple[object, object, str]] = []  # (plan, policy, metric) priced once
+        row_u = []
         for r in rows:
             if r.spec not in specs:
                 if not Path(r.spec).is_file():
@@ -275,12 +338,22 @@ class _Plans:
             if plan is None:
                 raise _err(f"unknown plan `{r.plan}` in {r.spec}", r.file, r.line,
                            help=f"plans there: {', '.join(sorted(spec.plans)[:12]) or '(none)'}")
+            from ccost import phases
+
             want = METRICS[r.metric]
-            if want is not None and plan.phase != want:
+            # a serve plan (several steps combined, phases.of(plan).lower is None) has its own TPOT and TTFT
+            if want is not None and plan.phase != want and phases.of(plan).lower is not None:
                 raise _err(f"{r.metric} is measured on a {want} plan; `{r.plan}` is {plan.phase}", r.file, r.line,
-                           help="a TPOT is a decode plan's step time, a TTFT a prefill plan's latency")
+                           help="a TPOT is a decode plan's step time (or a serve plan's TPOT), a TTFT a prefill "
+                           "plan's latency (or a serve plan's TTFT)")
             self.plans.append(plan)
             self.policies.append(spec.policy)
+            key = (r.spec, r.plan, r.metric)
+            if key not in keys:
+                keys[key] = len(self.unique)
+                self.unique.append((plan, spec.policy, r.metric))
+            row_u.append(keys[key])
+        self.row_u = np.array(row_u, dtype=np.intp)
         self.measured = np.array([r.measured for r in rows])
         stacks = {p.stack.name if p.stack is not None else None for p in self.plans}
         first = self.plans[0]
@@ -290,7 +363,11 @@ class _Plans:
         # where the fitted profile's operator rates come from, as in the stack it starts from: its efficiencies,
         # or the GPUs' measured kernel curves (`rates = kernels`, docs/kernels.md), which the fit then leaves alone
         self.rates = st.rates if rates is None else rates
-        for i, r in enumerate(rows):  # every row can be priced, or the error names it
+        seen: set[int] = set()
+        for i, r in enumerate(rows):  # every plan can be priced, or the error names its first row
+            if row_u[i] in seen:
+                continue
+            seen.add(row_u[i])
             try:
                 Diagnostics(evaluation_errors(self.plans[i])).raise_if_errors()
                 t = self.predict(self.start, [i])[0]
@@ -301,18 +378,53 @@ class _Plans:
                 raise _err(f"plan `{r.plan}` prices to {t!r}, not a time", r.file, r.line)
 
     def predict(self, theta: dict, idx=None) -> np.ndarray:
-        from ccost import phases
+        """The time of each row (``idx``: those rows) priced with a stack of fields ``theta``."""
+        return self.predict_many([theta], idx)[0]
+
+    def predict_many(self, thetas: list[dict], idx=None) -> np.ndarray:
+        """``predict`` for several stacks at once: an array of (stacks, rows)."""
+        import dataclasses
+
+        from ccost import lower, phases, serve
         from ccost import spec as S
 
-        stack = S.Stack("fitted", None, None, **{f: float(theta.get(f, self.start[f])) for f in FIELDS},
-                        source="fit", rates=self.rates)
-        out = []
-        for i in (range(len(self.rows)) if idx is None else idx):
-            plan = replace(self.plans[i], stack=stack)
-            m = phases.analyse(phases.lower_plan(plan, self.policies[i]))
-            t = m.latency if self.rows[i].metric == "ttft" else m.step
-            out.append(float(t))
-        return np.array(out)
+        rows = self.row_u if idx is None else self.row_u[np.asarray(idx, dtype=np.intp)]
+        stacks = [S.Stack("fitted", None, None, **{f: float(t.get(f, self.start[f])) for f in FIELDS},
+                          source="fit", rates=self.rates) for t in thetas]
+        # Every (plan, stack) pair that lowers alike (the same choices but for the plan's name: the
+        # same cluster, axes in use, roofline, ...; a stack field at 0 drops its term) is priced in one
+        # call, on arrays of the inputs that differ, as a search prices its layouts.
+        groups: list[tuple[object, list[tuple[int, int]], list[object]]] = []
+        per_plan = np.empty((len(thetas), len(self.unique)))
+        for u in np.unique(rows):
+            plan, policy, metric = self.unique[u]
+            if phases.of(plan).lower is None:  # continuous batching (serve): the serve model's TPOT or TTFT
+                for k, stack in enumerate(stacks):
+                    st = serve.terms(dataclasses.replace(plan, stack=stack), policy)
+                    per_plan[k, u] = float(st.ttft if metric == "ttft" else st.tpot)
+                continue
+            for k, stack in enumerate(stacks):
+                static, x = lower.prepare(dataclasses.replace(plan, stack=stack), policy)
+                key = dataclasses.replace(static, plan="")
+                for g_key, members, xs in groups:
+                    if g_key == key:
+                        members.append((int(u), k))
+                        xs.append(x)
+                        break
+                else:
+                    groups.append((key, [(int(u), k)], [x]))
+        for key, members, xs in groups:
+            arrays = {}
+            for f in dataclasses.fields(xs[0]):
+                values = [getattr(x, f.name) for x in xs]
+                if any(v != values[0] for v in values[1:]):
+                    arrays[f.name] = np.array(values)
+            m = phases.analyse(phases.lower(key, lower.with_arrays(xs[0], **arrays) if arrays else xs[0]))
+            step = np.broadcast_to(np.asarray(m.step, dtype=float), (len(members),))
+            latency = np.broadcast_to(np.asarray(m.latency, dtype=float), (len(members),))
+            for j, (u, k) in enumerate(members):
+                per_plan[k, u] = latency[j] if self.unique[u][2] == "ttft" else step[j]
+        return per_plan[:, rows]
 
 
 def _bounds() -> dict:
@@ -353,11 +465,15 @@ def _lm(plans: _Plans, idx: list[int], start: dict, fields: tuple = FIELDS) -> t
     determined = {f: False for f in names}
     for _ in range(60):
         J = np.empty((len(idx), len(names)))
+        nudged = []
         for k in range(len(names)):
             h = 1e-4 * max(abs(x[k]), 1e-2)
             xk = x.copy()
             xk[k] = xk[k] + h if xk[k] + h <= hi[k] else xk[k] - h
-            J[:, k] = (resid(xk) - r) / (xk[k] - x[k])
+            nudged.append(xk)
+        priced = plans.predict_many([theta(xk) for xk in nudged], idx)  # the seven columns in one call
+        for k, xk in enumerate(nudged):
+            J[:, k] = (np.log(priced[k] / meas) - r) / (xk[k] - x[k])
         active = np.linalg.norm(J, axis=0) > 1e-6
         for k, f in enumerate(names):
             determined[f] = determined[f] or bool(active[k])

@@ -12,7 +12,7 @@ from ccost.check.hints import suggest
 from ccost.diagnostics import CcostError, Diagnostic, error
 from ccost.syntax import tree as T
 from ccost.schema import MAX_IMPORT_DEPTH, MAX_TOTAL_BYTES  # imports nested deeper, or more in all: E113
-from ccost.userfiles import project_root
+from ccost.userfiles import Outside, confine, inside, project_root
 
 
 def _default_reader(path: str) -> str:
@@ -21,14 +21,6 @@ def _default_reader(path: str) -> str:
     if not os.path.lexists(path) or os.path.isdir(path):  # the caller words both
         raise FileNotFoundError(path)
     return read_source(path)  # regular files only, bounded (ccost.userfiles)
-
-
-def _inside(path: str, folder: str) -> bool:
-    """Whether ``path`` is ``folder`` or below it (both absolute and normalised)."""
-    try:
-        return os.path.commonpath([path, folder]) == folder
-    except ValueError:  # different drives
-        return False
 
 
 def _std_dir() -> str | None:
@@ -165,36 +157,56 @@ def _at_import(d: Diagnostic, imp: T.Import) -> Diagnostic:
 # Confinement: where an import may lead
 
 
-def _locate(ctx: Context, imp: T.Import, importer: File) -> File | None:
-    """The file an import names, or None after an error. Imports stay inside the project (the spec's
-    git work tree, else its folder) or the bundled ``std/``: absolute paths, ``..`` that climbs out,
-    and symlinks that lead out are refused (E113) before anything is read."""
-    path = imp.path
+class ImportRefused(Exception):
+    """An import path that cannot be followed: ``code`` (E106 or E113), ``message`` and ``help``."""
+
+    def __init__(self, code: str, message: str, help: str | None = None):
+        super().__init__(message)
+        self.code, self.message, self.help = code, message, help
+
+
+def resolve_import(path: str, importer: File) -> File:
+    """The file ``import "PATH"`` in ``importer`` names, or ``ImportRefused``: the checker's rule, which
+    the language server follows too (so completion, hover and definition go nowhere ``check`` refuses).
+    Imports stay inside the project (the spec's git work tree, else its folder) or the bundled ``std/``:
+    absolute paths, ``..`` that climbs out and symlinks that lead out are refused (E113) before anything
+    is read (``ccost.userfiles.confine``)."""
     if not path.strip():
-        ctx.add(error("E106", "an empty import path", imp.path_span,
-                      help='name a file: `import "std/gpus.ccost"`'))
-        return None
+        raise ImportRefused("E106", "an empty import path", 'name a file: `import "std/gpus.ccost"`')
     if any(ord(c) < 32 or ord(c) == 127 for c in path):
-        ctx.add(error("E113", "an import path with a control character", imp.path_span,
-                      help="name the file with printable characters"))
-        return None
+        raise ImportRefused("E113", "an import path with a control character",
+                            "name the file with printable characters")
     if path.startswith("std/"):
         std = _std_dir()
         if std is None:
-            ctx.add(error("E106", "this installation of ccost has no bundled std/ library",
-                          imp.path_span))
-            return None
-        return _confined(ctx, imp, os.path.normpath(path), os.path.join(std, path[4:]), std)
+            raise ImportRefused("E106", "this installation of ccost has no bundled std/ library")
+        return _confined(path, os.path.normpath(path), os.path.join(std, path[4:]), std)
     if os.path.isabs(path) or path.startswith("\\") or (len(path) > 1 and path[1] == ":"):
-        ctx.add(error("E113", "an import path must be relative to the importing file, not absolute",
-                      imp.path_span,
-                      help=f"imports stay inside {_area_name(importer.area)}: write the path "
-                           'relative to this file, or import the bundled library with `import "std/..."`'))
-        return None
+        raise ImportRefused("E113", "an import path must be relative to the importing file, not absolute",
+                            f"imports stay inside {_area_name(importer.area)}: write the path relative to "
+                            'this file, or import the bundled library with `import "std/..."`')
     # display and real differ inside the bundled library: `std/a.ccost` importing "b.ccost"
     display = os.path.normpath(os.path.join(os.path.dirname(importer.display), path))
     real = os.path.join(os.path.dirname(importer.real), path)
-    return _confined(ctx, imp, display, real, importer.area)
+    return _confined(path, display, real, importer.area)
+
+
+def importer_file(path: str) -> File:
+    """A spec file as an importer, for ``resolve_import`` from outside a check (the language server):
+    its imports stay inside its project, or inside ``std/`` for a file of the bundled library."""
+    real = os.path.realpath(path)
+    std = _std_dir()
+    area = std if std is not None and inside(real, os.path.realpath(std)) else project_root(real)
+    return File(display=path, real=path, key=real, area=area)
+
+
+def _locate(ctx: Context, imp: T.Import, importer: File) -> File | None:
+    """The file an import names (``resolve_import``), or None after an error at the import."""
+    try:
+        return resolve_import(imp.path, importer)
+    except ImportRefused as exc:
+        ctx.add(error(exc.code, exc.message, imp.path_span, help=exc.help))
+        return None
 
 
 def _is_std(area: str) -> bool:
@@ -205,27 +217,21 @@ def _is_std(area: str) -> bool:
 def _area_name(area: str) -> str:
     if _is_std(area):
         return "the bundled std/ library"
-    shown = os.path.relpath(area) if _inside(os.path.abspath(area), os.getcwd()) else area
+    shown = os.path.relpath(area) if inside(os.path.abspath(area), os.getcwd()) else area
     if os.path.lexists(os.path.join(area, ".git")):
         return f"the project `{shown}` (the git work tree that holds the spec)"
     return f"the project `{shown}` (the spec's folder; it is not in a git work tree)"
 
 
-def _confined(ctx: Context, imp: T.Import, display: str, real: str, area: str) -> File | None:
+def _confined(written: str, display: str, real: str, area: str) -> File:
     """The import target, when it stays inside ``area`` both as written and with symlinks resolved."""
-    area_abs = os.path.abspath(area)
-    target = os.path.normpath(os.path.abspath(real))
-    where = _area_name(area)
     fix = ('`std/...` names a file of the bundled library, like `std/gpus.ccost`' if _is_std(area)
            else "copy the file into the project and import it from there")
-    if not _inside(target, area_abs):
-        ctx.add(error("E113", f"`{imp.path}` leads outside {where}", imp.path_span, help=fix))
-        return None
-    resolved = os.path.realpath(target)
-    if not _inside(resolved, os.path.realpath(area_abs)):
-        ctx.add(error("E113", f"`{imp.path}` is a symbolic link that leads outside {where}", imp.path_span,
-                      help=fix))
-        return None
+    try:
+        resolved = confine(real, area, written)
+    except Outside as exc:
+        how = "is a symbolic link that leads" if exc.through_link else "leads"
+        raise ImportRefused("E113", f"`{written}` {how} outside {_area_name(area)}", fix) from None
     return File(display=display, real=os.path.normpath(real), key=resolved, area=area)
 
 
@@ -233,13 +239,20 @@ def _missing_import(ctx: Context, imp: T.Import, importer: File, target: File) -
     chain = " → ".join([g.display for g in ctx.loading] + [target.display])
     folder = os.path.dirname(target.real) or "."
     help_text = None
+    # never the importing file or one that imports it (importing it back is a cycle, E105): `old.ccost`
+    # missing "models.ccost" was told `did you mean import "old.ccost"`
+    importers = {g.key for g in ctx.loading}
     try:
-        siblings = sorted(n for n in os.listdir(folder) if n.endswith(".ccost"))
+        siblings = sorted(n for n in os.listdir(folder) if n.endswith(".ccost")
+                          and os.path.realpath(os.path.join(folder, n)) not in importers)
     except OSError:
         siblings = []
     base = os.path.basename(target.real)
     guess = suggest(base, siblings)
-    if guess:
+    std = _std_dir()
+    if not imp.path.startswith("std/") and std is not None and os.path.isfile(os.path.join(std, base)):
+        help_text = f'did you mean the bundled library\'s `import "std/{base}"`?'
+    elif guess:
         shown = os.path.join(os.path.dirname(imp.path), guess) if os.path.dirname(imp.path) else guess
         help_text = f'did you mean `import "{shown}"`?'
     elif imp.path.startswith("std/") and siblings:

@@ -281,7 +281,8 @@ def _config_members(ctx: Context, b: Block, m: T.Member) -> dict[str, tuple[T.Me
     try:
         if ctx.read is _default_reader:
             cfg = hf.load_config(real, project_root(b.file.key), shown)
-        else:  # `ccost diff` reads the config from the same git revision as the spec
+        else:  # `ccost diff` reads the config from the same git revision as the spec, confined alike
+            hf.confined(shown, project_root(b.file.key), real)
             cfg = hf.parse_json(ctx.read(real), shown)
         got = hf.imported(cfg)
     except hf.HfError as exc:

@@ -34,9 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernels", default=None, metavar="SYSTEM[,SYSTEM...]",
                    help="reduce measured kernel tables to curves instead: AIConfigurator's silicon database for "
                    "these systems (h100_sxm, h200_sxm, b200_sxm, a100_sxm); prints one `kernels` block per "
-                   "system (needs the extra: pip install 'ccost[kernels]')")
-    p.add_argument("--engine", default="vllm", metavar="ENGINE",
-                   help="--kernels: the engine whose tables to read (vllm, sglang, trtllm; default vllm)")
+                   "system (needs ccost's `kernels` extra: pip install -e '.[kernels]' in a checkout)")
+    p.add_argument("--engine", default="vllm", metavar="ENGINE[,ENGINE...]",
+                   help="--kernels: the engines whose tables to read (vllm, sglang, trtllm, comma-separated; "
+                   "default vllm): one block per system and engine")
     p.add_argument("--spec", default=None, metavar="SPEC", help="--steps: the spec of rows that name none")
     p.add_argument("--plan", default=None, metavar="NAME", help="--steps: the plan a JSON result or a log measured")
     p.add_argument("--only", default=None, metavar="STACK", help="--steps: only the rows whose `stack` column is this")
@@ -204,8 +205,8 @@ def _intra_link(spec: str, algorithm: str, in_place: bool):
 def _run_steps(args: argparse.Namespace) -> int:
     """``--steps FILE``: fit a stack profile to measured step times and print a ``stack`` block."""
     from ccost.calibrate.block import valid_name
-    from ccost.calibrate.steps import fit_steps, plot_steps_svg, read_steps, stack_block
-    from ccost.userfiles import read_user_bytes
+    from ccost.calibrate.files import read_steps_file
+    from ccost.calibrate.steps import fit_steps, plot_steps_svg, stack_block
 
     if args.logs:
         raise _usage("--steps fits a stack profile; nccl-tests logs are calibrated on their own",
@@ -217,16 +218,7 @@ def _run_steps(args: argparse.Namespace) -> int:
         raise _usage("--title contains a control character", "write the title on one line")
     if not 0 <= args.folds <= 100:
         raise _usage(f"--folds {args.folds}: between 0 (no hold-out) and 100")
-    try:
-        data = read_user_bytes(args.steps, limit=16 * 1024 * 1024, code="E501", what="steps file",
-                               display=args.steps, help="a CSV/YAML table, a benchmark JSON or a log")
-    except FileNotFoundError:
-        raise _usage(f"steps file {args.steps} not found", "check the path") from None
-    try:
-        text = data.decode("utf-8").lstrip("\ufeff")
-    except UnicodeDecodeError:
-        raise _usage(f"{args.steps} is not text (UTF-8)", "pass a CSV, YAML or JSON file, or a log") from None
-    rows = read_steps(args.steps, text, args.spec, args.plan, args.only)
+    rows = read_steps_file(args.steps, args.spec, args.plan, args.only)
     fit = fit_steps(rows, args.folds, args.steps)
     block = stack_block(fit, name, args.title, _command(args))
     _self_check(block, args.output or "<calibrate>")
@@ -249,8 +241,11 @@ def _run_kernels(args: argparse.Namespace) -> int:
     if not systems or unknown:
         raise _usage(f"--kernels {(unknown or [args.kernels])[0][:40]!r} is not a system ccost can reduce",
                      "one or more of " + ", ".join(K.SYSTEMS) + ", comma-separated")
-    if args.engine not in K.ENGINES:
-        raise _usage(f"--engine {args.engine[:40]!r} is not an engine of the tables", "one of " + ", ".join(K.ENGINES))
+    engines = [x.strip() for x in args.engine.split(",") if x.strip()]
+    bad = [x for x in engines if x not in K.ENGINES]
+    if not engines or bad:
+        raise _usage(f"--engine {(bad or [args.engine])[0][:40]!r} is not an engine of the tables",
+                     "one or more of " + ", ".join(K.ENGINES) + ", comma-separated")
     folder = check._std_dir()
     if folder is None:  # pragma: no cover - an installation without its library
         raise _usage("the bundled library (std/gpus.ccost) is missing", "reinstall ccost")
@@ -259,8 +254,14 @@ def _run_kernels(args: argparse.Namespace) -> int:
     for system in systems:
         gpu = spec.gpus[K.SYSTEMS[system]]
         peaks = {"flops": gpu.flops, "fp8_flops": gpu.fp8_flops, "hbm_bandwidth": gpu.hbm_bandwidth}
-        red = K.reduce_system(system, args.engine, peaks, gpu.name)
-        blocks.append(K.kernels_block(red, f"{gpu.name}_{args.engine}", _command(args)))
+        for engine in engines:
+            if not K.has_tables(system, engine):
+                if len(engines) == 1:
+                    raise _usage(f"the tables have no {engine} kernels for {system}",
+                                 "another engine (--engine vllm), or leave the system out")
+                continue  # a system measured under some engines only: the others' blocks
+            red = K.reduce_system(system, engine, peaks, gpu.name)
+            blocks.append(K.kernels_block(red, f"{gpu.name}_{engine}", _command(args)))
     header = ("# ccost standard library: measured kernel curves (docs/kernels.md), GENERATED by `ccost calibrate "
               "--kernels`;\n# do not edit by hand. Data: AIConfigurator's silicon database, Apache-2.0 "
               "(docs/sources.md).\n\n") if args.output else ""

@@ -49,8 +49,8 @@ def _place(d) -> tuple:
 
 def run(args: argparse.Namespace) -> int:
     from ccost.check import check_file, check_text
-    from ccost.commands.paths import STDIN, expand
-    from ccost.diagnostics import render_all, use_colour
+    from ccost.commands.paths import STDIN, expand, read_stdin
+    from ccost.diagnostics import CcostError, render_all, use_colour
 
     status = 0
     clean = []
@@ -58,7 +58,13 @@ def run(args: argparse.Namespace) -> int:
         path = arg.path
         if path == STDIN:
             path = "<stdin>"
-            result = check_text(sys.stdin.read(), path)
+            try:
+                text = read_stdin()
+            except CcostError as exc:
+                print(render_all(exc.diagnostics, None, colour=use_colour(sys.stderr)), file=sys.stderr)
+                status = 2
+                continue
+            result = check_text(text, path)
         else:
             result = check_file(path)
         diagnostics = list(result.diagnostics)
@@ -95,6 +101,10 @@ def _gate(specs) -> int:
     for spec in specs:
         with Bar(sys.stderr) as bar:  # a long search's bar, on a terminal only
             results = evaluate.evaluate(spec, progress=bar)
+        plans, items = gate.judged(spec, results)
+        if not plans:  # nothing was judged: not a green gate
+            print(f"{spec.path}: no plans to judge against the policy (the file defines and imports none)")
+            continue
         failures = gate.policy_failures(spec, results)
         for line in failures:
             print(f"{spec.path}: {line}", file=sys.stderr)
@@ -103,5 +113,6 @@ def _gate(specs) -> int:
         if failures:
             failed = True
         else:
-            print(f"{spec.path}: policy ok")
+            print(f"{spec.path}: policy ok: {_plural(len(plans), 'plan')} judged on checklist items "
+                  f"{', '.join(items) or 'none'}")
     return 1 if failed else 0

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from ccost import output
-    from ccost.commands.paths import STDIN, expand, failed_one_of_several, say_skipped
+    from ccost.commands.paths import STDIN, expand, failed_one_of_several, read_stdin, say_skipped
     from ccost.diagnostics import CcostError
 
     docs, status = [], 0
@@ -93,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
     for arg in specs:
         try:
             if arg.path == STDIN:
-                doc = document("<stdin>", args.plan, sys.stdin.read())
+                doc = document("<stdin>", args.plan, read_stdin())
             else:
                 doc = document(arg.path, args.plan, skip_empty=arg.from_folder)
         except CcostError as exc:

@@ -5,8 +5,13 @@ again must give the same bytes (a fixed point), and the output must check to the
 (positions aside). If either fails, that is a bug in ccost: the file is left alone and E503 says so. A file
 with errors is left untouched and its errors are shown: the formatter never guesses at a broken file.
 
+A symbolic link is formatted through: the file it leads to is rewritten and the link stays a link, when
+that file is inside the spec's project; a link that leads outside it is refused (E504). A file that
+cannot be written (a full disk, a read-only folder) is left as it was, said so, and not counted as
+reformatted.
+
 Exit status: 0 done (or nothing to do); 1 with ``--check`` when a file would change; 2 when a file has
-errors, cannot be read, or cannot be formatted safely.
+errors, cannot be read or written, or cannot be formatted safely.
 """
 
 from __future__ import annotations
@@ -33,14 +38,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "any file is not in canonical form (for CI)")
 
 
+def _target(path: Path) -> Path:
+    """The file to rewrite for ``path``: itself, or for a symbolic link the file it leads to, so the link
+    stays a link (a spec linked into several projects is formatted where it lives, as editors save
+    through links). A link that leads outside the spec's project (``ccost.userfiles.confine``, the rule
+    imports follow) is refused: ``ccost fmt specs/`` rewrites nothing outside the project."""
+    from ccost.userfiles import Outside, confine, project_root
+
+    if not path.is_symlink():
+        return path
+    try:
+        return Path(confine(path, project_root(os.path.abspath(path)), str(path)))
+    except Outside:
+        raise CcostError(error("E504", f"{path} is a symbolic link that leads outside the project, to "
+                               f"{os.path.realpath(path)}: not rewritten",
+                               help="format the file where it lives, or copy it into the project")) from None
+
+
 def _write(path: Path, text: str) -> None:
-    """Atomic replace, keeping the file's permission bits (a spec may be group-writable)."""
+    """Atomic replace (of the file a link leads to, ``_target``), keeping its permission bits (a spec may
+    be group-writable)."""
     from ccost.report.atomic import write_atomic
 
-    mode = path.stat().st_mode & 0o7777
-    write_atomic(path, text.encode("utf-8"))
+    target = _target(path)
+    mode = target.stat().st_mode & 0o7777
+    write_atomic(target, text.encode("utf-8"))
     if mode != 0o644:
-        os.chmod(path, mode)
+        os.chmod(target, mode)
 
 
 def expand(paths: list[str]) -> list[str]:
@@ -49,19 +73,6 @@ def expand(paths: list[str]) -> list[str]:
     from ccost.commands.paths import expand as expand_args
 
     return [a.path for a in expand_args(paths)]
-
-
-def _read_stdin() -> str:
-    """Standard input, bounded like a file (``ccost fmt - < /dev/zero`` is refused, not read forever)."""
-    from ccost.syntax.parse import MAX_FILE_BYTES
-    from ccost.userfiles import read_stream
-
-    data = read_stream(limit=MAX_FILE_BYTES, what="spec")
-    try:
-        return data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        raise CcostError(error("E002", f"standard input is not UTF-8 text (byte offset {exc.start})",
-                               help="save the file as UTF-8")) from None
 
 
 def _read_bytes(name: str) -> bytes:
@@ -76,6 +87,7 @@ def _read_bytes(name: str) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ccost.commands.paths import read_stdin
     from ccost.fmt import normalize_newlines
     from ccost.syntax.parse import read_source
 
@@ -85,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         path = Path(name)
         try:
             if name == "-":
-                text = _read_stdin()
+                text = read_stdin()
                 out = format_checked(text, "<stdin>")
             else:
                 text = read_source(name)
@@ -105,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
         if current == out.encode("utf-8"):
             unchanged += 1
             continue
-        changed += 1
         if args.check:
+            changed += 1
             shown = "<stdin>" if name == "-" else name
             diff = difflib.unified_diff(normalize_newlines(text).splitlines(keepends=True),
                                         out.splitlines(keepends=True), f"{shown} (current)",
@@ -121,9 +133,13 @@ def run(args: argparse.Namespace) -> int:
                 _write(path, out)
             except OSError as exc:  # a read-only folder, a full disk: the file is left as it was
                 failed.append(([error("E504", f"cannot write {exc.filename or name}: {exc.strerror or exc}",
-                                      help="the file was left unchanged; check that its folder is writable")],
-                               {}))
+                                      help="the file was left unchanged; check that its folder is writable "
+                                           "and its disk has room")], {}))
                 continue
+            except CcostError as exc:  # a link that leads outside the project
+                failed.append((exc.diagnostics, {}))
+                continue
+            changed += 1  # counted once it is written: a full disk is not "1 file reformatted"
             print(f"reformatted {name}", file=sys.stderr)
     colour = use_colour(sys.stderr)
     for diags, sources in failed:

@@ -3,7 +3,9 @@
 The spec imports the bundled library, defines one plan (tensor parallelism inside a node, pipeline stages
 across nodes until the weights fit), a sweep over the batch size and the default policy, then the command
 prints what to run next. An existing file is never overwritten (the file is created exclusively, so two
-runs racing cannot clobber each other either). ``--list`` prints the bundled models and clusters.
+runs racing cannot clobber each other either), the folders of PATH are created, and a failed write leaves
+nothing (``report.atomic.write_new``). ``ccost init -`` prints the spec on standard output instead.
+``--list`` prints the bundled models and clusters.
 
 Exit 0, or 2 for an unknown name or a file that already exists.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 HELP = "write a starter spec for a bundled model and cluster"
 
@@ -21,7 +24,8 @@ DEFAULT_MODEL, DEFAULT_CLUSTER = "llama3_70b", "hgx_h100"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", default="plan.ccost", metavar="PATH",
-                        help="the spec to write (default: plan.ccost); never overwritten")
+                        help="the spec to write (default: plan.ccost; its folders are created); never "
+                             "overwritten; `-` prints it on standard output")
     model = parser.add_argument("--model", default=DEFAULT_MODEL,
                                 help=f"a model of the bundled library (default: {DEFAULT_MODEL}; see --list)")
     cluster = parser.add_argument("--cluster", default=DEFAULT_CLUSTER,
@@ -146,21 +150,25 @@ def run(args: argparse.Namespace) -> int:
     text = starter(model, cluster, args.phase)
     from ccost.fmt import format_text
 
-    text = format_text(text, args.path)
     path = args.path
+    text = format_text(text, "<stdin>" if path == "-" else path)
+    if path == "-":  # standard output, as `-` means to every verb; the starter is then all it prints
+        sys.stdout.write(text)
+        return 0
     if os.path.isdir(path):
         raise CcostError(error("E511", f"{path} is a folder", None,
                                f"name the file to write, like {os.path.join(path, 'plan.ccost')}"))
+    from ccost.report.atomic import write_new
+
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        write_new(Path(path), text.encode("utf-8"))  # its folders created; complete or not at all
     except FileExistsError:
         raise CcostError(error("E511", f"{path} already exists: ccost init never overwrites a file", None,
                                "name a new file: `ccost init specs/new-plan.ccost`")) from None
     except OSError as exc:
-        raise CcostError(error("E511", f"cannot write {path}: {exc.strerror or exc}", None,
-                               "check that the folder exists and is writable")) from None
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
+        raise CcostError(error("E511", f"cannot write {exc.filename or path}: {exc.strerror or exc}", None,
+                               "check that the folder can be created and written, and that the disk has room"
+                               )) from None
     print(f"wrote {path}: {model.label} on {cluster.label}, {args.phase}")
     print("next:")
     stem = os.path.splitext(os.path.basename(path))[0]

@@ -4,7 +4,7 @@ and ``-`` for standard input.
 ``check``, ``eval``, ``report`` and ``fmt`` all expand their arguments here, so `ccost eval specs/` and
 `ccost fmt --check specs/` mean the same files. ``eval`` and ``report`` skip, from folders only, the files
 that evaluate nothing (a library such as ``specs/std/``: blocks, no plan); a file named on the command line
-is never skipped.
+is never skipped. Standard input is read by ``read_stdin``, bounded like a spec file.
 """
 
 from __future__ import annotations
@@ -32,6 +32,22 @@ def expand(args: list[str]) -> list[SpecArg]:
         else:
             out.append(SpecArg(a))
     return out
+
+
+def read_stdin() -> str:
+    """Standard input as a spec's text: at most the 4 MiB a spec file may have, then refused (E002) without
+    reading on (``ccost check - < /dev/zero`` stops at once), UTF-8, a byte-order mark dropped. The one
+    reader of ``-`` for check, eval and fmt."""
+    from ccost.diagnostics import CcostError, error
+    from ccost.syntax.parse import MAX_FILE_BYTES
+    from ccost.userfiles import read_stream
+
+    data = read_stream(limit=MAX_FILE_BYTES, what="spec", name="standard input")
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise CcostError(error("E002", f"standard input is not UTF-8 text (byte offset {exc.start})",
+                               help="save the file as UTF-8")) from None
 
 
 def evaluates_something(spec) -> bool:

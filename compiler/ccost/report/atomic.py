@@ -14,6 +14,15 @@ run land together or not at all:
 4. **Clean up on signals.** While an ``AtomicFiles`` is open, SIGTERM and SIGHUP (like Ctrl-C) end the run
    through the ordinary error path: the temporary files are removed and the previous outputs stay. The
    commit itself runs with those signals held back, so it is never cut in half.
+5. **Clean up after a crash.** A run killed outright (SIGKILL, a power cut) cannot remove its temporary
+   files. Their names carry the writer's process id (``.a1.html.<pid>.<random>.tmp``), and the next run
+   that writes ``a1.html`` removes every one whose process is gone before writing its own. (On a folder
+   shared by several machines a process id of another machine may look gone: that run then fails to
+   commit, with an error; it never mixes files.)
+6. **One run at a time.** The renames of a commit are done holding an exclusive lock (``flock``) on each
+   target's folder, so two runs writing the same review at once leave one run's files, never the YAML of
+   one beside the HTML of the other. Where the lock cannot be taken (no ``fcntl``, a file system without
+   it) the commit goes ahead as before.
 """
 
 from __future__ import annotations
@@ -82,13 +91,91 @@ def check_targets(paths) -> None:
             raise OutputError(errno.EACCES, f"the folder {existing} cannot be written", str(path))
 
 
-def _temp_prefix(path: Path) -> str:
-    """``.<name>.``, shortened for a name so long that the temporary name would not fit."""
+_BAK = ".bak"
+
+
+def _stem(path: Path) -> str:
+    """``.<name>.``, shortened for a name so long that the temporary name would not fit: what every
+    temporary file of ``path`` starts with."""
     name = path.name
-    room = _name_max(path.parent) - 8 - len(_TMP_SUFFIX) - 2  # mkstemp adds 8 random characters
+    # mkstemp adds 8 random characters; then the process id (up to 7 digits) and a dot, ".bak", ".tmp"
+    room = _name_max(path.parent) - 8 - 8 - len(_BAK) - len(_TMP_SUFFIX) - 2
     if len(os.fsencode(name)) > room:
         name = os.fsdecode(os.fsencode(name)[:max(room, 1)]).rstrip("\ufffd") or "out"
     return f".{name}."
+
+
+def _temp_prefix(path: Path) -> str:
+    """``.<name>.<pid>.``: a temporary file of ``path`` written by this process."""
+    return f"{_stem(path)}{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):  # another user's process, or cannot tell: leave its files alone
+        return True
+    return True
+
+
+def remove_stale(path: Path) -> list[Path]:
+    """Remove the temporary files of ``path`` left by runs that were killed (their process is gone);
+    returns what was removed. Files of running processes, and of other names, are left alone."""
+    path = Path(path)
+    stem = _stem(path)
+    removed = []
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return removed
+    for name in names:
+        if not (name.startswith(stem) and name.endswith(_TMP_SUFFIX)):
+            continue
+        pid = name[len(stem):].split(".", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            (path.parent / name).unlink()
+            removed.append(path.parent / name)
+        except OSError:
+            pass
+    return removed
+
+
+class _folders_locked:
+    """An exclusive ``flock`` on each folder (in a fixed order, so two runs cannot deadlock); held until
+    the block ends. Best effort: where a folder cannot be locked the block runs without it."""
+
+    def __init__(self, folders):
+        self.folders = sorted({os.path.abspath(f) for f in folders})
+        self.fds: list[int] = []
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:  # Windows
+            return self
+        for folder in self.folders:
+            try:
+                fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:  # a file system that cannot lock (some network ones)
+                os.close(fd)
+                continue
+            self.fds.append(fd)
+        return self
+
+    def __exit__(self, *exc):
+        for fd in self.fds:
+            os.close(fd)  # closing the descriptor releases its lock
+        self.fds.clear()
 
 
 class AtomicFiles:
@@ -106,6 +193,7 @@ class AtomicFiles:
     def write(self, path: Path, data: bytes) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale(path)  # what a killed run left of this output
         fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=_TMP_SUFFIX, dir=path.parent)
         # Registered before writing: a signal during the write still finds it to remove.
         self._pending.append((Path(tmp), path))
@@ -125,7 +213,7 @@ class AtomicFiles:
         raised (every temporary file is removed)."""
         done: list[Path] = []
         backups: list[tuple[Path, Path | None]] = []  # (final, backup of what it held)
-        with _held(_HELD):
+        with _held(_HELD), _folders_locked(final.parent for _, final in self._pending):
             try:
                 for tmp, final in self._pending:
                     # mkstemp creates 0600 files; a report is an ordinary file others read (and git commits).
@@ -207,7 +295,7 @@ def _backup(final: Path) -> Path | None:
     so a commit that fails half way can put it back."""
     if not final.is_file():
         return None
-    fd, name = tempfile.mkstemp(prefix=_temp_prefix(final), suffix=".bak" + _TMP_SUFFIX, dir=final.parent)
+    fd, name = tempfile.mkstemp(prefix=_temp_prefix(final), suffix=_BAK + _TMP_SUFFIX, dir=final.parent)
     os.close(fd)
     os.unlink(name)
     try:
@@ -223,3 +311,34 @@ def write_atomic(path: Path, data: bytes) -> Path:
     with AtomicFiles() as out:
         out.write(path, data)
     return Path(path)
+
+
+def write_new(path: Path, data: bytes) -> Path:
+    """Create ``path`` with ``data``, complete or not at all, and never over an existing file: the data is
+    written to a temporary file, then hard-linked to ``path`` (which fails if it exists, atomically, even
+    against another run). Raises ``FileExistsError``, or ``OSError`` when it cannot be written (a full
+    disk: nothing is left behind). The folders above it are created."""
+    path = Path(path)
+    check_targets([path])
+    with AtomicFiles() as out:
+        out.write(path, data)
+        tmp, _ = out._pending[-1]
+        os.chmod(tmp, 0o644)
+        with _held(_HELD):
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise
+            except OSError:  # no hard links here (some FUSE and FAT file systems): exclusive create
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                try:
+                    with os.fdopen(fd, "wb") as fh:
+                        fh.write(data)
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                except BaseException:
+                    path.unlink(missing_ok=True)
+                    raise
+            out._pending.clear()
+            Path(tmp).unlink(missing_ok=True)
+    return path

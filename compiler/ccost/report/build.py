@@ -541,6 +541,10 @@ def _search_points(points: Sequence[Mapping[str, Any]], axes: Sequence[str], lim
                   else [_search_axis(p, a) for a in axes])
         rows.append(tuple(layout + [_point_value(m, p) for m in metrics]))
     caption = f"first {limit} of {len(points)}" if len(points) > limit else ""
+    if "latency_s" in metrics and "step_time_s" in metrics:  # the two times side by side: say which is which
+        from ccost.output import search_columns_note
+
+        caption = "; ".join(c for c in (caption, search_columns_note()) if c)
     heads = ["layout"] if joined else list(axes)
     return V.Table(tuple(heads + [V.label(m, "search") for m in metrics]), tuple(rows),
                    tuple([False] * len(heads) + [True] * len(metrics)), caption=caption,

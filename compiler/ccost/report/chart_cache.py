@@ -43,15 +43,21 @@ def cache_dir() -> Path | None:
 
 
 def template_cache():
-    """A Jinja bytecode cache beside the charts (``templates/``): the review's templates compile once per
-    version of their source (Jinja keys each entry by the template's checksum), not on every run
-    (~0.15 s). None when the cache is off or its folder cannot be made."""
+    """A Jinja bytecode cache beside the charts (``templates-<key>/``): the review's templates compile once
+    per version of their source (Jinja keys each entry by the template's checksum), not on every run
+    (~0.15 s). The compiled code also depends on the environment's options (``finalize``, autoescape),
+    which Jinja's key does not see: ``render.py``, where they are set, keys the folder. None when the
+    cache is off or its folder cannot be made."""
     root = cache_root()
     if root is None:
         return None
     import jinja2
 
-    folder = root / "templates"
+    try:
+        env = hashlib.sha256((Path(__file__).resolve().parent / "render.py").read_bytes()).hexdigest()[:12]
+    except OSError:
+        env = "unknown"
+    folder = root / f"templates-{env}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:

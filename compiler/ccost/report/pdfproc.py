@@ -131,7 +131,12 @@ def _render(html: str, epoch: int) -> bytes:
 
 
 def _serve(conn, parent_end) -> None:
-    """The render process: import WeasyPrint, wait for one page, send back its PDF or the error."""
+    """The render process: import WeasyPrint, wait for one page, send back its PDF or the error. It says
+    nothing of its own: when the review process has gone (killed, or stopped by Ctrl-C, which reaches the
+    whole process group; it ends this process itself), it exits quietly, without a traceback."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the review process's to handle
     parent_end.close()
     # A short-lived process: the cycle collector would walk every object copied from the parent (and copy
     # the pages it touches) for the few cycles an import leaves.
@@ -155,7 +160,13 @@ def _serve(conn, parent_end) -> None:
     except BaseException as exc:  # noqa: BLE001 - sent to the parent, which raises it
         reply = ("error", exc)
     try:
-        conn.send(reply)
-    except Exception:  # noqa: BLE001 - an error that cannot be pickled: its text
-        conn.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
-    conn.close()
+        try:
+            conn.send(reply)
+        except (OSError, EOFError):  # the review process is gone: no one to answer
+            return
+        except Exception:  # noqa: BLE001 - an error that cannot be pickled: its text
+            conn.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+    except (OSError, EOFError):
+        return
+    finally:
+        conn.close()

@@ -12,7 +12,6 @@ import datetime as _dt
 import hashlib
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,30 +96,13 @@ def sha256_file(path: str | Path) -> str:
 
 
 def git_state(files: list[Path]) -> str:
-    """``<revision> (clean)`` or ``<revision> (spec files modified)``, or ``not in git``.
+    """``<revision> (clean)`` or ``<revision> (spec files modified)``, or ``not in git``: judged on the spec
+    and those of its imports that are in its repository (``ccost.gitio.working_state``)."""
+    from ccost.gitio import working_state
 
-    "Dirty" is judged on the spec and its imports, not on the whole tree: the question a reviewer has is
-    whether the spec they read is the one at that revision.
-    """
-    if not files or shutil.which("git") is None:
+    if shutil.which("git") is None:
         return "not in git"
-    folder = files[0].resolve().parent
-
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True,
-                                  timeout=10, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    revision = git("rev-parse", "--short=12", "HEAD")
-    if revision is None:
-        return "not in git"
-    status = git("status", "--porcelain", "--", *[str(f.resolve()) for f in files])
-    if status is None:
-        return f"{revision} (dirty flag unknown)"
-    return f"{revision} ({'spec files modified' if status else 'clean'})"
+    return working_state(files)
 
 
 def collect(spec_path: str | Path, files: tuple[str, ...] | list[str], *, include_git: bool = True,

@@ -17,6 +17,7 @@ from functools import lru_cache
 import jinja2
 from markupsafe import Markup, escape
 
+from ccost.diagnostics import escape_controls
 from ccost.report.view import ReportView, SourceFile
 from ccost.resources import resource_dir
 
@@ -72,12 +73,25 @@ def _environment() -> jinja2.Environment:
         bytecode_cache=template_cache(),
         loader=jinja2.FileSystemLoader(str(resource_dir("templates"))),
         autoescape=True,
+        finalize=visible,
         undefined=jinja2.StrictUndefined,
         trim_blocks=False,
         lstrip_blocks=False,
         keep_trailing_newline=True,
         auto_reload=False,
     )
+
+
+def visible(value):
+    """Every value a template prints, with control characters (NUL, ESC, ...) and bidirectional overrides
+    (U+202E reverses what follows) written as escapes (``\\x00``, ``\\u202e``), as the terminal shows them
+    (``diagnostics.escape_controls``): a title or a spec line cannot hide or reorder text in the review.
+    Markup (the highlighted spec, the charts) keeps being markup."""
+    if isinstance(value, str):
+        shown = escape_controls(str(value))
+        if shown != value:
+            return Markup(shown) if isinstance(value, Markup) else shown
+    return value
 
 
 def render_html(view: ReportView, variant: str = "screen") -> str:

@@ -252,8 +252,8 @@ def _concat(parts: list[online.Sampled]) -> online.Sampled:
     first = parts[0]
     cat = lambda f: np.concatenate([np.atleast_1d(getattr(p, f)) for p in parts])  # noqa: E731
     return online.Sampled(first.tokens, np.concatenate([p.forward for p in parts]), first.pairs,
-                          np.concatenate([p.prompt for p in parts]), cat("dec0"), cat("dec_row"), cat("dec_ctx"),
-                          cat("per_seq"))
+                          np.concatenate([p.prompt for p in parts]), np.concatenate([p.dec_a for p in parts]),
+                          np.concatenate([p.dec_b for p in parts]), first.ctx_ref, cat("per_seq"))
 
 
 # ---------------------------------------------------------------------------------------------------

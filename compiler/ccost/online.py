@@ -58,9 +58,11 @@ from ccost.program import Priced, p2p
 Num = Any
 
 #: Points of the sampled grids: token rows of a step (1 … the budget, geometric) and prompt lengths S_eff
-#: of the prompts' attention (1 … the longest prompt with a chunk after it). 48 and 40 points put two
-#: neighbours within 25 % (token rows) and 35 % (S_eff) of each other.
-TOKEN_POINTS = 48
+#: of the prompts' attention (1 … the longest prompt with a chunk after it). 96 and 40 points put two
+#: neighbours within 9 % (token rows, to an 8,192 budget) and 35 % (S_eff) of each other; the measured
+#: kernel curves bend at their tables' points (Llama-3-70B TP=4 on H200: at 144 rows), which 48 points cut
+#: across by up to 1.4 % of a step, 96 by 0.5 % (tests/test_online.py).
+TOKEN_POINTS = 96
 PROMPT_POINTS = 40
 #: The decode attention's context sampled at (per row): far from zero, so its slope is not lost in rounding.
 CTX_SAMPLE = 1024.0
@@ -196,7 +198,7 @@ class Sampled:
     """ccost's step model sampled for ``ccost.simulate`` (its step-model protocol): for a step of R decoding
     rows of context C in all, P prompt tokens with Q (query, key) pairs in N prompts,
 
-        t = forward(R + P) + [R > 0]·(dec0 + dec_row·R + dec_ctx·C) + [Q > 0]·prompt(Q) + per_seq·(R + N)
+        t = forward(R + P) + [R > 0]·(dec_a(R) + dec_b(R)·(C − R·ctx_ref)) + [Q > 0]·prompt(Q) + per_seq·(R + N)
 
     with ``forward`` on the ``tokens`` grid and ``prompt`` on the ``pairs`` grid interpolated linearly
     (linear past their ends). Every part is ``step_program``'s, sampled (``sample``). Values of shape
@@ -207,17 +209,17 @@ class Sampled:
     forward: np.ndarray
     pairs: np.ndarray
     prompt: np.ndarray
-    dec0: Any
-    dec_row: Any
-    dec_ctx: Any
+    dec_a: np.ndarray  # decode attention of R rows at ctx_ref context each, on the tokens grid
+    dec_b: np.ndarray  # its time per context token beyond that, at R rows (the kernel curves bend with size)
+    ctx_ref: float
     per_seq: Any
     index: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.index is None and np.ndim(self.forward) == 1:
             object.__setattr__(self, "_lists", (self.tokens.tolist(), self.forward.tolist(), self.pairs.tolist(),
-                                                self.prompt.tolist(), float(self.dec0), float(self.dec_row),
-                                                float(self.dec_ctx), float(self.per_seq)))
+                                                self.prompt.tolist(), self.dec_a.tolist(), self.dec_b.tolist(),
+                                                float(self.ctx_ref), float(self.per_seq)))
         else:
             object.__setattr__(self, "_lists", None)
         object.__setattr__(self, "_rows", {})  # a decode-only step's time but for its context, by its rows
@@ -235,8 +237,8 @@ class Sampled:
         if np.ndim(self.forward) == 1:
             return replace(self, index=None)
         pick = lambda a: float(np.asarray(a).reshape(-1)[i]) if np.ndim(a) else float(a)  # noqa: E731
-        return Sampled(self.tokens, self.forward[i], self.pairs, self.prompt[i], pick(self.dec0),
-                       pick(self.dec_row), pick(self.dec_ctx), pick(self.per_seq))
+        return Sampled(self.tokens, self.forward[i], self.pairs, self.prompt[i], self.dec_a[i], self.dec_b[i],
+                       self.ctx_ref, pick(self.per_seq))
 
     def decode_line(self, rows: int) -> tuple[float, float] | None:
         """A decode-only step of ``rows`` rows as (base, per_ctx): t = base + per_ctx·context, what
@@ -245,11 +247,12 @@ class Sampled:
         L = self._lists
         if L is None or rows <= 0:
             return None
-        base = self._rows.get(rows)
-        if base is None:
-            tg, fv, _, _, d0, dr, _, ps = L
-            base = self._rows[rows] = _interp1(rows, tg, fv) + ps * rows + d0 + dr * rows
-        return base, L[6]
+        line = self._rows.get(rows)
+        if line is None:
+            tg, fv, _, _, da, db, cref, ps = L
+            b = _interp1(rows, tg, db)
+            line = self._rows[rows] = (_interp1(rows, tg, fv) + ps * rows + _interp1(rows, tg, da) - b * rows * cref, b)
+        return line
 
     def __call__(self, decode_rows, decode_context, prefill_tokens, prefill_pairs, prefill_seqs):
         L = self._lists
@@ -257,19 +260,17 @@ class Sampled:
                 and isinstance(prefill_tokens, (int, float)) and isinstance(prefill_seqs, (int, float)):
             # one configuration, the rows and prompts of plain numbers: the simulator's single steps (a float
             # context) and its stretches of decode steps (an array of contexts), in plain Python but for C
-            tg, fv, qg, pv, d0, dr, dc, ps = L
+            tg, fv, qg, pv, _, _, _, ps = L
             if not prefill_tokens and not prefill_pairs and not prefill_seqs and decode_rows > 0:
-                base = self._rows.get(decode_rows)  # the simulator's stretches of decode steps: same rows, again
-                if base is None:
-                    base = self._rows[decode_rows] = (_interp1(decode_rows, tg, fv) + ps * decode_rows + d0
-                                                      + dr * decode_rows)
-                return base + dc * decode_context
+                base, per_ctx = self.decode_line(decode_rows)  # the simulator's stretches: same rows, again
+                return base + per_ctx * decode_context
             t = _interp1(decode_rows + prefill_tokens, tg, fv) + ps * (decode_rows + prefill_seqs)
             if prefill_pairs > 0:
                 t += _interp1(prefill_pairs, qg, pv)
             if decode_rows > 0:
-                t += d0 + dr * decode_rows
-                return t + dc * decode_context
+                base, per_ctx = self.decode_line(decode_rows)
+                t += base - _interp1(decode_rows, tg, fv) - ps * decode_rows
+                return t + per_ctx * decode_context
             return t if isinstance(decode_context, (int, float)) else np.full(np.shape(decode_context), t)
         R = np.asarray(decode_rows, dtype=float)
         Cx = np.asarray(decode_context, dtype=float)
@@ -283,7 +284,9 @@ class Sampled:
             rows = np.broadcast_to(lay, shape)
             coef = lambda a: np.asarray(a)[lay] if np.ndim(a) else a  # noqa: E731
         t = _interp(T, self.tokens, self.forward, rows)
-        t = t + np.where(R > 0, coef(self.dec0) + coef(self.dec_row) * R + coef(self.dec_ctx) * Cx, 0.0)
+        Rb = np.broadcast_to(R, shape)
+        b = _interp(Rb, self.tokens, self.dec_b, rows)
+        t = t + np.where(R > 0, _interp(Rb, self.tokens, self.dec_a, rows) + b * (Cx - R * self.ctx_ref), 0.0)
         t = t + np.where(Q > 0, _interp(np.broadcast_to(Q, shape), self.pairs, self.prompt, rows), 0.0)
         return t + coef(self.per_seq) * (R + prefill_seqs)
 
@@ -318,16 +321,18 @@ def sample(prep: Prepared, max_tokens: float, max_prompt: float, **layouts) -> S
     _, mk0 = _combine(one, [(z, z, z, z, z)], host0)
     _, mk1 = _combine(one, [(z, z, z + 1.0, z, z)], host0)
     k = (arr(mk1.step) - arr(mk0.step)).reshape(-1)  # seconds of step per second of attention on a stage
-    # decode attention at (rows, context per row) = (1, c), (2, c), (1, 2c): linear in R and in C = R·ctx
+    # decode attention at every row count of the grid, at CTX_SAMPLE context per row and at twice that: its
+    # time at R rows and C context in all is a(R) + b(R)·(C − R·CTX_SAMPLE), exact at the grid's rows at both
+    # (the measured kernel curves' efficiency grows with a kernel's size, so neither R nor C is linear alone)
     sD, xD = prep.dec
-    B = np.array([1.0, 2.0, 1.0])
-    ctx = np.array([CTX_SAMPLE, CTX_SAMPLE, 2 * CTX_SAMPLE])
+    n = len(tg)
+    B = np.concatenate([tg, tg])
+    ctx = np.concatenate([np.full(n, CTX_SAMPLE), np.full(n, 2 * CTX_SAMPLE)])
     D = lower.lower(sD, lower.with_arrays(xD, B=B[None, :] if batched else B, ctx=ctx[None, :] if batched else ctx,
                                           **col))
-    td = np.broadcast_to(arr(_attention(D)[2]), (L, 3) if batched else (3,)).reshape(L, 3)
-    d_ctx = (td[:, 2] - td[:, 0]) / CTX_SAMPLE  # per context token (C: one row's extra context)
-    d_row = td[:, 1] - td[:, 0] - d_ctx * CTX_SAMPLE  # per row, beyond its context
-    d0 = td[:, 0] - d_row - d_ctx * CTX_SAMPLE
+    td = np.broadcast_to(arr(_attention(D)[2]), (L, 2 * n) if batched else (2 * n,)).reshape(L, 2 * n)
+    d_a = td[:, :n]
+    d_b = (td[:, n:] - d_a) / (tg * CTX_SAMPLE)  # per context token at R rows
     # the prompts' attention on the S_eff grid, as pairs Q = S(S + 1)/2
     sP, xP = prep.pre
     S_ = sg[None, :] if batched else sg
@@ -338,9 +343,8 @@ def sample(prep: Prepared, max_tokens: float, max_prompt: float, **layouts) -> S
     per_seq = np.broadcast_to(arr(per_seq), (L,)).copy() if batched else float(per_seq)
     pairs = sg * (sg + 1) / 2
     if batched:
-        return Sampled(tg, fwd, pairs, tp * k[:, None], d0 * k, d_row * k, d_ctx * k, per_seq)
-    return Sampled(tg, fwd, pairs, np.asarray(tp * k[0]), float(d0[0] * k[0]), float(d_row[0] * k[0]),
-                   float(d_ctx[0] * k[0]), per_seq)
+        return Sampled(tg, fwd, pairs, tp * k[:, None], d_a * k[:, None], d_b * k[:, None], CTX_SAMPLE, per_seq)
+    return Sampled(tg, fwd, pairs, np.asarray(tp * k[0]), d_a[0] * k[0], d_b[0] * k[0], CTX_SAMPLE, per_seq)
 
 
 def kv_capacity(prep: Prepared, **layouts):

@@ -12,7 +12,10 @@ three options does that:
 (a) the event-jumping simulator (``ccost.simulate.simulate``), per simulation;
 (b) a lockstep simulator vectorised over many configurations with numpy (a prototype here, for the
     measurement only: fixed lengths, the mixed policy, no KV limit);
-(c) the analytic screening (``ccost.simulate.screen``), all fleets in one call.
+(c) the analytic screening (``ccost.simulate.screen``), all fleets in one call;
+(d) the capacity search end to end (``ccost.capacity``): the specs/sla-*.ccost examples, each evaluated
+    whole (check + plan + search, the 2 s budget of one capacity question), and the 70B search widened past 10,000
+    candidate fleets — every fleet screened with its tails, the cheapest confirmed by simulation.
 """
 
 from __future__ import annotations
@@ -268,6 +271,61 @@ def bench_numba() -> None:
           "and compiles longer")
 
 
+#: The 70B example's search widened past 10,000 fleets (more engine limits and worker mixes).
+WIDE = """
+search wide "The 70B question over a wider space" {
+  base            = chat_tp4
+  tp              = [1, 2, 4, 8]
+  pp              = [1, 2]
+  max_seqs        = [16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 384, 512]
+  step_tokens     = [512, 1024, 2048, 4096, 8192, 16384]
+  prefill_workers = [0, 1, 2, 3, 4, 5, 6]
+  decode_workers  = [1, 2, 3, 4]
+  prefill_tp      = [1, 2, 4, 8]
+  max_gpus        = 16
+}
+"""
+
+
+def bench_capacity(repeat: int) -> None:
+    from ccost import check, evaluate
+
+    print("(d) capacity search end to end (CPU s of check + evaluate; the CLI adds ~0.5 s of imports)")
+    specs = sorted((ROOT / "specs").glob("sla-*.ccost"))
+    for path in specs:
+        def run(p=path):
+            spec, _ = check.load_spec(str(p))
+            return evaluate.evaluate(spec)
+        t, res = cpu(run, repeat)
+        for name, s in res.searches.items():
+            ch = s.get("chosen") or {}
+            print(f"  {path.name:28s}: {t:.2f} s; {s['candidates']:,} fleets screened, {s['simulations']} simulated; "
+                  f"chosen {ch.get('gpus', '—')} GPUs ({ch.get('mode', 'none')})")
+    wide = ROOT / "specs" / "sla-llama70b-h200.ccost"
+    if wide.exists():
+        from ccost import capacity, check
+
+        text = wide.read_text(encoding="utf-8") + WIDE
+        spec, _ = check.check_text(text, str(wide)).spec, None  # the example with the wide search added
+        sr = spec.searches["wide"]
+        t, doc = cpu(lambda: capacity.run(sr, spec.policy), repeat)
+        n = doc["candidates"]
+        # the screening alone: every candidate fleet's TTFT/TPOT/E2E at p50 and p99 (what "fleets with their
+        # tails" means); the rest of the search is the per-layout rates, the simulations and the document
+        st = capacity.settings(sr, spec.policy)
+        lengths = capacity.sim.LengthSample.of(capacity.online.demand(sr.base.traffic))
+        sp = capacity.space(sr, spec.policy, lengths)
+        job = capacity.Job(sr, sp, lengths, st["rate"], sr.base.traffic.burstiness ** 2, st["slo"], (50.0, 99.0),
+                           capacity._prompt_per_step(sp.layouts.step, float(max(sp.cols["step_tokens"]))),
+                           tuple(capacity.S.vary(sr.base, cluster=c) for c in sp.clusters), spec.policy)
+        units = [(a, min(sp.size, a + capacity.CHUNK)) for a in range(0, sp.size, capacity.CHUNK)]
+        ts, _ = cpu(lambda: capacity.screen_units(job, units), repeat)
+        print(f"  70B widened          : {n:,} candidate fleets; screened with their tails in {ts:.2f} s "
+              f"({n / ts:,.0f} fleets/s); the whole search {t:.2f} s ({n / t:,.0f} fleets/s: + each layout's "
+              f"highest rate, {doc['simulations']} simulations); chosen {doc['chosen']['gpus']} GPUs "
+              f"({doc['chosen']['mode']})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -279,6 +337,7 @@ def main() -> None:
     bench_simulator(args.repeat)
     bench_lockstep(args.repeat)
     bench_screen(args.repeat)
+    bench_capacity(args.repeat)
     if args.validate:
         validate()
     if args.numba:

@@ -99,7 +99,7 @@ def test_every_phase_has_one_record_and_its_functions():
         assert (kind.section is not None) == (ph.record is not None), name
         assert set(kind.sweep_keys) <= {f.name for f in kind.section_fields}, name
         assert set(kind.diff_keys) <= {f.name for f in kind.section_fields}, name
-        assert kind.rows in ("batch", "concurrency") and set(kind.seq_feeds) <= {"S", "ctx"}, name
+        assert kind.rows in ("batch", "concurrency", "max_seqs") and set(kind.seq_feeds) <= {"S", "ctx"}, name
         assert kind.token_kind in ("output", "input", "training"), name
 
 

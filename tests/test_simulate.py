@@ -443,6 +443,9 @@ def test_highest_rate_brackets_a_threshold():
     assert s.rate <= 7.3 < s.above and s.above / s.rate - 1 <= 0.01
     assert highest_rate(lambda r: r <= 0.01, start=4.0).rate <= 0.01
     assert highest_rate(lambda r: False, start=4.0).rate == 0.0
+    # out of evaluations before any rate met it: none found, no division by the zero lower bound
+    s = highest_rate(lambda r: False, start=4.0, max_evals=3)
+    assert (s.rate, s.above, len(s.tried)) == (0.0, 1.0, 3)
 
 
 def test_sustainable_rate_meets_the_slo_and_the_next_rate_does_not():

@@ -122,6 +122,29 @@ def test_batched_screen_equals_one_configuration_at_a_time():
                     assert getattr(sk, m)[key][0] == pytest.approx(getattr(all3, m)[key][k], rel=1e-9)
 
 
+def test_a_small_budget_beside_a_large_one_does_not_change_the_large_ones_figures():
+    """A 64-token budget cuts a 6,000-token prompt into ~94 chunks, more than MAX_CHUNKS, so its positions
+    are sampled; that sampling is the configuration's own. (It was the batch's: the 8,192-token budget's
+    single chunk was weighted as 94/64 chunks, and in the Llama-3.1-70B capacity search a 512-token
+    step_tokens beside 8,192 made every 8,192-token fleet unstable.)"""
+    d = Demand(Arrivals.poisson(1), Length.lognormal(1200, cv=0.7, max=6000), Length.fixed(200))
+    L = LengthSample.of(d)
+    step = Roofline(weights=np.full(2, 0.01), kv_read=np.full(2, 2e-7), flop_token=np.full(2, 2e-5),
+                    host=np.full(2, 1e-3))
+    rates, caps, budgets = np.array([1.0, 1.0]), np.array([64, 64]), np.array([64, 8192])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        both = screen(rates, L, step, max_seqs=caps, max_batched_tokens=budgets, prompt_per_step=500.0)
+        for k in range(2):
+            one = Roofline(**{f: np.broadcast_to(getattr(step, f), (2,))[k:k + 1] for f in FIELDS})
+            sk = screen(rates[k:k + 1], L, one, max_seqs=caps[k], max_batched_tokens=budgets[k],
+                        prompt_per_step=500.0)
+            assert bool(sk.stable[0]) == bool(both.stable[k])
+            for m in ("ttft", "tpot", "e2e"):
+                for key in ("mean", "p50", "p99"):
+                    assert getattr(sk, m)[key][0] == pytest.approx(getattr(both, m)[key][k], rel=1e-9, nan_ok=True)
+
+
 def test_screen_rate_is_where_the_screen_stops_meeting_the_slo():
     d, e = CASES["fixed 1024/256, vLLM order"]
     slo = Slo(ttft=0.2, tpot=0.025)

@@ -466,6 +466,11 @@ def _judge_9(k: _Ctx) -> Verdict:
     eff, least, n = finite(k.m.efficiency), k.policy.min_efficiency, k.plan.gpus
     if n == 1:
         return "n/a", eff, least, "One GPU: nothing to scale."
+    if phase_kind(k.plan.phase).ranked_by_objective:
+        speedup = units.format_quantity(finite(k.m.speedup) or 0, units.DIMENSIONLESS, 3)
+        return ("n/a", eff, least, f"Efficiency {_p(eff)} on {n} GPUs (speedup {speedup}× over one GPU running the "
+                "same step), shown, not judged: a serving plan buys latency and memory with its GPUs and is "
+                "judged by its cost per token and its latencies, so min_efficiency does not apply.")
     if eff is not None and eff < least:
         return ("fail", eff, least, f"Efficiency {_p(eff)} on {n} GPUs is below {_p(least)}: use a "
                 "smaller N per replica and data parallelism for throughput.")
@@ -596,20 +601,33 @@ def _thr_key(thr: float) -> str:
     return f"{thr:g}"
 
 
-#: compare `by` → (document key, higher is better, how to print)
+#: compare `by` → (document key, a dotted path into the plan's document; higher is better; how to print)
 COMPARE_METRICS = {
     "latency": ("latency_s", False, "per-step latency"),
     "throughput": ("throughput_tokens_s", True, "throughput"),
     "overhead": ("overhead", False, "communication overhead"),
     "efficiency": ("efficiency", True, "efficiency"),
+    "cost_per_token": ("cost.cost_per_mtok_usd", False, "cost per million tokens"),
+    "throughput_per_gpu": ("throughput_per_gpu", True, "throughput per GPU"),
 }
+
+
+def compare_value(by: str, doc: dict):
+    """A plan document's value of the compare measure ``by`` (None where it has none: not priced)."""
+    v: Any = doc
+    for part in COMPARE_METRICS[by][0].split("."):
+        v = v.get(part) if isinstance(v, dict) else None
+    return v
 
 
 def _fmt_metric(by: str, v: float) -> str:
     if by == "latency":
         return units.format_quantity(v, units.TIME)
-    if by == "throughput":
-        return units.format_quantity(v, units.DIMENSIONLESS) + " tokens/s"
+    if by in ("throughput", "throughput_per_gpu"):
+        return units.format_quantity(v, units.DIMENSIONLESS) + " tokens/s" + (" per GPU" if by.endswith("gpu")
+                                                                               else "")
+    if by == "cost_per_token":
+        return units.format_quantity(v, units.MONEY)
     return units.format_percent(v)
 
 
@@ -638,7 +656,7 @@ def rank(compare_by: str, plans: dict[str, dict]) -> tuple[list[str], str]:
     key, higher, label = COMPARE_METRICS[compare_by]
 
     def metric(name: str) -> float:
-        v = plans[name].get(key)
+        v = compare_value(compare_by, plans[name])
         if v is None:
             return -math.inf if higher else math.inf
         return v

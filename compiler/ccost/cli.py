@@ -20,6 +20,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "check": ("ccost.commands.check", "parse and check specs; with --policy, also gate on the policy"),
     "eval": ("ccost.commands.eval", "evaluate plans, sweeps, comparisons and searches"),
     "explain": ("ccost.commands.explain", "derive every number of one plan, formula -> values -> result"),
+    "export": ("ccost.commands.export", "print the engine launch settings and a benchmark command for a serving "
+               "plan's fleet"),
     "report": ("ccost.commands.report", "write the design review (HTML, PDF) and a YAML of the results"),
     "fmt": ("ccost.commands.fmt", "rewrite specs in canonical form, comments kept"),
     "diff": ("ccost.commands.diff", "what a change to a spec did to its inputs and results"),

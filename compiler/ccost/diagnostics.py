@@ -96,6 +96,7 @@ CODES: dict[str, str] = {
     "E511": "`ccost init`: the file to write already exists or cannot be written",
     "E512": "an optional part of ccost (an extra: `lsp`, `distributed`) is not installed; the help gives the command",
     "E513": "a search's worker processes or Dask cluster failed (scheduler unreachable, worker died)",
+    "E514": "`ccost export`: no online plan or capacity search to export, or its search finds no fleet",
     "W301": "tensor-parallel group leaves the NVLink domain",
     "W302": "tensor parallelism does not divide kv_heads",
     "W303": "pipeline parallelism does not divide layers",

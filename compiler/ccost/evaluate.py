@@ -397,20 +397,48 @@ def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
         kind = phase_kind(plan.phase)
         if kind.sweep_keys:  # a serve plan's request figures (ccost.serve): what a concurrency sweep is for
             point.update({k: d[kind.section][k] for k in kind.sweep_keys})
+        if kind.ranked_by_objective:  # what a serving sweep's optimum is chosen by (``serving_optimum``)
+            point.update({"throughput_per_gpu": d["throughput_per_gpu"],
+                          "cost_per_mtok_usd": d["cost"]["cost_per_mtok_usd"],
+                          "meets_policy": not any(i["status"] == "fail" for i in r.checklist)})
+            point.update({k: d[kind.section][k] for _, k in kind.latency_keys})
         points.append(point)
-    if GPU_AXES & set(names):
-        t_opt, c_opt = analysis.optima(points, names, policy)
+    doc = {"title": sw.title or sw.name, "field": names, "points": points}
+    if phase_kind(sw.base.phase).ranked_by_objective:  # a serving plan: by the objective, never by efficiency
+        objective = serving_objective(sw)
+        best, value = serving_optimum(points, names, objective, phase_kind(sw.base.phase))
+        doc.update({"time_optimal": None, "cost_optimal": {}, "objective": objective, "optimum": best,
+                    "optimum_value": value})
+    elif GPU_AXES & set(names):
+        doc["time_optimal"], doc["cost_optimal"] = analysis.optima(points, names, policy)
     else:  # the fastest overlap or model is no "optimum" to act on: the table is the answer
-        t_opt, c_opt = None, {}
-    doc = {
-        "title": sw.title or sw.name,
-        "field": names,
-        "points": points,
-        "time_optimal": t_opt,
-        "cost_optimal": c_opt,
-        "continuous_optimum": continuous_optimum(sw),
-    }
+        doc["time_optimal"], doc["cost_optimal"] = None, {}
+    doc["continuous_optimum"] = continuous_optimum(sw)
     return doc
+
+
+def serving_objective(sw: S.Sweep) -> str:
+    """What picks a serving sweep's optimum: its ``objective``, else the cost per million tokens when every
+    point's cluster is priced (the swept clusters, or the base's), else tokens/s per GPU."""
+    if sw.objective:
+        return sw.objective
+    clusters = dict(sw.fields).get("cluster") or (sw.base.cluster,)
+    return "cost_per_token" if all(c is not None and c.priced for c in clusters) else "throughput_per_gpu"
+
+
+def serving_optimum(points: list[dict], names: list[str], objective: str, kind) -> tuple[dict | None, float | None]:
+    """The point of a serving sweep that is best by ``objective`` among those that were evaluated, fit
+    memory and meet the policy (no failed checklist item); ties go to the first in sweep order. (The point's
+    varied fields, its value), or (None, None) when no point qualifies."""
+    key = {"cost_per_token": "cost_per_mtok_usd", "throughput_per_gpu": "throughput_per_gpu",
+           **dict(kind.latency_keys)}[objective]
+    sign = -1.0 if objective == "throughput_per_gpu" else 1.0
+    ok = [p for p in points if not p.get("error") and p.get("fits_memory") and p.get("meets_policy")
+          and p.get(key) is not None]
+    if not ok:
+        return None, None
+    best = min(ok, key=lambda p: sign * p[key])  # min keeps the first of equal values
+    return {k: best[k] for k in names}, best[key]
 
 
 def continuous_optimum(sw: S.Sweep) -> float | None:
@@ -433,13 +461,12 @@ def continuous_optimum(sw: S.Sweep) -> float | None:
 def compare_document(cmp: S.Compare, plan_docs: dict[str, dict]) -> dict:
     """A comparison: the plans ranked by ``by``, the recommendation with its reason and margin."""
     order, text = analysis.rank(cmp.by, plan_docs)
-    key = analysis.COMPARE_METRICS[cmp.by][0]
     return {
         "title": cmp.title or cmp.name,
         "by": cmp.by,
         "ranking": order,
         "recommendation": text,
-        "values": {n: plan_docs[n].get(key) for n in order},
+        "values": {n: analysis.compare_value(cmp.by, plan_docs[n]) for n in order},
     }
 
 

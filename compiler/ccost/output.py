@@ -360,6 +360,14 @@ def sweep_text(name: str, s: dict) -> str:
     for thr, pt in (s.get("cost_optimal") or {}).items():
         label = _point_label(pt, fields) if pt else "none reaches it"
         out.append(f"  cost-optimal at efficiency ≥ {fmt_pct(float(thr))}: {label}")
+    if s.get("objective"):  # a serving plan's sweep: the best point by its objective, never by efficiency
+        best = s.get("optimum")
+        value = s.get("optimum_value")
+        shown = (fmt_num(value, 4) + (" USD per million tokens" if s["objective"] == "cost_per_token" else
+                                      " tokens/s per GPU" if s["objective"] == "throughput_per_gpu" else "")
+                 if s["objective"] in ("cost_per_token", "throughput_per_gpu") else fmt_time(value))
+        out.append(f"  best by {s['objective']} among the points that fit memory and meet the policy: "
+                   + (f"{_point_label(best, fields)} ({shown})" if best else "none"))
     if s.get("continuous_optimum") is not None:
         out.append(f"  continuous optimum N* = W·ln2/(2·α·c·L·BW) = {fmt_num(s['continuous_optimum'], 4)}")
     return "\n".join(out)
@@ -373,7 +381,9 @@ def compare_text(name: str, c: dict, plans: dict | None = None) -> str:
     out = [f"compare {name}" + (f" — {c['title']}" if c.get("title") else "") + f" (by {c['by']})"]
     values = c.get("values") or {}
     fmt = {"latency": fmt_time, "overhead": fmt_pct, "efficiency": fmt_pct,
-           "throughput": lambda v: "—" if v is None else f"{fmt_num(v, 4)} tokens/s"}.get(c["by"], fmt_num)
+           "throughput": lambda v: "—" if v is None else f"{fmt_num(v, 4)} tokens/s",
+           "throughput_per_gpu": lambda v: "—" if v is None else f"{fmt_num(v, 4)} tokens/s per GPU",
+           "cost_per_token": lambda v: "—" if v is None else f"{fmt_num(v, 4)} USD/Mtok"}.get(c["by"], fmt_num)
     width = max((len(p) for p in c["ranking"]), default=0)
     for i, plan in enumerate(c["ranking"], 1):
         shown = f"  {fmt(values[plan])}" if plan in values else ""
@@ -408,6 +418,66 @@ SEARCH_TEXT_METRICS = ("gpus", "latency_s", "step_time_s", "throughput_per_gpu",
 SEARCH_TARGET_COLUMNS = ("batch", "time_to_train_s", "goodput", "train_cost_usd")
 
 
+def capacity_text(name: str, s: dict) -> str:
+    """A capacity search (``ccost.capacity``) as readable text: what it sized for, the fleets it chose
+    (simulated), N+1, each layout's highest rate per replica and the Pareto front (screened)."""
+    out = [f"search {name}" + (f" — {s['title']}" if s.get("title") and s["title"] != name else "")]
+    limits = ", ".join(f"{lab} ≤ {fmt_time(s[k])}" for k, lab in (("max_ttft_s", "TTFT"), ("max_tpot_s", "TPOT"),
+                                                                   ("max_e2e_s", "E2E")) if s.get(k) is not None)
+    if s.get("min_slo_goodput") is not None:
+        limits += (", " if limits else "") + f"goodput ≥ {fmt_pct(s['min_slo_goodput'])}"
+    out.append(f"  capacity search on base plan {s['base']}: traffic {s['traffic']} sized at "
+               f"{fmt_num(s['sized_rate_per_s'], 4)} requests/s (peak {fmt_num(s['peak_rate_per_s'], 4)} × (1 + "
+               f"{fmt_pct(s['headroom'])} headroom)); SLOs at {s['slo_percentile']}: {limits or 'none (stability only)'}")
+    out.append(f"  {s['candidates']:,} fleets screened ({s['stable']:,} keep up, {s['meeting']:,} within the SLOs); "
+               f"{s['simulations']:,} simulated, {s['screen_disagreements']:,} with a verdict other than the screen's; "
+               f"objective {s['objective']}")
+    if s.get("dropped"):
+        out.append("  left out before screening: " + ", ".join(f"{k} {v:,}" for k, v in s["dropped"].items()))
+
+    def fleet(r):
+        w = (f"{r['prefill_workers']}×tp{r['prefill_tp']} + {r['decode_workers']}×tp{r['tp']}" if r["prefill_workers"]
+             else f"tp{r['tp']}")
+        return [r["cluster"], r["mode"], w + (f" pp{r['pp']}" if r["pp"] > 1 else "") + (f" ep{r['ep']}" if r["ep"] > 1
+                                                                                           else ""),
+                f"{r['dp']:,}", f"{r['max_seqs']:,}", f"{r['step_tokens']:,}", f"{r['gpus']:,}",
+                fmt_num(r.get("cost_per_month_usd"), 6)]
+
+    def lat(r, src):
+        f = r.get(src) or {}
+        return [fmt_time(f.get(k)) for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")]
+
+    head = ["cluster", "mode", "workers", "replicas", "max_seqs", "step_tokens", "GPUs", "USD/month",
+            "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99"]
+    rows = []
+    for key, label in (("chosen", "chosen"), ("aggregated", "best aggregated"), ("disaggregated",
+                                                                                  "best disaggregated")):
+        r = s.get(key)
+        rows.append([label, *(fleet(r) + lat(r, "simulated") if r else ["none meets the SLOs"] + [""] * 11)])
+    n1 = s.get("n_plus_1")
+    if n1:
+        rows.append(["N+1", *fleet(n1), *lat(n1["one_down"], "simulated")])
+    out += ["", "  fleets (latencies simulated at the sized rate; N+1's with one replica down):",
+            _indent(table(["", *head], rows, "lllrrrrrrrrr" + "r"))]
+    if s.get("layouts"):
+        lrows = [[p["cluster"], p["mode"], (f"{p['prefill_workers']}×tp{p['prefill_tp']} + {p['decode_workers']}×tp"
+                  f"{p['tp']}" if p["prefill_workers"] else f"tp{p['tp']}") + (f" pp{p['pp']}" if p["pp"] > 1 else "")
+                  + (f" ep{p['ep']}" if p["ep"] > 1 else ""), f"{p['gpus']:,}",
+                  fmt_num(p["highest_rate_per_s"], 4), "—" if p["replicas_for_rate"] is None
+                  else f"{p['replicas_for_rate']:,}"] for p in s["layouts"]]
+        out += ["", "  the highest rate one replica carries within the SLOs (screened), and the replicas the sized "
+                    "rate needs:",
+                _indent(table(["cluster", "mode", "workers", "GPUs", "requests/s", "replicas"], lrows, "lllrrr"))]
+    front = s.get("pareto") or []
+    if front:
+        shown = front if len(front) <= TEXT_FRONT else [front[round(i * (len(front) - 1) / (TEXT_FRONT - 1))]
+                                                        for i in range(TEXT_FRONT)]
+        frows = [[*fleet(r), fmt_time(r["screened"]["e2e_p99_s"])] for r in shown]
+        out += ["", f"  Pareto front, cost against the p99 request latency (screened), {len(front):,} fleets:",
+                _indent(table([*head[:8], "E2E p99"], frows, "lllrrrrrr"))]
+    return "\n".join(out)
+
+
 def search_columns_note() -> str:
     """What a search table's two times are, in the results' own words (``results.KEYS``), for the tables
     that print them side by side: ``latency`` is one pass of the batch through every stage, ``pipelined
@@ -422,6 +492,8 @@ def search_columns_note() -> str:
 
 def search_text(name: str, s: dict) -> str:
     """One search of the results document as readable text: size, constraints, top layouts, Pareto front."""
+    if s.get("kind") == "capacity":
+        return capacity_text(name, s)
     axes = list(s["axes"])
     out = [f"search {name}" + (f" — {s['title']}" if s.get("title") and s["title"] != name else "")]
     out.append(f"  base plan {s['base']}; {s['points']:,} points ("

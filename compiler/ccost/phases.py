@@ -4,7 +4,8 @@
 reads, its default stack, token kind, document section, search support and ``ccost init`` defaults, which
 the checker and the schema read too) with the functions of its cost model: decode and prefill are
 ``ccost.lower`` then ``ccost.analysis``; a training step is ``ccost.training``'s (per micro-batch,
-schedules, activations); serve is ``ccost.serve``'s, several of ``lower``'s steps combined. This module
+schedules, activations); serve is ``ccost.serve``'s, several of ``lower``'s steps combined; online is
+``ccost.online``'s, an engine simulated with ``lower``'s steps sampled. This module
 sits above all of them, so none imports another's phase: evaluate, search, calibrate, economics and the
 writers look a phase up here (or, below this layer, in the schema) instead of testing its name.
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ccost import analysis, serve, training
+from ccost import analysis, online, serve, training
 from ccost import lower as LW
 from ccost import spec as S
 from ccost.program import Priced, Program
@@ -71,6 +72,8 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
     _one_step("train", training.lower_train, training.analyse_train, training.explain_groups, training.record),
     Phase(KINDS["serve"], serve.price, serve.explain_groups, record=serve.record, note=serve.review_note,
           not_modelled=serve.NOT_MODELLED),
+    Phase(KINDS["online"], online.price, online.explain_groups, record=online.record, note=online.review_note,
+          not_modelled=online.NOT_MODELLED),
 )}
 assert tuple(PHASES) == tuple(KINDS), "every phase of ccost.schema.PHASE_KINDS has its functions here"
 

@@ -350,6 +350,22 @@ def _keys() -> list[Key]:
           for phase in PHASE_KINDS for f in phase.sweep_fields],
         K("sweeps.<sweep>.points[].error", "string", "text", "why the point could not be evaluated (then its "
           "numbers are absent)", optional=True),
+        # a serving plan's sweep (a phase that is ``ranked_by_objective``): what its optimum is chosen by
+        *_metrics("sweeps.<sweep>.points[]", ("throughput_per_gpu",), optional=True, normative=False),
+        K("sweeps.<sweep>.points[].cost_per_mtok_usd", "number|null", "USD", "serving plans: cost per million "
+          "tokens at the plan's load (null: not priced)", "USD/Mtok", optional=True),
+        K("sweeps.<sweep>.points[].meets_policy", "boolean", "", "serving plans: no checklist item fails (what "
+          "the optimum is chosen among)", "meets the policy", optional=True),
+        *[K(f"sweeps.<sweep>.points[].{k}", NUM, "s", f"{phase.name} plans: {obj}: its {k}", optional=True)
+          for phase in PHASE_KINDS for obj, k in phase.latency_keys
+          if k not in {f.name for f in phase.sweep_fields}],
+        K("sweeps.<sweep>.objective", "string", "text", "serving plans: what picked the optimum "
+          "(cost_per_token, throughput_per_gpu, latency, ttft, tpot)", optional=True),
+        K("sweeps.<sweep>.optimum", "object|null", "", "serving plans: the best point by the objective among "
+          "those that fit memory and meet the policy (null: none does)", "optimum", optional=True),
+        K("sweeps.<sweep>.optimum.<field>", "any", "field's", "its value of a varied field", optional=True),
+        K("sweeps.<sweep>.optimum_value", NUM, "objective's", "the optimum's value of the objective",
+          optional=True),
         K("sweeps.<sweep>.time_optimal", "object|null", "", "the fastest point that fits memory; only for "
           "sweeps that vary a GPU count (tp, pp, ep or dp), else null", "time-optimal point", optional=True,
           normative=True),
@@ -453,8 +469,161 @@ def _keys() -> list[Key]:
               "(the plan's `cost.cost_per_mtok_usd`); only when the cluster is priced", optional=True),
             *_target_record_keys(rec),
         ]
+    keys += _capacity_keys(K)
     # byte sizes and integer keys are whole: written as integers whatever their float value
     return [replace(k, integral=True) if k.unit == "B" or k.type.startswith("integer") else k for k in keys]
+
+
+#: The latencies of a fleet a capacity search screened or simulated: (key, meaning, label).
+_FLEET_LATENCIES = tuple((f"{m}_{q}_s", f"{what}, {q} at the sized rate", f"{lab} {q}")
+                         for m, what, lab in (("ttft", "time to first token", "TTFT"),
+                                              ("tpot", "time per output token", "TPOT"),
+                                              ("e2e", "request latency", "E2E"))
+                         for q in ("p50", "p99"))
+#: Where a capacity search lists fleets (each a fleet record, ``_fleet_keys``).
+FLEET_RECORDS = ("chosen", "aggregated", "disaggregated", "n_plus_1", "n_plus_1.one_down", "confirmations[]",
+                 "pareto[]", "fleets[]", "growth.fleet", "growth.same_layout")
+
+
+def _capacity_keys(K) -> list[Key]:
+    """The document of a capacity search (``ccost.capacity``: a search whose base is an online plan)."""
+    S_ = "searches.<search>"
+    keys = [
+        K(f"{S_}.kind", "string", "text", "`capacity`: a search for the fleet that carries the base's traffic "
+          "within the SLOs (absent: a layout search)", optional=True),
+        K(f"{S_}.traffic", "string", "text", "capacity: the traffic the fleet is sized for", optional=True),
+        K(f"{S_}.rate_per_s", NUM, "1/s", "capacity: the traffic's mean rate", optional=True),
+        K(f"{S_}.peak_rate_per_s", NUM, "1/s", "capacity: the traffic's peak rate", optional=True),
+        K(f"{S_}.headroom", "number", "fraction", "capacity: the share above the peak the fleet is sized for",
+          optional=True),
+        K(f"{S_}.sized_rate_per_s", "number", "1/s", "capacity: peak × (1 + headroom), the rate every fleet is "
+          "screened and simulated at", optional=True, label="sized rate"),
+        K(f"{S_}.slo_percentile", "string", "text", "capacity: the percentile the SLOs hold at", optional=True),
+        K(f"{S_}.max_ttft_s", NUM, "s", "capacity: the policy's TTFT limit (null: none)", optional=True),
+        K(f"{S_}.max_tpot_s", NUM, "s", "capacity: the policy's TPOT limit (null: none)", optional=True),
+        K(f"{S_}.max_e2e_s", NUM, "s", "capacity: the policy's request-latency limit (null: none)", optional=True),
+        K(f"{S_}.min_slo_goodput", NUM, "fraction", "capacity: the policy's SLO goodput share (null: none)",
+          optional=True),
+        K(f"{S_}.candidates", "integer", "count", "capacity: fleets screened (every combination that can run)",
+          optional=True),
+        K(f"{S_}.dropped", "object", "", "capacity: combinations left out before screening, by reason",
+          optional=True),
+        K(f"{S_}.dropped.<reason>", "integer", "count", "layout_rules, kv_cache (an engine cannot hold the "
+          "longest request beside its weights), max_gpus, budget_below_max_seqs", optional=True),
+        K(f"{S_}.stable", "integer", "count", "capacity: fleets the screen finds keeping up at the sized rate",
+          optional=True),
+        K(f"{S_}.meeting", "integer", "count", "capacity: fleets the screen finds within every SLO limit",
+          optional=True),
+        K(f"{S_}.simulations", "integer", "count", "capacity: fleets simulated to confirm the screen",
+          optional=True),
+        K(f"{S_}.screen_disagreements", "integer", "count", "capacity: simulated fleets whose verdict differs "
+          "from the screen's", optional=True),
+        K(f"{S_}.method", "string", "text", "capacity: how the figures were obtained", optional=True),
+        K(f"{S_}.chosen", "object|null", "", "capacity: the fleet to buy: the better of the aggregated and "
+          "the disaggregated pick by the objective, confirmed by simulation (null: none meets the SLOs)",
+          optional=True),
+        K(f"{S_}.aggregated", "object|null", "", "capacity: the best aggregated fleet confirmed by simulation",
+          optional=True),
+        K(f"{S_}.disaggregated", "object|null", "", "capacity: the best disaggregated fleet confirmed by "
+          "simulation", optional=True),
+        K(f"{S_}.n_plus_1", "object|null", "", "capacity: the cheapest fleet that meets the SLOs with one "
+          "replica down (its one-down fleet simulated)", optional=True),
+        K(f"{S_}.n_plus_1.one_down", "object", "", "the same fleet with one replica fewer, simulated",
+          optional=True),
+        K(f"{S_}.confirmations", "array", "", "capacity: every fleet simulated, in the order simulated",
+          optional=True),
+        K(f"{S_}.fleets", "array", "", "capacity: the best fleets the screen finds within the SLOs, by the "
+          "objective", optional=True),
+        K(f"{S_}.layouts", "array", "", "capacity: per engine layout (aggregated) or worker mix "
+          "(disaggregated), the highest rate one replica carries within the SLOs (screened)", optional=True),
+        K(f"{S_}.layouts[]", "object", "", "one layout", optional=True),
+        *[K(f"{S_}.layouts[].{n}", t, u, m, optional=True) for n, t, u, m in (
+            ("cluster", "string", "text", "the cluster"), ("tp", "integer", "count", "tensor-parallel degree"),
+            ("pp", "integer", "count", "pipeline stages"), ("ep", "integer", "count", "expert-parallel degree"),
+            ("mode", "string", "text", "`aggregated` or `disaggregated`"),
+            ("prefill_workers", "integer", "count", "prefill workers of a replica (0: aggregated)"),
+            ("decode_workers", "integer", "count", "decode workers of a replica (0: aggregated)"),
+            ("prefill_tp", "integer", "count", "the prefill workers' tp (0: aggregated)"),
+            ("gpus", "integer", "count", "GPUs of one replica"),
+            ("max_seqs", "integer", "count", "the max_seqs that carries the most"),
+            ("step_tokens", "integer", "count", "the step_tokens that carries the most"),
+            ("highest_rate_per_s", NUM, "1/s", "the highest rate one replica carries within the SLOs "
+             "(screened)"),
+            ("replicas_for_rate", "integer|null", "count", "replicas the sized rate needs at that rate each"))],
+    ]
+    keys += [K(f"{S_}.growth", "object|null", "", "capacity: what the traffic grown by `factor` would need "
+               "(screened, every candidate again)", optional=True),
+             K(f"{S_}.growth.factor", "number", "fraction", "the growth: 1.5", optional=True),
+             K(f"{S_}.growth.rate_per_s", "number", "1/s", "the sized rate × factor", optional=True),
+             K(f"{S_}.growth.fleet", "object|null", "", "the cheapest fleet that carries it (null: none in the "
+               "search)", optional=True),
+             K(f"{S_}.growth.same_layout", "object|null", "", "the chosen fleet's layout and engine limits with the "
+               "fewest replicas that carry it (null: none in the search)", optional=True)]
+    for rec in FLEET_RECORDS:
+        p = f"{S_}.{rec}"
+        if rec.endswith("[]"):
+            keys.append(K(p, "object", "", "a fleet record (a layout record in a layout search's pareto)",
+                          optional=True))
+        keys += [K(f"{p}.{n}", t, u, m, optional=True) for n, t, u, m in (
+            ("cluster", "string", "text", "fleet: the cluster (GPU type)"),
+            ("tp", "integer", "count", "fleet: tensor-parallel degree (of the decode workers)"),
+            ("pp", "integer", "count", "fleet: pipeline stages"), ("ep", "integer", "count", "fleet: expert-parallel "
+                                                                   "degree"),
+            ("dp", "integer", "count", "fleet: replicas"), ("max_seqs", "integer", "count", "fleet: running "
+                                                            "requests per engine at most"),
+            ("step_tokens", "integer", "count", "fleet: tokens per engine step at most"),
+            ("prefill_workers", "integer", "count", "fleet: prefill workers per replica (0: aggregated)"),
+            ("decode_workers", "integer", "count", "fleet: decode workers per replica (0: aggregated)"),
+            ("prefill_tp", "integer", "count", "fleet: the prefill workers' tp (0: aggregated)"),
+            ("mode", "string", "text", "fleet: `aggregated` or `disaggregated`"),
+            ("cost_per_month_usd", "number", "USD", "fleet: cost of a month (absent: not priced)"))]
+        keys += [K(f"{p}.screened", "object", "", "fleet: the screen's figures at the sized rate", optional=True),
+                 *[K(f"{p}.screened.{n}", NUM, "s", m, lab, optional=True) for n, m, lab in _FLEET_LATENCIES],
+                 K(f"{p}.screened.stable", "boolean", "", "the screen finds the fleet keeping up", optional=True),
+                 K(f"{p}.screened.utilisation", NUM, "fraction", "an engine's busy share (screened)", optional=True),
+                 K(f"{p}.simulated", "object|null", "", "fleet: the simulator's figures at the sized rate (null: "
+                   "not simulated)", optional=True),
+                 *[K(f"{p}.simulated.{n}", NUM, "s", m, lab, optional=True) for n, m, lab in _FLEET_LATENCIES],
+                 *[K(f"{p}.simulated.{m}_slo_s", NUM, "s", f"{m.upper()} at the SLO's percentile", optional=True)
+                   for m in ("ttft", "tpot", "e2e")],
+                 K(f"{p}.simulated.goodput_share", NUM, "fraction", "share of requests meeting every limit",
+                   optional=True),
+                 K(f"{p}.simulated.utilisation", NUM, "fraction", "an engine's busy share", optional=True),
+                 K(f"{p}.simulated.stable", "boolean", "", "the engines keep up", optional=True),
+                 K(f"{p}.simulated.meets", "boolean", "", "every SLO limit holds and the engines keep up",
+                   optional=True),
+                 K(f"{p}.simulated.requests", "integer", "count", "requests measured", optional=True)]
+        if rec in ("chosen", "aggregated", "disaggregated"):  # what to launch it with (ccost.launch)
+            keys += [K(f"{p}.capacity_per_s", NUM, "1/s", "fleet: the highest rate it carries within the SLOs "
+                       "(screened; null: none found)", optional=True),
+                     K(f"{p}.headroom", NUM, "fraction", "fleet: capacity / sized rate − 1 (screened; below 0 when "
+                       "the simulation confirmed a fleet the screen put just short)", optional=True)]
+            L = f"{p}.launch"
+            keys += [K(L, "object", "", "fleet: the engine launch settings it assumes and a benchmark that replays "
+                       "the demand (`ccost export`)", optional=True),
+                     K(f"{L}.engines", "array", "", "per kind of engine (serve; or prefill and decode)", optional=True),
+                     K(f"{L}.engines[]", "object", "", "one kind of engine", optional=True),
+                     *[K(f"{L}.engines[].{n}", t, u, m, optional=True) for n, t, u, m in (
+                         ("role", "string", "text", "`serve`, `prefill` or `decode`"),
+                         ("count", "integer", "count", "engines of this kind in the fleet"),
+                         ("tp", "integer", "count", "tensor-parallel size"), ("pp", "integer", "count",
+                                                                             "pipeline-parallel size"),
+                         ("ep", "integer", "count", "expert-parallel ranks (each its own sequences)"),
+                         ("max_seqs", "integer", "count", "running requests per engine: vLLM --max-num-seqs, "
+                          "SGLang --max-running-requests"),
+                         ("step_tokens", "integer", "count", "tokens a step: vLLM --max-num-batched-tokens, SGLang "
+                          "--chunked-prefill-size"),
+                         ("vllm", "string", "text", "the `vllm serve` command of one engine"),
+                         ("sglang", "string", "text", "the SGLang `launch_server` command of one engine"))],
+                     K(f"{L}.note", "string", "text", "how the engines are put together", optional=True),
+                     K(f"{L}.benchmark", "string", "text", "`vllm bench serve` replaying the traffic at the sized "
+                       "rate", optional=True),
+                     K(f"{L}.model", "string", "text", "what `$MODEL` stands for", optional=True)]
+        if rec != "pareto[]":  # a layout search's records already declare these two
+            keys += [K(f"{p}.gpus", "integer", "count", "fleet: GPUs", optional=True),
+                     K(f"{p}.cost_per_mtok_usd", "number", "USD", "fleet: cost per million output tokens the "
+                       "traffic asks for at its mean rate (absent: not priced)", optional=True)]
+    return keys
 
 
 def _target_keys(t: str) -> list[Key]:

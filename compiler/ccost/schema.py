@@ -141,7 +141,9 @@ RATE = quantity(U.RATE)  # a count per time: interruptions per GPU-hour
 DTYPE = enum(*S.DTYPE_BYTES.keys())
 #: The collectives a measured curve can come from: the catalogue's kinds (``ccost.collectives``, numpy-free).
 CURVE_COLLECTIVES = KINDS
-COMPARE_BY = ("latency", "throughput", "overhead", "efficiency")
+COMPARE_BY = ("latency", "throughput", "overhead", "efficiency", "cost_per_token", "throughput_per_gpu")
+#: What picks a serving plan's sweep optimum (a phase's ``ranked_by_objective``).
+SWEEP_OBJECTIVES = ("cost_per_token", "throughput_per_gpu", "latency", "ttft", "tpot")
 
 # Sizes are bounded so that a typo (tp = 1e30) is a clear error, not a numpy overflow later (principle: specs
 # are untrusted input).
@@ -188,6 +190,7 @@ R_POWER_DRAW = {"minimum": 1.0, "maximum": 1e7}
 R_PUE = {"minimum": 1.0, "maximum": 10.0}  # power usage effectiveness: facility power / IT power
 R_ENERGY_PRICE = {"minimum": 0.0, "maximum": 100 / 3.6e6}  # 0 to 100 USD/kWh, in USD/J
 R_COST = {"minimum": 0.0, "maximum": 1e12}  # USD
+R_SLO = {"minimum": 0.0, "min_open": True, "maximum": 3600.0}  # a latency promise: above 0, at most an hour
 # Training targets and goodput (ccost.target).
 R_TRAIN_TOKENS = {"minimum": 1.0, "maximum": 1e18}  # tokens to train on
 R_TRAIN_STEPS = {"minimum": 1, "maximum": 1e12}
@@ -750,6 +753,59 @@ register(BlockKind(
     '  collective_floor = 15 us\n  source = "fit: bench/fit_stack.py"\n}',
 ))
 
+# --- traffic ------------------------------------------------------------------------------------------
+# What a service must carry (ccost.online, ccost.simulate): arrivals and request lengths. Rates are plain
+# numbers of requests per second; token counts as simulate bounds them (1 to 10 million).
+R_RATE = {"minimum": 0.0, "min_open": True, "maximum": 1e9}  # requests/s
+R_REQ_TOKENS = {"minimum": 1, "maximum": 10_000_000}
+R_SPREAD = {"minimum": 0.0, "min_open": True, "maximum": 100.0}  # a coefficient of variation: 0 to 10,000 %
+
+register(BlockKind(
+    "traffic", "What a service must carry: requests arriving at a mean and a peak rate (Poisson, or "
+    "burstier or smoother gaps; or clients that start together), their prompt and output lengths (fixed, or a "
+    "distribution of that mean), and the share of each prompt found in the prefix cache. An online plan "
+    "(`phase = online`) names one with `traffic = NAME` and is simulated at its rates (docs/simulation.md).",
+    (
+        Field("rate", COUNT, "mean arrival rate, requests per second (Poisson arrivals unless `burstiness` "
+              "says otherwise)", "6", **R_RATE),
+        Field("peak_rate", COUNT, "the arrival rate at the busiest time, requests per second: capacity is sized "
+              "for it", "8", default_doc="`rate`", **R_RATE),
+        Field("burstiness", COUNT, "coefficient of variation of the gaps between arrivals: 1 is Poisson, above "
+              "1 burstier (gamma-distributed gaps), below 1 smoother", "2", minimum=0.01, maximum=100.0),
+        Field("clients", INT, "instead of a rate: this many clients start together and each sends its next "
+              "request the moment its last one ends (a closed loop, as a benchmark at a fixed concurrency runs)",
+              "64", minimum=1, maximum=1_000_000),
+        Field("burst", INT, "instead of a rate: this many requests arrive at once, and no others (the k-th "
+              "waits for the prefills ahead of it)", "32", minimum=1, maximum=1_000_000),
+        Field("input_tokens", INT, "prompt tokens per request: the count, or the mean of a distribution "
+              "(`input_cv`, `input_p90`, `input_range`)", "1024", **R_REQ_TOKENS),
+        Field("output_tokens", INT, "output tokens per request: the count, or the mean of a distribution",
+              "256", **R_REQ_TOKENS),
+        Field("input_cv", FRACTION, "prompt lengths lognormal with this coefficient of variation (sd/mean)",
+              "50 %", **R_SPREAD),
+        Field("input_p90", COUNT, "prompt lengths lognormal with this 90th percentile (above the mean, at most "
+              "2.27× it)", "2048", **R_REQ_TOKENS),
+        Field("input_range", FRACTION, "prompt lengths uniform over mean·(1 ± this), whole tokens (vLLM's "
+              "`--random-range-ratio`)", "20 %", minimum=0.0, maximum=0.99),
+        Field("input_max", INT, "the longest prompt a distribution draws (longer draws are cut to it)", "8192",
+              **R_REQ_TOKENS),
+        Field("output_cv", FRACTION, "output lengths lognormal with this coefficient of variation", "80 %",
+              **R_SPREAD),
+        Field("output_p90", COUNT, "output lengths lognormal with this 90th percentile", "512", **R_REQ_TOKENS),
+        Field("output_range", FRACTION, "output lengths uniform over mean·(1 ± this)", "20 %", minimum=0.0,
+              maximum=0.99),
+        Field("output_max", INT, "the longest output a distribution draws", "4096", **R_REQ_TOKENS),
+        Field("prefix_hit", FRACTION, "share of each prompt already in the prefix cache (its KV cache is not "
+              "computed again; at least one token is)", "30 %", minimum=0.0, maximum=0.99),
+        Field("seed", INT, "the seed of every draw (arrivals, lengths): the same seed gives the same numbers",
+              "0", minimum=0, maximum=2**32 - 1),
+        Field("requests", INT, "requests each simulation measures (after a warm-up share, before a cool-down "
+              "share): more narrow the p99", "2000", minimum=100, maximum=1_000_000),
+    ),
+    "traffics", S.Traffic,
+    'traffic chat "Chat at peak hour" {\n  rate = 6; peak_rate = 8\n  input_tokens = 1024; output_tokens = 256\n}',
+))
+
 # --- phases -------------------------------------------------------------------------------------------
 # The values of a plan's `phase`, one record each: what every layer may know of a phase without its cost
 # model (the checker and the schema read it here; ``ccost.phases`` pairs each record with the functions
@@ -849,6 +905,11 @@ class PhaseKind:
     search_refusal: str | None = None
     search_help: str = ""
     axis_help: str = ""
+    capacity: bool = False  # a search whose base is of this phase is a capacity search (ccost.capacity)
+    # a serving deployment: sweeps and compares rank it by the objective a user names, checklist item 9 shows its
+    # efficiency against one GPU without judging it; its latencies by objective (``SWEEP_OBJECTIVES``) → keys
+    ranked_by_objective: bool = False
+    latency_keys: tuple[tuple[str, str], ...] = ()
     section: str | None = None
     section_doc: str = ""
     scoped: bool = False
@@ -951,6 +1012,121 @@ def _serve_errors(plan: Any, add: Callable[..., None]) -> None:
         add("E401", f"plan `{plan.name}`: a serve plan prices two kinds of step (decode and mixed), so one "
             "`compute_time` cannot stand for them", "compute_time", ("compute_time", "phase"),
             "remove `compute_time`")
+
+
+def _online_errors(plan: Any, add: Callable[..., None]) -> None:
+    """What an online plan (``ccost.online``) cannot price, beyond its fields' own checks: through ``add``."""
+    t = plan.traffic
+    if t is None:
+        add("E104", f"plan `{plan.name}` is an online plan and needs `traffic`", "phase", ("phase", "traffic"),
+            "add `traffic = NAME`, naming a `traffic` block (rate, input_tokens, output_tokens)")
+        return
+    if plan.stack is not None and plan.stack.roofline != "operator":
+        add("E401", f"plan `{plan.name}`: an online plan prices each engine step per operator (weights, attention "
+            f"at the step's contexts); stack `{plan.stack.name}` prices one roofline for the whole step",
+            "stack", ("stack", "phase"), "use a stack with `roofline = operator` (every bundled serving stack)")
+    if plan.cp > 1:
+        add("E401", f"plan `{plan.name}`: context parallelism is not priced in an online plan's steps", "cp",
+            ("cp", "phase"), "remove `cp`")
+    if plan.compute_time is not None:
+        add("E401", f"plan `{plan.name}`: an online plan prices every engine step from what it holds, so one "
+            "`compute_time` cannot stand for them", "compute_time", ("compute_time", "phase"),
+            "remove `compute_time`")
+    if plan.prefill_workers and t.clients:
+        add("E401", f"plan `{plan.name}`: traffic `{t.name}` is a closed loop of clients, which is simulated on "
+            "aggregated engines, not on disaggregated workers", "prefill_workers", ("prefill_workers", "traffic"),
+            "give the traffic a `rate`, or remove `prefill_workers`")
+    if not (t.rate or t.clients or t.burst) or (t.input_tokens is None and t.trace is None) or (
+            t.output_tokens is None and t.trace is None):
+        add("E104", f"plan `{plan.name}`: traffic `{t.name}` needs a rate (or clients, or a burst), input_tokens "
+            "and output_tokens", "traffic", ("traffic",), "add e.g. `rate = 6; input_tokens = 1024; "
+            "output_tokens = 256` to the traffic")
+
+
+def _online_fields() -> tuple[ResultField, ...]:
+    """The ``online`` section's keys: the traffic and the engine, then what the simulation measured at the
+    mean rate and at the peak, the SLO verdict and the highest rate one replica carries."""
+    out = [
+        ResultField("traffic", "string", "text", "the traffic block the plan serves", "traffic"),
+        ResultField("arrivals", "string", "text", "`poisson`, `gamma` (burstiness ≠ 1), `clients` or `burst`",
+                    "arrivals"),
+        ResultField("rate_per_s", NUM, "1/s", "mean arrival rate into the plan (null for clients or a burst)",
+                    "rate"),
+        ResultField("peak_rate_per_s", NUM, "1/s", "arrival rate at the peak (null for clients or a burst)",
+                    "peak rate"),
+        ResultField("engines", "integer", "count", "engines the traffic is spread over, round robin: dp·ep "
+                    "replicas' engines, or every prefill and decode worker", "engines"),
+        ResultField("max_seqs", "integer", "count", "running requests an engine holds at most", "max running"),
+        ResultField("step_tokens", "integer", "count", "tokens an engine step computes at most (decode rows and "
+                    "prompt chunks)", "step tokens"),
+        ResultField("kv_tokens", NUM, "count", "KV-cache tokens one (decode) engine holds beside its weights",
+                    "KV tokens"),
+        ResultField("mean_input_tokens", NUM, "count", "mean prompt tokens of the traffic", "mean input"),
+        ResultField("mean_output_tokens", NUM, "count", "mean output tokens of the traffic", "mean output"),
+        ResultField("prefill_workers", "integer", "count", "prefill workers per replica (0: aggregated)",
+                    "prefill workers"),
+        ResultField("decode_workers", "integer", "count", "decode workers per replica (0: aggregated)",
+                    "decode workers"),
+        ResultField("prefill_tp", "integer", "count", "the prefill workers' tp (0: aggregated)", "prefill tp"),
+        ResultField("kv_transfer_s", NUM, "s", "moving the mean prompt's KV cache to a decode worker (null: "
+                    "aggregated)", "KV transfer"),
+        ResultField("decode_step_time_s", NUM, "s", "the decode step of the mean number of requests decoding "
+                    "(= step_time_s)", "decode step"),
+        ResultField("mixed_step_time_s", NUM, "s", "the same step with one prompt chunk", "mixed step"),
+        ResultField("requests_simulated", "integer", "count", "requests each simulation measured", "requests "
+                    "simulated"),
+        ResultField("seed", "integer", "count", "the seed of the simulation's draws", "seed"),
+        ResultField("slo_percentile", "string", "text", "the percentile the policy's SLOs hold at", "SLO "
+                    "percentile"),
+    ]
+    what = {"ttft": ("time to first token, queueing included", "TTFT"),
+            "tpot": ("time per output token after the first (inter-token latency)", "TPOT"),
+            "e2e": ("request latency, arrival to last token", "E2E")}
+    for m, (meaning, lab) in what.items():
+        out.append(ResultField(f"{m}_mean_s", NUM, "s", f"{meaning}: mean at the mean rate", f"{lab} mean"))
+        for q in ("p50", "p90", "p99"):
+            out.append(ResultField(f"{m}_{q}_s", NUM, "s", f"{meaning}: {q} at the mean rate", f"{lab} {q}"))
+    out += [
+        ResultField("goodput_share", NUM, "fraction", "share of requests meeting every SLO limit at the mean rate "
+                    "(null without SLOs)", "goodput"),
+        ResultField("utilisation", NUM, "fraction", "share of time an engine (a decode worker) runs a step, at the "
+                    "mean rate", "utilisation"),
+        ResultField("mean_running", NUM, "count", "requests admitted and not finished per engine, time average",
+                    "mean running"),
+        ResultField("preemptions", "integer", "count", "requests preempted for KV cache, at the mean rate",
+                    "preemptions"),
+        ResultField("stable", "boolean", "", "the engines keep up at the mean rate (90 % of the requests that "
+                    "arrive finish)", "stable"),
+        ResultField("requests_per_s", NUM, "1/s", "requests finished per second, simulated, the whole plan",
+                    "requests/s"),
+        ResultField("output_tokens_per_s", NUM, "tokens/s", "output tokens per second the traffic asks for at "
+                    "its mean rate (= throughput_tokens_s)", "output tokens/s"),
+        ResultField("output_tokens_per_s_per_gpu", NUM, "tokens/s", "output tokens per second per GPU",
+                    "output tokens/s per GPU"),
+    ]
+    for m, (meaning, lab) in what.items():
+        for q in ("p50", "p90", "p99"):
+            out.append(ResultField(f"peak_{m}_{q}_s", NUM, "s", f"{meaning}: {q} at the peak rate",
+                                   f"{lab} {q} at peak"))
+        out.append(ResultField(f"peak_{m}_slo_s", NUM, "s", f"{meaning}: at the SLO's percentile, at the peak "
+                               "rate", f"{lab} at peak (SLO percentile)"))
+    out += [
+        ResultField("peak_goodput_share", NUM, "fraction", "share of requests meeting every SLO limit at the peak "
+                    "rate (null without SLOs)", "goodput at peak"),
+        ResultField("peak_utilisation", NUM, "fraction", "busy share of an engine at the peak rate",
+                    "utilisation at peak"),
+        ResultField("peak_stable", "boolean", "", "the engines keep up at the peak rate", "stable at peak"),
+        ResultField("meets_slo", "boolean", "", "at the peak rate every SLO limit holds at its percentile, the "
+                    "goodput share is met and the engines keep up", "meets the SLOs"),
+        ResultField("highest_rate_per_s", NUM, "1/s", "the highest rate one replica carries within the SLOs "
+                    "(simulated; null for clients or a burst)", "highest rate per replica"),
+        ResultField("highest_rate_above_per_s", NUM, "1/s", "the lowest rate seen not to meet them (null: none "
+                    "found)", "fails at"),
+        ResultField("replicas_for_peak", "integer|null", "count", "replicas the peak rate needs at the highest "
+                    "rate each: ⌈peak / highest⌉", "replicas for peak"),
+        ResultField("method", "string", "text", "how the figures were obtained", "method"),
+    ]
+    return tuple(out)
 
 
 _SEQ_LINE = "  seq     = 4096        # {doc}"
@@ -1063,6 +1239,8 @@ PHASE_KINDS: tuple[PhaseKind, ...] = (
             ResultField("output_tokens_per_s", NUM, "tokens/s", "serve plans: output tokens per second",
                         "output tokens/s")),
         diff_keys=("ttft_s", "tpot_s", "request_latency_s", "requests_per_s", "output_tokens_per_s"),
+        ranked_by_objective=True,
+        latency_keys=(("latency", "request_latency_s"), ("ttft", "ttft_s"), ("tpot", "tpot_s")),
         starter=Starter(32, (
             "  concurrency   = {batch}     # requests running per replica",
             "  input_tokens  = 1024   # prompt tokens per request",
@@ -1073,6 +1251,54 @@ PHASE_KINDS: tuple[PhaseKind, ...] = (
         cells=lambda p: (f"{p.concurrency:,} requests", f"{p.input_tokens:,} in / {p.output_tokens:,} out"),
         workload=lambda p: (f"concurrency {p.concurrency}, {p.input_tokens} in / {p.output_tokens} out, chunks of "
                             f"{p.chunk_tokens or p.input_tokens}")),
+    PhaseKind(
+        "online", "serving_default", "output", seq_feeds=(), kv_always=True,
+        means="requests arrive at the traffic's rate (an open loop) and the engine's steps are simulated with the "
+              "step model, queueing included: TTFT, TPOT and request latency at p50/p90/p99 (`ccost.online`)",
+        needs=("traffic",), errors=_online_errors, rows="max_seqs",
+        unread=("batch", "seq"),
+        unread_why="an online plan's steps hold what its traffic brings: requests of the traffic's lengths, up to "
+                   "`max_seqs` running",
+        unread_help="remove them; the traffic block gives the requests, `max_seqs` and `step_tokens` the engine",
+        own_code="W306", own_scope="`phase = online`",
+        search_refusal="an online plan is simulated per point", capacity=True,
+        search_help="a search whose base is an online plan is a capacity search: vary cluster, tp, pp, ep, dp, "
+                    "max_seqs, step_tokens, prefill_workers, decode_workers, prefill_tp",
+        axis_help="search decode layouts, or make an online plan the base: a capacity search",
+        section="online", scoped=True,
+        section_doc="online plans: an open loop at the traffic's rates, the engine simulated step by step "
+                    "(ccost.online, docs/simulation.md); the plan's other keys describe the decode step of the mean "
+                    "number of requests decoding, its throughput the output tokens/s of the traffic",
+        section_fields=_online_fields(),
+        sweep_fields=(
+            ResultField("ttft_p99_s", NUM, "s", "online plans: time to first token, p99 at the mean rate",
+                        "TTFT p99"),
+            ResultField("tpot_p99_s", NUM, "s", "online plans: time per output token, p99 at the mean rate",
+                        "TPOT p99"),
+            ResultField("meets_slo", "boolean", "", "online plans: the SLOs hold at the peak rate", "meets SLOs"),
+            ResultField("peak_ttft_slo_s", NUM, "s", "online plans: TTFT at the SLO percentile, at the peak rate",
+                        "TTFT at peak"),
+            ResultField("peak_tpot_slo_s", NUM, "s", "online plans: TPOT at the SLO percentile, at the peak rate",
+                        "TPOT at peak"),
+            ResultField("peak_e2e_slo_s", NUM, "s", "online plans: request latency at the SLO percentile, at the "
+                        "peak rate", "E2E at peak"),
+            ResultField("highest_rate_per_s", NUM, "1/s", "online plans: the highest rate one replica carries",
+                        "highest rate")),
+        diff_keys=("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s", "highest_rate_per_s"),
+        ranked_by_objective=True,
+        latency_keys=(("latency", "peak_e2e_slo_s"), ("ttft", "peak_ttft_slo_s"), ("tpot", "peak_tpot_slo_s")),
+        starter=Starter(256, (
+            "  traffic  = chat     # the traffic block it serves (below)",
+            "  max_seqs = {batch}      # running requests per engine at most",
+            "  step_tokens = 8192  # tokens one engine step computes at most (chunked prefill)"),
+            # the traffic the plan names is written before the sweep (the record has no other place for a block)
+            sweep=('traffic chat "Chat traffic: 6 requests/s, 8 at the peak" {\n  rate = 6; peak_rate = 8\n'
+                   '  input_tokens = 1024; output_tokens = 256\n}\n\n'
+                   'sweep max_running "How does the running-request cap move the tails?" {',
+                   "  max_seqs = [32, 64, 128, 256]")),
+        cells=lambda p: (f"up to {p.max_seqs:,} running", f"traffic {p.traffic.name if p.traffic else '—'}"),
+        workload=lambda p: (f"traffic {p.traffic.name if p.traffic else '—'}, up to {p.max_seqs} running, "
+                            f"{p.step_tokens} tokens a step")),
 )
 PHASES: Mapping[str, PhaseKind] = MappingProxyType({k.name: k for k in PHASE_KINDS})
 #: The phases' names, in the table's order: the values of a plan's `phase`.
@@ -1124,8 +1350,9 @@ register(BlockKind(
         Field("model", ref("model"), "the model", "llama3_70b", required=True),
         Field("cluster", ref("cluster"), "the cluster", "hgx", required=True),
         Field("phase", enum(*PHASE_NAMES), "the workload: one decode step, a prefill of `seq` tokens, a "
-              "training step, or `serve`: continuous batching of requests (`concurrency`, `input_tokens`, "
-              "`output_tokens`, `chunk_tokens`; ccost.serve)", "decode", required=True),
+              "training step, `serve`: continuous batching of requests in a closed loop (`concurrency`, "
+              "`input_tokens`, `output_tokens`, `chunk_tokens`; ccost.serve), or `online`: requests arriving at a "
+              "`traffic`'s rate, the engine simulated (ccost.online)", "decode", required=True),
         Field("batch", INT, "sequences in flight, per replica (per dp·ep rank)", "32", **R_TOKENS),
         Field("seq", INT, "prompt tokens (prefill), context length (decode: KV-cache reads and memory), "
               "sequence length (train)", "2048", **R_TOKENS,
@@ -1205,6 +1432,20 @@ register(BlockKind(
         Field("chunk_tokens", INT, "serve: chunked prefill, the most prompt tokens one step prefills (one "
               "request's chunk per step)", "512", **R_TOKENS,
               default_doc="`input_tokens` (the whole prompt in one step: no chunking)", phases=("serve",)),
+        Field("traffic", ref("traffic"), "online: the traffic the plan serves (its rates and request lengths)",
+              "chat", required_if=_needs("traffic"), required_doc=_needs_doc("traffic"), phases=("online",)),
+        Field("max_seqs", INT, "online: running requests an engine holds at most (vLLM's `max_num_seqs`); more "
+              "wait for a slot", "256", **R_TOKENS, phases=("online",)),
+        Field("step_tokens", INT, "online: tokens one engine step computes at most, decode rows and prompt chunks "
+              "together (vLLM's `max_num_batched_tokens`: chunked prefill)", "8192",
+              **R_TOKENS, phases=("online",)),
+        Field("prefill_workers", INT, "online: disaggregated serving, prefill workers per replica (each tp = "
+              "`prefill_tp`, the plan's pp and ep); 0 is aggregated", "6", minimum=0, maximum=MAX_DEGREE,
+              phases=("online",)),
+        Field("decode_workers", INT, "online, disaggregated: decode workers per replica (each the plan's layout)",
+              "1", minimum=1, maximum=MAX_DEGREE, phases=("online",)),
+        Field("prefill_tp", INT, "online, disaggregated: the prefill workers' tensor-parallel degree", "2",
+              default_doc="the plan's `tp`", minimum=1, maximum=MAX_DEGREE, phases=("online",)),
     ),
     "plans", S.Plan,
     'plan tp8 "TP=8 decode, batch 32" {\n  model = llama3_70b; cluster = hgx\n  phase = decode; batch = 32\n'
@@ -1214,7 +1455,8 @@ register(BlockKind(
 
 
 def _build_sweep(ctx: BuildContext) -> S.Sweep:
-    return S.Sweep(ctx.name, ctx.title, ctx.span, ctx.spans, base=ctx.values["base"], fields=ctx.varied)
+    return S.Sweep(ctx.name, ctx.title, ctx.span, ctx.spans, base=ctx.values["base"], fields=ctx.varied,
+                   objective=ctx.values.get("objective"))
 
 
 register(BlockKind(
@@ -1224,6 +1466,12 @@ register(BlockKind(
     "cluster (worked example A4 sweeps TP to 64 on one 8-GPU node), and a sweep has at most 100,000 points.",
     (
         Field("base", ref("plan"), "the plan every point starts from", "tp8", required=True),
+        Field("objective", enum(*SWEEP_OBJECTIVES), "serving plans (`serve`, `online`): what picks the optimum "
+              "among the points that fit memory and meet the policy — the lowest cost per million tokens, the "
+              "most tokens/s per GPU, or the lowest request latency, TTFT or TPOT (an online plan's at the SLO "
+              "percentile, at the peak); a serving plan's sweep is not ranked by efficiency against one GPU",
+              "cost_per_token", default_doc="`cost_per_token` when the cluster is priced, else "
+              "`throughput_per_gpu`"),
     ),
     "sweeps", S.Sweep,
     'sweep tp_scaling "When does TP stop helping?" {\n  base = tp8\n  tp = [1, 2, 4, 8, 16, 32, 64]\n}',
@@ -1235,7 +1483,8 @@ register(BlockKind(
     "compare", "Plans side by side, ranked by one measure, with a recommendation.",
     (
         Field("plans", list_of(ref("plan")), "the plans to compare", "[tp16, tp8_pp2]", required=True),
-        Field("by", enum(*COMPARE_BY), "what ranks them", "throughput"),
+        Field("by", enum(*COMPARE_BY), "what ranks them: per-step latency, throughput, overhead, efficiency, "
+              "cost per million tokens (every plan priced) or tokens/s per GPU", "throughput"),
     ),
     "compares", S.Compare,
     'compare algorithms "Ring or tree for TP=8 decode?" {\n  plans = [tp8, tp8_tree]\n  by = latency\n}',
@@ -1262,14 +1511,22 @@ register(BlockKind(
     "target (`train_tokens`) adds each layout's time to train, goodput, GPU-days and cost, the Pareto front "
     "of time to train against cost, and its own constraints: a `global_batch` keeps only the layouts that "
     "hold it (each gets batch = global_batch / (dp·ep)), a `deadline` only those that meet it, a `gpu_budget` "
-    "caps `max_gpus`.",
+    "caps `max_gpus`. A search whose base is "
+    "an online plan (`phase = online`) is a **capacity search** (ccost.capacity): it varies `cluster`, `tp`, `pp`, "
+    "`ep`, `dp` (replicas: every count that fits `max_gpus` when not listed), `max_seqs`, `step_tokens`, "
+    "`prefill_workers` (0: aggregated), `decode_workers` and `prefill_tp`, screens every fleet at the traffic's "
+    "peak rate × (1 + `headroom`) against the policy's SLOs, confirms the cheapest by simulation and reports it, "
+    "aggregated and disaggregated, with N+1, the Pareto front of cost against p99 latency and each layout's "
+    "highest rate per replica.",
     (
         Field("base", ref("plan"), "the plan every point starts from", "tp8", required=True),
         Field("objective", enum("latency", "throughput_per_gpu", "gpus", "cost_per_token", "time_to_train",
-                                "train_cost"),
+                                "train_cost", "cost_per_month"),
               "what ranks the layouts: the lowest step latency, the highest tokens/s per GPU, the fewest "
               "GPUs (ties: the faster), the lowest cost per million tokens (the cluster must be priced), or, "
-              "for a base plan with a training target, the shortest time to train or its lowest cost (priced)",
+              "for a base plan with a training target, the shortest time to train or its lowest cost (priced); a "
+              "capacity search (an online base) ranks fleets, by default by `cost_per_month` (on priced "
+              "clusters, else `gpus`), its `latency` the request latency at the SLO's percentile",
               "throughput_per_gpu"),
         Field("top", INT, "how many of the best layouts to list", "20", minimum=1, maximum=1000),
         Field("limit", INT, "the most points the search may have (about a second per million points)",
@@ -1287,6 +1544,8 @@ register(BlockKind(
               "70 %", default_doc="the file's policy (see `use_policy`), else off", minimum=0, maximum=1),
         Field("use_policy", BOOL, "take `max_overhead` and `min_efficiency` from the file's `policy` block when "
               "they are not written here", "false", default_doc="`true` when the file has a `policy` block"),
+        Field("headroom", FRACTION, "capacity searches (an online base): the fleet must meet the SLOs at the "
+              "traffic's peak rate × (1 + headroom)", "20 %", minimum=0.0, maximum=10.0),
         Field("distinct", BOOL, "list each answer once in `top`: a layout whose latency, throughput per GPU "
               "and cost equal a better-ranked one's (it differs only in a value with no effect there, such as "
               "the AllReduce algorithm at tp = 1, or in replicas) is left out; `false` lists every layout",
@@ -1325,6 +1584,15 @@ register(BlockKind(
               min_open=True, maximum=1),
         Field("max_cost_per_mtok", MONEY, "cost per million tokens (at the plan's `load`) above this fails "
               "the checklist; every plan must then be priced", "2 USD", **R_COST),
+        Field("max_ttft", TIME, "SLO of online plans: time to first token at `slo_percentile`, at the peak rate, "
+              "queueing included; above it fails the checklist", "1 s", **R_SLO),
+        Field("max_tpot", TIME, "SLO of online plans: time per output token (inter-token latency) at "
+              "`slo_percentile`, at the peak rate", "30 ms", **R_SLO),
+        Field("max_e2e", TIME, "SLO of online plans: request latency (arrival to last token) at `slo_percentile`, "
+              "at the peak rate", "20 s", **R_SLO),
+        Field("slo_percentile", enum(*S.SLO_PERCENTILES), "the percentile the SLOs hold at", "p90"),
+        Field("min_slo_goodput", FRACTION, "SLO of online plans: the least share of requests that meet every limit "
+              "above, each on its own (vLLM's `--goodput`)", "95 %", minimum=0, min_open=True, maximum=1),
         Field("min_goodput", FRACTION, "training targets: an expected goodput below this fails the checklist "
               "(item 14)", "90 %", minimum=0, maximum=1),
     ),

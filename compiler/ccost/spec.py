@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 from ccost import axes
 from ccost import collectives as C
@@ -37,6 +37,11 @@ SCHEDULES = ("gpipe", "one_f_one_b", "interleaved")
 RECOMPUTE = ("none", "selective", "full")
 OPTIMIZER_SHARDING = ("none", "zero1", "zero2")
 ONE_SHOT_VOLUMES = C.ONE_SHOT_VOLUMES
+
+#: An online plan's engine limits when it does not say (vLLM's `max_num_seqs` and `max_num_batched_tokens`
+#: for online serving, which ccost.simulate.Engine defaults to as well; tests/test_online.py holds them equal).
+DEFAULT_MAX_SEQS = 256
+DEFAULT_STEP_TOKENS = 8192
 
 _EMPTY: Mapping[str, Span] = MappingProxyType({})
 _NO_STACKS: Mapping[str, "Stack"] = MappingProxyType({})
@@ -223,6 +228,12 @@ class Cluster(Entity):
         return self.nodes * self.gpus_per_node
 
     @property
+    def priced(self) -> bool:
+        """A price per GPU-hour comes from somewhere: the cluster's per GPU or per node, or its GPU's."""
+        return (self.price_per_gpu_hour is not None or self.price_per_node_hour is not None
+                or (self.gpu is not None and self.gpu.price_per_hour is not None))
+
+    @property
     def domain(self) -> int:
         return self.gpus_per_node if self.nvlink_domain is None else self.nvlink_domain
 
@@ -356,6 +367,13 @@ class Plan(Entity):
     input_tokens: int | None = None
     output_tokens: int | None = None
     chunk_tokens: int | None = None  # None: input_tokens (the whole prompt in one step)
+    # online (ccost.online): an open loop at a traffic's arrival rate, continuous batching up to `max_seqs`
+    traffic: "Traffic | None" = None
+    max_seqs: int = DEFAULT_MAX_SEQS  # running requests per engine at most
+    step_tokens: int = DEFAULT_STEP_TOKENS  # tokens one step computes at most (chunked prefill)
+    prefill_workers: int = 0  # disaggregated: prefill workers per replica (0: aggregated serving)
+    decode_workers: int = 1  # disaggregated: decode workers per replica
+    prefill_tp: int | None = None  # disaggregated: the prefill workers' tp (None: the plan's tp)
     #: A plan that names no stack: the bundled default of every phase (the checker fills it in, and
     #: ``stack`` with the one of the plan's phase), so that a sweep or a search that varies the phase
     #: (``vary``) prices each point under its own phase's default. Empty when the plan names its stack.
@@ -408,7 +426,12 @@ class Plan(Entity):
     def gpus(self) -> int:
         """tp·pp·ep·dp (·cp), the product of every degree of ``ccost.axes``: EP is its own axis here (each of
         the ep ranks holds 1/ep of the experts and runs attention on its own share of the tokens); ``batch``
-        is per replica (per dp·ep rank group)."""
+        is per replica (per dp·ep rank group). A disaggregated online plan (``prefill_workers`` > 0) uses,
+        per replica, its prefill workers' GPUs (prefill_tp·pp·ep each) and its decode workers' (tp·pp·ep
+        each)."""
+        if self.prefill_workers:
+            per = self.pp * self.ep * self.cp
+            return self.dp * per * (self.prefill_workers * (self.prefill_tp or self.tp) + self.decode_workers * self.tp)
         return axes.gpus(self)
 
 
@@ -426,12 +449,19 @@ def vary(plan: Plan, **values) -> Plan:
 class Sweep(Entity):
     base: Plan | None = None
     fields: tuple[tuple[str, tuple], ...] = ()  # ((field, (v1, v2, ...)), ...) in written order
+    # serving plans: what picks the optimum (None: cost_per_token when the cluster is priced, else
+    # throughput_per_gpu)
+    objective: str | None = None
 
 
 @dataclass(frozen=True)
 class Compare(Entity):
     plans: tuple[Plan, ...] = ()
-    by: str = "latency"  # latency | throughput | overhead | efficiency
+    by: str = "latency"  # latency | throughput | overhead | efficiency | cost_per_token | throughput_per_gpu
+
+
+#: The percentiles an SLO may be written at (``slo_percentile``).
+SLO_PERCENTILES = ("p50", "p90", "p95", "p99")
 
 
 @dataclass(frozen=True)
@@ -441,6 +471,70 @@ class Policy(Entity):
     max_memory: float = 0.90
     max_cost_per_mtok: float | None = None  # USD per million tokens at the plan's load
     min_goodput: float | None = None  # training targets: the least expected goodput (ccost.target)
+    # latency promises (SLOs) of online plans (ccost.online), each at `slo_percentile`
+    max_ttft: float | None = None  # s: time to first token
+    max_tpot: float | None = None  # s: time per output token (inter-token latency)
+    max_e2e: float | None = None  # s: request latency, arrival to last token
+    slo_percentile: str = "p99"
+    min_slo_goodput: float | None = None  # share of requests that meet every limit
+
+    @property
+    def slo_set(self) -> bool:
+        """The policy writes a latency promise (an SLO limit or a goodput share)."""
+        return any(v is not None for v in (self.max_ttft, self.max_tpot, self.max_e2e, self.min_slo_goodput))
+
+
+#: What an online plan's traffic draws when it does not say (``Traffic``): the requests each simulation
+#: measures and its seed. 2,000 measured requests put the p99 between its 20th and 21st largest value.
+DEFAULT_REQUESTS = 2000
+DEFAULT_SEED = 0
+TRAFFIC_ARRIVALS = ("poisson", "clients", "burst")
+
+
+@dataclass(frozen=True)
+class Traffic(Entity):
+    """What a service must carry (``ccost.online``): arrivals, request lengths, prefix-cache hits.
+
+    Arrivals: ``rate`` requests/s on average and ``peak_rate`` at the busiest time, the gaps Poisson
+    (``burstiness``, their coefficient of variation, 1) or gamma (another CV); or ``clients`` that all start
+    at once and each send the next request when the last one ends (a closed loop, as a benchmark runs);
+    or a ``burst`` of that many requests at once. Lengths: ``input_tokens`` / ``output_tokens`` fixed, or
+    the mean of a distribution with a spread (``*_cv``: lognormal of that coefficient of variation;
+    ``*_p90``: lognormal with that p90; ``*_range``: uniform over mean·(1 ± range), vLLM's random dataset)
+    clipped to ``*_max``."""
+
+    rate: float | None = None  # requests/s, mean
+    peak_rate: float | None = None  # requests/s at the peak; None: rate
+    burstiness: float = 1.0  # CV of the gaps between arrivals
+    clients: int | None = None  # closed loop: clients that start together
+    burst: int | None = None  # requests that arrive at once, and no others
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    input_cv: float | None = None
+    input_p90: float | None = None
+    input_range: float | None = None
+    input_max: int | None = None
+    output_cv: float | None = None
+    output_p90: float | None = None
+    output_range: float | None = None
+    output_max: int | None = None
+    prefix_hit: float = 0.0  # share of each prompt found in the prefix cache
+    seed: int = DEFAULT_SEED
+    requests: int = DEFAULT_REQUESTS  # measured requests per simulation
+    trace: str | None = None  # a file of input/output token counts (read by the checker)
+    # its rows, once the checker has read it (a ccost.simulate.Trace; the spec imports no numpy)
+    trace_data: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def arrivals(self) -> str:
+        """How requests arrive: ``poisson`` (at a rate; gamma gaps when ``burstiness`` ≠ 1), ``clients`` or
+        ``burst``."""
+        return "clients" if self.clients else "burst" if self.burst else "poisson"
+
+    @property
+    def peak(self) -> float | None:
+        """The rate capacity is sized for: ``peak_rate``, else ``rate``."""
+        return self.peak_rate if self.peak_rate is not None else self.rate
 
 
 #: The most points a search may have unless its ``limit`` says otherwise (E402).
@@ -469,6 +563,7 @@ class Search(Entity):
     min_efficiency: float | None = None
     use_policy: bool | None = None
     distinct: bool = True
+    headroom: float = 0.0  # capacity searches: the SLOs must hold at the peak rate × (1 + headroom)
 
     @property
     def size(self) -> int:
@@ -491,6 +586,7 @@ class Spec:
     policy: Policy
     searches: Mapping[str, Search] = field(default_factory=dict)
     stacks: Mapping[str, Stack] = field(default_factory=dict)
+    traffics: Mapping[str, Traffic] = field(default_factory=dict)
     kernels: Mapping[str, Kernels] = field(default_factory=dict)
     files: tuple[str, ...] = ()  # the spec and every file it imports, for provenance hashes
     local_plans: tuple[str, ...] = ()  # plans written in this file (not imported), in order

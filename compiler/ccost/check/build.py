@@ -21,6 +21,7 @@ from ccost.check.plan import _check_link, _check_model, _check_plan
 from ccost.check.scope import members as members_of
 from ccost.check.scope import names_of_kind
 from ccost.check.search import validate as _check_search
+from ccost.check.search import validate_compare as _check_compare
 from ccost.diagnostics import Diagnostic, Diagnostics, Span, error
 from ccost.spec import Plan, Policy, Spec
 from ccost.syntax import tree as T
@@ -36,6 +37,7 @@ _VALIDATORS: dict[str, Callable[[Any, Callable[..., Span | None]], list[Diagnost
     "model": _check_model,
     "plan": _check_plan,
     "search": _check_search,
+    "compare": _check_compare,
 }
 
 

@@ -31,6 +31,9 @@ TARGET_OBJECTIVES = ("time_to_train", "train_cost")
 #: static axes; the records name the model, cluster and stack.
 FLEET_AXES = ("model", "cluster", "phase", "stack")
 SEARCHABLE = tuple(ARRAY_AXES) + STATIC_AXES + FLEET_AXES
+#: What a capacity search (a search whose base is an online plan, ``ccost.capacity``) varies.
+CAPACITY_AXES = ("cluster", "tp", "pp", "ep", "dp", "max_seqs", "step_tokens", "prefill_workers", "decode_workers",
+                 "prefill_tp")
 #: The largest `limit` a search may set (E402 says so).
 MAX_LIMIT = 1_000_000_000
 
@@ -42,13 +45,32 @@ def size_text(search: S.Search) -> str:
 
 def validate(search: S.Search, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """Checks of a search block beyond the field types: only searchable fields are varied, the search is
-    within its ``limit`` (E402, saying how large it is), ``max_gpus`` fits the cluster."""
+    within its ``limit`` (E402, saying how large it is), ``max_gpus`` fits the cluster, its base can be
+    searched (E401: a serve plan is compared or swept; an online plan's search is a capacity search), and
+    the capacity search's own fields and axes."""
     out: list[Diagnostic] = []
+    base = search.base
+    capacity = base is not None and PHASES[base.phase].capacity
     for f, _ in search.axes:
-        if f not in SEARCHABLE:
+        if capacity and f not in CAPACITY_AXES:
+            out.append(error("E205", f"search `{search.name}` is a capacity search (its base `{base.name}` is an "
+                             f"{base.phase} plan) and cannot vary `{f}`", where(f) or search.span,
+                             help="a capacity search varies " + ", ".join(CAPACITY_AXES)))
+        elif not capacity and f not in SEARCHABLE:
             out.append(error("E205", f"search `{search.name}` cannot vary `{f}`", where(f) or search.span,
                              help="a search varies " + ", ".join(SEARCHABLE) + f"; to compare values of `{f}`, "
-                             "write one search per value, or a sweep"))
+                             "write one search per value, or a sweep"
+                             + ("; `" + f + "` is varied by a capacity search (an online base plan)"
+                                if f in CAPACITY_AXES else "")))
+    if base is not None and not capacity and not PHASES[base.phase].searchable:
+        kind = PHASES[base.phase]
+        out.append(error("E401", f"search `{search.name}`: its base plan `{base.name}` is a {kind.name} plan, which "
+                         "the layout search does not price", where("base") or search.span, kind.search_help))
+    if not capacity and (search.objective == "cost_per_month" or "headroom" in search.spans):
+        what = "objective = cost_per_month" if search.objective == "cost_per_month" else "headroom"
+        out.append(error("E203", f"search `{search.name}`: `{what}` applies to a capacity search (an online base "
+                         "plan), which sizes a fleet", where("objective" if what.startswith("obj") else "headroom")
+                         or search.span, help="rank layouts by cost_per_token, or make an online plan the base"))
     out += _target_diagnostics(search, where)
     n = search.size
     if n > search.limit:
@@ -65,7 +87,7 @@ def validate(search: S.Search, where: Callable[..., Span | None]) -> list[Diagno
             "E203", f"search `{search.name}`: max_gpus = {search.max_gpus:,} is more than cluster "
             f"`{biggest.name}` has ({biggest.gpus:,})", where("max_gpus") or search.span,
             help=f"use max_gpus ≤ {biggest.gpus:,}, or a larger cluster in the base plan"))
-    if not any(d.code == "E205" for d in out):
+    if not any(d.code == "E205" for d in out) and not capacity:
         out += fleet_diagnostics(search, where)
     return out
 
@@ -157,3 +179,18 @@ def combo_label(fixed: Mapping[str, Any]) -> str:
 def value_name(v) -> Any:
     """A searched value as a record holds it: an entity by its name."""
     return v.name if isinstance(v, S.Entity) else v
+
+
+def validate_compare(cmp: S.Compare, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """A comparison by cost per token needs every plan priced (E403, as a cost search does)."""
+    if cmp.by != "cost_per_token":
+        return []
+    out = []
+    for p in cmp.plans:
+        if p.cluster is not None and not p.cluster.priced:
+            gpu = p.cluster.gpu.name if p.cluster.gpu is not None else "its gpu"
+            out.append(error("E403", f"compare `{cmp.name}` ranks by cost_per_token, but plan `{p.name}` is not "
+                             "priced", where("by") or cmp.span, f"give gpu `{gpu}` a `price_per_hour` (e.g. "
+                             f"`price_per_hour = 3.78 USD/h`) or cluster `{p.cluster.name}` a `price_per_gpu_hour` "
+                             "or `price_per_node_hour`"))
+    return out

@@ -446,6 +446,11 @@ def sweep_section(name: str, s: Mapping[str, Any], policy: S.Policy | None, char
         where = (", ".join(f"{f} = {V.fmt_value(f, pt.get(f))}" for f in fields) if pt
                  else "no point reaches it")
         optima.append(f"Cost-optimal at efficiency ≥ {units.format_percent(float(thr))}: {where}.")
+    if s.get("objective"):  # a serving plan's sweep: the best point by its objective, never by efficiency
+        best = s.get("optimum")
+        where = (", ".join(f"{f} = {V.fmt_value(f, best.get(f))}" for f in fields) if best
+                 else "no point fits memory and meets the policy")
+        optima.append(f"Best by {s['objective']} among the points that fit memory and meet the policy: {where}.")
     if s.get("continuous_optimum") is not None:
         optima.append("Continuous time optimum N* = W·ln2 / (2·α·c·L·BW) = "
                       f"{units.format_quantity(float(s['continuous_optimum']), units.DIMENSIONLESS)}.")
@@ -575,6 +580,135 @@ def search_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.Se
                            _search_points(s.get("pareto") or (), axes),
                            search_figure(name, s) if charts else None,
                            _top_note(s), *_target_front(name, s, axes, charts))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Capacity for the demand (ccost.capacity): a search whose base is an online plan.
+
+
+def _ms(v: Any) -> str:
+    return "—" if v is None else units.format_quantity(float(v), units.TIME)
+
+
+def _usd(v: Any) -> str:
+    return "—" if v is None else units.format_quantity(float(v), units.MONEY)
+
+
+def _workers(f: Mapping[str, Any]) -> str:
+    """A fleet's engines in a phrase: `2 × tp4` or `1 prefill tp2 + 2 decode tp4` per replica."""
+    par = f"tp{f['tp']}" + (f" pp{f['pp']}" if f.get("pp", 1) > 1 else "") + (f" ep{f['ep']}" if f.get("ep", 1) > 1
+                                                                               else "")
+    if f.get("prefill_workers"):
+        return (f"{f['dp']} × ({f['prefill_workers']} prefill tp{f['prefill_tp'] or f['tp']} + "
+                f"{f['decode_workers']} decode {par})")
+    return f"{f['dp']} × {par}"
+
+
+def _pct(v: Any) -> str:
+    return "—" if v is None else units.format_percent(float(v))
+
+
+def capacity_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.CapacitySection:
+    """The chapter "Capacity for the demand" of one capacity search: the fleet to buy, the aggregated and the
+    disaggregated answer and N+1 side by side (replicas, GPUs, cost, capacity and headroom, p50/p99 latencies
+    simulated at the sized rate), the latencies drawn against the SLOs, what 1.5× the traffic needs, each
+    layout's rate per replica, and the engine commands of the chosen fleet. Every number is the search's
+    (``ccost.capacity``); this only formats them."""
+    rate = s.get("sized_rate_per_s")
+    pct = s.get("slo_percentile", "p99")
+    limits = [(m, s.get(f"max_{m}_s")) for m in ("ttft", "tpot", "e2e")]
+    slos = ", ".join(f"{m.upper()} ≤ {_ms(v)}" for m, v in limits if v is not None) or "none"
+    demand = _kv([
+        ("traffic", str(s.get("traffic"))), ("mean rate", f"{V.fmt_value('count', s.get('rate_per_s'))} requests/s"),
+        ("peak rate", f"{V.fmt_value('count', s.get('peak_rate_per_s'))} requests/s"),
+        ("headroom asked", _pct(s.get("headroom"))), ("sized for", f"{rate:g} requests/s"),
+        (f"SLOs at {pct}", slos), ("fleets screened", f"{s.get('candidates', 0):,}"),
+        ("simulated", f"{s.get('simulations', 0)}")])
+    chosen = s.get("chosen")
+    cols = [("aggregated", s.get("aggregated")), ("disaggregated", s.get("disaggregated"))]
+    n1 = s.get("n_plus_1")
+    if n1:  # its latencies are those of its fleet with one replica down: what N+1 promises
+        cols.append(("N+1 (one replica down)", {**n1, "simulated": (n1.get("one_down") or {}).get("simulated")}))
+
+    def row(label, fn):
+        return (label, *[fn(f) if f else "none meets the SLOs" for _, f in cols])
+
+    def sim(f, key):
+        return (f.get("simulated") or {}).get(key) if f is not None else None
+
+    rows = [
+        row("engines per replica × replicas", _workers), row("GPUs", lambda f: f"{f['gpus']:,}"),
+        row("running requests, tokens a step", lambda f: f"{f['max_seqs']}, {f['step_tokens']:,}"),
+        row("cost per month", lambda f: _usd(f.get("cost_per_month_usd"))),
+        row("cost per million tokens (mean rate)", lambda f: _usd(f.get("cost_per_mtok_usd"))),
+        row("capacity within the SLOs (screened)", lambda f: "—" if f.get("capacity_per_s") is None
+            else f"{f['capacity_per_s']:.3g} requests/s"),
+        row("load at the sized rate: rate / capacity", lambda f: "—" if not f.get("capacity_per_s")
+            else _pct(rate / f["capacity_per_s"])),
+        row("headroom: capacity / rate − 1", lambda f: _pct(f.get("headroom"))),
+        row("engine busy share (simulated)", lambda f: _pct(sim(f, "utilisation"))),
+        *[row(f"{m.upper()} p50 / p99 (simulated)", lambda f, m=m: f"{_ms(sim(f, f'{m}_p50_s'))} / "
+              f"{_ms(sim(f, f'{m}_p99_s'))}") for m in ("ttft", "tpot", "e2e")],
+        row("meets the SLOs (simulated)", lambda f: "yes" if sim(f, "meets") else "no"),
+    ]
+    answers = V.Table(("", *[c for c, _ in cols]), tuple(rows), (False, *[True] * len(cols)), wide=True,
+                      caption="Latencies simulated at the sized rate (N+1: its fleet with one replica down). "
+                              "Capacity is the screen's (queueing theory, within ~25 % of the simulator): where the "
+                              "simulation confirmed a fleet the screen puts just short of the rate, the load reads "
+                              "above 100 % and the headroom below 0.")
+    if chosen:
+        verdict = (f"Buy {chosen['gpus']:,} GPUs of {chosen['cluster']}, {chosen['mode']}: "
+                   f"{_workers(chosen)}, {_usd(chosen.get('cost_per_month_usd'))} a month "
+                   f"({_usd(chosen.get('cost_per_mtok_usd'))} per million tokens at the mean rate). At {rate:g} "
+                   f"requests/s it serves TTFT {_ms(sim(chosen, 'ttft_p99_s'))} and TPOT "
+                   f"{_ms(sim(chosen, 'tpot_p99_s'))} at p99 (simulated; SLOs {slos}).")
+        other = [c for c, f in cols[:2] if f is not None and f is not chosen and f != chosen]
+        if other:
+            f = dict(cols)[other[0]]
+            verdict += (f" The best {other[0]} fleet needs {f['gpus']:,} GPUs "
+                        f"({_usd(f.get('cost_per_month_usd'))} a month).")
+    else:
+        verdict = (f"No fleet in this search meets the SLOs ({slos}) at {rate:g} requests/s: widen the search "
+                   "(more GPUs, other layouts) or relax the promises.")
+    figure = None
+    answered = [(c, f) for c, f in cols if f is not None and f.get("simulated")]
+    if charts and answered:
+        from ccost.report import charts as ch
+
+        mets = [m for m in ("ttft", "tpot")]
+        svg = ch.percentile_bars(tuple((c, tuple((f["simulated"][f"{m}_p50_s"], f["simulated"][f"{m}_p99_s"])
+                                                 for m in mets)) for c, f in answered),
+                                 tuple(m.upper() for m in mets), tuple(s.get(f"max_{m}_s") for m in mets),
+                                 f"Search {name}: latencies at {rate:g} requests/s")
+        figure = V.Figure(svg, f"p50 (light) and p99 (dark) of TTFT and TPOT of each answer, simulated at the "
+                               f"sized rate ({rate:g} requests/s; the {pct} SLOs dashed; N+1 with one replica down).")
+    g = s.get("growth") or {}
+    if g:
+        gf, same = g.get("fleet"), g.get("same_layout")
+        growth = (f"At {g['factor']:g}× the traffic ({g['rate_per_s']:g} requests/s, screened): "
+                  + (f"the cheapest fleet is {gf['mode']} {_workers(gf)}, {gf['gpus']:,} GPUs, "
+                     f"{_usd(gf.get('cost_per_month_usd'))} a month" if gf else "no fleet in this search carries it")
+                  + ("; the chosen layout needs " + (f"{same['dp']} replicas ({same['gpus']:,} GPUs)" if same
+                                                     else "more replicas than the search allows")
+                     if chosen else "") + ".")
+    else:
+        growth = ""
+    lay = sorted((r for r in s.get("layouts") or () if r.get("replicas_for_rate")),
+                 key=lambda r: (r["replicas_for_rate"] * r["gpus"], r["gpus"]))[:15]
+    layouts = V.Table(("engines", "GPUs per replica", "running, step tokens", "requests/s per replica",
+                       "replicas", "GPUs"),
+                      tuple((_workers({**r, "dp": 1}), str(r["gpus"]), f"{r['max_seqs']}, {r['step_tokens']:,}",
+                             f"{r['highest_rate_per_s']:.4g}", str(r["replicas_for_rate"]),
+                             str(r["replicas_for_rate"] * r["gpus"])) for r in lay),
+                      (False, True, True, True, True, True),
+                      caption=f"The 15 layouts that carry {rate:g} requests/s on the fewest GPUs, at each one's "
+                              "best engine limits (screened: one replica's highest rate within the SLOs).")
+    la = (chosen or {}).get("launch") or {}
+    launch = tuple((f"{e['count']} × {e['role']} engine, vLLM", e["vllm"]) for e in la.get("engines", ())) + \
+        tuple((f"{e['count']} × {e['role']} engine, SGLang", e["sglang"]) for e in la.get("engines", ())) + \
+        ((("replay the demand", la["benchmark"]),) if la.get("benchmark") else ())
+    return V.CapacitySection(name, s.get("title") or name, verdict, demand, answers, figure, growth, layouts,
+                             launch, str(s.get("method") or ""))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -1077,7 +1211,9 @@ def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any
                    for n, s in (doc.get("sweeps") or {}).items())
     compares = tuple(compare_section(n, c, plans, charts) for n, c in (doc.get("compares") or {}).items())
     searches = tuple(search_section(n, x, charts) for n, x in (doc.get("searches") or {}).items()
-                     if isinstance(x, Mapping))
+                     if isinstance(x, Mapping) and x.get("kind") != "capacity")
+    capacities = tuple(capacity_section(n, x, charts) for n, x in (doc.get("searches") or {}).items()
+                       if isinstance(x, Mapping) and x.get("kind") == "capacity")
     targets = tuple(t for t in (target_section(n, p, charts) for n, p in plans.items()) if t is not None)
     stem = Path(spec.path).stem
     return V.ReportView(
@@ -1097,4 +1233,5 @@ def build(spec: S.Spec, doc: Mapping[str, Any], steps: Mapping[str, Sequence[Any
         source_css=source_css,
         about=about,
         targets=targets,
+        capacities=capacities,
     )

@@ -266,3 +266,34 @@ def target_front_chart(front: Sequence[tuple[float, float]], top: Sequence[tuple
         ax.set_title(title, loc="left")
         ax.legend(loc="upper right", frameon=False)
         return _to_svg(fig, title)
+
+
+#: The two percentiles a capacity answer's bars show, light and dark.
+PERCENTILE_COLOURS = ("#9fb8da", "#4c72b0")
+
+
+@cached
+def percentile_bars(fleets: Sequence[tuple[str, Sequence[tuple[float, float]]]], metrics: Sequence[str],
+                    limits: Sequence[float | None], title: str) -> str:
+    """A capacity search's answers at the sized rate (ccost.capacity): one panel per metric (TTFT, TPOT),
+    per fleet a bar for p50 and one for p99 (simulated), the SLO as a dashed line; in milliseconds."""
+    plt = _pyplot()
+    with plt.rc_context(_RC):
+        fig, axs = plt.subplots(1, len(metrics), figsize=(WIDTH_IN, 0.7 + 0.42 * len(fleets)), squeeze=False)
+        labels = [label for label, _ in fleets]
+        for j, (ax, metric, limit) in enumerate(zip(axs[0], metrics, limits)):
+            for i, (_, values) in enumerate(reversed(list(fleets))):
+                p50, p99 = values[j]
+                ax.barh(i + 0.18, p50 * 1e3, height=0.34, color=PERCENTILE_COLOURS[0], label="p50" if i == 0 else None)
+                ax.barh(i - 0.18, p99 * 1e3, height=0.34, color=PERCENTILE_COLOURS[1], label="p99" if i == 0 else None)
+            if limit is not None:
+                ax.axvline(limit * 1e3, color=COLOURS["threshold"], linestyle="--", linewidth=1.0, label="SLO")
+            ax.set_yticks(range(len(fleets)))
+            ax.set_yticklabels(list(reversed(labels)) if j == 0 else [""] * len(fleets))
+            ax.set_xlabel(f"{metric} (ms)")
+            ax.set_xlim(left=0)
+            ax.grid(axis="y", visible=False)
+        axs[0][0].set_title(title, loc="left")
+        axs[0][-1].legend(loc="upper center", bbox_to_anchor=(0.0, -0.45 if len(fleets) < 3 else -0.3), ncol=3,
+                          frameon=False)
+        return _to_svg(fig, title)

@@ -189,6 +189,20 @@ class SearchSection(Section):
 
 
 @dataclass(frozen=True)
+class CapacitySection(Section):
+    """A capacity search (ccost.capacity): the chapter "Capacity for the demand"."""
+
+    verdict: str  # the answer in a sentence: the fleet to buy, its cost, the latencies at the peak
+    demand: Table  # the traffic, the rate sized for, the SLOs
+    answers: Table  # aggregated, disaggregated and N+1 side by side
+    figure: Figure | None  # p50 and p99 TTFT and TPOT of each answer against the SLOs
+    growth: str  # what 1.5× the traffic would need
+    layouts: Table  # per layout, the highest rate one replica carries and the GPUs the sized rate needs
+    launch: tuple[tuple[str, str], ...]  # (what, command) for the chosen fleet (ccost.launch)
+    method: str  # how the figures were obtained
+
+
+@dataclass(frozen=True)
 class TargetSection(Section):
     """A plan's training target (ccost.target): the chapter "Time to train"."""
 
@@ -257,4 +271,5 @@ class ReportView:
     source_css: str = ""
     about: str = ""  # the spec's own opening comment: what it is for, in its author's words
     targets: tuple[TargetSection, ...] = ()  # the chapter "Time to train": plans with a training target
+    capacities: tuple[CapacitySection, ...] = ()  # the chapter "Capacity for the demand": capacity searches
     extra: Mapping[str, Any] = field(default_factory=dict)

@@ -38,6 +38,15 @@ def run_search(search: S.Search, policy: S.Policy, progress: Callable[[int, int]
     run in this process. Raises ``CcostError`` E402 for a search larger than its limit, E401 when the base
     plan cannot be evaluated, E404 for a fleet combination that cannot be evaluated.
     """
+    if search.base is not None and phase_kind(search.base.phase).capacity:  # a fleet for a traffic
+        from ccost import capacity
+        from ccost.check.search import validate
+
+        diags = [d for d in validate(search, lambda *a: None) if d.is_error]
+        if diags:
+            raise CcostError(diags)
+        _pickling()  # entities travel to Dask workers
+        return capacity.run(search, policy, progress, pool.EXECUTION.scheduler if scheduler is None else scheduler)
     job = _job(search, policy, chunk)
     units = job.units()
     jobs = pool.EXECUTION.jobs if jobs is None else jobs

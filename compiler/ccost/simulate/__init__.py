@@ -34,7 +34,7 @@ from ccost.simulate.run import (
     simulate_disagg,
     sustainable_rate,
 )
-from ccost.simulate.screen import LengthSample, Screen, screen, screen_disagg, screen_rate
+from ccost.simulate.screen import LengthSample, Screen, screen, screen_disagg, screen_rate, screen_rate_sections
 from ccost.simulate.steps import FEATURES, Roofline, StepModel, Table
 
 __all__ = [
@@ -42,6 +42,6 @@ __all__ = [
     "Engine", "EngineError", "EngineRun", "run_engine",
     "PERCENTILES", "Pool", "RateSearch", "Run", "Slo", "highest_rate", "simulate", "simulate_disagg",
     "sustainable_rate",
-    "LengthSample", "Screen", "screen", "screen_disagg", "screen_rate",
+    "LengthSample", "Screen", "screen", "screen_disagg", "screen_rate", "screen_rate_sections",
     "FEATURES", "Roofline", "StepModel", "Table",
 ]

@@ -407,9 +407,14 @@ def run_engine(arrival: np.ndarray, prompt: np.ndarray, cached: np.ndarray, outp
 def _stretch(step, rows: int, ctx0: int, k: int, T: float, ta: float) -> np.ndarray:
     """End times of up to ``k`` decode-only steps of ``rows`` rows starting at ``T`` (the j-th at context
     ``ctx0 + rows·j``), cut after the first that ends at or after ``ta``. Summed in order from ``T``, as one
-    step at a time would sum them."""
+    step at a time would sum them; or, when the step model gives its decode step as a line in the context
+    (``decode_line``), in closed form (``_Line``: the same times to rounding)."""
     out: list[np.ndarray] = []
     done, block, t = 0, 16, T
+    line = getattr(step, "decode_line", None)
+    line = line(rows) if line is not None else None
+    if line is not None:
+        return _Line.of(T, line[0] + line[1] * ctx0, line[1] * rows, k, ta)
     while done < k:
         m = min(block, k - done)
         ctx = ctx0 + rows * np.arange(done, done + m)
@@ -425,6 +430,43 @@ def _stretch(step, rows: int, ctx0: int, k: int, T: float, ta: float) -> np.ndar
         done += m
         block *= 4
     return out[0] if len(out) == 1 else np.concatenate(out)
+
+
+@dataclass(frozen=True)
+class _Line:
+    """The end times of a stretch of decode-only steps whose times grow linearly (a step model's
+    ``decode_line``): the j-th ends at T + (j + 1)·a + b·j(j + 1)/2 (a: the first step, b: what each step
+    adds, the context growing by a row each), in closed form, so a stretch costs the same whatever its length;
+    indexed like the array ``_stretch`` returns."""
+
+    T: float
+    a: float
+    b: float
+    k: int
+
+    @staticmethod
+    def of(T: float, a: float, b: float, k: int, ta: float) -> "_Line":
+        """Up to ``k`` steps, cut after the first that ends at or after ``ta``."""
+        line = _Line(T, a, b, k)
+        if ta < math.inf and line[k - 1] >= ta:
+            # the least j with T + (j + 1)·a + b·j(j + 1)/2 ≥ ta: the root of the quadratic, then checked
+            x = ta - T
+            if b > 0:
+                j = max(0, int(math.floor((-(a + b / 2) + math.sqrt((a + b / 2) ** 2 + 2 * b * x)) / b)) - 1)
+            else:
+                j = max(0, int(math.floor(x / a)) - 1)
+            while j > 0 and line[j - 1] >= ta:
+                j -= 1
+            while line[j] < ta:
+                j += 1
+            line = _Line(T, a, b, j + 1)
+        return line
+
+    def __len__(self) -> int:
+        return self.k
+
+    def __getitem__(self, j: int) -> float:
+        return self.T + (j + 1) * self.a + self.b * (j * (j + 1) / 2)
 
 
 def _fits_alone(i, pf, kv0, I, O, U, K, grow, B) -> bool:

@@ -355,7 +355,7 @@ def highest_rate(meets: Callable[[float], bool], start: float, *, rel_tol: float
                 lo = r
             else:
                 hi = r
-    while hi / lo - 1 > rel_tol and len(tried) < max_evals:
+    while lo > 0 and hi / lo - 1 > rel_tol and len(tried) < max_evals:
         r = math.sqrt(lo * hi)
         if ask(r):
             lo = r

@@ -242,6 +242,19 @@ def _erlang_c(c: np.ndarray, a: np.ndarray) -> np.ndarray:
 # The model
 
 
+def _positions(n: np.ndarray):
+    """Per configuration, the chunk (or step) positions priced of its ``n`` (K,) and the chunks each stands
+    for: all of them when n ≤ MAX_CHUNKS, else MAX_CHUNKS spread evenly, each for n/MAX_CHUNKS. Yields
+    (positions (K,), weights (K,)) once per position; each configuration's own n decides its sampling, so
+    that its figures do not depend on the others screened with it (a 512-token budget beside an 8,192 one
+    made the latter's single chunk count 16 times)."""
+    n = np.asarray(n, dtype=float)
+    many = n > MAX_CHUNKS
+    for i in range(int(min(np.max(n, initial=0.0), MAX_CHUNKS))):
+        spread = np.round(i * (n - 1) / (MAX_CHUNKS - 1))
+        yield (np.where(many, spread, i), np.where(many, n / MAX_CHUNKS, (i < n) * 1.0))
+
+
 def _chunks(step, P, cached, chunk, rows, ctx, prefill_only):
     """Per configuration and length point: the time of the steps carrying the prompt's chunks
     (``own``) and what they add to the decode-only steps they ride on (``extra``), chunk size ``chunk``
@@ -249,18 +262,13 @@ def _chunks(step, P, cached, chunk, rows, ctx, prefill_only):
     K = chunk.shape[0]
     c = chunk[:, None]
     n_chunks = np.ceil(P[None, :] / c)
-    jmax = int(np.max(n_chunks))
-    if jmax <= MAX_CHUNKS:
-        positions, weights = np.arange(jmax), np.ones(jmax)
-    else:  # sample the chunk positions evenly; each stands for jmax/MAX_CHUNKS chunks
-        positions = np.round(np.linspace(0, jmax - 1, MAX_CHUNKS)).astype(int)
-        weights = np.full(MAX_CHUNKS, jmax / MAX_CHUNKS)
     r = np.zeros((K, 1)) if prefill_only else rows[:, None]
     x = np.zeros((K, 1)) if prefill_only else ctx[:, None]
     base = step(r, x, 0.0 * c, 0.0 * c, 0.0 * c)
     own = np.zeros((K, len(P)))
     extra = np.zeros((K, len(P)))
-    for j, wj in zip(positions, weights):
+    for j, wj in _positions(n_chunks.max(axis=1)):
+        j, wj = j[:, None], wj[:, None]
         cj = np.clip(P[None, :] - j * c, 0, c)
         s = cached[None, :] + j * c
         t = step(r + 0 * cj, x + 0 * cj, cj, cj * s + cj * (cj + 1) / 2, (cj > 0) * 1.0)
@@ -281,16 +289,11 @@ def _own_in_batch(step, P, cached, EP, q_tok, chunk, rows, ctx, prefill_only, j)
     ahead = j * EP / 2.0
     total = P[None, :] + j * EP
     last = np.ceil((ahead + P[None, :]) / c)  # the step that computes the prompt's last token
-    smax = int(np.max(last))
-    if smax <= MAX_CHUNKS:
-        steps, weights = np.arange(smax), np.ones(smax)
-    else:
-        steps = np.round(np.linspace(0, smax - 1, MAX_CHUNKS)).astype(int)
-        weights = np.full(MAX_CHUNKS, smax / MAX_CHUNKS)
     r = np.zeros((K, 1)) if prefill_only else rows[:, None]
     x = np.zeros((K, 1)) if prefill_only else ctx[:, None]
     own = np.zeros((K, len(P)))
-    for s_i, w in zip(steps, weights):
+    for s_i, w in _positions(last.max(axis=1)):
+        s_i, w = s_i[:, None], w[:, None]
         lo = s_i * c
         tokens = np.clip(total - lo, 0, c)
         mine = np.clip(np.minimum(lo + c, ahead + P[None, :]) - np.maximum(lo, ahead), 0, None)
@@ -322,10 +325,16 @@ def _solve_decode(lam, mean_dec, S, t_dec, dp_per_req, cap):
         return lam * mean_dec * t_dec(1 + n) / np.maximum(denom, _TINY)
 
     n = np.zeros_like(lam)
+    done = np.zeros(np.shape(lam), dtype=bool)
     for _ in range(40):
+        # a configuration that has converged keeps its n (so that its result does not depend on the others
+        # solved with it); the rounds stop when every one has
         n_new = np.minimum(f(n), cap * 4 + 1)
-        done = np.abs(n_new - n) <= 1e-6 * np.maximum(n_new, 1)
+        n_new = np.where(done, n, n_new)
+        done = done | (np.abs(n_new - n) <= 1e-6 * np.maximum(n_new, 1))
         n = n_new
+        if done.all():
+            break
     ok = done & (denom > 0) & (n <= cap)
     # slow to converge near saturation: bisect g(n) = f(n) − n on [n, cap] where g(cap) < 0
     hi = cap.astype(float)
@@ -721,4 +730,46 @@ def screen_rate(meets, lo, hi, *, iters: int = 30) -> np.ndarray:
         ok = np.asarray(meets(np.exp(mid)), dtype=bool)
         a = np.where(ok, mid, a)
         b = np.where(ok, b, mid)
+    return np.where(ok_hi, hi, np.where(ok_lo, np.exp(a), 0.0))
+
+
+def screen_rate_sections(meets, lo, hi, K: int, *, points: int = 8, rounds: int = 4,
+                         groups: np.ndarray | None = None) -> np.ndarray:
+    """``screen_rate`` in fewer calls of the screen: per configuration the highest rate in [lo, hi] at which
+    ``meets(rates, which) -> bool`` holds (``which``: the configuration each rate is for, so that one call
+    screens K configurations at ``points`` rates each), assuming it holds below some rate and not above.
+    Each round tries ``points`` rates evenly spaced in ln(rate) inside every configuration's bracket and
+    keeps the interval where the verdict changes: the ratio hi/lo shrinks (points + 1)-fold a round (8 and
+    4: 6,561-fold, within 0.2 % from a bracket of 10⁵), in 1 + ``rounds`` calls where bisection makes 2 +
+    log2 of that. 0 where even ``lo`` fails, ``hi`` where ``hi`` still meets it.
+
+    ``groups`` (K,): when only each group's highest rate is wanted, a configuration whose bracket lies
+    wholly below a rate another of its group was seen to meet is dropped after a round (it cannot be its
+    group's highest); its value is then a lower bound only.
+
+    >>> f = lambda r, k: r <= np.array([3.0, 7.0])[k]
+    >>> screen_rate_sections(f, 0.1, 100.0, 2).round(2).tolist()
+    [3.0, 7.0]
+    """
+    lo = np.broadcast_to(np.asarray(lo, dtype=float), (K,))
+    hi = np.broadcast_to(np.asarray(hi, dtype=float), (K,))
+    ends = np.asarray(meets(np.concatenate([lo, hi]), np.concatenate([np.arange(K)] * 2)), dtype=bool)
+    ok_lo, ok_hi = ends[:K], ends[K:]
+    a, b = np.log(lo), np.log(hi)
+    j = np.arange(1, points + 1) / (points + 1)
+    live = ok_lo & ~ok_hi  # the configurations whose highest rate lies inside the bracket
+    for _ in range(rounds):
+        if groups is not None and live.any():
+            best = np.full(int(groups.max()) + 1, -np.inf)
+            np.maximum.at(best, groups, np.where(ok_lo, np.where(ok_hi, b, a), -np.inf))
+            live &= b > best[groups]
+        k = np.nonzero(live)[0]
+        if not k.size:
+            break
+        grid = a[k, None] + (b - a)[k, None] * j[None, :]
+        ok = np.asarray(meets(np.exp(grid).reshape(-1), np.repeat(k, points)), dtype=bool).reshape(k.size, points)
+        first_fail = np.where(ok.all(axis=1), points, np.argmin(ok, axis=1))  # the first rate that fails
+        rows = np.arange(k.size)
+        a[k] = np.where(first_fail > 0, grid[rows, np.maximum(first_fail - 1, 0)], a[k])
+        b[k] = np.where(first_fail < points, grid[rows, np.minimum(first_fail, points - 1)], b[k])
     return np.where(ok_hi, hi, np.where(ok_lo, np.exp(a), 0.0))

@@ -44,7 +44,7 @@ def link_of(text: str):
 
 
 def errors(log: str, extra: tuple[str, ...] = ()) -> dict:
-    from ccost import costs
+    from ccost.model import costs
     from ccost.calibrate import fit_log, read_log
 
     fit = fit_log(read_log(log))
@@ -93,7 +93,7 @@ def main(argv: list[str]) -> int:
 
 
 def hierarchical(log: str):
-    from ccost import costs
+    from ccost.model import costs
     from ccost.calibrate import fit_log, read_log
     from ccost.calibrate.hier import fit_hierarchical
     from ccost.check import check_file

@@ -13,7 +13,7 @@ The data: the FlashAttention-3 paper's H100 benchmark (Shah, Bikshandi, Zhang, T
 "FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision", 2024, arXiv:2407.08608,
 figure "Attention forward speed, head dim 128 (H100 80GB SXM5)"), TFLOP/s at sequence lengths 512 to 16k
 for FlashAttention-2, cuDNN and FlashAttention-3. Each series is reduced to the form of the engines'
-prefill-attention curve (ccost.kernels): R(S) = R_peak·η_a·S/(S + S½), least squares on log(R/measured).
+prefill-attention curve (ccost.model.kernels): R(S) = R_peak·η_a·S/(S + S½), least squares on log(R/measured).
 The FlashAttention-3 series is fitted too, as a check against the vLLM table's FA3 curve (`h100_vllm`): the
 two plateaus agree when the chart and the table measure the same thing.
 

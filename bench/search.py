@@ -66,7 +66,7 @@ def _point(s, i: int) -> dict:
 
 def loop_one(s, policy, st, layout: dict) -> tuple | None:
     """One point the slow way: a Plan, checked, lowered and analysed on floats, constraints applied."""
-    from ccost import lower, phases
+    from ccost.model import lower, phases
     from ccost.check.plan import evaluation_errors
 
     plan = dataclasses.replace(s.base, **layout)

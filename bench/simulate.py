@@ -9,10 +9,10 @@ shared machine wall time measures the neighbours. The capacity search must price
 fleets with their tail latencies in ≤ 2 s on one core; the figures below say which of the
 three options does that:
 
-(a) the event-jumping simulator (``ccost.simulate.simulate``), per simulation;
+(a) the event-jumping simulator (``ccost.model.simulate.simulate``), per simulation;
 (b) a lockstep simulator vectorised over many configurations with numpy (a prototype here, for the
     measurement only: fixed lengths, the mixed policy, no KV limit);
-(c) the analytic screening (``ccost.simulate.screen``), all fleets in one call;
+(c) the analytic screening (``ccost.model.simulate.screen``), all fleets in one call;
 (d) the capacity search end to end (``ccost.capacity``): the specs/sla-*.ccost examples, each evaluated
     whole (check + plan + search, the 2 s budget of one capacity question), and the 70B search widened past 10,000
     candidate fleets — every fleet screened with its tails, the cheapest confirmed by simulation.
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "compiler"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from ccost.simulate import (  # noqa: E402
+from ccost.model.simulate import (  # noqa: E402
     Arrivals,
     Demand,
     Engine,

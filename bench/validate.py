@@ -190,7 +190,7 @@ def price(rows: list[dict], overrides: dict | None = None) -> list[Row]:
 
 def times(rows: list[dict], overrides: dict | None = None) -> list[float]:
     """The predicted time of each inference row alone (what a fit needs; no results document)."""
-    from ccost import phases, serve
+    from ccost.model import phases, serve
 
     out = []
     for r in rows:

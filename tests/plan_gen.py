@@ -187,7 +187,7 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
     p = [f"model = m; cluster = c; phase = {phase}; tp = {tp}; pp = {pp}; ep = {ep}; dp = {dp}"]
     batch = value(draw, _field("plan", "batch"))
     p += [f"batch = {batch}"]
-    if phase == "serve":  # continuous batching (ccost.serve): its own fields; no seq, no compute_time (E401)
+    if phase == "serve":  # continuous batching (ccost.model.serve): its own fields; no seq, no compute_time (E401)
         batch = value(draw, _field("plan", "concurrency"))  # what the micro-batches split in serving
         p += [f"concurrency = {batch}"] + _members(draw, "plan", ["input_tokens", "output_tokens"])
     # at most one micro-batch per sequence (E401 otherwise)

@@ -1,7 +1,7 @@
 """A plain reference simulator of one serving engine, for tests/test_simulate.py.
 
 Written from the rules in docs/simulation.md ("The engine"), one step at a time, one request object per
-request, no aggregates, no jumps: slow and easy to check by reading. ``ccost.simulate.engine`` must give
+request, no aggregates, no jumps: slow and easy to check by reading. ``ccost.model.simulate.engine`` must give
 the same times.
 
 Rules, per step:

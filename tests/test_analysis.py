@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccost import analysis, check, derive, evaluate, lower, phases
+from ccost import check, derive, evaluate
+from ccost.model import analysis, lower, phases
 from ccost import spec as S
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"

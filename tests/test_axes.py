@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ccost import axes, evaluate, lower, results, schema, search
+from ccost import axes, evaluate, results, schema, search
+from ccost.model import lower
 from ccost import spec as S
 
 

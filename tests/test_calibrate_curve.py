@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccost import costs, derive
+from ccost import derive
+from ccost.model import costs
 from ccost.calibrate import fit_log, read_log
 from ccost.check import check_text
 from ccost.cli import main
@@ -259,7 +260,7 @@ def test_a_size_that_goes_down_is_still_two_runs_interleaved(tmp_path):
     assert "interleaved" in str(info.value.diagnostics[0].message)
 
 
-# (test, redop, hops on 8 ranks, volume/m on 8 ranks), written by hand from the module table of ccost.costs
+# (test, redop, hops on 8 ranks, volume/m on 8 ranks), written by hand from the module table of ccost.model.costs
 KINDS_ON_8 = [
     ("all_gather_perf", "none", 7, 7 / 8),
     ("reduce_scatter_perf", "sum", 7, 7 / 8),

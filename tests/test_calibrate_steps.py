@@ -200,7 +200,7 @@ def test_more_rows_than_the_limit_are_refused_before_the_rest_is_read(tmp_path, 
 def test_rows_of_one_plan_are_priced_once_per_step_of_the_fit(tmp_path, monkeypatch):
     """Linear in the rows: 10,000 rows (the documented limit) of two plans cost two preparations per
     stack, not 10,000 (bench/calibrate_steps.py times the whole fit)."""
-    from ccost import lower
+    from ccost.model import lower
 
     here = _project(tmp_path)
     path = here / "steps.csv"

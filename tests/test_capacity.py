@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccost import capacity, check, online
+from ccost import capacity, check
+from ccost.model import online
 from ccost import search as SE
 from ccost import spec as S
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccost import collectives, costs
+from ccost import collectives
+from ccost.model import costs
 from ccost.calibrate import logs
 
 M = 3.0 * 2**20  # bytes: any size; the formulas are linear in it

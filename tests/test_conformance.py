@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ccost import check, costs, evaluate
+from ccost import check, evaluate
+from ccost.model import costs
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 MS, US = 1e-3, 1e-6

@@ -1,5 +1,5 @@
 """Context parallelism (cp) in serving, added through its ccost.axes record and its collective in
-ccost.lower: ring attention passes KV blocks between the cp ranks; the sequence is split cp ways."""
+ccost.model.lower: ring attention passes KV blocks between the cp ranks; the sequence is split cp ways."""
 
 from __future__ import annotations
 

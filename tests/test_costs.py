@@ -1,4 +1,4 @@
-"""ccost.costs: the α-β core against the worked examples of the reference notes (docs/examples.md), with the
+"""ccost.model.costs: the α-β core against the worked examples of the reference notes (docs/examples.md), with the
 hand arithmetic written out, plus properties that hold for every collective in every mode."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccost import costs, derive
-from ccost.costs import LinkParams, collective_cost, group_cost
+from ccost import derive
+from ccost.model import costs
+from ccost.model.costs import LinkParams, collective_cost, group_cost
 from ccost.derive import leaf, named
 from ccost.units import BANDWIDTH, DIMENSIONLESS, INFORMATION, TIME
 

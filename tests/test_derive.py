@@ -272,7 +272,7 @@ def test_long_sums_do_not_exhaust_the_stack_when_ordered():
 def test_docstring_examples_hold():
     import doctest
 
-    from ccost import costs
+    from ccost.model import costs
 
     for module in (derive, costs):
         result = doctest.testmod(module)

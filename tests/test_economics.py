@@ -1,4 +1,4 @@
-"""Money and power of a plan (``ccost.economics``): the figures worked by hand from a spec's
+"""Money and power of a plan (``ccost.model.economics``): the figures worked by hand from a spec's
 inputs, the same figures in ``explain``, a search ranked by cost, and the diagnostics of a spec that asks
 for a cost it cannot have."""
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccost import kernels, lower
+from ccost.model import kernels, lower
 from ccost.calibrate import kernels as K
 from ccost.check import check_text
 
@@ -127,7 +127,7 @@ plan lf_a100 extends lf { cluster = dgx_a100 }
 
 
 def test_a_training_framework_prices_attention_on_the_kernels_it_runs():
-    from ccost import phases
+    from ccost.model import phases
 
     spec = check_text(TRAIN_SPEC, "/nowhere/t.ccost").spec
     # llm-foundry links FlashAttention-2: on the H100 its published curve (std/gpus.ccost h100_flash2, the

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccost import check, evaluate, kernels, lower
+from ccost import check, evaluate
+from ccost.model import kernels, lower
 from ccost.calibrate import kernels as K
 from ccost.cli import main
 

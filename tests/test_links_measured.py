@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ccost import check, costs, evaluate
+from ccost import check, evaluate
+from ccost.model import costs
 
 REPO = Path(__file__).resolve().parents[1]
 US = 1e-6

@@ -113,7 +113,7 @@ def test_fsdp_training_across_two_nodes():
     assert rs["time_s"] == pytest.approx(1.6142 * MS, **HAND)
     # T_comm = (64 + 32) × 1.6142 ms = 154.97 ms
     assert d["comm_time_s"] == pytest.approx(154.97 * MS, **HAND)
-    # compute (ccost.training), one micro-batch of 4,096 tokens; the ideal stack: GEMMs at the GPU's
+    # compute (ccost.model.training), one micro-batch of 4,096 tokens; the ideal stack: GEMMs at the GPU's
     # achieved 600 TFLOP/s, attention at the 989 TFLOP/s peak (attention_efficiency 100 %), memory-bound
     # bytes at 3.35 TB/s:
     #   GEMMs forward 2 × 8e9 × 4096 = 65.536e12 FLOP → 109.23 ms
@@ -186,7 +186,7 @@ def test_plan_that_does_not_fit():
     assert item["status"] == "fail" and item["threshold"] == pytest.approx(72e9)
     # a comparison ranks it after a plan that fits, whatever its metric
     ok = run(plan(name="fits", tp=8, batch=64, seq=8192))
-    from ccost import analysis
+    from ccost.model import analysis
     order, text = analysis.rank("throughput", {"big": d, "fits": ok})
     assert order == ["fits", "big"]
     assert "do not fit" in text

@@ -1,4 +1,4 @@
-"""Online serving (``phase = online``, ``ccost.online``): the sampled step model worked by
+"""Online serving (``phase = online``, ``ccost.model.online``): the sampled step model worked by
 hand and against the step it samples, the queue theory has closed forms for (M/D/1, a burst), the
 disaggregated KV move priced by the α-β core, the SLO verdict, determinism, and the checker's words.
 
@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccost import check, evaluate, online
-from ccost import simulate as sim
+from ccost import check, evaluate
+from ccost.model import online
+from ccost.model import simulate as sim
 from ccost import spec as S
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
@@ -243,5 +244,5 @@ def test_explain_derives_the_representative_steps_and_names_the_simulation(tmp_p
     by = {s.name: s for s in steps}
     doc = evaluate.evaluate(spec).plans["p"].doc
     assert by["T_step"].value == pytest.approx(doc["step_time_s"], rel=1e-12)
-    assert "simulated: ccost.simulate" in by["TTFT_p99"].source
+    assert "simulated: ccost.model.simulate" in by["TTFT_p99"].source
     assert by["TTFT_p99"].value == doc["online"]["ttft_p99_s"]

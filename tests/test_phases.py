@@ -1,5 +1,5 @@
 """The phase registry: one record per phase (ccost.schema.PHASE_KINDS, what every layer may know of it;
-ccost.phases.PHASES, its functions), and no module outside it dispatching on a phase's name."""
+ccost.model.phases.PHASES, its functions), and no module outside it dispatching on a phase's name."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pathlib
 
 import pytest
 
-from ccost import check, evaluate, phases, results, schema
+from ccost import check, evaluate, results, schema
+from ccost.model import phases
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "compiler" / "ccost"
 REPO = PACKAGE.parent.parent
@@ -29,7 +30,7 @@ def _literals(node: ast.AST) -> set[str]:
 #: Variables that hold a word spelt like a phase but meaning something else, by name, with the reason. The
 #: comparisons of exactly these names are not phase tests; each must still occur (no stale entry).
 NOT_A_PHASE = {
-    "role": "ccost.simulate: a worker's role in a disaggregated fleet (serve, prefill or decode workers)",
+    "role": "ccost.model.simulate: a worker's role in a disaggregated fleet (serve, prefill or decode workers)",
 }
 
 
@@ -63,7 +64,7 @@ def test_no_module_outside_the_registry_compares_a_phase_name():
     exempt = frozenset(NOT_A_PHASE)
     found = {name: hits for name, text in _sources() if (hits := phase_tests(text, exempt))}
     assert found == {}, ("a module tests a phase by its name; read the phase's record instead "
-                         "(ccost.schema.phase_kind(plan.phase), ccost.phases.of(plan)): " + repr(found))
+                         "(ccost.schema.phase_kind(plan.phase), ccost.model.phases.of(plan)): " + repr(found))
     # each exemption still names something the sources compare with a phase's spelling
     for name in NOT_A_PHASE:
         assert any(len(phase_tests(text)) > len(phase_tests(text, frozenset({name}))) for _, text in _sources()), \

@@ -1,4 +1,4 @@
-"""The program of one step (ccost.program): memory as named parts, declared once in results.MEMORY_PARTS,
+"""The program of one step (ccost.model.program): memory as named parts, declared once in results.MEMORY_PARTS,
 and the builders lower and training share, with the rank strides of ccost.axes."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ccost import check, derive, evaluate, program, results, units
+from ccost import check, derive, evaluate, results, units
+from ccost.model import program
 from ccost import spec as S
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ccost import check, evaluate, economics
+from ccost import check, evaluate
+from ccost.model import economics
 
 HEAD = """
 import "std/gpus.ccost"

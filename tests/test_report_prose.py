@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ccost import costs, evaluate, lower, output, schema
+from ccost import evaluate, output, schema
+from ccost.model import costs, lower
 from ccost import spec as S
 from ccost.check import check_text, load_spec
 from ccost.report import build, render, review

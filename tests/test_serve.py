@@ -1,4 +1,4 @@
-"""Serving with continuous batching (``phase = serve``, ``ccost.serve``): a small plan
+"""Serving with continuous batching (``phase = serve``, ``ccost.model.serve``): a small plan
 worked by hand under both rooflines, the saturated case, diagnostics, the derivation, and monotonicity."""
 
 from __future__ import annotations

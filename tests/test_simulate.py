@@ -1,4 +1,4 @@
-"""The serving simulator (``ccost.simulate``, docs/simulation.md): demand draws, trace files, step models,
+"""The serving simulator (``ccost.model.simulate``, docs/simulation.md): demand draws, trace files, step models,
 the engine against queueing theory (M/D/1, M/G/1), hand-worked bursts, Little's law, a plain reference
 simulator (tests/simref.py), determinism and the disaggregated mode."""
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ccost.diagnostics import CcostError
-from ccost.simulate import (
+from ccost.model.simulate import (
     Arrivals,
     Demand,
     DemandError,
@@ -30,7 +30,7 @@ from ccost.simulate import (
     simulate_disagg,
     sustainable_rate,
 )
-from ccost.simulate.demand import Z90
+from ccost.model.simulate.demand import Z90
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simref import reference  # noqa: E402
@@ -389,7 +389,7 @@ def test_littles_law_on_the_outputs():
     lam = m.sum() / (w1 - w0)
     assert inside == pytest.approx(lam * (run.finish - r.arrival)[m].mean(), rel=0.03)
     # and the engine's own time-average of running requests equals λ × the mean time running
-    from ccost.simulate.run import _pool
+    from ccost.model.simulate.run import _pool
     pool, _, _ = _pool([run], w0, w1)
     assert pool.mean_running == pytest.approx(lam * (run.finish - run.admit)[m].mean(), rel=0.03)
 

@@ -1,4 +1,4 @@
-"""The analytic screening (``ccost.simulate.screen``, docs/simulation.md "Screening") against the simulator
+"""The analytic screening (``ccost.model.simulate.screen``, docs/simulation.md "Screening") against the simulator
 over a grid of loads, its limits by hand, and its vectorisation. The simulator is the reference here:
 it is checked against queueing theory and a step-by-step reference in tests/test_simulate.py."""
 
@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from ccost.simulate import (
+from ccost.model.simulate import (
     Arrivals,
     Demand,
     Engine,

@@ -171,7 +171,7 @@ def test_varying_the_phase_takes_the_new_phases_default_unless_a_stack_is_named(
 
 def test_a_plan_built_without_the_checker_needs_a_stack():
     """The model reads no file: a plan built by hand (not checked) must carry its stack."""
-    from ccost import lower
+    from ccost.model import lower
 
     gpu = S.Gpu("g", None, None, memory=80e9, hbm_bandwidth=2e12, flops=1e15)
     cluster = S.Cluster("c", None, None, gpu=gpu, intra_node=S.Link("l", None, None, alpha=1e-6, bandwidth=1e11))

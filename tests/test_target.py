@@ -1,4 +1,4 @@
-"""Training targets (ccost.target): the checkpoint interval, goodput, time to train and its money,
+"""Training targets (ccost.model.target): the checkpoint interval, goodput, time to train and its money,
 checked against published examples and hand calculations, and the global batch the layouts must hold.
 
 Expected values come from sources or from arithmetic written out in each test, never from the code's own
@@ -14,7 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from ccost import derive, target, units
+from ccost import derive, units
+from ccost.model import target
 from ccost import spec as S
 
 MIN = 60.0
@@ -347,7 +348,7 @@ def test_a_sweep_over_dp_holds_the_global_batch():
     res = check_text(text, "specs/t.ccost")
     assert not res.errors, [d.message for d in res.errors]
     doc = evaluate.sweep_document(res.spec.sweeps["w"], res.spec.policy)
-    from ccost import analysis
+    from ccost.model import analysis
 
     plans = [p for _, p in analysis.sweep_points(res.spec.sweeps["w"])]
     assert [(p.dp, p.batch, p.microbatches) for p in plans] == [(1, 256, 256), (2, 128, 128), (4, 64, 64)]

@@ -1,4 +1,4 @@
-"""The training model (ccost.training): activations, optimizer sharding, schedules, FLOPs, checked against
+"""The training model (ccost.model.training): activations, optimizer sharding, schedules, FLOPs, checked against
 the papers' formulas and hand arithmetic written out here."""
 
 from __future__ import annotations

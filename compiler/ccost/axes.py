@@ -6,7 +6,7 @@ says here what it is (``doc``, the schema's field description), how the explanat
 in which phases it means something, whether the search can vary it as an array, and which layout rules
 it must satisfy (``rules``, the names of the predicates of ``ccost.layout_rules``).
 
-Adding an axis is adding a record here, then its collective and its share of the work in ``ccost.lower``
+Adding an axis is adding a record here, then its collective and its share of the work in ``ccost.model.lower``
 (the group it communicates on, what it divides): the schema field, the spec's GPU count, the
 derivation leaf, the search array, the layout written to JSON and the text, the E301 message and the
 rank strides follow from the record.

@@ -1,6 +1,6 @@
 """Capacity search: the fleet to buy for a traffic and its promises (docs/capacity.md, docs/simulation.md).
 
-A ``search`` block whose base is an online plan (``phase = online``, ``ccost.online``) asks: for the base's
+A ``search`` block whose base is an online plan (``phase = online``, ``ccost.model.online``) asks: for the base's
 traffic at its peak rate (× 1 + ``headroom``) and the policy's SLOs, which fleet — GPU type (``cluster``),
 layout (``tp``, ``pp``, ``ep``), replicas (``dp``), engine limits (``max_seqs``, ``step_tokens``),
 aggregated or disaggregated (``prefill_workers``, ``decode_workers``, ``prefill_tp``) — meets them at the
@@ -47,9 +47,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ccost import economics, launch, online
+from ccost import launch
+from ccost.model import economics, online
 from ccost import layout_rules as rules
-from ccost import simulate as sim
+from ccost.model import simulate as sim
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.diagnostics import CcostError, error
@@ -687,8 +688,8 @@ def _document(search, policy, st, t, d, lengths, res: Result) -> dict:
         "meeting": int(np.count_nonzero(meets)) if K else 0,
         "simulations": len(res.confirmations),
         "screen_disagreements": sum(1 for i, s_ in res.confirmations if bool(s_["meets"]) != bool(meets[i])),
-        "method": (f"screened: ccost.simulate.screen (queueing theory) at {rate:g} requests/s, every candidate; "
-                   f"confirmed: ccost.simulate, {t.requests:,} requests, seed {t.seed}"),
+        "method": (f"screened: ccost.model.simulate.screen (queueing theory) at {rate:g} requests/s, every candidate; "
+                   f"confirmed: ccost.model.simulate, {t.requests:,} requests, seed {t.seed}"),
         "chosen": fleet_rec(chosen),
         "aggregated": fleet_rec(picks.get("aggregated")),
         "disaggregated": fleet_rec(picks.get("disaggregated")),

@@ -1,7 +1,7 @@
 """The collective catalogue: one record per collective kind, one tuple of AllReduce algorithm names.
 
 Everything ccost knows about a collective that is not a link's numbers lives here, once: its algorithms
-with their hop and volume formulas (the α-β model of ``ccost.costs``: ``T = α·hops + volume/B``), the
+with their hop and volume formulas (the α-β model of ``ccost.model.costs``: ``T = α·hops + volume/B``), the
 default algorithm, how the two-level form decomposes it across nodes (``Stage``), the nccl-tests binary
 that measures it and that binary's bus-bandwidth factor. ``costs``, ``calibrate`` and the front end
 read these records instead of branching on the kind; adding a collective is adding a record.
@@ -10,7 +10,7 @@ The module imports nothing heavy (the checker reads ``KINDS`` and ``ALGORITHMS``
 numpy): the formulas use ``ccost.derive``'s elementwise ``ceil``/``log2``/``minimum``, bound on first use,
 so that each formula runs unchanged on floats, numpy arrays and derivation ``Value``s.
 
-Conventions as in ``ccost.costs``: ``p`` ranks in the group, ``m`` the message in bytes (nccl-tests'
+Conventions as in ``ccost.model.costs``: ``p`` ranks in the group, ``m`` the message in bytes (nccl-tests'
 "size"), hops are sequential latency steps, volume is bytes each GPU sends. At P = 1 every formula is 0.
 """
 

@@ -361,7 +361,7 @@ def _result_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any],
     return _mark_implied(out, a, b), small
 
 
-#: The money and power results a diff lists (a plan's ``cost`` section, ``ccost.economics``).
+#: The money and power results a diff lists (a plan's ``cost`` section, ``ccost.model.economics``).
 COST_METRICS = ("cost_per_mtok_usd", "cost_per_hour_usd", "power_w", "tokens_per_joule")
 
 
@@ -496,7 +496,7 @@ def compare(old: Side, new: Side, threshold: float = DEFAULT_THRESHOLD) -> SpecD
             changed, small = _cost_changes(name, pa[name], pb[name], threshold)
             results += changed
             below += small
-            for kind in PHASE_KINDS:  # a phase's own figures a diff lists (a serve plan's: ccost.serve)
+            for kind in PHASE_KINDS:  # a phase's own figures a diff lists (a serve plan's: ccost.model.serve)
                 if kind.diff_keys:
                     changed, small = _cost_changes(name, pa[name], pb[name], threshold, kind.section,
                                                    kind.diff_keys)

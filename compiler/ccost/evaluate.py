@@ -6,7 +6,7 @@ The pipeline of this stage, top to bottom::
                            (floats | arrays | Values)   collectives, compute, memory      + checklist
 
 ``evaluate(spec)`` runs it in float mode for ``ccost eval`` and the report; ``explain(spec, plan)`` runs the
-*same* functions on derivation values (``ccost.phases`` picks ``lower``/``analysis`` or, for a training
+*same* functions on derivation values (``ccost.model.phases`` picks ``lower``/``analysis`` or, for a training
 plan, ``training``), so every number in a derivation is bit-identical to the one in
 ``eval --format json`` (a test checks it on every example spec). Search calls ``phases.lower`` with arrays.
 
@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from ccost import __version__, analysis, axes, collectives, costs, derive, economics, lower, phases, target
+from ccost import __version__, axes, collectives, derive
+from ccost.model import analysis, costs, economics, lower, phases, target
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.derive import Step
@@ -57,7 +58,7 @@ class Results:
 # ---------------------------------------------------------------------------------------------------
 
 def evaluate_plan(plan: S.Plan, policy: S.Policy) -> PlanResult:
-    """Price one plan in float mode, by its phase (``ccost.phases``). Raises ``CcostError`` (E401, E301, ...)
+    """Price one plan in float mode, by its phase (``ccost.model.phases``). Raises ``CcostError`` (E401, E301, ...)
     for a plan that cannot be evaluated: a diagnostic, never a traceback or a NaN."""
     phase = phases.of(plan)
     evaluable(plan)
@@ -77,7 +78,7 @@ def evaluate_plan(plan: S.Plan, policy: S.Policy) -> PlanResult:
 
 def target_document(plan: S.Plan, policy: S.Policy, program: lower.Program, m: analysis.Metrics,
                     econ: economics.Economics, items: list | None = None, double: bool = True) -> dict:
-    """The ``target`` section of a plan with a training target (``ccost.target``), with what twice the GPUs
+    """The ``target`` section of a plan with a training target (``ccost.model.target``), with what twice the GPUs
     would buy at the same global batch (``doubled``); appends checklist items 13 and 14 to ``items``."""
     doc = target.document(plan, target.of_plan(plan, program, m, econ))
     if items is not None:
@@ -108,7 +109,7 @@ def evaluable(plan: S.Plan) -> None:
 
 def plan_economics(plan: S.Plan, policy: S.Policy, m: analysis.Metrics,
                    derivation: bool = False) -> economics.Economics:
-    """The plan's money and power (``ccost.economics``) from its metrics, in their mode. A policy with
+    """The plan's money and power (``ccost.model.economics``) from its metrics, in their mode. A policy with
     ``max_cost_per_mtok`` on a plan that is not priced is E403: the threshold cannot be judged."""
     assert plan.cluster is not None
     pr = economics.pricing(plan.cluster)
@@ -395,7 +396,7 @@ def sweep_document(sw: S.Sweep, policy: S.Policy) -> dict:
             "memory_bytes_per_gpu": d["memory_bytes_per_gpu"], "fits_memory": d["fits_memory"],
         })
         kind = phase_kind(plan.phase)
-        if kind.sweep_keys:  # a serve plan's request figures (ccost.serve): what a concurrency sweep is for
+        if kind.sweep_keys:  # a serve plan's request figures (ccost.model.serve): what a concurrency sweep is for
             point.update({k: d[kind.section][k] for k in kind.sweep_keys})
         if kind.ranked_by_objective:  # what a serving sweep's optimum is chosen by (``serving_optimum``)
             point.update({"throughput_per_gpu": d["throughput_per_gpu"],
@@ -510,7 +511,7 @@ def explain_sections(spec: S.Spec, plan_name: str) -> list[tuple[str, list[Step]
     groups = phase.explain(plan, priced)
     econ = plan_economics(plan, spec.policy, priced.metrics, derivation=True)
     groups.append(("cost and power", econ.values))
-    if trains_to_target(plan):  # ccost.target: the time to train, its goodput and money
+    if trains_to_target(plan):  # ccost.model.target: the time to train, its goodput and money
         groups.append(("time to train", target.of_plan(plan, priced.program, priced.metrics, econ,
                                                        derivation=True).values))
     return _sections(groups)

@@ -2,7 +2,7 @@
 
 ``ccost check --policy`` (``ccost.commands.check``) evaluates each clean spec and calls
 ``policy_failures(spec, results)``; any line returned makes it exit 1. The judging itself is done once, by
-the checklist (``ccost.analysis.checklist``): the policy's thresholds are items 6 (overhead), 9
+the checklist (``ccost.model.analysis.checklist``): the policy's thresholds are items 6 (overhead), 9
 (efficiency), 11 (memory) and 12 (cost per million tokens, when the policy sets ``max_cost_per_mtok``), and
 an item with status ``fail`` fails the gate. Warnings (spec-sheet α/β, TP
 not dividing the KV heads, a large bubble) never fail it: they are for the review, not for CI.
@@ -40,7 +40,7 @@ _ITEMS: dict[int, tuple[str, str, str, Callable[[Any], str]]] = {
     9: ("efficiency", "<", "min", _PCT),
     11: ("memory per GPU", ">", "limit", _bytes),
     12: ("cost per million tokens", ">", "max", _money),
-    # a training target's (ccost.target): the deadline (item 13 also fails for a GPU budget: its note says
+    # a training target's (ccost.model.target): the deadline (item 13 also fails for a GPU budget: its note says
     # so), and the policy's min_goodput
     13: ("time to train", ">", "deadline", _days),
     14: ("goodput", "<", "min", _PCT),
@@ -131,7 +131,7 @@ def policy_passes(spec: S.Spec, results: Any) -> list[str]:
     return out
 
 
-#: The checklist item that judges memory per GPU against the policy's share of the GPU (``ccost.analysis``).
+#: The checklist item that judges memory per GPU against the policy's share of the GPU (``ccost.model.analysis``).
 MEMORY_ITEM = 11
 
 

@@ -133,7 +133,7 @@ def cost_lines(c: dict) -> list[tuple[str, str]]:
 
 
 def serve_lines(sv: dict | None) -> list[tuple[str, str]]:
-    """A serve plan's request figures (ccost.serve), for the plan's text block."""
+    """A serve plan's request figures (ccost.model.serve), for the plan's text block."""
     if not sv:
         return []
     sat = "; prefill saturated: requests wait for a chunk" if sv["prefill_saturated"] else ""
@@ -177,7 +177,7 @@ def fmt_key(key: str, value) -> str:
 
 
 def training_lines(t: dict) -> list[tuple[str, str]]:
-    """A training plan's model FLOP/s and MFU (its ``training`` section, ccost.training), after its cost."""
+    """A training plan's model FLOP/s and MFU (its ``training`` section, ccost.model.training), after its cost."""
     L = lambda key: results.label_in(key, "text")  # noqa: E731
     return [(L("training.model_flops_per_gpu_s"),
              units.format_quantity(t["model_flops_per_gpu_s"] or 0.0, units.FLOP_RATE)
@@ -196,7 +196,7 @@ SECTION_TEXT = {"serve": (serve_lines, None), "training": (None, training_lines)
 
 
 def target_lines(t: dict | None) -> list[tuple[str, str]]:
-    """A training target's time and money (its ``target`` section, ccost.target), for the plan's text block."""
+    """A training target's time and money (its ``target`` section, ccost.model.target), for the plan's text block."""
     if not t:
         return []
     L = lambda key: results.label_in(f"plans.<plan>.target.{key}")  # noqa: E731
@@ -376,7 +376,7 @@ def sweep_text(name: str, s: dict) -> str:
 def compare_text(name: str, c: dict, plans: dict | None = None) -> str:
     """A comparison's ranking, one plan a line, each ranked down whatever its metric (memory, policy: see
     ``analysis.rank``) saying why, then the recommendation."""
-    from ccost.analysis import ranked_down
+    from ccost.model.analysis import ranked_down
 
     out = [f"compare {name}" + (f" — {c['title']}" if c.get("title") else "") + f" (by {c['by']})"]
     values = c.get("values") or {}
@@ -414,7 +414,7 @@ TEXT_FRONT = 25
 #: The metric columns of a search's layout tables in the text output.
 SEARCH_TEXT_METRICS = ("gpus", "latency_s", "step_time_s", "throughput_per_gpu", "efficiency", "overhead",
                        "memory_bytes_per_gpu", "fits_memory")
-#: A training search's extra columns, when its records have them (ccost.target).
+#: A training search's extra columns, when its records have them (ccost.model.target).
 SEARCH_TARGET_COLUMNS = ("batch", "time_to_train_s", "goodput", "train_cost_usd")
 
 
@@ -536,7 +536,7 @@ def search_text(name: str, s: dict) -> str:
         return fmt_field(f, p[f])  # overlap in %
 
     priced = any("cost_per_mtok_usd" in p for p in [*s["top"], *s["pareto"]])
-    # a training target's columns (ccost.target): the batch a fixed global batch gives, time to train, goodput, cost
+    # a training target's columns (ccost.model.target): the batch a fixed global batch gives, time to train, goodput, cost
     tcols = [k for k in SEARCH_TARGET_COLUMNS if any(k in p for p in [*s["top"], *s["pareto"]])]
 
     def tcell(p, k):

@@ -298,8 +298,8 @@ def _keys() -> list[Key]:
         K(f"{plan}.checklist[].threshold", "number|string|null", "item's", "the limit it was judged against",
           normative=True),
         K(f"{plan}.checklist[].note", "string", "text", "the verdict in a sentence", normative=True),
-        # money and power (ccost.economics): null where the plan is not priced or no power is known
-        K(f"{plan}.cost", "object", "", "the plan's money and power (`ccost.economics`)", "cost"),
+        # money and power (ccost.model.economics): null where the plan is not priced or no power is known
+        K(f"{plan}.cost", "object", "", "the plan's money and power (`ccost.model.economics`)", "cost"),
         K(f"{plan}.cost.priced", "boolean", "", "a price per GPU-hour or node-hour is known", "priced"),
         K(f"{plan}.cost.tokens", "string", "text", "which tokens the cost counts: `output` (decode), `input` "
           "(prefill) or `training`", "tokens"),
@@ -328,7 +328,7 @@ def _keys() -> list[Key]:
           "power", "tokens per joule"),
         K(f"{plan}.cost.note", "string", "text", "why the plan is not priced, and how to price it",
           optional=True),
-        # a training target (ccost.target): only plans that state one (`train_tokens`, `train_steps`)
+        # a training target (ccost.model.target): only plans that state one (`train_tokens`, `train_steps`)
         *_target_keys(f"{plan}.target"),
         # sweeps
         K("sweeps", "object", "", "one entry per `sweep` block", optional=True, normative=True),
@@ -627,11 +627,11 @@ def _capacity_keys(K) -> list[Key]:
 
 
 def _target_keys(t: str) -> list[Key]:
-    """The ``target`` section of a plan with a training target (``ccost.target``)."""
+    """The ``target`` section of a plan with a training target (``ccost.model.target``)."""
     K = Key
     keys = [
         K(t, "object", "", "the plan's training target: time to train, goodput at scale, GPU-days, energy and "
-          "cost (`ccost.target`); only when the plan states `train_tokens` or `train_steps`", "target",
+          "cost (`ccost.model.target`); only when the plan states `train_tokens` or `train_steps`", "target",
           optional=True),
         K(f"{t}.train_tokens", NUM, "count", "tokens to train on (`train_tokens`; null when the target is "
           "`train_steps`)", "tokens to train"),

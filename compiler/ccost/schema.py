@@ -191,7 +191,7 @@ R_PUE = {"minimum": 1.0, "maximum": 10.0}  # power usage effectiveness: facility
 R_ENERGY_PRICE = {"minimum": 0.0, "maximum": 100 / 3.6e6}  # 0 to 100 USD/kWh, in USD/J
 R_COST = {"minimum": 0.0, "maximum": 1e12}  # USD
 R_SLO = {"minimum": 0.0, "min_open": True, "maximum": 3600.0}  # a latency promise: above 0, at most an hour
-# Training targets and goodput (ccost.target).
+# Training targets and goodput (ccost.model.target).
 R_TRAIN_TOKENS = {"minimum": 1.0, "maximum": 1e18}  # tokens to train on
 R_TRAIN_STEPS = {"minimum": 1, "maximum": 1e12}
 R_GLOBAL_BATCH_TOKENS = {"minimum": 1, "maximum": 1e12}
@@ -475,7 +475,7 @@ register(BlockKind(
 ))
 
 # --- kernels ------------------------------------------------------------------------------------------
-# Fitted kernel constants (ccost.kernels): shares of a peak in (0, 1.5] (a weight GEMM can stream a little
+# Fitted kernel constants (ccost.model.kernels): shares of a peak in (0, 1.5] (a weight GEMM can stream a little
 # above the vendor's HBM figure, and FP8 kernels are fitted against the FP8 peak), token counts from 0 to a
 # billion, fixed times from 0 to 1 s.
 R_KERNEL_SHARE = {"minimum": 0.001, "maximum": 1.5}
@@ -754,7 +754,7 @@ register(BlockKind(
 ))
 
 # --- traffic ------------------------------------------------------------------------------------------
-# What a service must carry (ccost.online, ccost.simulate): arrivals and request lengths. Rates are plain
+# What a service must carry (ccost.model.online, ccost.model.simulate): arrivals and request lengths. Rates are plain
 # numbers of requests per second; token counts as simulate bounds them (1 to 10 million).
 R_RATE = {"minimum": 0.0, "min_open": True, "maximum": 1e9}  # requests/s
 R_REQ_TOKENS = {"minimum": 1, "maximum": 10_000_000}
@@ -808,9 +808,9 @@ register(BlockKind(
 
 # --- phases -------------------------------------------------------------------------------------------
 # The values of a plan's `phase`, one record each: what every layer may know of a phase without its cost
-# model (the checker and the schema read it here; ``ccost.phases`` pairs each record with the functions
+# model (the checker and the schema read it here; ``ccost.model.phases`` pairs each record with the functions
 # that price it, and nothing else tests a phase's name). A new phase, or a new serving mode, is one record
-# here (with its plan fields below, `phases=(NAME,)`), its module, and one line in ``ccost.phases``
+# here (with its plan fields below, `phases=(NAME,)`), its module, and one line in ``ccost.model.phases``
 # (docs/architecture.md, recipe f).
 
 NUM = "number|null"  # results.NUM: a finite float, or null where it is undefined
@@ -869,7 +869,7 @@ class PhaseKind:
     ``own_scope`` for the message. ``trains``: a training step (forward, backward and the optimizer: FSDP,
     ZeRO and the training schedule apply; the stack's serving fields do not), ``c_F`` its FLOPs per parameter
     per token. ``targets``: a plan of it may state a training target (``train_tokens``, ``global_batch``, a
-    ``deadline``: ``ccost.target`` prices its time to train, goodput and cost, the review's chapter "Time to
+    ``deadline``: ``ccost.model.target`` prices its time to train, goodput and cost, the review's chapter "Time to
     train"); its global batch derives ``batch`` (``rebatched``) and E303 is among its ``errors``. ``per``: what one step of it is, in the checklist's sentences. ``token_kind``: which tokens its
     throughput counts (what the cost per token is per). ``closed_form_tp``: the notes' closed-form tp
     optimum N* applies to a tp sweep of it. ``search_refusal``: why the layout search cannot price it (None:
@@ -988,7 +988,7 @@ def _target_errors(plan: Any, add: Callable[..., None]) -> None:
 
 
 def _serve_errors(plan: Any, add: Callable[..., None]) -> None:
-    """What a serve plan (``ccost.serve``) cannot price, beyond its fields' own checks: through ``add``."""
+    """What a serve plan (``ccost.model.serve``) cannot price, beyond its fields' own checks: through ``add``."""
     missing = [f for f in ("concurrency", "input_tokens", "output_tokens") if getattr(plan, f) is None]
     if missing:
         add("E104", f"plan `{plan.name}` is a serve plan and needs " + ", ".join(f"`{f}`" for f in missing),
@@ -1015,7 +1015,7 @@ def _serve_errors(plan: Any, add: Callable[..., None]) -> None:
 
 
 def _online_errors(plan: Any, add: Callable[..., None]) -> None:
-    """What an online plan (``ccost.online``) cannot price, beyond its fields' own checks: through ``add``."""
+    """What an online plan (``ccost.model.online``) cannot price, beyond its fields' own checks: through ``add``."""
     t = plan.traffic
     if t is None:
         add("E104", f"plan `{plan.name}` is an online plan and needs `traffic`", "phase", ("phase", "traffic"),
@@ -1146,7 +1146,7 @@ PHASE_KINDS: tuple[PhaseKind, ...] = (
         "train", "training_default", "training", trains=True, targets=True, errors=_target_errors, c_F=6.0,
         means="one step is a training step of the global batch: forward, backward, gradient exchange",
         c_F_source="training: 2 forward + 4 backward", needs=("seq",), own_code="W305", own_scope="training",
-        section="training", section_doc="training plans: schedule, FLOPs and what is hidden (ccost.training)",
+        section="training", section_doc="training plans: schedule, FLOPs and what is hidden (ccost.model.training)",
         section_fields=(
             ResultField("schedule", "string", "text", "`gpipe`, `one_f_one_b` or `interleaved`", "schedule"),
             ResultField("virtual_stages", "integer", "count", "model chunks per GPU, v (1 unless interleaved)",
@@ -1177,7 +1177,7 @@ PHASE_KINDS: tuple[PhaseKind, ...] = (
     PhaseKind(
         "serve", "serving_default", "output", seq_feeds=(), kv_always=True,
         means="continuous batching of requests: the request figures (TTFT, TPOT, requests/s) come from the "
-              "decode steps and the mixed steps that also prefill a chunk (`ccost.serve`)",
+              "decode steps and the mixed steps that also prefill a chunk (`ccost.model.serve`)",
         needs=("concurrency", "input_tokens", "output_tokens"), errors=_serve_errors, rows="concurrency",
         unread=("batch", "seq"),
         unread_why="the serve step's batch is `concurrency`, its contexts come from `input_tokens` and "
@@ -1188,7 +1188,7 @@ PHASE_KINDS: tuple[PhaseKind, ...] = (
         search_help="search a decode plan of the same layout, or compare serve plans (or sweep one)",
         axis_help="search decode (and prefill) layouts, then compare or sweep serve plans of the best",
         section="serve", scoped=True,
-        section_doc="serve plans: continuous batching, a closed loop of `concurrency` requests (ccost.serve); "
+        section_doc="serve plans: continuous batching, a closed loop of `concurrency` requests (ccost.model.serve); "
                     "the plan's other keys describe its decode step, its memory the peak context I + O, its "
                     "throughput the output tokens/s",
         section_fields=(
@@ -1254,7 +1254,7 @@ PHASE_KINDS: tuple[PhaseKind, ...] = (
     PhaseKind(
         "online", "serving_default", "output", seq_feeds=(), kv_always=True,
         means="requests arrive at the traffic's rate (an open loop) and the engine's steps are simulated with the "
-              "step model, queueing included: TTFT, TPOT and request latency at p50/p90/p99 (`ccost.online`)",
+              "step model, queueing included: TTFT, TPOT and request latency at p50/p90/p99 (`ccost.model.online`)",
         needs=("traffic",), errors=_online_errors, rows="max_seqs",
         unread=("batch", "seq"),
         unread_why="an online plan's steps hold what its traffic brings: requests of the traffic's lengths, up to "
@@ -1267,7 +1267,7 @@ PHASE_KINDS: tuple[PhaseKind, ...] = (
         axis_help="search decode layouts, or make an online plan the base: a capacity search",
         section="online", scoped=True,
         section_doc="online plans: an open loop at the traffic's rates, the engine simulated step by step "
-                    "(ccost.online, docs/simulation.md); the plan's other keys describe the decode step of the mean "
+                    "(ccost.model.online, docs/simulation.md); the plan's other keys describe the decode step of the mean "
                     "number of requests decoding, its throughput the output tokens/s of the traffic",
         section_fields=_online_fields(),
         sweep_fields=(
@@ -1312,7 +1312,7 @@ def phase_kind(name: str) -> PhaseKind:
 
 def targeted(plan: Any) -> bool:
     """A plan of a phase that takes a training target (``PhaseKind.targets``) that states one
-    (``train_tokens`` or ``train_steps``): ``ccost.target`` prices its time to train."""
+    (``train_tokens`` or ``train_steps``): ``ccost.model.target`` prices its time to train."""
     return PHASES[plan.phase].targets and plan.states_target
 
 
@@ -1351,8 +1351,8 @@ register(BlockKind(
         Field("cluster", ref("cluster"), "the cluster", "hgx", required=True),
         Field("phase", enum(*PHASE_NAMES), "the workload: one decode step, a prefill of `seq` tokens, a "
               "training step, `serve`: continuous batching of requests in a closed loop (`concurrency`, "
-              "`input_tokens`, `output_tokens`, `chunk_tokens`; ccost.serve), or `online`: requests arriving at a "
-              "`traffic`'s rate, the engine simulated (ccost.online)", "decode", required=True),
+              "`input_tokens`, `output_tokens`, `chunk_tokens`; ccost.model.serve), or `online`: requests arriving at a "
+              "`traffic`'s rate, the engine simulated (ccost.model.online)", "decode", required=True),
         Field("batch", INT, "sequences in flight, per replica (per dp·ep rank)", "32", **R_TOKENS),
         Field("seq", INT, "prompt tokens (prefill), context length (decode: KV-cache reads and memory), "
               "sequence length (train)", "2048", **R_TOKENS,

@@ -26,20 +26,20 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
 ROOFLINES = ("operator", "step")
 PIPELINES = ("steady", "flush")
 #: Where a stack's operator rates come from (decode, prefill): its own efficiencies × the GPU's peaks, or
-#: the GPU's measured kernel curves (a ``kernels`` block, ``ccost.kernels``) where it has them.
+#: the GPU's measured kernel curves (a ``kernels`` block, ``ccost.model.kernels``) where it has them.
 RATES = ("profile", "kernels")
 ALLREDUCE_ALGORITHMS = C.ALGORITHMS + (C.AUTO,)
 # How a collective group that spans nodes is priced: a flat ring waiting on its slowest link, hierarchical
 # (intra-node reduce-scatter, inter-node allreduce on 1/g of the data, intra-node all-gather), or the cheaper.
 CROSS_NODE = ("auto", "flat", "hierarchical")
-#: Training: pipeline schedules, activation recomputation, optimizer-state sharding (ccost.training).
+#: Training: pipeline schedules, activation recomputation, optimizer-state sharding (ccost.model.training).
 SCHEDULES = ("gpipe", "one_f_one_b", "interleaved")
 RECOMPUTE = ("none", "selective", "full")
 OPTIMIZER_SHARDING = ("none", "zero1", "zero2")
 ONE_SHOT_VOLUMES = C.ONE_SHOT_VOLUMES
 
 #: An online plan's engine limits when it does not say (vLLM's `max_num_seqs` and `max_num_batched_tokens`
-#: for online serving, which ccost.simulate.Engine defaults to as well; tests/test_online.py holds them equal).
+#: for online serving, which ccost.model.simulate.Engine defaults to as well; tests/test_online.py holds them equal).
 DEFAULT_MAX_SEQS = 256
 DEFAULT_STEP_TOKENS = 8192
 
@@ -127,7 +127,7 @@ class Link(Entity):
 @dataclass(frozen=True)
 class Kernels(Entity):
     """Operator rates measured on one GPU under one engine, reduced to curves by ``ccost calibrate --kernels``
-    (the forms: ``ccost.kernels``; docs/kernels.md). None: the curve was not measured (the profile prices
+    (the forms: ``ccost.model.kernels``; docs/kernels.md). None: the curve was not measured (the profile prices
     that operator)."""
 
     engine: str | None = None  # the engine and version the kernels ran under ("vllm 0.24.0")
@@ -217,7 +217,7 @@ class Cluster(Entity):
     node_power: float | None = None  # W per node, whole; overrides GPUs + host
     pue: float = 1.0  # facility power / IT power
     electricity_price: float = 0.0  # USD/J
-    # goodput at scale (ccost.target): job interruptions per GPU-second, the time from one to
+    # goodput at scale (ccost.model.target): job interruptions per GPU-second, the time from one to
     # training again, and the write bandwidth of the storage checkpoints go to (None: goodput not modelled)
     failure_rate: float = DEFAULT_FAILURE_RATE
     restart_time: float = DEFAULT_RESTART_TIME
@@ -345,7 +345,7 @@ class Plan(Entity):
     #: the bundled default for its phase (its record's ``default_stack``, from std/stacks.ccost), so a
     #: checked plan always has one; None only in a plan built by hand, which the model refuses.
     stack: Stack | None = None
-    # training (ccost.training)
+    # training (ccost.model.training)
     schedule: str = "one_f_one_b"  # gpipe | one_f_one_b | interleaved
     virtual_stages: int = 1  # interleaved: model chunks per GPU, v
     recompute: str = "selective"  # none | selective | full
@@ -353,7 +353,7 @@ class Plan(Entity):
     optimizer_sharding: str = "none"  # none | zero1 (Megatron's distributed optimizer) | zero2
     master_weights: str = "fp32"
     cp: int = 1  # train: context-parallel degree (each sequence split over cp ranks)
-    # a training target (ccost.target): how much to train, the global batch, by when, on how many
+    # a training target (ccost.model.target): how much to train, the global batch, by when, on how many
     train_tokens: float | None = None  # tokens to train on
     train_steps: int | None = None  # or optimizer steps
     global_batch: int | None = None  # sequences per optimizer step, all replicas: batch = global_batch/(dp·ep)
@@ -362,12 +362,12 @@ class Plan(Entity):
     deadline: float | None = None  # s: the time the target must be trained in
     gpu_budget: int | None = None  # the most GPUs the target may use
     checkpoint_interval: float | None = None  # s of training between checkpoints; None: the optimum (Daly)
-    # serve (ccost.serve): continuous batching, a closed loop of `concurrency` requests per replica
+    # serve (ccost.model.serve): continuous batching, a closed loop of `concurrency` requests per replica
     concurrency: int | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
     chunk_tokens: int | None = None  # None: input_tokens (the whole prompt in one step)
-    # online (ccost.online): an open loop at a traffic's arrival rate, continuous batching up to `max_seqs`
+    # online (ccost.model.online): an open loop at a traffic's arrival rate, continuous batching up to `max_seqs`
     traffic: "Traffic | None" = None
     max_seqs: int = DEFAULT_MAX_SEQS  # running requests per engine at most
     step_tokens: int = DEFAULT_STEP_TOKENS  # tokens one step computes at most (chunked prefill)
@@ -386,7 +386,7 @@ class Plan(Entity):
 
     @property
     def states_target(self) -> bool:
-        """The plan states what to train (``train_tokens`` or ``train_steps``); ccost.target prices it when
+        """The plan states what to train (``train_tokens`` or ``train_steps``); ccost.model.target prices it when
         its phase takes a target (``ccost.schema.targeted``)."""
         return self.train_tokens is not None or self.train_steps is not None
 
@@ -470,8 +470,8 @@ class Policy(Entity):
     min_efficiency: float = 0.70
     max_memory: float = 0.90
     max_cost_per_mtok: float | None = None  # USD per million tokens at the plan's load
-    min_goodput: float | None = None  # training targets: the least expected goodput (ccost.target)
-    # latency promises (SLOs) of online plans (ccost.online), each at `slo_percentile`
+    min_goodput: float | None = None  # training targets: the least expected goodput (ccost.model.target)
+    # latency promises (SLOs) of online plans (ccost.model.online), each at `slo_percentile`
     max_ttft: float | None = None  # s: time to first token
     max_tpot: float | None = None  # s: time per output token (inter-token latency)
     max_e2e: float | None = None  # s: request latency, arrival to last token
@@ -493,7 +493,7 @@ TRAFFIC_ARRIVALS = ("poisson", "clients", "burst")
 
 @dataclass(frozen=True)
 class Traffic(Entity):
-    """What a service must carry (``ccost.online``): arrivals, request lengths, prefix-cache hits.
+    """What a service must carry (``ccost.model.online``): arrivals, request lengths, prefix-cache hits.
 
     Arrivals: ``rate`` requests/s on average and ``peak_rate`` at the busiest time, the gaps Poisson
     (``burstiness``, their coefficient of variation, 1) or gamma (another CV); or ``clients`` that all start
@@ -522,7 +522,7 @@ class Traffic(Entity):
     seed: int = DEFAULT_SEED
     requests: int = DEFAULT_REQUESTS  # measured requests per simulation
     trace: str | None = None  # a file of input/output token counts (read by the checker)
-    # its rows, once the checker has read it (a ccost.simulate.Trace; the spec imports no numpy)
+    # its rows, once the checker has read it (a ccost.model.simulate.Trace; the spec imports no numpy)
     trace_data: Any = field(default=None, compare=False, repr=False)
 
     @property

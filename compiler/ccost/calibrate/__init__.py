@@ -98,7 +98,7 @@ def fit_for_link(link, spec_dir: Path | str, intra=None):
             log = read_log(candidate, ranks, display=str(candidate))
             alg = algorithm if algorithm in ALGORITHMS else DEFAULT_ALGORITHM["allreduce"]
             if hierarchical:
-                from ccost import costs
+                from ccost.model import costs
                 from ccost.calibrate.hier import fit_hierarchical
 
                 flat = fit_log(log, alg, test, in_place, sizes=sizes)

@@ -13,7 +13,7 @@ and breakpoint pay for themselves).
 
 Which piece gives what: the link block has one α and one bandwidth. α comes from the small-message piece
 (the intercept there is the latency that decode-sized messages pay), bandwidth from the large-message
-piece (its slope is the streaming rate). Converted through the collective's formulas in ``ccost.costs``:
+piece (its slope is the streaming rate). Converted through the collective's formulas in ``ccost.model.costs``:
 α = a / hops(kind, algorithm, P), B = (volume(kind, algorithm, P, m)/m) / b. We also report how well that
 single "as priced" α-β line matches every measured size, since that is the error ccost's own estimates
 will carry.
@@ -148,8 +148,8 @@ class Fit:
 # The cost core: one source of truth for hops and volumes (principle: one formula for every number).
 
 def _formulas(kind: str, algorithm: str, ranks: int, file: str, line: int) -> tuple[float, float]:
-    """(hops, volume/m) from ``ccost.costs``; the volume is linear in m for every α-β formula."""
-    from ccost import costs
+    """(hops, volume/m) from ``ccost.model.costs``; the volume is linear in m for every α-β formula."""
+    from ccost.model import costs
 
     m = float(1 << 20)
     try:
@@ -439,7 +439,7 @@ def _curve(pieces: tuple[Piece, ...], hops: float, ratio: float, sizes: np.ndarr
 
 def curve_time(kind: str, algorithm: str, ranks: int, curve, floor: float | None, sizes):
     """The cost core's time for ``kind`` on ``ranks`` ranks of a link with this curve and floor."""
-    from ccost import costs
+    from ccost.model import costs
 
     c = costs.Curve(tuple(x[0] for x in curve), tuple(x[1] for x in curve), tuple(x[2] for x in curve),
                     kind, float(ranks))

@@ -3,7 +3,7 @@
 A two-node nccl-tests log measures NVLink and the network together. Fitting it as one "measured" link of P
 ranks blends both (a 123 µs small-message latency becomes 4 µs per hop of a 16-rank ring). Given the
 intra-node link — a spec's link, or the fit of a one-node log of the same machine — the hierarchical model
-of ``ccost.costs`` (reduce-scatter inside each node on m, AllReduce across the n nodes on m/g, all-gather
+of ``ccost.model.costs`` (reduce-scatter inside each node on m, AllReduce across the n nodes on m/g, all-gather
 inside each node on m) leaves the inter-node stage as the only unknown:
 
     T(m) = RS_intra(g, m) + AG_intra(g, m) + [a + b·m/g],   a = α_inter·hops(n),  b = (volume(n)/m)/B_inter
@@ -68,7 +68,7 @@ def per_node_of(fit_test_obj, per_node: int | None) -> tuple[int, str]:
 
 def fit_hierarchical(flat: Fit, test, intra, intra_label: str, per_node: int | None = None) -> HierFit:
     """Fit the inter-node link of an all_reduce log of several nodes, given the intra-node ``LinkParams``."""
-    from ccost import costs
+    from ccost.model import costs
 
     if flat.kind != "allreduce":
         raise CcostError(error("E501", f"the hierarchical fit needs an all_reduce_perf log; {flat.test} has no "
@@ -134,7 +134,7 @@ def hier_summary(h: HierFit) -> list[str]:
 
 def hier_plot(h: HierFit) -> str:
     """The log, the flat piecewise fit and the hierarchical price of the inter-node link (the review)."""
-    from ccost import costs
+    from ccost.model import costs
     from ccost.calibrate.plot import plot_svg
 
     link = costs.LinkParams(h.alpha, h.bandwidth, None, "inter",
@@ -151,7 +151,7 @@ def hier_plot(h: HierFit) -> str:
 
 def link_params_of_fit(fit: Fit, label: str = "intra"):
     """The ``LinkParams`` a block printed from ``fit`` gives (its curve and floor), for the intra level."""
-    from ccost import costs
+    from ccost.model import costs
 
     c = fit.curve
     curve = costs.Curve(tuple(x[0] for x in c), tuple(x[1] for x in c), tuple(x[2] for x in c), fit.kind,

@@ -5,7 +5,7 @@ attention latencies measured per GPU, engine and engine version, shipped as Parq
 package). Reading them needs the optional extra ``ccost[kernels]`` (the package and pyarrow); the fits
 below need numpy only, so a test can rerun them on a small excerpt of a table without the extra.
 
-Each curve (the forms: ``ccost.kernels``; docs/kernels.md) is fitted by bounded Levenberg–Marquardt on
+Each curve (the forms: ``ccost.model.kernels``; docs/kernels.md) is fitted by bounded Levenberg–Marquardt on
 r = log(predicted / measured) over the rows of its domain, and its error over those rows — the median and
 90th percentile of |predicted/measured − 1|, the worst row, the median ratio by token count — is written
 beside the block, so a reader sees how much the reduction loses.
@@ -122,7 +122,7 @@ class GemmCurve:
 
 
 def gemm_predict(p, m, n, k, b, peak, bw) -> np.ndarray:
-    """The GEMM form (``ccost.kernels.gemm_time``, one kernel) on table columns: t₀ + max(W/(BW·e_w),
+    """The GEMM form (``ccost.model.kernels.gemm_time``, one kernel) on table columns: t₀ + max(W/(BW·e_w),
     2·N·K·(M + M½)/(R_peak·η))."""
     eta, half, e_w, t0 = p
     return t0 + np.maximum(n * k * b / (bw * e_w), 2 * n * k * (m + half) / (peak * eta))
@@ -185,7 +185,7 @@ def prefill_attention_predict(p, flops, s, peak) -> np.ndarray:
 
 def fit_prefill_attention(batch, s, heads, t, peak: float, head_dim: int = HEAD_DIM) -> PrefillAttentionCurve:
     """Fit (η_a, S½, t₀) to causal prefill-attention rows: ``batch`` prompts of ``s`` tokens, ``heads``
-    query heads; FLOPs 4·B·S·(S + 1)/2·h·d_head (QKᵀ and PV over the causal half, as ``ccost.lower``)."""
+    query heads; FLOPs 4·B·S·(S + 1)/2·h·d_head (QKᵀ and PV over the causal half, as ``ccost.model.lower``)."""
     batch, s, heads, t = (np.asarray(a, float) for a in (batch, s, heads, t))
     flops = 4 * batch * s * (s + 1) / 2 * heads * head_dim
     scale = np.array([1.0, 1000.0, 1e-6])

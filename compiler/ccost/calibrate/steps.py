@@ -11,8 +11,8 @@ Inputs (``read_steps``), each row a plan of a spec and a measured time:
   warm-up), for ``--plan``.
 
 What is predicted: a decode plan's step time for a TPOT, a prefill plan's latency for a TTFT, a serve plan's
-TPOT or TTFT (``ccost.serve``; metric ``serve_tpot`` in rows.yaml is a TPOT), any plan's
-step time for ``step_time`` — ``ccost.lower`` and ``ccost.analysis`` in float mode, the plan priced with a
+TPOT or TTFT (``ccost.model.serve``; metric ``serve_tpot`` in rows.yaml is a TPOT), any plan's
+step time for ``step_time`` — ``ccost.model.lower`` and ``ccost.model.analysis`` in float mode, the plan priced with a
 ``stack`` whose fields are the parameters.
 
 The fit: minimise Σ log(predicted/measured)² over the stack's fields, each bounded to its physical range
@@ -338,7 +338,7 @@ class _Plans:
             if plan is None:
                 raise _err(f"unknown plan `{r.plan}` in {r.spec}", r.file, r.line,
                            help=f"plans there: {', '.join(sorted(spec.plans)[:12]) or '(none)'}")
-            from ccost import phases
+            from ccost.model import phases
 
             want = METRICS[r.metric]
             # a serve plan (several steps combined, phases.of(plan).lower is None) has its own TPOT and TTFT
@@ -385,7 +385,7 @@ class _Plans:
         """``predict`` for several stacks at once: an array of (stacks, rows)."""
         import dataclasses
 
-        from ccost import lower, phases, serve
+        from ccost.model import lower, phases, serve
         from ccost import spec as S
 
         rows = self.row_u if idx is None else self.row_u[np.asarray(idx, dtype=np.intp)]

@@ -301,7 +301,7 @@ Where = Callable[..., "Span | None"]
 
 
 def placed(entity: Any) -> Where:
-    """``where`` for an entity outside the checker (``ccost.lower``, a search's fleet): a field's own span,
+    """``where`` for an entity outside the checker (``ccost.model.lower``, a search's fleet): a field's own span,
     else the entity's; never None, so every rule reports."""
     spans = getattr(entity, "spans", None) or {}
 
@@ -453,7 +453,7 @@ def model_errors(m: Any, where: Where) -> list[Diagnostic]:
             ("moe_layers", "layers"), f"use moe_layers ≤ {m.layers}")
     if m.vocab and m.hidden and (m.params or m.weight_bytes):
         # the embedding (and, untied, the LM head) are vocab × hidden parameters each, active for every token;
-        # training's GEMM FLOPs subtract them from the active parameters (ccost.training)
+        # training's GEMM FLOPs subtract them from the active parameters (ccost.model.training)
         P_all = m.params if m.params else m.total_weight_bytes / S.DTYPE_BYTES[m.weights]
         mats = 1 if m.tied_embeddings else 2
         emb = mats * m.vocab * m.hidden
@@ -473,7 +473,7 @@ def model_errors(m: Any, where: Where) -> list[Diagnostic]:
             "token uses are a part of all of them", "active_params", ("active_params", "params"),
             f"use active_params ≤ {_sig(P)} (swapped?)")
     elif A is not None and P is not None and E and E > 1 and k and k < E and A * E < k * P:
-        # the split of ccost.costs.moe_parameters: one expert (P − A)/(E − k), the part outside the routed
+        # the split of ccost.model.costs.moe_parameters: one expert (P − A)/(E − k), the part outside the routed
         # experts A − k·(P − A)/(E − k), which is negative exactly when A·E < k·P
         one = (P - A) / (E - k)
         add(f"model `{m.name}`: active_params = {_sig(A)} is less than the routed experts alone: with params = "

@@ -21,10 +21,10 @@ ARRAY_AXES: Mapping[str, str] = {**{a.name: a.name for a in axes.AXES if a.searc
                                  "microbatches": "M", "seq": "S", "overlap": "overlap"}
 #: Fields a search varies with one pass per value (they change which formulas run).
 STATIC_AXES = ("allreduce", "fsdp", "cross_node", "one_shot_volume", *(
-    # training's choices (ccost.training): each changes which formulas run, or (virtual_stages) the schedule's
+    # training's choices (ccost.model.training): each changes which formulas run, or (virtual_stages) the schedule's
     # shape the layout rules read
     "recompute", "sequence_parallel", "optimizer_sharding", "schedule", "virtual_stages"))
-#: Objectives that rank by a training target's time and money (ccost.target): the base plan must state one.
+#: Objectives that rank by a training target's time and money (ccost.model.target): the base plan must state one.
 TARGET_OBJECTIVES = ("time_to_train", "train_cost")
 #: Fleet axes: which model, cluster, workload and software stack. Each combination is a sub-space of
 #: its own (the layout constraints use its model and cluster), priced one pass per value like the
@@ -145,7 +145,7 @@ def fleet_diagnostics(search: S.Search, where: Callable[..., Span | None]) -> li
     seqs = varied.get("seq") or (base.seq,)
     out: list[Diagnostic] = []
     layout = dict.fromkeys(axes.NAMES, 1)  # the smallest layout: only the combination counts
-    # a phase the search cannot price (serve: several steps per point, ccost.serve), not one program
+    # a phase the search cannot price (serve: several steps per point, ccost.model.serve), not one program
     kinds = [PHASES.get(p) for p in dict.fromkeys(varied.get("phase") or ())]
     for kind in (k for k in kinds if k is not None and not k.searchable):
         out.append(error("E404", f"search `{search.name}`: `{kind.name}` cannot be a value of the `phase` axis: "

@@ -171,7 +171,7 @@ def _write_all(outputs: list[tuple[str, str]]) -> None:
 
 def _intra_link(spec: str, algorithm: str, in_place: bool):
     """``--intra``: (LinkParams, label) from a one-node log, or from ``SPEC.ccost[:LINK]``."""
-    from ccost import costs
+    from ccost.model import costs
 
     path, _, name = spec.partition(":") if ".ccost:" in spec or spec.endswith(".ccost") else (spec, "", "")
     if path.endswith(".ccost"):

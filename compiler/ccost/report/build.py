@@ -12,11 +12,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ccost import axes, output, phases, results, units
+from ccost import axes, output, results, units
+from ccost.model import phases
 from ccost import spec as S
-from ccost.analysis import COMPARE_METRICS  # compare `by` -> the key it ranks on, as analysis.rank does
-from ccost.analysis import VALUE_KEYS  # checklist item id -> the key its value prints as (analysis.ITEMS)
-from ccost.analysis import ranked_down  # why rank put a plan below a better metric
+from ccost.model.analysis import COMPARE_METRICS  # compare `by` -> the key it ranks on, as analysis.rank does
+from ccost.model.analysis import VALUE_KEYS  # checklist item id -> the key its value prints as (analysis.ITEMS)
+from ccost.model.analysis import ranked_down  # why rank put a plan below a better metric
 from ccost.evaluate import GPU_AXES  # the sweep fields along which optima mean something
 from ccost.report import view as V
 from ccost.report.provenance import Provenance
@@ -72,8 +73,8 @@ def link_provenance(link: S.Link) -> str:
 
 def _money_inputs(clusters) -> V.Table | None:
     """Per cluster: the price of a GPU-hour and the power per GPU the cost model uses, with where each
-    comes from (``ccost.economics.pricing``); None when no cluster is priced or powered."""
-    from ccost import economics
+    comes from (``ccost.model.economics.pricing``); None when no cluster is priced or powered."""
+    from ccost.model import economics
 
     rows = []
     for c in clusters.values():
@@ -179,7 +180,7 @@ def key_numbers_table(doc_plan: Mapping[str, Any]) -> V.Table:
 
 
 def training_rows(tr: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """A training plan's model FLOP/s and MFU (ccost.training) for its key-numbers table."""
+    """A training plan's model FLOP/s and MFU (ccost.model.training) for its key-numbers table."""
     return [(V.label("training.model_flops_per_gpu_s"),
              units.format_quantity(tr["model_flops_per_gpu_s"] or 0.0, units.FLOP_RATE)),
             (V.label("training.mfu"), V.fmt_value("efficiency", tr["mfu"]))]
@@ -191,7 +192,7 @@ def section_rows(section: str, values: Mapping[str, Any]) -> list[tuple[str, str
 
 
 def serve_rows(sv: Mapping[str, Any] | None) -> list[tuple[str, str]]:
-    """A serve plan's request figures (ccost.serve) for its key-numbers table."""
+    """A serve plan's request figures (ccost.model.serve) for its key-numbers table."""
     if not sv:
         return []
     tok, L = results.fmt_num, V.label
@@ -525,7 +526,7 @@ def _point_value(m: str, p: Mapping[str, Any]) -> str:
 SEARCH_MAX_COLUMNS = 14
 
 
-#: A training target's search (ccost.target): the columns that answer it, fewer of the step's so the page holds them.
+#: A training target's search (ccost.model.target): the columns that answer it, fewer of the step's so the page holds them.
 TARGET_SEARCH_METRICS = ("gpus", "step_time_s", "throughput_per_gpu", "efficiency", "memory_bytes_per_gpu", "batch",
                          "time_to_train_s", "goodput", "train_cost_usd")
 
@@ -570,7 +571,7 @@ def search_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.Se
         # max_overhead / min_efficiency / max_memory thresholds are fractions (their schema field type)
         cons.append((cname, str(c.get("rule", "")),
                      *[V.fmt_value("count", c.get(k)) for k in ("tested", "failed", "removed")],
-                     # a deadline is a time (ccost.target), the other thresholds print by their own name
+                     # a deadline is a time (ccost.model.target), the other thresholds print by their own name
                      V.fmt_value(_T + "deadline_s" if cname == "meets_deadline" else cname, c.get("threshold"))))
     constraints = V.Table(("constraint", "rule", "tested", "failed", "removed", "threshold"), tuple(cons),
                           (False, False, True, True, True, True))
@@ -712,7 +713,7 @@ def capacity_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.
 
 
 # ----------------------------------------------------------------------------------------------------
-# Time to train (ccost.target): a plan's training target, and a search's front.
+# Time to train (ccost.model.target): a plan's training target, and a search's front.
 
 _T = "plans.<plan>.target."
 
@@ -748,7 +749,7 @@ TIMELINE = (("ideal_time_s", "training"), ("checkpoint_writing_s", "writing chec
 
 def target_section(name: str, doc_plan: Mapping[str, Any], charts: bool = True) -> V.TargetSection | None:
     """The chapter "Time to train" for one plan with a training target (its ``target`` section, built by
-    ``ccost.target``; ``ccost explain`` derives every number): the target, the fleet, the calendar with its
+    ``ccost.model.target``; ``ccost explain`` derives every number): the target, the fleet, the calendar with its
     goodput, the money, and twice the GPUs at the same global batch."""
     t = doc_plan.get("target")
     if not isinstance(t, Mapping):
@@ -969,7 +970,7 @@ def _money(x) -> str:
 
 def cost_summary(plans: Mapping[str, Any]) -> tuple[V.Table | None, str]:
     """The summary's lead: each plan's cost per million tokens, per hour and per month, power and tokens
-    per joule, from the plan's ``cost`` section (``ccost.economics``; ``explain`` derives each number)."""
+    per joule, from the plan's ``cost`` section (``ccost.model.economics``; ``explain`` derives each number)."""
     costs = {n: p.get("cost") or {} for n, p in plans.items()}
     if not any(c.get("priced") or c.get("power_w") is not None for c in costs.values()):
         notes = [c.get("note") for c in costs.values() if c.get("note")]
@@ -1138,7 +1139,7 @@ def one_shot_volume_text() -> str:
 
 def not_modelled(plans: Mapping[str, Any] | None = None) -> tuple[V.Assumption, ...]:
     """What the model leaves out, and, for each phase whose section a plan of ``plans`` has, what its own
-    model leaves out (``ccost.phases``: a serve plan's closed loop)."""
+    model leaves out (``ccost.model.phases``: a serve plan's closed loop)."""
     rows = list(NOT_MODELLED)
     rows.insert(3, ("One-shot volume", one_shot_volume_text()))
     docs = [p for p in (plans or {}).values() if isinstance(p, Mapping)]

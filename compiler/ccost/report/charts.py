@@ -205,14 +205,14 @@ def pareto_chart(front: Sequence[tuple[float, float]], top: Sequence[tuple[float
         return _to_svg(fig, title)
 
 
-#: The parts of a training run's calendar (ccost.target), in the order the timeline stacks them.
+#: The parts of a training run's calendar (ccost.model.target), in the order the timeline stacks them.
 TIMELINE_COLOURS = ("#4c72b0", "#8172b3", "#dd8452", "#c44e52")
 
 
 @cached
 def timeline_chart(bars: Sequence[tuple[str, Sequence[float]]], parts: Sequence[str], deadline_s: float | None,
                    title: str) -> str:
-    """A training run's calendar (ccost.target): one horizontal bar per fleet (label, seconds of each of
+    """A training run's calendar (ccost.model.target): one horizontal bar per fleet (label, seconds of each of
     ``parts``: training, checkpoint writing, restarts, re-done work), stacked, in days; the deadline, when
     there is one, as a vertical line."""
     plt = _pyplot()

@@ -183,7 +183,7 @@ class SearchSection(Section):
     pareto: Table
     figure: Figure | None = None  # the Pareto front: latency against tokens/s per GPU (ccost.search)
     top_note: str = ""  # how the top list was chosen, when not plainly (ccost.search.DISTINCT_NOTE)
-    target: Table | None = None  # a training target's front: time to train against cost (ccost.target)
+    target: Table | None = None  # a training target's front: time to train against cost (ccost.model.target)
     target_note: str = ""
     target_figure: Figure | None = None
 
@@ -204,7 +204,7 @@ class CapacitySection(Section):
 
 @dataclass(frozen=True)
 class TargetSection(Section):
-    """A plan's training target (ccost.target): the chapter "Time to train"."""
+    """A plan's training target (ccost.model.target): the chapter "Time to train"."""
 
     verdict: str  # the answer in a sentence: how long, at what goodput, whether the deadline holds
     target: Table  # what to train: tokens, steps, global batch, deadline, GPU budget

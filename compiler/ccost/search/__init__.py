@@ -39,7 +39,7 @@ then the array axes in written order, the last fastest.
 
 The search block's own rules (searchable fields, the size limit, fleet combinations: E205, E402, E404) are
 ``ccost.check.search``, which the checker runs too. The package is importable without numpy; the evaluation
-imports numpy, ``ccost.lower`` and ``ccost.phases`` when it runs.
+imports numpy, ``ccost.model.lower`` and ``ccost.model.phases`` when it runs.
 
 The package, by job (each module's docstring says more):
 

@@ -82,7 +82,7 @@ def _records(search, cols, order, decode) -> list[dict]:
         for k in ("batch", "microbatches"):  # what a fixed global batch or micro-batch size gives the layout
             if k in cols and k not in rec:
                 rec[k] = int(cols[k][i])
-        # a training target's (ccost.target): present when the base plan states one, and finite
+        # a training target's (ccost.model.target): present when the base plan states one, and finite
         for k in TARGET_RECORD_KEYS:
             if k in cols and math.isfinite(float(cols[k][i])):
                 rec[k] = float(cols[k][i])
@@ -90,7 +90,7 @@ def _records(search, cols, order, decode) -> list[dict]:
     return out
 
 
-#: What a record of a search whose base plan states a training target adds (ccost.target; results.py).
+#: What a record of a search whose base plan states a training target adds (ccost.model.target; results.py).
 TARGET_RECORD_KEYS = ("time_to_train_s", "goodput", "checkpoint_interval_s", "gpu_days", "train_energy_j",
                       "train_cost_usd")
 

@@ -39,7 +39,7 @@ CHUNK = 1 << 15
 MB_RULE = "microbatches_at_most_batch"
 
 
-#: A training target's constraints (ccost.target): the layouts that hold the global batch (E303), and those
+#: A training target's constraints (ccost.model.target): the layouts that hold the global batch (E303), and those
 #: that meet the deadline.
 GB_RULE = "global_batch"
 
@@ -179,7 +179,7 @@ class _Job:
         base = self.search.base
         if base is None or not targeted(base):
             return None
-        from ccost import economics
+        from ccost.model import economics
 
         clusters = dict(self.search.axes).get("cluster") or (base.cluster,)
         return "train_cost_usd" if all(economics.pricing(c).priced for c in clusters) else "gpu_days"
@@ -223,7 +223,7 @@ def _job(search: S.Search, policy: S.Policy, chunk: int) -> _Job:
     if base is None or base.cluster is None or base.model is None:
         raise CcostError(error("E401", f"search `{search.name}` has no base plan to evaluate", search.span))
     kind = phase_kind(base.phase)
-    if not kind.searchable:  # a serve plan prices several steps per point (ccost.serve), not one program
+    if not kind.searchable:  # a serve plan prices several steps per point (ccost.model.serve), not one program
         raise CcostError(error("E401", f"search `{search.name}`: its base plan `{base.name}` is a {kind.name} plan, "
                                "which the layout search does not price", search.spans.get("base", search.span),
                                kind.search_help))
@@ -231,7 +231,7 @@ def _job(search: S.Search, policy: S.Policy, chunk: int) -> _Job:
     diags = [d for d in validate(search, lambda *a: None) if d.is_error]
     if diags:
         raise CcostError(diags)
-    from ccost import economics
+    from ccost.model import economics
 
     if search.objective in ("cost_per_token", "train_cost"):
         for cluster in dict(search.axes).get("cluster") or (base.cluster,):
@@ -320,7 +320,7 @@ def _layout_fails(plan: S.Plan, st: Settings, lvals: dict, n: int) -> dict:
         "pp_divides_layers": np.broadcast_to(fails(rules.pp_divides_layers(pp, model.layers)), (n,))
         if st.pp_divides_layers else None,
         # a pass (the static axes' values) with model chunks but no interleaving: every layout of it repeats
-        # the pass with virtual_stages = 1 (ccost.lower prices v only when interleaved)
+        # the pass with virtual_stages = 1 (ccost.model.lower prices v only when interleaved)
         V_RULE: np.full(n, plan.virtual_stages > 1 and plan.schedule != "interleaved")
         if phase_kind(plan.phase).trains else None,
     }

@@ -215,7 +215,7 @@ def _pool(jobs: int):
             ctx = mp.get_context("fork")
         elif "forkserver" in methods:
             ctx = mp.get_context("forkserver")
-            ctx.set_forkserver_preload(["numpy", "ccost.search", "ccost.lower", "ccost.analysis"])
+            ctx.set_forkserver_preload(["numpy", "ccost.search", "ccost.model.lower", "ccost.model.analysis"])
         else:
             ctx = mp.get_context("spawn")
         if not _POOL:

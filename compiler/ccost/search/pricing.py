@@ -245,7 +245,7 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
     (process or Dask) some of them."""
     import numpy as np
 
-    from ccost import economics, lower, phases
+    from ccost.model import economics, lower, phases
 
     search, policy = job.search, job.policy
     base = search.base
@@ -332,7 +332,7 @@ def _prepare_pass(search: S.Search, policy: S.Policy, plan: S.Plan, fixed: Mappi
     """``lower.prepare`` of one pass's plan. In a fleet search the base plan's own layout may not fit
     another model or cluster (more GPUs, more stages than layers): the layout of the pass's first point
     that passed the layout constraints stands in (its numbers are replaced by the arrays anyway)."""
-    from ccost import lower
+    from ccost.model import lower
 
     def prepared(p: S.Plan):
         Diagnostics(evaluation_errors(p)).raise_if_errors()  # the model takes an evaluable plan
@@ -471,19 +471,19 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
     }
     keys = {"index": index, "gpus": full(m.gpus), "latency_s": full(m.latency),
             "throughput_per_gpu": full(m.throughput_gpu)}
-    # cost per million tokens at the plan's load (ccost.economics, the formulas of a single plan); NaN
+    # cost per million tokens at the plan's load (ccost.model.economics, the formulas of a single plan); NaN
     # when the cluster is not priced (then no record carries it and the objective refuses to run)
     econ = None
     if pr is not None and (pr.priced or (targeted(plan) and pr.powered)):
-        from ccost import economics
+        from ccost.model import economics
 
         econ = economics.economics(plan, pr, keys["gpus"], full(m.throughput))
     keys["cost_per_mtok_usd"] = full(econ.cost_mtok) if econ is not None and econ.priced else np.full(n, np.nan)
-    # a training target's time to train, goodput and cost (ccost.target, the formulas of a single plan)
+    # a training target's time to train, goodput and cost (ccost.model.target, the formulas of a single plan)
     nan = np.full(n, np.nan)
     keys.update(time_to_train_s=nan, train_cost_usd=nan, gpu_days=nan, target_cost=nan)
     if targeted(plan):
-        from ccost import target
+        from ccost.model import target
 
         tg = target.target(plan, N=keys["gpus"], T_step=full(m.step), tokens_step=full(c.tokens_step), W=x0.W,
                            params=x0.params, b_opt=x0.b_opt, power=None if econ is None else econ.power,

@@ -6,18 +6,18 @@ evaluates thousands of tp/pp/dp/batch combinations at once) or derivation ``Valu
 the review). Therefore nothing below branches with a Python ``if`` on a number that could be an array:
 structural choices that depend on a number (does the TP group leave the NVLink domain? how many pipeline
 boundaries cross nodes?) are ``where``/``minimum``/``floor`` expressions, and a collective on a group of
-one rank simply costs 0 (``ccost.costs``). What *is* decided in Python is fixed per plan and lives in
+one rank simply costs 0 (``ccost.model.costs``). What *is* decided in Python is fixed per plan and lives in
 ``Static``: the phase, the AllReduce algorithm, FSDP, whether the model is a mixture of experts, which
 inputs the spec gave.
 
-Every formula of the cost model lives in ``ccost.costs`` (collectives, roofline, bubble); this module only
+Every formula of the cost model lives in ``ccost.model.costs`` (collectives, roofline, bubble); this module only
 says *which* collectives a plan implies, how many, how large, on which group and link.
 
 Counts are per step **along the critical path**: every stage's collectives as if the stages ran one
-after another (``ccost.analysis`` divides by the pipeline's overlap for the pipelined step time).
+after another (``ccost.model.analysis`` divides by the pipeline's overlap for the pipelined step time).
 
 The model, per step (decode: one token for every sequence; prefill: the prompt; a training plan is
-``ccost.training``'s, which ``ccost.phases`` picks), with B = batch, S = tokens per sequence per step (1 in
+``ccost.model.training``'s, which ``ccost.model.phases`` picks), with B = batch, S = tokens per sequence per step (1 in
 decode, ``seq`` otherwise), d = hidden, L = layers:
 
 * **Rank placement** (decides which groups leave the NVLink domain): ranks are numbered TP fastest, then
@@ -31,13 +31,13 @@ decode, ``seq`` otherwise), d = hidden, L = layers:
   splitting it into M micro-batches would add (M−1)·α per boundary, which the model leaves out.
   Serving under a stack with ``pipeline = steady`` (decode, prefill): every TP, EP and PP message carries one
   micro-batch (B/M sequences) and the counts are one micro-batch's path, consistent with t_mb
-  (``ccost.analysis._steady``: no flush).
+  (``ccost.model.analysis._steady``: no flush).
 * **EP**: 2 All-to-Alls (dispatch, combine) per MoE layer of B·S·top_k·d·activation bytes per rank on
   the ep ranks. Volume convention: “Communication Cost Analysis”'s (P−1)/P·m (the local share stays
   put); “Communication Cost Math — Distributed Inference” (§2) omits that factor.
 * **DP**: serving replicas exchange nothing per step (training's gradient AllReduce and FSDP's
-  collectives are ``ccost.training``'s).
-* **CP** (context parallelism, ``cp``; training: ``ccost.training``): the cp ranks sit next to the tp
+  collectives are ``ccost.model.training``'s).
+* **CP** (context parallelism, ``cp``; training: ``ccost.model.training``): the cp ranks sit next to the tp
   ranks (Megatron's tp-cp-ep-dp-pp) and split every sequence: a prefill's tokens (activations, FLOPs and
   KV cache per rank ÷ cp), a decode step's context (KV cache and attention ÷ cp; the new token's weight
   GEMMs run on every cp rank). Weights are replicated over cp. Ring attention: per layer each rank sends
@@ -51,7 +51,7 @@ decode, ``seq`` otherwise), d = hidden, L = layers:
   sequences of ``seq`` tokens. FLOPs: 2·active params·B·S / (tp·pp); attention's
   context-dependent FLOPs are not modelled. A token crosses the pp stages one after another, so the
   step's compute on the critical path is pp × the stage's time (A3: 15.11 ms for TP=8 × PP=2).
-  ``compute_time`` in the plan overrides it. **Per micro-batch** (the pipelined step, ``ccost.analysis``:
+  ``compute_time`` in the plan overrides it. **Per micro-batch** (the pipelined step, ``ccost.model.analysis``:
   (M + P − 1)·t_mb + exposed/(P·(1 − bubble))): t_mb = max(bytes / HBM bandwidth, FLOPs / achieved FLOP/s)
   with the stage's *whole* weights on this GPU plus (decode with ``seq``) 1/M of its KV cache, and 1/M of
   its FLOPs: each micro-batch re-reads the weights, so splitting a memory-bound decode step into M
@@ -73,7 +73,7 @@ decode, ``seq`` otherwise), d = hidden, L = layers:
   or a latent is an error (E104).
 * **Memory** per GPU: weights and the KV cache (``seq`` tokens of B sequences; KV heads split over
   min(tp, kv_heads) ranks, replicated beyond). Activations are not modelled (training's memory, with its
-  gradients, optimizer state and activations, is ``ccost.training``'s).
+  gradients, optimizer state and activations, is ``ccost.model.training``'s).
 """
 
 from __future__ import annotations
@@ -81,10 +81,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ccost import axes, costs, derive, kernels, units
+from ccost import axes, derive, units
+from ccost.model import costs, kernels
 from ccost import spec as S
 from ccost.derive import floor, maximum, minimum, named
-from ccost.program import Collective, Compute, Program, collective, memory, on, p2p
+from ccost.model.program import Collective, Compute, Program, collective, memory, on, p2p
 from ccost.schema import PhaseKind, phase_kind
 
 Num = Any  # float | np.ndarray | derive.Value
@@ -101,7 +102,7 @@ class Static:
     """The structural choices of a plan: fixed per plan, never arrays, decided in Python."""
 
     plan: str
-    phase: str  # the phase whose step this is (ccost.schema.PHASE_KINDS; ccost.phases picks its cost model)
+    phase: str  # the phase whose step this is (ccost.schema.PHASE_KINDS; ccost.model.phases picks its cost model)
     algorithm: str  # an AllReduce algorithm of ccost.collectives.ALGORITHMS, or auto
     cross_node: str  # auto | flat | hierarchical
     fsdp: bool
@@ -117,7 +118,7 @@ class Static:
     intra_name: str
     inter_name: str | None
     one_shot_volume: str = "egress"  # egress | ring: what a one-shot AllReduce is charged (costs.volume)
-    # training (ccost.training): schedule, recomputation, sequence parallelism, optimizer sharding, and
+    # training (ccost.model.training): schedule, recomputation, sequence parallelism, optimizer sharding, and
     # whether the plan writes `overlap` (then it overrides the derived overlap)
     schedule: str = "one_f_one_b"
     recompute: str = "selective"
@@ -136,13 +137,13 @@ class Static:
     head_dim_given: bool = False
     floor: bool = False  # the stack's collectives have a small-message floor
     seq_host: bool = False  # decode, prefill: the stack charges host time per running sequence (seq_overhead)
-    # decode, prefill under `rates = kernels` (ccost.kernels): the weight GEMMs (and MoE experts) priced on the
+    # decode, prefill under `rates = kernels` (ccost.model.kernels): the weight GEMMs (and MoE experts) priced on the
     # GPU's measured GEMM curve, attention on its decode or prefill attention curve; the kernels block's name
     kernel_gemm: bool = False
     kernel_attention: bool = False
     kernels: str | None = None
     host_overlap: bool = False  # decode, prefill: host time runs behind the GPU's step (max, not sum)
-    train: bool = False  # a training step (its phase ``trains``: ccost.training's model)
+    train: bool = False  # a training step (its phase ``trains``: ccost.model.training's model)
     seq_step: bool = False  # every sequence brings its `seq` tokens to the step (prefill), not one (decode)
 
 
@@ -180,7 +181,7 @@ class Inputs:
     T_given: Num  # plan.compute_time (0 when absent; unused then)
     c_F: Num  # FLOPs per parameter per token: 2 forward, 6 forward + backward
     b_opt: Num  # optimizer bytes per parameter (Adam: 12)
-    # training (ccost.training); defaults keep hand-built Inputs valid
+    # training (ccost.model.training); defaults keep hand-built Inputs valid
     v: Num = 1.0  # interleaved schedule: model chunks per GPU
     V: Num = 0.0  # vocabulary (0 when unknown)
     f: Num = 0.0  # FFN inner size (0 when unknown: 4·d)
@@ -199,7 +200,7 @@ class Inputs:
     kv_lat: Num = 0.0  # MLA: latent elements cached per token per layer (kv_lora_rank + qk_rope_head_dim)
     d_c: Num = 0.0  # MLA: kv_lora_rank
     R_attn: Num = 1.0  # achieved FLOP/s in attention: peak flops × attention_efficiency
-    # measured kernel curves (ccost.kernels; Static.kernel_gemm, kernel_attention), unused otherwise
+    # measured kernel curves (ccost.model.kernels; Static.kernel_gemm, kernel_attention), unused otherwise
     BW_peak: Num = 1.0  # the GPU's hbm_bandwidth (the curves carry their own achieved shares)
     R_gpeak: Num = 1.0  # the peak the GEMM curve is a share of: flops, or fp8_flops for FP8 weights
     R_apeak: Num = 1.0  # the peak the prefill-attention curve is a share of (BF16 flops)
@@ -224,7 +225,7 @@ def with_arrays(x: Inputs, **arrays) -> Inputs:
 
 @dataclass(frozen=True)
 class Step:
-    """A step of another phase that a plan runs (``ccost.serve``: a serve plan's decode and mixed steps are
+    """A step of another phase that a plan runs (``ccost.model.serve``: a serve plan's decode and mixed steps are
     decode and prefill steps): its phase, and the context ``seq`` its KV cache holds (None: no KV cache).
     ``prepare`` prices it as the plan's own step of that phase; the rows it runs (``B``) and its contexts are
     then given with ``with_arrays``."""
@@ -538,7 +539,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
 
 
 # ---------------------------------------------------------------------------------------------------
-# The collective program (its records and builders: ccost.program)
+# The collective program (its records and builders: ccost.model.program)
 
 def lower(static: Static, x: Inputs) -> Program:
     """The collective program and compute terms of one plan (see the module docstring for the model).
@@ -546,8 +547,8 @@ def lower(static: Static, x: Inputs) -> Program:
     Runs on floats, arrays and derivation values alike; in array mode every input may be an array and the
     results broadcast.
     """
-    # training has its own model (per micro-batch, schedules, activations): ccost.phases picks it
-    assert not static.train, "a training plan is lowered by ccost.training (ccost.phases.lower)"
+    # training has its own model (per micro-batch, schedules, activations): ccost.model.phases picks it
+    assert not static.train, "a training plan is lowered by ccost.model.training (ccost.model.phases.lower)"
     coll: list[Collective] = []
 
     # --- sizes ---------------------------------------------------------------------------------------
@@ -556,7 +557,7 @@ def lower(static: Static, x: Inputs) -> Program:
     S_r = named("S_cp", x.S / x.cp, "tokens per sequence on one cp rank: S/cp") if _splits_tokens(static) else x.S
     if static.steady:
         # Serving pipeline in steady state: every collective carries one micro-batch (B/M sequences) and
-        # the counts are one micro-batch's path through every stage (ccost.analysis._steady).
+        # the counts are one micro-batch's path through every stage (ccost.model.analysis._steady).
         m_act = named("m_act", x.B / x.M * S_r * x.d * x.b_act,
                       "activations of one layer for one micro-batch: (B/M)·S·d·bytes")
     else:
@@ -596,7 +597,7 @@ def lower(static: Static, x: Inputs) -> Program:
         b_w = None
 
     # --- pipeline parallelism: one send per stage boundary -----------------------------------------------
-    # one pass, the activations forward (training's gradients backward are ccost.training's); the derivation
+    # one pass, the activations forward (training's gradients backward are ccost.model.training's); the derivation
     # prints the factor (count_PP = 1·(pp − 1)), as every committed review does
     passes = 1
     boundaries = named("count_PP", passes * (x.pp - 1), "stage-boundary sends per step")
@@ -627,7 +628,7 @@ def _splits_tokens(static: Static) -> bool:
 
 
 def _ring_attention(static: Static, x: Inputs, comp: Compute) -> list[Collective]:
-    """Context parallelism (``cp``, decode and prefill; training: ``ccost.training``): ring attention. Each
+    """Context parallelism (``cp``, decode and prefill; training: ``ccost.model.training``): ring attention. Each
     of the cp ranks holds 1/cp of every sequence's KV cache (prefill: of its tokens) and, per layer, sends
     its local KV block to its ring neighbour cp − 1 times, so every rank's queries meet the whole context.
     The block is this GPU's KV cache of one layer, KV_GPU·pp/L (per micro-batch in a steady pipeline).
@@ -635,7 +636,7 @@ def _ring_attention(static: Static, x: Inputs, comp: Compute) -> list[Collective
     when tp·cp > D, and then every step runs at the pace of its slowest link, the inter-node one.
 
     Each send runs while the rank computes attention against the block it already holds, as ring
-    attention implementations do (and as ``ccost.training`` prices it): per step, min(T_send, t_block) of
+    attention implementations do (and as ``ccost.model.training`` prices it): per step, min(T_send, t_block) of
     the send is hidden, with t_block = T_attn·pp/(L·cp) the attention of one layer against one block
     (the operator roofline's attention row; under the whole-step roofline, or with ``compute_time``
     given, there is no attention time to hide behind and the sends count exposed). ``overlap`` then
@@ -799,7 +800,7 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
             t_mb = named("t_mb", maximum(T_mem_mb, T_flop_mb), "roofline of one micro-batch on one stage")
 
     # --- memory (serving: weights and KV cache; training's gradients, optimizer state and FSDP shards are
-    # ccost.training's) ----------------------------------------------------------------------------------------
+    # ccost.model.training's) ----------------------------------------------------------------------------------------
     mem = memory(x, weights=weights_gpu, kv_cache=kv_gpu)
     tokens = named("tokens_step", x.dp * x.ep * x.B * x.S, "tokens per step, all replicas: dp·ep·B·S")
     return Compute(weights_gpu=weights_gpu, kv_gpu=kv_gpu, bytes_gpu=bytes_gpu, flops_gpu=flops_gpu, T_mem=T_mem,
@@ -880,7 +881,7 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
     else:
         w_g = named(f"W_GEMM{t}", weights, "weights read")
         f_g = named(f"F_GEMM{t}", x.c_F * x.params_active * tokens / (tp * pp), "GEMM FLOPs: c_F·N·tokens/(tp·pp)")
-    if static.kernel_gemm:  # the GPU's measured GEMM curve at this token count (ccost.kernels)
+    if static.kernel_gemm:  # the GPU's measured GEMM curve at this token count (ccost.model.kernels)
         n_k = (kernels.DENSE_GEMMS_PER_MOE_LAYER if n_dense is not None else kernels.GEMMS_PER_LAYER) * layers
         T_g, tg_m, tg_f, _ = kernels.gemm_time(w_g, f_g, tokens, n_k, x.BW_peak, x.g_ew, x.R_gpeak, x.g_eta,
                                                x.g_half, x.g_t0, t)
@@ -922,7 +923,7 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
         f_a = named(f"F_attn{t}", tokens * ctx * heads * per_head * layers,
                     "attention FLOPs: tokens·ctx·heads per GPU·" + ("c_F·(d_c + d_latent)" if static.mla
                                                                     else "c_F·2·d_head") + "·L/pp")
-        if static.kernel_attention and static.kv_read:  # measured decode-attention curve (ccost.kernels)
+        if static.kernel_attention and static.kv_read:  # measured decode-attention curve (ccost.model.kernels)
             kv_heads = x.h_kv / minimum(tp, x.h_kv) if static.kv_heads_known and not static.mla else 1.0
             streams = named(f"P_KV{t}", seqs * share * kv_heads, "(sequence × KV head) streams each decode-"
                             "attention kernel reads: B·KV heads per GPU")

@@ -3,9 +3,9 @@
 ``PHASES`` pairs each phase's static record (``ccost.schema.PHASE_KINDS``: its name, what it requires and
 reads, its default stack, token kind, document section, search support and ``ccost init`` defaults, which
 the checker and the schema read too) with the functions of its cost model: decode and prefill are
-``ccost.lower`` then ``ccost.analysis``; a training step is ``ccost.training``'s (per micro-batch,
-schedules, activations); serve is ``ccost.serve``'s, several of ``lower``'s steps combined; online is
-``ccost.online``'s, an engine simulated with ``lower``'s steps sampled. This module
+``ccost.model.lower`` then ``ccost.model.analysis``; a training step is ``ccost.model.training``'s (per micro-batch,
+schedules, activations); serve is ``ccost.model.serve``'s, several of ``lower``'s steps combined; online is
+``ccost.model.online``'s, an engine simulated with ``lower``'s steps sampled. This module
 sits above all of them, so none imports another's phase: evaluate, search, calibrate, economics and the
 writers look a phase up here (or, below this layer, in the schema) instead of testing its name.
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ccost import analysis, online, serve, training
-from ccost import lower as LW
+from ccost.model import analysis, online, serve, training
+from ccost.model import lower as LW
 from ccost import spec as S
-from ccost.program import Priced, Program
+from ccost.model.program import Priced, Program
 from ccost.schema import PHASES as KINDS
 from ccost.schema import PhaseKind
 
@@ -87,7 +87,7 @@ def lower(static: LW.Static, x: LW.Inputs) -> Program:
     """The collective program and compute terms of one step, by its phase's cost model (``training``'s for
     a training plan, else ``lower``'s)."""
     fn = PHASES[static.phase].lower
-    assert fn is not None, f"a {static.phase} plan is not one program (ccost.phases.price)"
+    assert fn is not None, f"a {static.phase} plan is not one program (ccost.model.phases.price)"
     return fn(static, x)
 
 
@@ -101,5 +101,5 @@ def analyse(program: Program) -> analysis.Metrics:
     """The metrics of a lowered step, by its phase's cost model (``training.analyse_train`` for a training
     step, else ``analysis.analyse``)."""
     fn = PHASES[program.static.phase].analyse
-    assert fn is not None, f"a {program.static.phase} plan is not one program (ccost.phases.price)"
+    assert fn is not None, f"a {program.static.phase} plan is not one program (ccost.model.phases.price)"
     return fn(program)

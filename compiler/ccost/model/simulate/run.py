@@ -22,8 +22,8 @@ from typing import Callable
 
 import numpy as np
 
-from ccost.simulate.demand import Demand, DemandError
-from ccost.simulate.engine import Engine, EngineRun, run_engine
+from ccost.model.simulate.demand import Demand, DemandError
+from ccost.model.simulate.engine import Engine, EngineRun, run_engine
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 METRICS = ("ttft", "tpot", "e2e")
@@ -217,7 +217,7 @@ def simulate(demand: Demand, engine: Engine, step, *, requests: int = 2000, warm
     ``requests`` measured requests (a burst measures its N and ignores this), after ``warmup``·requests
     left out and before as many more that keep the load on; ``seed`` fixes every draw.
 
-    >>> from ccost.simulate import Arrivals, Length, Roofline
+    >>> from ccost.model.simulate import Arrivals, Length, Roofline
     >>> d = Demand(Arrivals.poisson(2.0), Length.fixed(512), Length.fixed(64))
     >>> r = simulate(d, Engine(max_seqs=32), Roofline(weights=0.01, flop_token=2e-5), requests=200)
     >>> r.percentile("tpot", 50) > 0.01

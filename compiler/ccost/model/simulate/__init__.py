@@ -5,7 +5,7 @@ Pure: no file, clock, environment or network access; numpy only. Nothing here pr
 of an engine step comes from a caller's step model (``steps``), which the integration builds from ccost's
 lowered step model.
 
-    >>> from ccost.simulate import Arrivals, Demand, Engine, Length, Roofline, Slo, simulate
+    >>> from ccost.model.simulate import Arrivals, Demand, Engine, Length, Roofline, Slo, simulate
     >>> demand = Demand(Arrivals.poisson(4.0), Length.fixed(1024), Length.fixed(256))
     >>> run = simulate(demand, Engine(max_seqs=64, max_batched_tokens=2048),
     ...                Roofline(weights=0.012, kv_read=2e-7, flop_token=2.5e-5), requests=300)
@@ -13,7 +13,7 @@ lowered step model.
     True
 """
 
-from ccost.simulate.demand import (
+from ccost.model.simulate.demand import (
     Arrivals,
     Demand,
     DemandError,
@@ -22,8 +22,8 @@ from ccost.simulate.demand import (
     Trace,
     parse_trace,
 )
-from ccost.simulate.engine import Engine, EngineError, EngineRun, run_engine
-from ccost.simulate.run import (
+from ccost.model.simulate.engine import Engine, EngineError, EngineRun, run_engine
+from ccost.model.simulate.run import (
     PERCENTILES,
     Pool,
     RateSearch,
@@ -34,8 +34,8 @@ from ccost.simulate.run import (
     simulate_disagg,
     sustainable_rate,
 )
-from ccost.simulate.screen import LengthSample, Screen, screen, screen_disagg, screen_rate, screen_rate_sections
-from ccost.simulate.steps import FEATURES, Roofline, StepModel, Table
+from ccost.model.simulate.screen import LengthSample, Screen, screen, screen_disagg, screen_rate, screen_rate_sections
+from ccost.model.simulate.steps import FEATURES, Roofline, StepModel, Table
 
 __all__ = [
     "Arrivals", "Demand", "DemandError", "Length", "Requests", "Trace", "parse_trace",

@@ -1,6 +1,6 @@
 """The program of one step: the records every cost model builds, and the builders they share.
 
-A cost model (``ccost.lower`` for decode and prefill, ``ccost.training`` for a training step; ``ccost.serve``
+A cost model (``ccost.model.lower`` for decode and prefill, ``ccost.model.training`` for a training step; ``ccost.model.serve``
 combines ``lower``'s steps) turns a plan's ``lower.Static`` choices and ``lower.Inputs`` numbers into a
 ``Program``: its ``Collective``s, each priced as it is built (``collective``, ``p2p``), and its ``Compute``
 terms, whose memory is a ``Memory`` of named parts. Like the models, everything here runs unchanged on
@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ccost import axes, collectives, costs
+from ccost import axes, collectives
+from ccost.model import costs
 from ccost.derive import maximum, minimum, named
 from ccost.results import MEMORY_PARTS
 
@@ -121,7 +122,7 @@ class Compute:
     params_gpu: Num
     memory: Memory  # what one GPU holds, by part
     tokens_step: Num  # tokens per step in the whole plan (all replicas)
-    # One stage, one micro-batch (the pipelined step is (M + P − 1)·t_mb + ...; ccost.analysis):
+    # One stage, one micro-batch (the pipelined step is (M + P − 1)·t_mb + ...; ccost.model.analysis):
     bytes_mb: Num = 0.0  # bytes read: the stage's whole weights + 1/M of its KV cache
     flops_mb: Num = 0.0  # 1/M of the stage's FLOPs
     T_mem_mb: Num = 0.0
@@ -141,12 +142,12 @@ class Program:
     inputs: Any  # lower.Inputs: its numbers (floats, arrays or derivation values)
     collectives: tuple[Collective, ...]
     compute: Compute
-    train: Any = None  # training: the schedule's terms (ccost.training.TrainTerms)
+    train: Any = None  # training: the schedule's terms (ccost.model.training.TrainTerms)
 
 
 @dataclass(frozen=True)
 class Priced:
-    """A plan priced by its phase (``ccost.phases``), in one mode: the program its document, checklist and
+    """A plan priced by its phase (``ccost.model.phases``), in one mode: the program its document, checklist and
     collectives show, its metrics (``analysis.Metrics``, with the plan's throughput: what its cost is per),
     and the phase's own terms (serve: ``serve.ServeTerms``; None for a one-step phase)."""
 

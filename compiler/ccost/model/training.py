@@ -1,7 +1,7 @@
 """Training: one optimizer step of a ``phase = train`` plan, per micro-batch and per GPU.
 
-``lower_train(static, x)`` is ``ccost.lower.lower`` for training plans and ``analyse_train(program)`` is
-``ccost.analysis.analyse`` for them (``ccost.phases`` picks by phase); like those, they run unchanged on floats, numpy arrays (a search) and
+``lower_train(static, x)`` is ``ccost.model.lower.lower`` for training plans and ``analyse_train(program)`` is
+``ccost.model.analysis.analyse`` for them (``ccost.model.phases`` picks by phase); like those, they run unchanged on floats, numpy arrays (a search) and
 derivation values (``ccost explain``), so nothing here branches on a number — only on the plan's
 structural choices in ``Static`` (schedule, recomputation, sequence parallelism, optimizer sharding, FSDP,
 whether the plan writes ``overlap``).
@@ -21,7 +21,7 @@ L layers of hidden size d and FFN size f on P pipeline stages (L_s = L/P per sta
 **Compute time of one micro-batch on one GPU**, with the plan's software-stack profile (``stack``):
 GEMM FLOPs / R_GEMM + attention FLOPs / R_attn + memory-bound bytes / (HBM bandwidth·elementwise_efficiency),
 plus the stack's layer_overhead per layer (forward once, backward twice) and its step_overhead once per
-step. Under a stack with ``rates = kernels`` on a GPU with measured curves (``ccost.kernels``; every bundled
+step. Under a stack with ``rates = kernels`` on a GPU with measured curves (``ccost.model.kernels``; every bundled
 training profile): R_GEMM = R_peak·η·b_mb/(b_mb + M½)·framework_efficiency, the GEMM curve at the
 micro-batch's b_mb token rows, and R_attn = R_peak·η_a·S/(S + S½)·framework_efficiency, the
 prefill-attention curve at the sequence length, of the attention kernels the framework runs (the stack's
@@ -94,10 +94,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ccost import analysis as A
-from ccost import axes, costs, derive, kernels, units
+from ccost.model import analysis as A
+from ccost import axes, derive, units
+from ccost.model import costs, kernels
 from ccost.derive import floor, maximum, minimum, named
-from ccost.program import Compute, Priced, Program, collective, memory, on, p2p, total
+from ccost.model.program import Compute, Priced, Program, collective, memory, on, p2p, total
 
 Num = Any
 
@@ -137,7 +138,7 @@ def lower_train(static, x):
     else:
         tok, dpc = tok_mb, x.dp
 
-    # --- parameters on this GPU (dense part replicated over ep, experts sharded), as ccost.lower ----------
+    # --- parameters on this GPU (dense part replicated over ep, experts sharded), as ccost.model.lower ----------
     b_w = named("b_w", x.W / x.params, "weight bytes per parameter")
     if static.moe:
         n_expert1, n_dense, n_experts = costs.moe_parameters(x.params, x.params_active, x.E, x.k)
@@ -212,7 +213,7 @@ def lower_train(static, x):
     else:
         rc_g, rc_a, rc_e = 0.0, 0.0, 0.0
     R_g, R_a, BW_e = x.R, x.R_attn, x.BW_elem
-    if static.kernel_gemm:  # the GPU's measured GEMM curve at the micro-batch's token rows (ccost.kernels)
+    if static.kernel_gemm:  # the GPU's measured GEMM curve at the micro-batch's token rows (ccost.model.kernels)
         R_g = named("R_GEMM,train", kernels.gemm_rate(x.R_gpeak, x.g_eta, x.g_half, tok) * x.e_fw,
                     "training GEMM rate: the measured curve at the micro-batch's b_mb token rows × the "
                     "framework's share, R_peak·η_GEMM·b_mb/(b_mb + M½)·e_fw")
@@ -461,7 +462,7 @@ def lower_train(static, x):
 
 
 def analyse_train(program):
-    """``ccost.analysis.Metrics`` of a training step (see the module docstring)."""
+    """``ccost.model.analysis.Metrics`` of a training step (see the module docstring)."""
     x, c, tt = program.inputs, program.compute, program.train
     coll = [k for k in program.collectives if not A.costs_nothing(k)]
     t0, b0, n0 = (derive.zero(d, c.T_compute) for d in (units.TIME, units.INFORMATION, units.DIMENSIONLESS))

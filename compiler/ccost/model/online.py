@@ -1,7 +1,7 @@
 """Online serving: ``phase = online`` — requests arrive at a traffic's rate (an open loop) and an engine
 serves them with continuous batching, priced step by step by ccost's own step model.
 
-A ``serve`` plan (``ccost.serve``) is a closed loop at a fixed concurrency with mean latencies. An online
+A ``serve`` plan (``ccost.model.serve``) is a closed loop at a fixed concurrency with mean latencies. An online
 plan names a ``traffic`` (arrivals at a mean and a peak rate, request lengths, prefix-cache hits) and the
 engine's limits — ``max_seqs`` running requests at most and a ``step_tokens`` budget of tokens per step
 (vLLM's ``max_num_seqs`` and
@@ -11,7 +11,7 @@ highest rate one replica carries within the policy's latency promises (SLOs). Wi
 it is disaggregated: prefill workers (tp ``prefill_tp``) and decode workers (the plan's layout), the KV
 cache of each prompt moved between them over the cluster's link.
 
-**The engine is simulated** (``ccost.simulate``, docs/simulation.md): vLLM's scheduling order, one engine
+**The engine is simulated** (``ccost.model.simulate``, docs/simulation.md): vLLM's scheduling order, one engine
 step at a time, seeded (the traffic's ``seed``), so the same spec gives the same numbers. Nothing there
 prices hardware: each step it schedules is timed by **this module's step model**, ccost's lowered model:
 
@@ -22,7 +22,7 @@ prices hardware: each step it schedules is timed by **this module's step model**
   rows' (``lower``'s decode attention for R sequences at context C/R) and the prompts' (``lower``'s causal
   prefill attention of one prompt of S_eff tokens, S_eff·(S_eff + 1)/2 = Q: the same pairs), plus the
   stack's host time t_step + t_seq·(R + N). ``step_program`` builds that step from ``lower``'s programs
-  and prices it with ``analysis.analyse`` (the pipeline schedule, exposed communication), as ``ccost.serve``
+  and prices it with ``analysis.analyse`` (the pipeline schedule, exposed communication), as ``ccost.model.serve``
   builds its mixed step; ``ccost explain`` shows a decode and a mixed step derived so.
 * For the simulator, the same formulas are evaluated once on arrays over a grid (``sample``: one
   vectorised call per part): the forward pass on a grid of token rows, the prompts' attention on a grid of
@@ -48,12 +48,13 @@ from typing import Any
 
 import numpy as np
 
-from ccost import analysis, derive, lower, units
-from ccost import simulate as sim
+from ccost import derive, units
+from ccost.model import analysis, lower
+from ccost.model import simulate as sim
 from ccost import spec as S
 from ccost.derive import named
 from ccost.diagnostics import CcostError, error
-from ccost.program import Priced, p2p
+from ccost.model.program import Priced, p2p
 
 Num = Any
 
@@ -195,7 +196,7 @@ def _interp1(x: float, grid: list, vals: list) -> float:
 
 @dataclass(frozen=True)
 class Sampled:
-    """ccost's step model sampled for ``ccost.simulate`` (its step-model protocol): for a step of R decoding
+    """ccost's step model sampled for ``ccost.model.simulate`` (its step-model protocol): for a step of R decoding
     rows of context C in all, P prompt tokens with Q (query, key) pairs in N prompts,
 
         t = forward(R + P) + [R > 0]·(dec_a(R) + dec_b(R)·(C − R·ctx_ref)) + [Q > 0]·prompt(Q) + per_seq·(R + N)
@@ -375,7 +376,7 @@ def _length(mean: int, cv: float | None, p90: float | None, rng: float | None, t
 
 
 def demand(t: S.Traffic, rate: float | None = None) -> sim.Demand:
-    """The ``ccost.simulate.Demand`` of a traffic block (at ``rate`` instead of its own, when given).
+    """The ``ccost.model.simulate.Demand`` of a traffic block (at ``rate`` instead of its own, when given).
     Raises ``simulate.DemandError`` for one that cannot be simulated (the checker reports it first)."""
     if t.clients:
         arrivals = sim.Arrivals.closed(t.clients)
@@ -651,7 +652,7 @@ def price(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Priced:
     I_, O_ = lengths.input, lengths.output
     ctx_mean = float(np.mean(I_ + (O_ + 1) / 2))
     chunk = float(min(B, round(float(np.mean(I_ - lengths.cached)))))
-    how = (f"simulated: ccost.simulate, {t.requests:,} requests at {{}}, seed {t.seed} (vLLM's scheduling order; "
+    how = (f"simulated: ccost.model.simulate, {t.requests:,} requests at {{}}, seed {t.seed} (vLLM's scheduling order; "
            "docs/simulation.md)")
     src_mean = how.format(f"{mean.rate:g} requests/s" if mean.rate is not None else t.arrivals)
     dprep = prepare(plan, policy, derivation)
@@ -716,7 +717,7 @@ def _result_values(plan, t, mean: Figures, peak: Figures | None, highest, goal: 
                                  f"{what}, p{q:g}" + (" at the peak rate" if label else ""), src, derivation))
     if highest is not None:
         out.append(_leaf("λ_max", highest.rate, units.RATE, "the highest rate one replica carries within the SLOs",
-                         f"simulated rate search (ccost.simulate.highest_rate, within {RATE_TOL:.0%}): "
+                         f"simulated rate search (ccost.model.simulate.highest_rate, within {RATE_TOL:.0%}): "
                          f"{len(highest.tried)} rates tried", derivation))
     return out
 
@@ -791,7 +792,7 @@ def record(plan: S.Plan, priced: Priced) -> dict:
         doc["replicas_for_peak"] = math.ceil(tr.peak / t.highest.rate - 1e-9)
     else:
         doc["replicas_for_peak"] = None
-    doc["method"] = (f"simulated: ccost.simulate (vLLM's scheduling order), {tr.requests:,} measured requests, "
+    doc["method"] = (f"simulated: ccost.model.simulate (vLLM's scheduling order), {tr.requests:,} measured requests, "
                      f"seed {tr.seed}; each step priced by ccost's step model sampled on {len(t.fleet.step.tokens)} "
                      f"token counts and {len(t.fleet.step.pairs)} prompt lengths")
     return doc

@@ -1,6 +1,6 @@
 """Analysis: from a plan's collective program to the numbers a design review judges it by.
 
-``analyse(program)`` runs in the three modes (floats, arrays, derivation values) like ``ccost.lower``;
+``analyse(program)`` runs in the three modes (floats, arrays, derivation values) like ``ccost.model.lower``;
 the checklist, sweeps and comparisons work on float results.
 
 How the step is put together (one place, so the review can say it):
@@ -11,7 +11,7 @@ How the step is put together (one place, so the review can say it):
   every stage in turn (the notes' per-token latency; A3: 18.2 ms for TP=8 × PP=2; ``latency_s``).
 * **The pipelined step** (``step_time_s``), the flush (GPipe / 1F1B) schedule: ``step`` =
   (M + P − 1)·t_mb + exposed/(P·(1 − bubble)), with t_mb one stage's time for one of the M micro-batches
-  (``ccost.lower``: the roofline of the stage's *whole* weights plus 1/M of its KV cache against 1/M of
+  (``ccost.model.lower``: the roofline of the stage's *whole* weights plus 1/M of its KV cache against 1/M of
   its FLOPs). The last micro-batch leaves after P − 1 fill slots and M slots of a stage; the bubble
   (P−1)/(M+P−1) leaves P·(1 − bubble) = P·M/(M+P−1) stages busy on average, over which the exposed
   communication (counted along the critical path, every stage in turn) is spread. FLOP-bound, t_mb =
@@ -36,12 +36,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ccost import axes, costs, derive, lower, results, units
+from ccost import axes, derive, results, units
+from ccost.model import costs, lower
 from ccost import layout_rules as rules
 from ccost import spec as S
 from ccost.derive import named
-from ccost.program import Collective, Compute, Program, total
-from ccost.program import on as program_on
+from ccost.model.program import Collective, Compute, Program, total
+from ccost.model.program import on as program_on
 from ccost.schema import phase_kind, rebatched
 
 Num = Any
@@ -88,8 +89,8 @@ def costs_nothing(k: Collective) -> bool:
 
 def analyse(program: Program) -> Metrics:
     """Totals, step time, overhead, bubble, speedup, efficiency and throughput of a lowered plan."""
-    # training: the schedule's own step, ccost.training.analyse_train (ccost.phases picks it)
-    assert program.train is None, "a training step is analysed by ccost.training (ccost.phases.analyse)"
+    # training: the schedule's own step, ccost.model.training.analyse_train (ccost.model.phases picks it)
+    assert program.train is None, "a training step is analysed by ccost.model.training (ccost.model.phases.analyse)"
     x, c = program.inputs, program.compute
     coll = [k for k in program.collectives if not costs_nothing(k)]
     # A plan without a collective (one GPU) sums no terms: a zero of the right dimension in derive mode.
@@ -537,7 +538,7 @@ ITEMS: tuple[Item, ...] = (
     Item(10, "pipeline bubble (P−1)/(M+P−1)", 'bubble', _judge_10),
     Item(11, "memory per GPU fits (weights, KV cache, gradients, optimizer)", 'memory_bytes_per_gpu', _judge_11),
     Item(12, "cost per million tokens (policy max_cost_per_mtok)", None, None),
-    # a training target's (ccost.target; judged by ccost.evaluate like item 12): plans with one only
+    # a training target's (ccost.model.target; judged by ccost.evaluate like item 12): plans with one only
     Item(13, "time to train within the deadline and the GPU budget", None, None),
     Item(14, "goodput at scale (policy min_goodput)", None, None),
 )

@@ -1,11 +1,11 @@
 """Training targets: how long a run takes, how much of its time trains, and what it costs.
 
-A training plan prices one optimizer step (``ccost.training``). A plan with a *target* (``train_tokens``,
+A training plan prices one optimizer step (``ccost.model.training``). A plan with a *target* (``train_tokens``,
 or ``train_steps``) also asks how long the whole run takes on its fleet, with the interruptions that
 dominate a large run's calendar, and what it costs. One set of formulas, written once over numbers, runs in
 the three modes of ``ccost.derive``: floats (``ccost eval``, the review), numpy arrays (a search ranks
-layouts by time to train or by its cost) and derivation values (``ccost explain``), like ``ccost.costs``
-and ``ccost.economics``. The model, in words (docs/training-target.md works an example by hand):
+layouts by time to train or by its cost) and derivation values (``ccost explain``), like ``ccost.model.costs``
+and ``ccost.model.economics``. The model, in words (docs/training-target.md works an example by hand):
 
 * **Steps.** ``n = ⌈D / tokens_step⌉`` for D tokens to train, tokens_step = dp·ep·B·S (the global batch
   in tokens: ``global_batch`` sequences of S tokens), or the plan's ``train_steps``. Without failures
@@ -33,7 +33,7 @@ and ``ccost.economics``. The model, in words (docs/training-target.md works an e
   ``G = τ / (M·e^(R/M)·(e^((τ+δ)/M) − 1))`` (first order: 1 − δ/τ − (τ/2 + R)/M).
 * **Time and money.** ``T_train = T_ideal / G``; ``GPU-days = N·T_train / 1 d``; energy
   ``E = P·T_train`` and cost ``C_train = C_rate·T_train`` with the plan's facility power P and cost rate
-  (``ccost.economics``: the N GPUs are paid and powered for the whole run, restarts included);
+  (``ccost.model.economics``: the N GPUs are paid and powered for the whole run, restarts included);
   ``T_train / M`` interruptions are expected on the way.
 
 What the model leaves out (the review says so): checkpoints written asynchronously (the blocking part is
@@ -147,7 +147,7 @@ def target(plan: S.Plan, *, N: Num, T_step: Num, tokens_step: Num, W: Num, param
     """The plan's time to train, goodput, GPU-days, energy and cost from its step: ``N`` GPUs, ``T_step``
     per step, ``tokens_step`` tokens per step, the checkpoint's inputs ``W`` (weight bytes), ``params`` and
     ``b_opt`` (optimizer bytes per parameter), and ``power`` (W) and ``cost_rate`` (USD/s) from
-    ``ccost.economics`` when known. All in one mode; ``derivation`` makes the plan's and cluster's fields
+    ``ccost.model.economics`` when known. All in one mode; ``derivation`` makes the plan's and cluster's fields
     leaves with their sources."""
     D = derivation
     cluster = plan.cluster
@@ -282,7 +282,7 @@ def document(plan: S.Plan, t: Target) -> dict:
     }
 
 
-#: The checklist's items of a training target (ccost.analysis.TITLES holds their titles).
+#: The checklist's items of a training target (ccost.model.analysis.TITLES holds their titles).
 DEADLINE_ITEM, GOODPUT_ITEM = 13, 14
 
 

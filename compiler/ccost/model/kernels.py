@@ -2,7 +2,7 @@
 
 A ``kernels`` block holds what ``ccost calibrate --kernels`` reduced from a table of measured kernel times
 (AIConfigurator's silicon database: GEMM and attention latencies per GPU, engine and version) to a few
-physical parameters per operator. This module evaluates those curves. Like ``ccost.costs`` it is pure and
+physical parameters per operator. This module evaluates those curves. Like ``ccost.model.costs`` it is pure and
 written once over plain numbers: the same functions run on floats, numpy arrays and ``derive`` Values, so a
 search prices them on arrays and ``ccost explain`` prints each rate with the shape point it was read at.
 

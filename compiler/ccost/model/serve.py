@@ -2,8 +2,8 @@
 
 A serve plan states its requests — ``input_tokens`` I, ``output_tokens`` O — how many run at once,
 ``concurrency`` C (per replica, i.e. per dp·ep rank group, like ``batch``), and the chunked-prefill chunk
-``chunk_tokens`` c. Nothing here prices hardware: every step is lowered and priced by ``ccost.lower`` and
-``ccost.analysis`` (the decode and prefill physics, the stack profile, the collectives); this module only
+``chunk_tokens`` c. Nothing here prices hardware: every step is lowered and priced by ``ccost.model.lower`` and
+``ccost.model.analysis`` (the decode and prefill physics, the stack profile, the collectives); this module only
 says *which* steps a serving engine runs and combines their times into request figures.
 
 **The model (a closed loop; an arrival rate is not modelled).** C requests are in the system at all
@@ -49,10 +49,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ccost import analysis, costs, derive, lower, units
+from ccost import derive, units
+from ccost.model import analysis, costs, lower
 from ccost import spec as S
 from ccost.derive import maximum, named
-from ccost.program import Priced
+from ccost.model.program import Priced
 
 Num = Any
 
@@ -161,7 +162,7 @@ def terms(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> ServeTerm
         f_a = named("F_attn,mix", f_d + f_p / n_c, "attention FLOPs of the mixed step: the decode part's + 1/n_c "
                     "of one prompt's causal prefill")
         ta_m, ta_f = costs.memory_time(kv_b, x.BW_hbm), costs.flop_time(f_a, x.R_attn)
-        if A.static.kernel_attention:  # measured curves (ccost.kernels): each part on its own kernel's curve
+        if A.static.kernel_attention:  # measured curves (ccost.model.kernels): each part on its own kernel's curve
             T_a = named("T_attn,mix", t_d + t_p / n_c, "attention of the mixed step on the measured curves: the "
                         "decode part's + 1/n_c of one prompt's causal prefill")
         else:

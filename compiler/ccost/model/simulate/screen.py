@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ccost.simulate.demand import Demand
-from ccost.simulate.run import PERCENTILES, Slo
+from ccost.model.simulate.demand import Demand
+from ccost.model.simulate.run import PERCENTILES, Slo
 
 #: chunk positions priced per prompt at most; a longer prompt's chunks are sampled evenly and weighted
 MAX_CHUNKS = 64

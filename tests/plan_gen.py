@@ -183,7 +183,9 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
     st.append(f"roofline = {draw('choice', S.ROOFLINES)}")
     out.append("stack st { " + "; ".join(st) + " }")
 
-    phase = draw("choice", SC.PHASE_NAMES)
+    # an online plan needs a traffic block and a simulation per evaluation: its own drawn cases live in
+    # tests/test_online.py and tests/test_capacity.py (hypothesis over arrivals and lengths)
+    phase = draw("choice", tuple(n for n in SC.PHASE_NAMES if n != "online"))
     p = [f"model = m; cluster = c; phase = {phase}; tp = {tp}; pp = {pp}; ep = {ep}; dp = {dp}"]
     batch = value(draw, _field("plan", "batch"))
     p += [f"batch = {batch}"]
@@ -211,7 +213,9 @@ def spec_text(draw: Draw, extras: bool = True, max_gpus: int = 1 << 16) -> str:
     out.append("plan one extends p { tp = 1; pp = 1; ep = 1; dp = 1 }")  # the one-GPU baseline
     if extras:
         out.append("sweep s { base = p; tp = [1, 2, 4] }")
-        out.append("compare k { plans = [p, one]; by = " + draw("choice", SC.COMPARE_BY) + " }")
+        # cost_per_token ranks priced plans only (E403 otherwise, tests/test_ranking.py); these clusters have no price
+        out.append("compare k { plans = [p, one]; by = "
+                   + draw("choice", tuple(b for b in SC.COMPARE_BY if b != "cost_per_token")) + " }")
         if phase != "serve":  # the layout search does not take a serve plan (E401)
             out.append("search q { base = p; tp = [1, 2]; batch = [1, 8] }")
         pol = _members(draw, "policy", ["max_overhead", "min_efficiency", "max_memory"])

@@ -69,3 +69,14 @@ def test_a_search_that_finds_no_fleet_says_so(doc):
     none = dict(s, chosen=None, aggregated=None, disaggregated=None, n_plus_1=None)
     c = build.capacity_section("fleet", none, charts=False)
     assert c.verdict.startswith("No fleet in this search meets the SLOs") and c.figure is None and not c.launch
+
+
+def test_a_sentence_in_a_plans_section_goes_under_the_key_numbers_not_into_a_cell():
+    # an online plan's `method` is a sentence: in a right-aligned value cell that does not wrap it ran
+    # 730 px past the page's margin (tests/test_report.py::test_nothing_overflows_the_page[sla-*])
+    from ccost.report.build import KV_VALUE_CHARS, key_numbers_table
+
+    method = "simulated: " + "a long description of how, " * 4
+    table = key_numbers_table({"gpus": 4, "online": {"engines": 1, "method": method}})
+    assert all(len(cell) <= KV_VALUE_CHARS for row in table.rows for cell in row)
+    assert method.strip() in table.caption

@@ -246,3 +246,18 @@ def test_explain_derives_the_representative_steps_and_names_the_simulation(tmp_p
     assert by["T_step"].value == pytest.approx(doc["step_time_s"], rel=1e-12)
     assert "simulated: ccost.model.simulate" in by["TTFT_p99"].source
     assert by["TTFT_p99"].value == doc["online"]["ttft_p99_s"]
+
+
+def test_a_step_smaller_than_the_running_requests_is_an_error_at_check(tmp_path, capsys):
+    # found by tests/test_fuzz_pipeline.py (seed 196086692): max_seqs = 128 with step_tokens = 64 passed
+    # `check` and raised the simulator's EngineError (an internal error) in `eval`. Every running request
+    # decodes one token a step, so a step holds at least max_seqs tokens (vLLM refuses it too).
+    from ccost.cli import main
+
+    path = _spec(tmp_path, plan="max_seqs = 128\n  step_tokens = 64")
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "E401" in err and "step_tokens = 64 is below max_seqs = 128" in err and "internal error" not in err
+    assert main(["eval", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "E401" in err and "internal error" not in err

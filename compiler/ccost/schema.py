@@ -1032,6 +1032,11 @@ def _online_errors(plan: Any, add: Callable[..., None]) -> None:
         add("E401", f"plan `{plan.name}`: an online plan prices every engine step from what it holds, so one "
             "`compute_time` cannot stand for them", "compute_time", ("compute_time", "phase"),
             "remove `compute_time`")
+    if plan.step_tokens is not None and plan.max_seqs is not None and plan.step_tokens < plan.max_seqs:
+        add("E401", f"plan `{plan.name}`: step_tokens = {plan.step_tokens} is below max_seqs = {plan.max_seqs}: every "
+            "running request decodes one token a step, so a step must hold at least max_seqs tokens (vLLM "
+            "refuses max_num_batched_tokens below max_num_seqs too)", "step_tokens", ("step_tokens", "max_seqs"),
+            f"use step_tokens ≥ {plan.max_seqs}, or fewer max_seqs")
     if plan.prefill_workers and t.clients:
         add("E401", f"plan `{plan.name}`: traffic `{t.name}` is a closed loop of clients, which is simulated on "
             "aggregated engines, not on disaggregated workers", "prefill_workers", ("prefill_workers", "traffic"),

@@ -626,7 +626,11 @@ def price(plan: S.Plan, policy: S.Policy, derivation: bool = False) -> Priced:
     lengths = sim.LengthSample.of(d)
     goal = slo(policy)
     B = budget(plan)
-    f = fleet(plan, policy, lengths)
+    try:
+        f = fleet(plan, policy, lengths)
+    except (sim.EngineError, sim.DemandError) as exc:  # the checker's rules should have said so first
+        raise _refuse(plan, f"its engines cannot be built: {exc}", "step_tokens",
+                      "check the engine limits (max_seqs, step_tokens) and the KV cache") from None
     mean_o = float(lengths.output.mean())
     try:
         rate = t.rate if t.arrivals == "poisson" else None

@@ -172,11 +172,19 @@ def key_numbers_table(doc_plan: Mapping[str, Any]) -> V.Table:
     for kind in PHASE_KINDS:  # the phase's own section (ccost.schema: training, serve)
         if kind.section and doc_plan.get(kind.section):
             rows += SECTION_ROWS.get(kind.section, partial(section_rows, kind.section))(doc_plan[kind.section])
+    # A sentence (an online plan's method, say) is no number: it goes under the table, where it wraps, not in
+    # a right-aligned value cell that does not (it ran 730 px past the page's margin)
+    prose = [(q, v) for q, v in rows if len(v) > KV_VALUE_CHARS]
+    rows = [r for r in rows if len(r[1]) <= KV_VALUE_CHARS]
     # Two quantity/value pairs a row: the block stays short enough to share the page with the derivation.
     half = (len(rows) + 1) // 2
     left, right = rows[:half], rows[half:] + [("", "")] * (2 * half - len(rows))
     return V.Table(("quantity", "value", "quantity", "value"), tuple(a + b for a, b in zip(left, right)),
-                   (False, True, False, True))
+                   (False, True, False, True), caption=" ".join(f"{q}: {v}." for q, v in prose))
+
+
+#: The longest value the key-numbers table holds in a cell (a number with its unit and a note in brackets).
+KV_VALUE_CHARS = 40
 
 
 def training_rows(tr: Mapping[str, Any]) -> list[tuple[str, str]]:

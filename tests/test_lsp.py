@@ -318,7 +318,7 @@ def test_without_pygls_ccost_lsp_says_how_to_add_the_extra_to_this_installation(
     from importlib.metadata import version
 
     from ccost.cli import main
-    from ccost.commands.lsp import install_command
+    from ccost.extras import install_command
 
     commands = install_command("lsp")
     assert commands, "ccost's metadata names the lsp extra's requirements"
@@ -344,7 +344,7 @@ def test_the_install_command_in_the_hint_is_one_pip_accepts():
     import shlex
     import subprocess
 
-    from ccost.commands.lsp import install_command
+    from ccost.extras import install_command
 
     argv = shlex.split(install_command("lsp")[-1]) + ["--no-index", "--quiet"]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=120)

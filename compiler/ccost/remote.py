@@ -218,7 +218,7 @@ def run(job, units: list, address: str, progress: Callable[[int, int], None] | N
         _cancel(c, futures)
         raise CcostError(error("E513", f"search `{name}`: a Dask worker cannot run ccost ({_describe(exc)})",
                                job.search.span,
-                               f"install ccost, the same version, on every worker, with its `distributed` extra")) from None
+                               "install ccost, the same version, on every worker, with its `distributed` extra")) from None
     except (OSError, TimeoutError, distributed.comm.CommClosedError) as exc:
         _cancel(c, futures)
         _CLIENTS.pop(address, None)

@@ -1,6 +1,6 @@
 """``ccost lsp``: the language server, on standard input and output (editors start it; see
 docs/editors.md). Needs the optional pygls (the ``lsp`` extra); without it, error E512 gives the command
-that installs it into the Python that runs ccost (``install_command``).
+that installs it into the Python that runs ccost (``ccost.extras``).
 
 Diagnostics as you type (``ccost check``), hover (a field's doc and unit, its value in SI, a plan's key
 numbers from ``ccost eval``), completion of fields, units, enum values and block names, go to definition
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from ccost.extras import install_command, install_hint  # noqa: F401  (the hint's commands; tests import it from here too)
+from ccost.extras import install_hint
 
 HELP = "the language server for editors (stdio); needs pygls, the `lsp` extra (docs/editors.md)"
 

@@ -261,3 +261,74 @@ def test_a_step_smaller_than_the_running_requests_is_an_error_at_check(tmp_path,
     assert main(["eval", str(path)]) == 2
     err = capsys.readouterr().err
     assert "E401" in err and "internal error" not in err
+
+
+def _synthetic_sampled(L: int = 3, seed: int = 0) -> online.Sampled:
+    """A batched sampled step model of L layouts with arbitrary (positive, rising) tables."""
+    rng = np.random.default_rng(seed)
+    tg, qg = online.grids(8192, 16384)
+    fwd = np.cumsum(rng.uniform(1e-6, 1e-5, (L, len(tg))), axis=1) + rng.uniform(5e-3, 2e-2, (L, 1))
+    pro = np.cumsum(rng.uniform(1e-7, 1e-6, (L, len(qg))), axis=1)
+    da = np.cumsum(rng.uniform(1e-7, 1e-6, (L, len(tg))), axis=1)
+    db = rng.uniform(1e-9, 1e-8, (L, len(tg)))
+    return online.Sampled(tg, fwd, qg, pro, da, db, 512.0, rng.uniform(1e-5, 1e-4, L))
+
+
+def test_the_vectorised_step_is_the_scalar_step_element_by_element():
+    """The screen's array path (decode rows (K, 1) beside prompt chunks (K, M), each part interpolated on
+    its own shape and broadcast) gives, element by element, what the simulator's plain-float path gives
+    for that layout alone: the same formula, two implementations."""
+    model = _synthetic_sampled()
+    rng = np.random.default_rng(1)
+    K, M = 6, 5
+    index = rng.integers(0, 3, K)
+    R = rng.integers(0, 300, (K, 1)).astype(float)
+    R[0, 0] = 0.0  # a prefill-only step
+    C = R * rng.uniform(100, 4000, (K, 1))
+    P = rng.integers(0, 2048, (K, M)).astype(float)
+    P[1, 2] = 0.0  # a decode-only element
+    Q = P * rng.uniform(1, 3000, (K, M))
+    N = (P > 0) * 1.0
+    got = model.take(index)(R, C, P, Q, N)
+    assert got.shape == (K, M)
+    for k in range(K):
+        one = model.layout(int(index[k]))
+        for j in range(M):
+            want = one(int(R[k, 0]), float(C[k, 0]), int(P[k, j]), float(Q[k, j]), int(N[k, j]))
+            assert got[k, j] == pytest.approx(want, rel=1e-12)
+
+
+class _NoCut:
+    """The same step model without ``take``/``index``: the screen cannot cut it to rows and prices every
+    configuration at every position (the reference for its row-cutting)."""
+
+    def __init__(self, model):
+        self.model, self.batch_shape = model, model.batch_shape
+
+    def __call__(self, *args):
+        return self.model(*args)
+
+
+def test_screen_cutting_rows_changes_no_figure():
+    """The screen prices a prompt's chunk positions only for the configurations that still have one, and
+    skips the batched-prompt positions of configurations already unstable: every figure it returns is
+    what pricing all of them gives (a tiny budget makes one configuration's prompt 64 sampled positions,
+    a high rate makes another overloaded)."""
+    model = _synthetic_sampled()
+    d = sim.Demand(sim.Arrivals.poisson(1), sim.Length.lognormal(1500, cv=0.7, max=6000), sim.Length.fixed(200))
+    lengths = sim.LengthSample.of(d)
+    index = np.array([0, 1, 2, 0, 1, 2])
+    rates = np.array([0.5, 2.0, 4.0, 400.0, 1.0, 3.0])
+    kw = dict(max_seqs=np.array([64, 128, 32, 64, 256, 128]), max_batched_tokens=np.array([64, 2048, 512, 8192, 1024,
+                                                                                            8192]),
+              kv_tokens=np.full(6, 2e5), prompt_per_step=300.0)
+    with np.errstate(all="ignore"):
+        cut = sim.screen(rates, lengths, model.take(index), **kw)
+        ref = sim.screen(rates, lengths, _NoCut(model.take(index)), **kw)
+    assert not cut.stable.all() and cut.stable.any()  # the case has both kinds
+    np.testing.assert_array_equal(cut.stable, ref.stable)
+    for f in ("busy_share", "decode_rows", "slot_wait", "prefill_load"):
+        np.testing.assert_array_equal(getattr(cut, f), getattr(ref, f))
+    for m in ("ttft", "tpot", "e2e"):
+        for key in getattr(ref, m):
+            np.testing.assert_array_equal(getattr(cut, m)[key], getattr(ref, m)[key])

@@ -177,12 +177,20 @@ def step_program(prep: Prepared, rows: Num, context: Num, prompt: Num, s_eff: Nu
 # The sampled step model the simulator runs
 
 
-def _interp(x, grid: np.ndarray, vals: np.ndarray, rows=None):
-    """Linear interpolation of ``vals`` (the last axis on ``grid``) at ``x``, linear past the ends too;
-    ``rows``: the row of ``vals`` each element of ``x`` reads (a batch of layouts)."""
+def _locate(x, grid: np.ndarray):
+    """Where ``x`` falls on ``grid``: the segment index i (the first or last segment past the ends) and the
+    weight w of its right end, so that the linear interpolation of ``vals`` is vals[i]·(1 − w) + vals[i+1]·w."""
     x = np.asarray(x, dtype=float)
-    i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, len(grid) - 2)
-    w = (x - grid[i]) / (grid[i + 1] - grid[i])
+    i = np.searchsorted(grid, x, side="right") - 1
+    i = np.minimum(np.maximum(i, 0), len(grid) - 2)
+    return i, (x - grid[i]) / (grid[i + 1] - grid[i])
+
+
+def _interp(x, grid: np.ndarray, vals: np.ndarray, rows=None, at=None):
+    """Linear interpolation of ``vals`` (the last axis on ``grid``) at ``x``, linear past the ends too;
+    ``rows``: the row of ``vals`` each element of ``x`` reads (a batch of layouts; broadcast against x);
+    ``at``: ``_locate(x, grid)`` when already known (several tables on one grid)."""
+    i, w = _locate(x, grid) if at is None else at
     if rows is None:
         return vals[i] * (1 - w) + vals[i + 1] * w
     return vals[rows, i] * (1 - w) + vals[rows, i + 1] * w
@@ -231,7 +239,9 @@ class Sampled:
 
     def take(self, index) -> "Sampled":
         """The model of K configurations, configuration k on layout ``index[k]``."""
-        return replace(self, index=np.asarray(index, dtype=np.intp))
+        new = object.__new__(Sampled)  # what ``replace`` gives, without its cost (the screen cuts rows often)
+        new.__dict__.update(self.__dict__, index=np.asarray(index, dtype=np.intp), _lists=None, _rows={})
+        return new
 
     def layout(self, i: int) -> "Sampled":
         """Layout ``i`` alone, unbatched (what one simulation runs)."""
@@ -273,23 +283,29 @@ class Sampled:
                 t += base - _interp1(decode_rows, tg, fv) - ps * decode_rows
                 return t + per_ctx * decode_context
             return t if isinstance(decode_context, (int, float)) else np.full(np.shape(decode_context), t)
+        # arrays: each part is computed on the shape of its own inputs and broadcast where they meet (the
+        # screen passes the decode rows of a step (K, 1) beside its prompt chunks (K, M): the decode terms
+        # are interpolated K times, not K·M); the sums are taken in the order of the formula above
         R = np.asarray(decode_rows, dtype=float)
         Cx = np.asarray(decode_context, dtype=float)
         Q = np.asarray(prefill_pairs, dtype=float)
         shape = np.broadcast_shapes(R.shape, Cx.shape, np.shape(prefill_tokens), Q.shape, np.shape(prefill_seqs))
-        T = np.broadcast_to(R + prefill_tokens, shape)
         if self.index is None:
-            rows, coef = None, (lambda a: a)
+            lay, coef = None, (lambda a: a)
         else:
             lay = self.index.reshape(self.index.shape + (1,) * (len(shape) - 1))
-            rows = np.broadcast_to(lay, shape)
             coef = lambda a: np.asarray(a)[lay] if np.ndim(a) else a  # noqa: E731
-        t = _interp(T, self.tokens, self.forward, rows)
-        Rb = np.broadcast_to(R, shape)
-        b = _interp(Rb, self.tokens, self.dec_b, rows)
-        t = t + np.where(R > 0, _interp(Rb, self.tokens, self.dec_a, rows) + b * (Cx - R * self.ctx_ref), 0.0)
-        t = t + np.where(Q > 0, _interp(np.broadcast_to(Q, shape), self.pairs, self.prompt, rows), 0.0)
-        return t + coef(self.per_seq) * (R + prefill_seqs)
+        # (the layout index, (K, 1, …), broadcasts against any input: the batch is the first axis)
+        T = R + prefill_tokens
+        t = _interp(T, self.tokens, self.forward, lay)
+        if (R > 0).any():
+            at = _locate(R, self.tokens)
+            b = _interp(R, self.tokens, self.dec_b, lay, at)
+            t = t + np.where(R > 0, _interp(R, self.tokens, self.dec_a, lay, at) + b * (Cx - R * self.ctx_ref), 0.0)
+        if (Q > 0).any():
+            t = t + np.where(Q > 0, _interp(Q, self.pairs, self.prompt, lay), 0.0)
+        t = t + coef(self.per_seq) * (R + prefill_seqs)
+        return t if np.shape(t) == shape else np.broadcast_to(t, shape).copy()
 
 
 def grids(max_tokens: float, max_prompt: float) -> tuple[np.ndarray, np.ndarray]:

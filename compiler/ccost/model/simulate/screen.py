@@ -255,6 +255,25 @@ def _positions(n: np.ndarray):
         yield (np.where(many, spread, i), np.where(many, n / MAX_CHUNKS, (i < n) * 1.0))
 
 
+def _active(step, n, j: int):
+    """The rows a position ``j`` of ``_positions(n)`` still prices (j < n, or every position when n exceeds
+    MAX_CHUNKS), with the step model of those rows alone; None when every row is (or the model cannot be
+    cut to rows: it has no ``take``). A row past its last position adds exactly 0, so leaving it out
+    changes no figure; it saves pricing a few long prompts' 64 positions for the whole batch (n = 0: a
+    row the caller leaves out)."""
+    act = ((n > MAX_CHUNKS) | (j < n)) & (n > 0)
+    if act.all():
+        return None
+    index = getattr(step, "index", None)
+    if index is not None and hasattr(step, "take"):
+        sub = np.nonzero(act)[0]
+        return sub, step.take(index[sub])
+    if not getattr(step, "batch_shape", ()):
+        sub = np.nonzero(act)[0]
+        return sub, step
+    return None
+
+
 def _chunks(step, P, cached, chunk, rows, ctx, prefill_only):
     """Per configuration and length point: the time of the steps carrying the prompt's chunks
     (``own``) and what they add to the decode-only steps they ride on (``extra``), chunk size ``chunk``
@@ -267,23 +286,32 @@ def _chunks(step, P, cached, chunk, rows, ctx, prefill_only):
     base = step(r, x, 0.0 * c, 0.0 * c, 0.0 * c)
     own = np.zeros((K, len(P)))
     extra = np.zeros((K, len(P)))
-    for j, wj in _positions(n_chunks.max(axis=1)):
+    last = n_chunks.max(axis=1)
+    for k, (j, wj) in enumerate(_positions(last)):
+        cut = _active(step, last, k)
+        if cut is None:
+            sub, st, cc, rr, xx, bb = slice(None), step, c, r, x, base
+        else:
+            sub, st = cut
+            j, wj, cc, rr, xx, bb = j[sub], wj[sub], c[sub], r[sub], x[sub], base[sub]
         j, wj = j[:, None], wj[:, None]
-        cj = np.clip(P[None, :] - j * c, 0, c)
-        s = cached[None, :] + j * c
-        t = step(r + 0 * cj, x + 0 * cj, cj, cj * s + cj * (cj + 1) / 2, (cj > 0) * 1.0)
+        cj = np.clip(P[None, :] - j * cc, 0, cc)
+        s = cached[None, :] + j * cc
+        t = st(rr, xx, cj, cj * s + cj * (cj + 1) / 2, (cj > 0) * 1.0)
         live = cj > 0
-        own += wj * np.where(live, t, 0.0)
-        extra += wj * np.where(live, t - base, 0.0)
+        own[sub] += wj * np.where(live, t, 0.0)
+        extra[sub] += wj * np.where(live, t - bb, 0.0)
     return own, extra
 
 
-def _own_in_batch(step, P, cached, EP, q_tok, chunk, rows, ctx, prefill_only, j):
+def _own_in_batch(step, P, cached, EP, q_tok, chunk, rows, ctx, prefill_only, j, keep=None):
     """Time from the first step that takes a prompt of P tokens (per length point, (M,)) to the end of
     the step that computes its last token, when ``j`` other prompts (of EP tokens on average) were queued
     in the same step interval, half of them ahead: the batch of P + j·EP tokens is cut into steps of
     ``chunk`` tokens (K,), first come first served. A step's attention pairs are the prompt's own exact
-    ones plus q_tok per token of the others; its sequences, 1 + others' tokens/EP."""
+    ones plus q_tok per token of the others; its sequences, 1 + others' tokens/EP. ``keep`` (K,): the rows
+    wanted; the others are 0 (configurations already found unstable, whose figures are inf whatever
+    this gives)."""
     K = chunk.shape[0]
     c = chunk[:, None]
     ahead = j * EP / 2.0
@@ -292,17 +320,26 @@ def _own_in_batch(step, P, cached, EP, q_tok, chunk, rows, ctx, prefill_only, j)
     r = np.zeros((K, 1)) if prefill_only else rows[:, None]
     x = np.zeros((K, 1)) if prefill_only else ctx[:, None]
     own = np.zeros((K, len(P)))
-    for s_i, w in _positions(last.max(axis=1)):
+    top = last.max(axis=1) if keep is None else np.where(keep, last.max(axis=1), 0.0)
+    if not top.any():
+        return own
+    for k, (s_i, w) in enumerate(_positions(top)):
+        cut = _active(step, top, k)
+        if cut is None:
+            sub, st, cc, rr, xx, tot, lst = slice(None), step, c, r, x, total, last
+        else:
+            sub, st = cut
+            s_i, w, cc, rr, xx, tot, lst = s_i[sub], w[sub], c[sub], r[sub], x[sub], total, last[sub]
         s_i, w = s_i[:, None], w[:, None]
-        lo = s_i * c
-        tokens = np.clip(total - lo, 0, c)
-        mine = np.clip(np.minimum(lo + c, ahead + P[None, :]) - np.maximum(lo, ahead), 0, None)
+        lo = s_i * cc
+        tokens = np.clip(tot - lo, 0, cc)
+        mine = np.clip(np.minimum(lo + cc, ahead + P[None, :]) - np.maximum(lo, ahead), 0, None)
         pos = cached[None, :] + np.maximum(lo - ahead, 0)
         others = tokens - mine
         pairs = mine * pos + mine * (mine + 1) / 2 + others * q_tok
         seqs = (mine > 0) + others / max(EP, 1.0)
-        t = step(r + 0 * tokens, x + 0 * tokens, tokens, pairs, seqs)
-        own += w * np.where(s_i < last, t, 0.0)
+        t = st(rr, xx, tokens, pairs, seqs)
+        own[sub] += w * np.where(s_i < lst, t, 0.0)
     return own
 
 
@@ -616,7 +653,7 @@ def screen(rate, lengths: LengthSample, step, *, max_seqs, max_batched_tokens, k
     # interpolated in prompt tokens to the others
     sub = np.unique(np.round(np.linspace(0, len(Pi) - 1, min(6, len(Pi)))).astype(int))
     owns = [own] + [_at(Pi[sub], _own_in_batch(step, Pi[sub], Ci[sub], m.mean_p, m.q_tok, chunk, n, n * m.S,
-                                               prefill_only, j), Pi) for j in range(1, jmax + 1)]
+                                               prefill_only, j, stable), Pi) for j in range(1, jmax + 1)]
     # TTFT atoms: idle (own_0, no residual) and busy (own_j after a uniform part of a step), merged
     idle_s, idle_w = _merge(own, (1 - busy)[:, None] * wi, 6)
     busy_s, busy_w = _merge(np.concatenate(owns, axis=1),

@@ -80,3 +80,16 @@ def test_a_sentence_in_a_plans_section_goes_under_the_key_numbers_not_into_a_cel
     table = key_numbers_table({"gpus": 4, "online": {"engines": 1, "method": method}})
     assert all(len(cell) <= KV_VALUE_CHARS for row in table.rows for cell in row)
     assert method.strip() in table.caption
+
+
+def test_a_sentence_the_plans_notes_carry_is_not_repeated_under_its_key_numbers(doc):
+    # the online plan's method is in its note ("Latencies are simulated: …"): the caption did say it again
+    from ccost.model import online
+    from ccost.report.build import key_numbers_table
+
+    sec = {"engines": 1, "method": "simulated: " + "a long description of how, " * 4, "traffic": "chat",
+           "rate_per_s": 6.0, "peak_rate_per_s": 8.0, "max_seqs": 128, "step_tokens": 8192}
+    note = online.review_note(sec)
+    assert sec["method"] in note
+    assert key_numbers_table({"gpus": 4, "online": sec}, [note]).caption == ""
+    assert sec["method"].strip() in key_numbers_table({"gpus": 4, "online": sec}).caption

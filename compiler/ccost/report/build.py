@@ -162,7 +162,9 @@ def build_inputs(spec: S.Spec, plan_names: Sequence[str]) -> V.InputsSection:
 # ----------------------------------------------------------------------------------------------------
 # Plans: key numbers, collectives, derivation steps.
 
-def key_numbers_table(doc_plan: Mapping[str, Any]) -> V.Table:
+def key_numbers_table(doc_plan: Mapping[str, Any], said: Sequence[str] = ()) -> V.Table:
+    """The plan's key numbers, two quantity/value pairs a row; ``said``: the plan's notes (a sentence they
+    already carry, an online plan's method, is not repeated under the table)."""
     rows = []
     for key in V.KEY_NUMBERS:
         if key in doc_plan:
@@ -174,7 +176,7 @@ def key_numbers_table(doc_plan: Mapping[str, Any]) -> V.Table:
             rows += SECTION_ROWS.get(kind.section, partial(section_rows, kind.section))(doc_plan[kind.section])
     # A sentence (an online plan's method, say) is no number: it goes under the table, where it wraps, not in
     # a right-aligned value cell that does not (it ran 730 px past the page's margin)
-    prose = [(q, v) for q, v in rows if len(v) > KV_VALUE_CHARS]
+    prose = [(q, v) for q, v in rows if len(v) > KV_VALUE_CHARS and not any(v in n for n in said)]
     rows = [r for r in rows if len(r[1]) <= KV_VALUE_CHARS]
     # Two quantity/value pairs a row: the block stays short enough to share the page with the derivation.
     half = (len(rows) + 1) // 2
@@ -333,7 +335,7 @@ def plan_section(name: str, doc_plan: Mapping[str, Any], steps: Sequence[Any],
         if ph.note is not None and doc_plan.get(ph.kind.section):
             notes.insert(0, ph.note(doc_plan[ph.kind.section]))
     inputs, groups = derivation(steps)
-    return V.PlanSection(name, doc_plan.get("title") or name, key_numbers_table(doc_plan),
+    return V.PlanSection(name, doc_plan.get("title") or name, key_numbers_table(doc_plan, notes),
                          collectives_table(doc_plan), inputs, groups, figures, tuple(notes),
                          memory_table(doc_plan))
 

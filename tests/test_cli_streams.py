@@ -179,3 +179,38 @@ def test_the_language_server_exits_0_after_shutdown_and_exit():
     p = subprocess.run([sys.executable, "-m", "ccost", "lsp"], input=inp, capture_output=True, timeout=120)
     assert p.returncode == 0, p.stderr.decode()[-2000:]
     assert b"Traceback" not in p.stderr
+
+
+def test_numpys_floating_point_notices_do_not_reach_the_user(monkeypatch, capsys):
+    # the issue-31 fuzz saw "RuntimeWarning: overflow encountered in divide" with a source line on stderr for
+    # specs at the edges of the field ranges; an overflow gives inf, shown as such, and nothing else
+    import warnings
+
+    import numpy as np
+
+    from ccost.commands import check as check_cmd
+
+    def run(args):
+        with np.errstate(all="warn"):
+            np.float64(1e308) * np.float64(10.0)
+            np.ones(1) / np.zeros(1)
+        return 0
+
+    monkeypatch.setattr(check_cmd, "run", run)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        assert main(["check", "whatever.ccost"]) == 0
+    assert [str(w.message) for w in shown] == []
+    assert "Warning" not in capsys.readouterr().err
+
+
+def test_an_arrival_rate_below_one_a_day_is_refused_where_it_is_written(tmp_path, capsys):
+    # at 1e-300 requests/s the simulated arrival times overflowed and every latency read 0 s, exit 0
+    spec = (Path(__file__).resolve().parent.parent / "specs" / "sla-mixtral-h100.ccost").read_text()
+    lines = [("  rate = 1e-300" if ln.lstrip().startswith("rate ") else ln) for ln in spec.splitlines()]
+    assert lines != spec.splitlines()
+    p = tmp_path / "tiny.ccost"
+    p.write_text("\n".join(lines) + "\n")
+    assert main(["check", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "E203" in err and "`rate` must be at least 0.00001; got 1e-300" in err and f"{p}:" in err

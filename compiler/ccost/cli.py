@@ -12,6 +12,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 
 from ccost import __version__
 
@@ -167,7 +168,13 @@ def _main(argv: list[str] | None) -> int:
     from ccost.diagnostics import CcostError, render_all, use_colour
 
     try:
-        return int(module.run(args) or 0)
+        with warnings.catch_warnings():
+            # numpy's floating-point notices ("overflow encountered in divide", with a source line) are not
+            # for the user: the field ranges keep real specs clear of them, and an overflow at their edges
+            # gives inf, which the output shows as such
+            warnings.filterwarnings("ignore", message=r"(overflow|invalid value|divide by zero|underflow) "
+                                    r"encountered", category=RuntimeWarning)
+            return int(module.run(args) or 0)
     except CcostError as exc:
         print(render_all(exc.diagnostics, getattr(exc, "sources", None), use_colour(sys.stderr)),
               file=sys.stderr)

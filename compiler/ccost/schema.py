@@ -756,7 +756,9 @@ register(BlockKind(
 # --- traffic ------------------------------------------------------------------------------------------
 # What a service must carry (ccost.model.online, ccost.model.simulate): arrivals and request lengths. Rates are plain
 # numbers of requests per second; token counts as simulate bounds them (1 to 10 million).
-R_RATE = {"minimum": 0.0, "min_open": True, "maximum": 1e9}  # requests/s
+# requests/s: from one a day (the simulator's 2,000 requests then span 6 years, its clock still resolving
+# microseconds; at 1e-300/s the arrival times overflowed and every latency read 0 s) to a billion
+R_RATE = {"minimum": 1e-5, "maximum": 1e9}
 R_REQ_TOKENS = {"minimum": 1, "maximum": 10_000_000}
 R_SPREAD = {"minimum": 0.0, "min_open": True, "maximum": 100.0}  # a coefficient of variation: 0 to 10,000 %
 

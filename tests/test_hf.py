@@ -343,3 +343,32 @@ def test_a_block_the_checker_refuses_is_never_printed(tmp_path, capsys, monkeypa
     assert main(["import", "hf", str(path)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "E510" in err and "does not check" in err and "kv_heads = 3" in err, err
+
+
+@pytest.mark.parametrize("heads,kv_heads,experts,top_k", [
+    (8, 8, 0, None), (8, 2, 0, None), (8, 16, 0, None), (8, 3, 0, None),
+    (8, 2, 8, 2), (8, 2, 8, 8), (8, 2, 8, 9), (8, 2, 2, 2), (8, 2, 2, 1)])
+def test_the_importer_refuses_exactly_what_the_checker_calls_contradictory(heads, kv_heads, experts, top_k, capsys):
+    """One rule for the model's own consistency (ccost.layout_rules), said by the checker as E207 in the
+    block's words and by `import hf` as E510 in config.json's keys: a config the importer takes gives a block
+    the checker takes, and the importer refuses a config whose block the checker would refuse."""
+    from ccost import check
+
+    cfg = {"num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+           "intermediate_size": 128, "vocab_size": 100}
+    if experts:
+        cfg.update(num_local_experts=experts, num_experts_per_tok=top_k)
+    try:
+        got = hf.imported(cfg)
+        refused = False
+    except hf.HfError:
+        refused = True
+    fields = {"layers": 4, "hidden": 64, "heads": heads, "kv_heads": kv_heads, "params": 1e9, "vocab": 100}
+    if experts:
+        fields.update(experts=experts, top_k=top_k, active_params=0.5e9)
+    body = "; ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}" for k, v in fields.items())
+    diags = check.check_text(f"model m {{ {body} }}\n", "m.ccost").diagnostics
+    e207 = [d for d in diags if d.code == "E207"]
+    assert refused == bool(e207), (refused, [d.message for d in diags])
+    if not refused:
+        assert got.fields["heads"] == heads

@@ -40,6 +40,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ccost import layout_rules
+
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; some list every layer's type
 MAX_INDEX_BYTES = 64 * 1024 * 1024  # an index names every tensor: ~10 MB for DeepSeek-V3
 AGREE = 0.01  # the index check warns beyond 1 %
@@ -229,10 +231,11 @@ def imported(cfg: dict) -> Imported:
     kv = _int(cfg, KEYS["kv_heads"], "the number of key/value heads", required=False)
     head_dim_given = _int(cfg, KEYS["head_dim"], "the size of one attention head", required=False)
     assert L and d and H and V
-    if kv is not None and kv > H:  # each key/value head serves one or more query heads (E207 in check)
+    heads = layout_rules.kv_heads_contradiction(H, kv)  # the checker's E207, in config.json's keys
+    if heads == "more":
         raise HfError(f"config.json: `{KEYS['kv_heads'][0]}` = {kv} is more than `{KEYS['heads'][0]}` = {H}",
                       "a key/value head serves one or more query heads: at most as many key/value heads as heads")
-    if kv is not None and H % kv:  # grouped-query attention: the same number of query heads per key/value head
+    if heads == "divide":
         raise HfError(f"config.json: `{KEYS['kv_heads'][0]}` = {kv} does not divide `{KEYS['heads'][0]}` = {H}",
                       "grouped-query attention gives each key/value head the same number of query heads")
     E = _int(cfg, KEYS["experts"], "the number of experts",
@@ -275,9 +278,10 @@ def imported(cfg: dict) -> Imported:
         raise HfError("config.json: `num_experts_per_tok` is 0, so no token reaches an expert",
                       "a mixture-of-experts model routes each token to at least 1 expert; is this the "
                       "model's config.json?")
-    if E and top_k is not None and top_k > E:
+    experts = layout_rules.top_k_contradiction(E, top_k)
+    if experts == "more":
         raise HfError(f"config.json: `num_experts_per_tok` = {top_k} is more than the {E} experts")
-    if E and E > 1 and top_k == E:  # check's E207: no share of the parameters is routed
+    if experts == "all":  # no share of the parameters is routed
         raise HfError(f"config.json: `num_experts_per_tok` = {top_k} equals the number of experts: every token "
                       "visits every expert", "a mixture-of-experts model routes each token to fewer experts than "
                       "it has; is this the model's config.json?")

@@ -1,4 +1,5 @@
 """The layout rules of a plan, written once: does its layout fit the cluster and divide the model evenly?
+(And, at the end, the two rules of a model's own consistency that the checker and the importer share.)
 
 ``ccost.check`` warns with them (E301, W301–W304, W307, W308), ``ccost.evaluate`` refuses a plan the model cannot
 price (E301, E401: ``ccost.check.plan.evaluation_errors``), the checklist judges items 7 and 8 with them
@@ -106,6 +107,32 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("microbatches_divide_batch", "W308", microbatches_divide_batch),
     Rule("holds_global_batch", "E303, search global_batch", holds_global_batch),
 )}
+
+
+# The model's own consistency: fields of one model that contradict each other. The checker says so as
+# E207 (``ccost.check.plan.model_errors``) in the block's words, ``ccost import hf`` as E510 in config.json's
+# keys (``ccost.hf``); the rule is this one.
+
+def kv_heads_contradiction(heads: int | None, kv_heads: int | None) -> str | None:
+    """``"more"``: more key/value heads than heads (each serves one or more query heads); ``"divide"``: they
+    do not divide the heads (grouped-query attention gives each the same number of query heads); None when
+    they agree or one is not given."""
+    if not heads or not kv_heads:
+        return None
+    if kv_heads > heads:
+        return "more"
+    return "divide" if heads % kv_heads else None
+
+
+def top_k_contradiction(experts: int | None, top_k: int | None) -> str | None:
+    """``"more"``: more experts per token than experts; ``"all"``: as many (every token visits every expert,
+    so no share of the parameters is routed: one expert's size, (params − active_params)/(experts − top_k),
+    is undefined); None when they agree or the model has no experts."""
+    if not experts:
+        return None
+    if top_k and top_k > experts:
+        return "more"
+    return "all" if experts > 1 and (top_k or 1) == experts else None
 
 
 def divisors(n: int, limit: int) -> str:

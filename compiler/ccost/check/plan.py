@@ -430,20 +430,22 @@ def model_errors(m: Any, where: Where) -> list[Diagnostic]:
             out.append(error("E207", message, place, help))
 
     E, k = m.experts, m.top_k
-    if m.kv_heads and m.heads:
-        if m.kv_heads > m.heads:
+    heads = rules.kv_heads_contradiction(m.heads, m.kv_heads)
+    if heads:
+        if heads == "more":
             add(f"model `{m.name}`: kv_heads = {m.kv_heads} is more than heads = {m.heads}: each key/value head "
                 "serves one or more query heads, so there are at most as many", "kv_heads", ("kv_heads", "heads"),
                 f"kv_heads values that divide heads = {m.heads}: {rules.divisors(m.heads, 1 << 20)}")
-        elif m.heads % m.kv_heads:
+        else:
             add(f"model `{m.name}`: kv_heads = {m.kv_heads} does not divide heads = {m.heads}: grouped-query "
                 "attention gives each key/value head the same number of query heads", "kv_heads",
                 ("kv_heads", "heads"), f"kv_heads values that divide heads = {m.heads}: "
                 f"{rules.divisors(m.heads, 1 << 20)}")
-    if E and k and k > E:
+    experts = rules.top_k_contradiction(E, k)
+    if experts == "more":
         add(f"model `{m.name}`: top_k = {k} is more than experts = {E}: a token cannot visit more experts than "
             "there are", "top_k", ("top_k", "experts"), f"use top_k < {E}, or check `experts`")
-    elif E and E > 1 and (k or 1) == E:
+    elif experts == "all":
         add(f"model `{m.name}`: top_k = {k} equals experts = {E}: every token visits every expert, so no share of "
             "the parameters is routed (the size of one expert, (params − active_params)/(experts − top_k), is "
             "undefined)", "top_k", ("top_k", "experts"),

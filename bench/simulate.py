@@ -306,6 +306,11 @@ def bench_capacity(repeat: int) -> None:
 
     print("(d) capacity search end to end: CPU s of check + evaluate in this process, and of the whole command "
           "`ccost eval SPEC --format json` in a fresh one (interpreter, imports, output: what a user waits for)")
+    import timeit
+
+    ref = min(timeit.repeat("sum(range(10**6))", number=10, repeat=5)) / 10
+    print(f"  (this core's speed now: sum(range(10**6)) in {ref * 1e3:.1f} ms, best of 5; the same command's time "
+          "scales with it, and on a shared machine it moves from one minute to the next)")
     specs = sorted((ROOT / "specs").glob("sla-*.ccost"))
     for path in specs:
         def run(p=path):

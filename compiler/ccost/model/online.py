@@ -260,9 +260,17 @@ class Sampled:
             return None
         line = self._rows.get(rows)
         if line is None:
-            tg, fv, _, _, da, db, cref, ps = L
-            b = _interp1(rows, tg, db)
-            line = self._rows[rows] = (_interp1(rows, tg, fv) + ps * rows + _interp1(rows, tg, da) - b * rows * cref, b)
+            line = self._line(rows)
+        return line[0], line[1]
+
+    def _line(self, rows: int) -> tuple[float, float, float]:
+        """``decode_line``'s (base, per_ctx) for ``rows`` rows, and what a step with prompts adds for them
+        beside its forward pass and host time (base − forward(R) − per_seq·R), kept by rows: the simulator
+        asks again and again for the same few row counts."""
+        tg, fv, _, _, da, db, cref, ps = self._lists
+        b = _interp1(rows, tg, db)
+        base = _interp1(rows, tg, fv) + ps * rows + _interp1(rows, tg, da) - b * rows * cref
+        line = self._rows[rows] = (base, b, base - _interp1(rows, tg, fv) - ps * rows)
         return line
 
     def __call__(self, decode_rows, decode_context, prefill_tokens, prefill_pairs, prefill_seqs):
@@ -279,9 +287,9 @@ class Sampled:
             if prefill_pairs > 0:
                 t += _interp1(prefill_pairs, qg, pv)
             if decode_rows > 0:
-                base, per_ctx = self.decode_line(decode_rows)
-                t += base - _interp1(decode_rows, tg, fv) - ps * decode_rows
-                return t + per_ctx * decode_context
+                line = self._rows.get(decode_rows) or self._line(decode_rows)
+                t += line[2]
+                return t + line[1] * decode_context
             return t if isinstance(decode_context, (int, float)) else np.full(np.shape(decode_context), t)
         # arrays: each part is computed on the shape of its own inputs and broadcast where they meet (the
         # screen passes the decode rows of a step (K, 1) beside its prompt chunks (K, M): the decode terms

@@ -432,17 +432,17 @@ def _stretch(step, rows: int, ctx0: int, k: int, T: float, ta: float) -> np.ndar
     return out[0] if len(out) == 1 else np.concatenate(out)
 
 
-@dataclass(frozen=True)
 class _Line:
     """The end times of a stretch of decode-only steps whose times grow linearly (a step model's
     ``decode_line``): the j-th ends at T + (j + 1)·a + b·j(j + 1)/2 (a: the first step, b: what each step
     adds, the context growing by a row each), in closed form, so a stretch costs the same whatever its length;
-    indexed like the array ``_stretch`` returns."""
+    indexed like the array ``_stretch`` returns. (A plain class with slots: one is made per stretch, tens of
+    thousands a simulation, and a frozen dataclass's constructor cost a third of the stretch.)"""
 
-    T: float
-    a: float
-    b: float
-    k: int
+    __slots__ = ("T", "a", "b", "k")
+
+    def __init__(self, T: float, a: float, b: float, k: int) -> None:
+        self.T, self.a, self.b, self.k = T, a, b, k
 
     @staticmethod
     def of(T: float, a: float, b: float, k: int, ta: float) -> "_Line":

@@ -332,3 +332,95 @@ def test_screen_cutting_rows_changes_no_figure():
     for m in ("ttft", "tpot", "e2e"):
         for key in getattr(ref, m):
             np.testing.assert_array_equal(getattr(cut, m)[key], getattr(ref, m)[key])
+
+
+def _traffic_spec(tmp_path: Path, traffic: str) -> Path:
+    """specs/sla-mixtral-h100.ccost with its traffic block's body replaced and its search left out, in a
+    folder of its own (a project: the trace files sit beside it)."""
+    text = (SPECS / "sla-mixtral-h100.ccost").read_text()
+    i = text.index("search fleet")
+    text = text[:i] + text[text.index("}", i) + 1:]
+    a = text.index("traffic chat")
+    b = text.index("{", a) + 1
+    text = text[:b] + "\n" + traffic + "\n" + text[text.index("}", b):]
+    (tmp_path / ".git").mkdir(exist_ok=True)  # the project's root: the trace must stay inside it
+    p = tmp_path / "t.ccost"
+    p.write_text(text)
+    return p
+
+
+def test_a_traffic_drawn_from_a_trace_file(tmp_path, capsys):
+    # two requests, 1,000/200 and 2,000/100 tokens: the simulations draw from them, so the mean input is
+    # (1,000 + 2,000)/2 = 1,500 tokens and the mean output (200 + 100)/2 = 150
+    (tmp_path / "requests.csv").write_text("input_tokens,output_tokens\n1000,200\n2000,100\n")
+    spec = _traffic_spec(tmp_path, '  rate = 4\n  peak_rate = 6\n  trace = "requests.csv"')
+    s, _ = check.load_spec(str(spec))
+    doc = evaluate.evaluate(s).plans["chat_tp2"].doc["online"]
+    assert (doc["mean_input_tokens"], doc["mean_output_tokens"]) == (1500, 150)
+    from ccost.cli import main
+    assert main(["export", str(spec)]) == 0
+    assert "--random-input-len 1500 --random-output-len 150" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("body,trace,words", [
+    ('trace = "nope.csv"', None, "t.ccost:"),
+    ('trace = "../outside.csv"', None, "leads outside"),
+    ('trace = "r.csv"', "input_tokens,output_tokens\n1000,200\n2000,x\n", "r.csv:3:1"),
+    ('trace = "r.csv"', "prompt,answer\n1,2\n", "no column of input tokens"),
+])
+def test_a_trace_that_cannot_be_read_is_e515_where_it_is_written_or_where_it_is_wrong(tmp_path, capsys, body,
+                                                                                       trace, words):
+    from ccost.cli import main
+
+    project = tmp_path / "p"
+    project.mkdir()
+    (tmp_path / "outside.csv").write_text("input_tokens,output_tokens\n1,1\n")  # there, but not in the project
+    if trace is not None:
+        (project / "r.csv").write_text(trace)
+    spec = _traffic_spec(project, f"  rate = 4\n  {body}")
+    assert main(["check", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "E515" in err and words in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("body,words", [
+    ("rate = 4; clients = 64; input_tokens = 1024; output_tokens = 256", "`rate` and `clients` each say how"),
+    ("burst = 32; peak_rate = 8; input_tokens = 1024; output_tokens = 256", "`peak_rate` shapes arrivals at a rate"),
+    ("rate = 8; peak_rate = 6; input_tokens = 1024; output_tokens = 256", "peak_rate = 6 is below rate = 8"),
+    ("rate = 4; input_tokens = 1024; input_cv = 50 %; input_p90 = 2000; output_tokens = 256",
+     "`input_cv` and `input_p90` each give the spread of the input lengths"),
+    ("rate = 4; input_tokens = 1024; output_tokens = 256; output_max = 100",
+     "output_max = 100 is below the mean output_tokens = 256"),
+    ('rate = 4; trace = "r.csv"; input_tokens = 1024',
+     "`trace` gives the input lengths, request by request, and `input_tokens` describes them too"),
+])
+def test_traffic_fields_that_contradict_each_other_are_e207(tmp_path, capsys, body, words):
+    # the simulator took one of two and dropped the other without a word (clients before a rate, a CV
+    # before a p90, the trace before the written lengths); a peak below the mean sized the fleet for less
+    from ccost.cli import main
+
+    (tmp_path / "r.csv").write_text("input_tokens,output_tokens\n1000,200\n")
+    spec = _traffic_spec(tmp_path, "  " + body.replace("; ", "\n  "))
+    assert main(["check", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "E207" in err and words in err, err
+
+
+def test_diff_reads_the_trace_of_the_old_revision_from_git(tmp_path, capsys):
+    # `ccost diff REV spec` evaluates the old spec with the trace file as it was in that revision (the
+    # checker's reader; a numpy array in the traffic once made the comparison an internal error)
+    import subprocess
+
+    from ccost.cli import main
+
+    (tmp_path / "r.csv").write_text("input_tokens,output_tokens\n1000,200\n2000,100\n")
+    spec = _traffic_spec(tmp_path, '  rate = 4\n  trace = "r.csv"')
+    (tmp_path / ".git").rmdir()
+    git = ["git", "-C", str(tmp_path), "-c", "user.email=t@t", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "one"]):
+        subprocess.run(git + args, check=True, capture_output=True)
+    (tmp_path / "r.csv").write_text("input_tokens,output_tokens\n4000,200\n")
+    assert main(["diff", "HEAD", str(spec)]) == 0
+    out = capsys.readouterr().out
+    assert ("traffic chat.trace_data: 2 requests, mean 1,500 in / 150 out tokens → 1 request, mean 4,000 in / "
+            "200 out tokens") in out

@@ -78,7 +78,8 @@ CODES: dict[str, str] = {
     "E204": "not one of the allowed values",
     "E205": "wrong type (number, string, list, reference)",
     "E206": "units do not combine",
-    "E207": "fields of one block contradict each other (a model's heads, experts or parameter split)",
+    "E207": "fields of one block contradict each other (a model's heads, experts or parameter split; a "
+            "traffic's arrivals or lengths)",
     "E301": "parallel degrees do not fit the cluster",
     "E302": "inter_node link missing on a multi-node cluster",
     "E303": "a training target's global batch does not split into whole sequences per replica (or contradicts `batch`)",
@@ -97,6 +98,7 @@ CODES: dict[str, str] = {
     "E512": "an optional part of ccost (an extra: `lsp`, `distributed`) is not installed; the help gives the command",
     "E513": "a search's worker processes or Dask cluster failed (scheduler unreachable, worker died)",
     "E514": "`ccost export`: no online plan or capacity search to export, or its search finds no fleet",
+    "E515": "a traffic's `trace` file cannot be read or holds no request token counts",
     "W301": "tensor-parallel group leaves the NVLink domain",
     "W302": "tensor parallelism does not divide kv_heads",
     "W303": "pipeline parallelism does not divide layers",

@@ -197,8 +197,14 @@ def _plain(value: Any) -> Any:
 def _fields(entity: Any) -> dict[str, Any]:
     if not (dataclasses.is_dataclass(entity) and not isinstance(entity, type)):
         return {"value": _plain(entity)}
-    return {f.name: _plain(getattr(entity, f.name)) for f in dataclasses.fields(entity)
-            if f.name not in ("name", "span", "spans")}
+    out = {f.name: _plain(getattr(entity, f.name)) for f in dataclasses.fields(entity)
+           if f.name not in ("name", "span", "spans", "trace_data")}
+    rows = getattr(entity, "trace_data", None)
+    if rows is not None:  # a traffic's trace file as read: what changed in it, in a line
+        n = len(rows)
+        out["trace_data"] = (f"{n:,} request{'s' if n != 1 else ''}, mean {sum(map(int, rows.inputs)) / n:,.0f} in / "
+                             f"{sum(map(int, rows.outputs)) / n:,.0f} out tokens")
+    return out
 
 
 def format_input(value: Any, dim: units.Dim | None) -> str:

@@ -63,8 +63,13 @@ def benchmark(traffic: S.Traffic, rate: float, policy: S.Policy) -> str:
     """``vllm bench serve`` replaying ``traffic`` at ``rate`` requests/s: the random dataset at the mean
     lengths (a uniform spread when the traffic gives ``*_range``, vLLM's random dataset), Poisson or gamma
     gaps (``--burstiness`` is vLLM's gamma shape, 1/CV²), as many prompts as ccost measures, every output
-    to its length (``--ignore-eos``), the percentiles ccost reports and the SLOs as goodput limits."""
+    to its length (``--ignore-eos``), the percentiles ccost reports and the SLOs as goodput limits. A
+    traffic given by a ``trace`` is replayed at the trace's mean lengths (the random dataset has no file of
+    token counts to draw from)."""
     I, O = traffic.input_tokens, traffic.output_tokens
+    if traffic.trace_data is not None:
+        I = round(sum(int(v) for v in traffic.trace_data.inputs) / len(traffic.trace_data))
+        O = round(sum(int(v) for v in traffic.trace_data.outputs) / len(traffic.trace_data))
     parts = [f"vllm bench serve --model {MODEL} --dataset-name random",
              f"--random-input-len {I if I is not None else '?'}", f"--random-output-len {O if O is not None else '?'}"]
     ranges = {r for r in (traffic.input_range, traffic.output_range) if r is not None}

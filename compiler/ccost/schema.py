@@ -797,6 +797,10 @@ register(BlockKind(
         Field("output_range", FRACTION, "output lengths uniform over mean·(1 ± this)", "20 %", minimum=0.0,
               maximum=0.99),
         Field("output_max", INT, "the longest output a distribution draws", "4096", **R_REQ_TOKENS),
+        Field("trace", STRING, "instead of `input_tokens`/`output_tokens`: a file of requests' prompt and output "
+              "token counts, relative to the spec and inside its project — a CSV whose header names the two "
+              "columns, JSON lines, or vLLM's serving-benchmark result (`input_lens`, `output_lens`); the "
+              "simulations draw requests from its rows (at most 1,000,000, 256 MiB)", '"chat-trace.csv"'),
         Field("prefix_hit", FRACTION, "share of each prompt already in the prefix cache (its KV cache is not "
               "computed again; at least one token is)", "30 %", minimum=0.0, maximum=0.99),
         Field("seed", INT, "the seed of every draw (arrivals, lengths): the same seed gives the same numbers",

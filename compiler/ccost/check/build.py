@@ -7,6 +7,7 @@ has too many points (E402) are reported here.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Callable, Iterable
@@ -17,12 +18,12 @@ from ccost.check.context import ERR, Bad, Block, Context, File, unparen
 from ccost.check.expressions import num
 from ccost.check.fields import check_items, check_value, value
 from ccost.check.load import std_file
-from ccost.check.plan import _check_link, _check_model, _check_plan
+from ccost.check.plan import _check_link, _check_model, _check_plan, _check_traffic
 from ccost.check.scope import members as members_of
 from ccost.check.scope import names_of_kind
 from ccost.check.search import validate as _check_search
 from ccost.check.search import validate_compare as _check_compare
-from ccost.diagnostics import Diagnostic, Diagnostics, Span, error
+from ccost.diagnostics import CcostError, Diagnostic, Diagnostics, Span, error
 from ccost.spec import Plan, Policy, Spec
 from ccost.syntax import tree as T
 
@@ -35,6 +36,7 @@ MAX_SWEEP_POINTS = 100_000
 _VALIDATORS: dict[str, Callable[[Any, Callable[..., Span | None]], list[Diagnostic]]] = {
     "link": _check_link,
     "model": _check_model,
+    "traffic": _check_traffic,
     "plan": _check_plan,
     "search": _check_search,
     "compare": _check_compare,
@@ -160,6 +162,11 @@ def _build(ctx: Context, b: Block) -> Any:
 
         defaults = default_stacks()
         ent = replace(ent, stack=defaults[ent.phase], stack_defaults=defaults)
+    if kind.name == "traffic" and ent.trace is not None:
+        trace = _read_trace(ctx, b, ent.trace, spans["trace"])
+        if trace is None:
+            return None
+        ent = replace(ent, trace_data=trace)
     validate = _VALIDATORS.get(kind.name)
     if validate is not None:
         own_members = {m.name: m for m in b.node.members}
@@ -183,6 +190,37 @@ def _build(ctx: Context, b: Block) -> Any:
         for d in validate(ent, where):
             ctx.add(d)
     return ent
+
+
+def _read_trace(ctx: Context, b: Block, written: str, at: Span) -> Any:
+    """A traffic's ``trace = "..."``: the file read like a model's config (relative to the spec, inside its
+    project, a bounded regular file; from the same git revision under ``ccost diff REV``) and parsed
+    (``ccost.traces.parse_trace``); None after E515 at the string, or at the file's line."""
+    from ccost.check.load import _default_reader
+    from ccost.traces import MAX_TRACE_BYTES, parse_trace
+    from ccost.userfiles import Outside, confine, project_root, read_user_bytes
+
+    shown = os.path.normpath(os.path.join(os.path.dirname(b.file.display), written))
+    real = os.path.normpath(os.path.join(os.path.dirname(b.file.real), written))
+    label = f"traffic `{b.name}`"
+    try:
+        path = confine(real, project_root(b.file.key), shown)
+        if ctx.read is _default_reader:
+            data = read_user_bytes(path, limit=MAX_TRACE_BYTES, code="E515", what="trace", display=shown,
+                                   help="name a CSV or JSON-lines file of token counts")
+        else:  # `ccost diff REV`: the file as it was in that revision
+            data = ctx.read(path)
+            data = data.encode("utf-8") if isinstance(data, str) else data
+        return parse_trace(data, shown, code="E515")
+    except Outside as exc:
+        ctx.add(error("E515", f"{label}: {exc}", at, help="keep the trace inside the project, beside the spec"))
+    except FileNotFoundError:
+        ctx.add(error("E515", f"{label}: {shown}: no such file", at, help="the path is relative to the spec"))
+    except CcostError as exc:
+        ctx.diags.extend(Diagnostic(d.code, d.severity, f"{label}: {d.message}", d.span or at, d.help,
+                                    d.notes + (f"the trace is named at {at.file}:{at.line}",))
+                         for d in exc.diagnostics)
+    return None
 
 
 def _has_unknown_fields(b: Block) -> bool:

@@ -488,6 +488,47 @@ def model_errors(m: Any, where: Where) -> list[Diagnostic]:
     return out
 
 
+def _check_traffic(t, where: Callable[..., Span | None]) -> list[Diagnostic]:
+    """A traffic's fields that contradict each other (E207): two ways requests arrive, a peak below the
+    mean, two spreads of one length, a mean above its own maximum, a trace beside a length distribution.
+    The simulator would take one and drop the other without a word (``ccost.model.online.demand``: clients
+    before a burst before a rate; a CV before a p90 before a range)."""
+    out: list[Diagnostic] = []
+
+    def add(message: str, name: str, reads: tuple[str, ...], help: str) -> None:
+        if (span := where(name, reads)) is not None:
+            out.append(error("E207", f"traffic `{t.name}`: {message}", span, help))
+
+    ways = [f for f, v in (("rate", t.rate), ("clients", t.clients), ("burst", t.burst)) if v]
+    if len(ways) > 1:
+        add(f"{' and '.join(f'`{f}`' for f in ways)} each say how requests arrive (a rate, a closed loop of "
+            "clients, one burst)", ways[1], tuple(ways), f"keep one of {', '.join(ways)}")
+    if (t.clients or t.burst) and not t.rate:
+        for f in ("peak_rate", "burstiness"):
+            if getattr(t, f) != (None if f == "peak_rate" else 1.0):
+                add(f"`{f}` shapes arrivals at a rate, and this traffic has {'clients' if t.clients else 'a burst'}",
+                    f, (f, "clients", "burst"), f"remove `{f}`, or give a `rate` instead")
+    if t.rate and t.peak_rate is not None and t.peak_rate < t.rate:
+        add(f"peak_rate = {t.peak_rate:g} is below rate = {t.rate:g}: the peak is the busiest time's rate, at "
+            "least the mean", "peak_rate", ("peak_rate", "rate"), f"use peak_rate ≥ {t.rate:g}, or lower `rate`")
+    for side in ("input", "output"):
+        spreads = [f"{side}_{k}" for k in ("cv", "p90", "range") if getattr(t, f"{side}_{k}") is not None]
+        if len(spreads) > 1:
+            add(f"{' and '.join(f'`{f}`' for f in spreads)} each give the spread of the {side} lengths",
+                spreads[1], tuple(spreads), f"keep one of {', '.join(spreads)}")
+        mean, top = getattr(t, f"{side}_tokens"), getattr(t, f"{side}_max")
+        if mean is not None and top is not None and top < mean:
+            add(f"{side}_max = {top:,} is below the mean {side}_tokens = {mean:,}", f"{side}_max",
+                (f"{side}_max", f"{side}_tokens"), f"use {side}_max ≥ {mean:,}")
+        if t.trace is not None:
+            given = [f for f in (f"{side}_tokens", f"{side}_cv", f"{side}_p90", f"{side}_range", f"{side}_max")
+                     if getattr(t, f) is not None]
+            if given:
+                add(f"`trace` gives the {side} lengths, request by request, and `{given[0]}` describes them too",
+                    given[0], (given[0], "trace"), f"remove `{given[0]}`, or the trace")
+    return out
+
+
 def _check_link(link, where: Callable[..., Span | None]) -> list[Diagnostic]:
     """A measured curve is one piece per entry of each list, starting at 0 B and going up (E203)."""
     out: list[Diagnostic] = []

@@ -367,6 +367,7 @@ def test_a_traffic_drawn_from_a_trace_file(tmp_path, capsys):
     ('trace = "../outside.csv"', None, "leads outside"),
     ('trace = "r.csv"', "input_tokens,output_tokens\n1000,200\n2000,x\n", "r.csv:3:1"),
     ('trace = "r.csv"', "prompt,answer\n1,2\n", "no column of input tokens"),
+    ('trace = "."', None, "t.ccost:"),  # a folder: said at the string, like a missing file
 ])
 def test_a_trace_that_cannot_be_read_is_e515_where_it_is_written_or_where_it_is_wrong(tmp_path, capsys, body,
                                                                                        trace, words):

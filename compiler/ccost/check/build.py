@@ -211,16 +211,23 @@ def _read_trace(ctx: Context, b: Block, written: str, at: Span) -> Any:
         else:  # `ccost diff REV`: the file as it was in that revision
             data = ctx.read(path)
             data = data.encode("utf-8") if isinstance(data, str) else data
-        return parse_trace(data, shown, code="E515")
     except Outside as exc:
         ctx.add(error("E515", f"{label}: {exc}", at, help="keep the trace inside the project, beside the spec"))
+        return None
     except FileNotFoundError:
         ctx.add(error("E515", f"{label}: {shown}: no such file", at, help="the path is relative to the spec"))
-    except CcostError as exc:
+        return None
+    except CcostError as exc:  # not a regular file, too large, unreadable: said at the string
+        ctx.diags.extend(Diagnostic(d.code, d.severity, f"{label}: {d.message}", at, d.help, d.notes)
+                         for d in exc.diagnostics)
+        return None
+    try:
+        return parse_trace(data, shown, code="E515")
+    except CcostError as exc:  # what is wrong in the file: said at its line, with where the spec names it
         ctx.diags.extend(Diagnostic(d.code, d.severity, f"{label}: {d.message}", d.span or at, d.help,
                                     d.notes + (f"the trace is named at {at.file}:{at.line}",))
                          for d in exc.diagnostics)
-    return None
+        return None
 
 
 def _has_unknown_fields(b: Block) -> bool:

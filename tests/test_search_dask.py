@@ -5,7 +5,9 @@ diagnostics (E512, E513), not tracebacks."""
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 import pytest
 from ccost import search
@@ -228,3 +230,22 @@ def test_a_scheduler_on_tcp_passes_the_probe(monkeypatch):
             assert remote.client(c.scheduler_address).status == "running"
         finally:
             remote.close(c.scheduler_address)
+
+
+def test_a_capacity_search_on_a_local_cluster_gives_the_local_document(cluster, monkeypatch, capsys):
+    # the capacity search screens its candidates in tasks on the cluster (ccost.capacity, CHUNK candidates a
+    # task: cut small here so that several tasks run), then simulates its picks locally
+    from ccost import capacity, remote as R
+
+    monkeypatch.setattr(capacity, "CHUNK", 50)
+    shipped = []
+    real_run = R.run
+    monkeypatch.setattr(R, "run", lambda job, units, *a, **k: shipped.append(len(units)) or real_run(job, units, *a,
+                                                                                                       **k))
+    spec = str(Path(__file__).resolve().parent.parent / "specs" / "sla-mixtral-h100.ccost")
+    code1, local, _ = _eval(capsys, spec, "--format", "json")
+    assert shipped == []
+    code2, remote, err = _eval(capsys, spec, "--format", "json", "--scheduler", cluster.scheduler_address)
+    assert code1 == code2 == 0 and remote == local, err
+    assert shipped and shipped[0] > 1  # the screening went to the cluster, in several tasks
+    assert json.loads(remote)["searches"]["fleet"]["candidates"] > 50

@@ -47,7 +47,8 @@ def test_e301_has_one_wording_in_check_and_lower():
 
 
 def test_checklist_items_are_records_with_a_judge():
-    assert [i.id for i in analysis.ITEMS] == list(range(1, 15))  # 13, 14: a training target's (ccost.model.target)
+    # 13, 14: a training target's (ccost.model.target); 15: an online plan's SLOs (ccost.model.online)
+    assert [i.id for i in analysis.ITEMS] == list(range(1, 16))
     assert all(i.judge is not None for i in analysis.ITEMS if i.id <= 11)
     assert analysis.TITLES[7] == "TP degree divides the KV heads"
     r = check_text(BASE + "plan p { model = m; cluster = c; phase = decode; tp = 3; batch = 1 }", "t")

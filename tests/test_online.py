@@ -425,3 +425,40 @@ def test_diff_reads_the_trace_of_the_old_revision_from_git(tmp_path, capsys):
     out = capsys.readouterr().out
     assert ("traffic chat.trace_data: 2 requests, mean 1,500 in / 150 out tokens → 1 request, mean 4,000 in / "
             "200 out tokens") in out
+
+
+def test_checklist_item_15_judges_the_slos_at_the_peak_and_the_gate_fails_on_it(capsys):
+    # the policy's SLOs had no checklist item: `check --policy` passed chat_tp4 although its own review said
+    # "meets the SLOs: no" (TPOT p99 at the peak above 30 ms)
+    from ccost.cli import main
+
+    for name, plan, ok in (("sla-llama70b-h200", "chat_tp4", False), ("sla-mixtral-h100", "chat_tp2", True)):
+        spec, _ = check.load_spec(str(SPECS / f"{name}.ccost"))
+        doc = evaluate.evaluate_plan(spec.plans[plan], spec.policy).doc
+        item = next(i for i in doc["checklist"] if i["id"] == 15)
+        sec, pol = doc["online"], spec.policy
+        # the value is the worst figure at the SLO percentile over its limit, by hand from the section
+        worst = max(sec["peak_ttft_slo_s"] / pol.max_ttft, sec["peak_tpot_slo_s"] / pol.max_tpot)
+        assert item["value"] == pytest.approx(worst, rel=1e-12) and item["threshold"] == 1.0
+        assert item["status"] == ("pass" if ok else "fail") and (worst <= 1) == ok == sec["meets_slo"]
+        code = main(["check", "--policy", str(SPECS / f"{name}.ccost")])
+        out, err = capsys.readouterr()
+        assert code == (0 if ok else 1)
+        if ok:
+            assert "15 SLOs at the peak" in out
+        else:
+            assert f"{plan}: checklist 15 SLOs at the peak: at 8 requests/s:" in err and "TPOT p99" in err
+
+
+def test_item_15_is_na_without_slos_and_fails_a_queue_that_grows(tmp_path):
+    text = (SPECS / "sla-mixtral-h100.ccost").read_text()
+    no_slo = text[:text.index("policy {")] + "policy { max_memory = 90 % }\n"
+    spec = check.check_text(no_slo, str(tmp_path / "a.ccost")).spec
+    doc = evaluate.evaluate_plan(spec.plans["chat_tp2"], spec.policy).doc
+    assert next(i for i in doc["checklist"] if i["id"] == 15)["status"] == "n/a"
+    flood = text.replace("peak_rate     = 10", "peak_rate     = 400")
+    assert flood != text
+    spec = check.check_text(flood, str(tmp_path / "b.ccost")).spec
+    item = next(i for i in evaluate.evaluate_plan(spec.plans["chat_tp2"], spec.policy).doc["checklist"]
+                if i["id"] == 15)
+    assert item["status"] == "fail" and "grows without bound" in item["note"]

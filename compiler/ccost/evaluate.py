@@ -67,9 +67,12 @@ def evaluate_plan(plan: S.Plan, policy: S.Policy) -> PlanResult:
     econ = plan_economics(plan, policy, metrics)
     items = analysis.checklist(plan, policy, program, metrics)
     items.append(cost_item(plan, policy, econ))
+    section = phase.record(plan, priced) if phase.record is not None else None
+    if phase.checklist is not None and section is not None:  # the phase's own items (an online plan's SLOs)
+        items += phase.checklist(plan, policy, section)
     doc = plan_document(plan, program, metrics, items)
-    if phase.record is not None:
-        doc[phase.kind.section] = phase.record(plan, priced)
+    if section is not None:
+        doc[phase.kind.section] = section
     doc["cost"] = cost_document(plan, econ)
     if trains_to_target(plan):  # a training target: time to train, goodput, its money; checklist items 13, 14
         doc["target"] = target_document(plan, policy, program, metrics, econ, items)

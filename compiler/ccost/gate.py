@@ -44,6 +44,8 @@ _ITEMS: dict[int, tuple[str, str, str, Callable[[Any], str]]] = {
     # so), and the policy's min_goodput
     13: ("time to train", ">", "deadline", _days),
     14: ("goodput", "<", "min", _PCT),
+    # an online plan's SLOs at the peak rate (ccost.model.online): the worst figure over its limit
+    15: ("SLOs at the peak (worst figure / its limit)", ">", "max", lambda x: f"{x:.3g}×"),
 }
 
 
@@ -77,6 +79,8 @@ def failure_line(plan: str, item: dict[str, Any]) -> str:
     if ident == 13 and isinstance(value, (int, float)) and isinstance(threshold, (int, float)) \
             and value <= threshold:
         known = None  # the deadline is met: the GPU budget failed, which the note says
+    if ident == 15:  # which SLO, at which rate, by how much: the note says it all
+        return f"{plan}: checklist 15 SLOs at the peak: {item.get('note') or 'not met'}"
     if known is not None and isinstance(value, (int, float)) and isinstance(threshold, (int, float)):
         what, op, word, fmt = known
         return f"{plan}: checklist {ident} {what} {fmt(value)} {op} {word} {fmt(threshold)}"

@@ -1129,6 +1129,10 @@ def _online_fields() -> tuple[ResultField, ...]:
         ResultField("peak_stable", "boolean", "", "the engines keep up at the peak rate", "stable at peak"),
         ResultField("meets_slo", "boolean", "", "at the peak rate every SLO limit holds at its percentile, the "
                     "goodput share is met and the engines keep up", "meets the SLOs"),
+        ResultField("slo_ratio", NUM, "ratio", "at the peak rate, the worst of each SLO figure over its limit (a "
+                    "latency at the SLO percentile over its maximum, the least goodput share over the one "
+                    "measured): above 1 an SLO is missed; checklist item 15 (null: the policy states no SLO)",
+                    "worst SLO figure / limit"),
         ResultField("highest_rate_per_s", NUM, "1/s", "the highest rate one replica carries within the SLOs "
                     "(simulated; null for clients or a burst)", "highest rate per replica"),
         ResultField("highest_rate_above_per_s", NUM, "1/s", "the lowest rate seen not to meet them (null: none "

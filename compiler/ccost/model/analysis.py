@@ -541,6 +541,9 @@ ITEMS: tuple[Item, ...] = (
     # a training target's (ccost.model.target; judged by ccost.evaluate like item 12): plans with one only
     Item(13, "time to train within the deadline and the GPU budget", None, None),
     Item(14, "goodput at scale (policy min_goodput)", None, None),
+    # an online plan's (ccost.model.online, judged by its phase after the simulation): online plans only
+    Item(15, "SLOs met at the peak rate (policy max_ttft, max_tpot, max_e2e, min_slo_goodput)", "online.slo_ratio",
+         None),
 )
 TITLES = {i.id: i.title for i in ITEMS}
 #: What the value of each item measures, so it prints with its unit.

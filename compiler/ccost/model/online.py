@@ -813,6 +813,7 @@ def record(plan: S.Plan, priced: Priced) -> dict:
         "peak_utilisation": _f(ppool.busy_share),
         "peak_stable": bool(pr.stable),
         "meets_slo": bool(pr.meets(t.slo)),
+        "slo_ratio": _slo_ratio(t.slo, pr, ps),
         "highest_rate_per_s": _f(t.highest.rate) if t.highest is not None else None,
         "highest_rate_above_per_s": _f(t.highest.above) if t.highest is not None else None,
     })
@@ -824,6 +825,64 @@ def record(plan: S.Plan, priced: Priced) -> dict:
                      f"seed {tr.seed}; each step priced by ccost's step model sampled on {len(t.fleet.step.tokens)} "
                      f"token counts and {len(t.fleet.step.pairs)} prompt lengths")
     return doc
+
+
+SLO_ITEM = 15
+
+
+def _slo_ratio(goal: sim.Slo, run: sim.Run, summary: dict) -> float | None:
+    """The worst of each SLO figure over its limit in ``run``: a latency at the goal's percentile over its
+    maximum, the least goodput share over the one measured (inf when none met it); None without SLOs."""
+    ratios = [run.percentile(m, goal.percentile) / limit for m, limit in goal.limits().items()]
+    if goal.goodput is not None:
+        got = summary["goodput_share"]
+        ratios.append(goal.goodput / got if got else math.inf)
+    if not ratios:
+        return None
+    worst = float(max(ratios))
+    return worst if math.isfinite(worst) else None
+
+
+def checklist_items(plan: S.Plan, policy: S.Policy, sec: dict) -> list[dict]:
+    """Checklist item 15: the policy's SLOs at the peak rate (the mean's simulation when the traffic has no
+    peak), from the plan's ``online`` section; its value is the section's ``slo_ratio`` (above 1, the plan
+    misses an SLO). n/a when the policy states none."""
+    title = analysis.TITLES[SLO_ITEM]
+    goal = slo(policy)
+    if not goal.limits() and goal.goodput is None:
+        return [{"id": SLO_ITEM, "title": title, "status": "n/a", "value": None, "threshold": None,
+                 "note": "The policy states no SLO (max_ttft, max_tpot, max_e2e, min_slo_goodput)."}]
+    p = sec["slo_percentile"]
+    rate = sec.get("peak_rate_per_s")
+    at = f"at {rate:g} requests/s" if rate is not None else f"with traffic `{sec['traffic']}`"
+    parts = []
+    for m, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E")):
+        limit = goal.limits().get(m)
+        if limit is None:
+            continue
+        got = sec.get(f"peak_{m}_slo_s")
+        shown = "—" if got is None else units.format_quantity(got, units.TIME)
+        parts.append(f"{label} {p} {shown} {'≤' if got is not None and got <= limit else '>'} "
+                     f"{units.format_quantity(limit, units.TIME)}")
+    if goal.goodput is not None:
+        got = sec.get("peak_goodput_share")
+        shown = "—" if got is None else units.format_percent(got)
+        parts.append(f"goodput {shown} {'≥' if got is not None and got >= goal.goodput else '<'} "
+                     f"{units.format_percent(goal.goodput)}")
+    worst = sec.get("slo_ratio")
+    stable = bool(sec.get("peak_stable"))
+    ok = stable and worst is not None and worst <= 1 and bool(sec.get("meets_slo"))
+    text = f"{at}: " + ", ".join(parts)
+    if not stable:
+        note = (text + ": the queue grows without bound at this rate (more requests arrive than finish). More "
+                "replicas (dp), a faster layout, or a capacity search (docs/capacity.md).")
+    elif ok:
+        note = text + "."
+    else:
+        note = (text + ". More replicas (dp), a layout that meets them (a capacity search: docs/capacity.md), or "
+                "looser SLOs.")
+    return [{"id": SLO_ITEM, "title": title, "status": "pass" if ok else "fail", "value": worst, "threshold": 1.0,
+             "note": note}]
 
 
 def explain_groups(plan: S.Plan, priced: Priced) -> list[tuple[str, list]]:

@@ -35,7 +35,8 @@ class Phase:
     ``explain(plan, priced)`` → its derivation groups, before cost and power (derivation mode);
     ``lower``/``analyse`` price one program on arrays, what a layout search runs (None: not searchable,
     ``kind.search_refusal`` says why); ``note(section)`` → the review's sentence on its section, and
-    ``not_modelled`` the review's paragraph on what its model leaves out."""
+    ``not_modelled`` the review's paragraph on what its model leaves out; ``checklist(plan, policy, section)``
+    its own checklist items (an online plan's SLOs, item 15)."""
 
     kind: PhaseKind
     price: Callable[[S.Plan, S.Policy, bool], Priced]
@@ -45,6 +46,8 @@ class Phase:
     record: Callable[[S.Plan, Priced], dict] | None = None
     note: Callable[[dict], str] | None = None
     not_modelled: tuple[str, str] | None = None
+    #: ``checklist(plan, policy, section)`` → the phase's own checklist items, judged on its section
+    checklist: Callable[[S.Plan, S.Policy, dict], list[dict]] | None = None
 
     @property
     def name(self) -> str:
@@ -73,7 +76,7 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
     Phase(KINDS["serve"], serve.price, serve.explain_groups, record=serve.record, note=serve.review_note,
           not_modelled=serve.NOT_MODELLED),
     Phase(KINDS["online"], online.price, online.explain_groups, record=online.record, note=online.review_note,
-          not_modelled=online.NOT_MODELLED),
+          not_modelled=online.NOT_MODELLED, checklist=online.checklist_items),
 )}
 assert tuple(PHASES) == tuple(KINDS), "every phase of ccost.schema.PHASE_KINDS has its functions here"
 

@@ -462,3 +462,20 @@ def test_item_15_is_na_without_slos_and_fails_a_queue_that_grows(tmp_path):
     item = next(i for i in evaluate.evaluate_plan(spec.plans["chat_tp2"], spec.policy).doc["checklist"]
                 if i["id"] == 15)
     assert item["status"] == "fail" and "grows without bound" in item["note"]
+
+
+def test_a_trace_is_parsed_once_per_content_in_a_process(tmp_path, monkeypatch):
+    # the language server checks on every edit; a million-row trace takes seconds to parse
+    from ccost import traces
+
+    calls = []
+    real = traces.parse_trace
+    monkeypatch.setattr(traces, "parse_trace", lambda *a, **k: calls.append(1) or real(*a, **k))
+    (tmp_path / "r.csv").write_text("input_tokens,output_tokens\n1000,200\n2000,100\n")
+    spec = _traffic_spec(tmp_path, '  rate = 4\n  trace = "r.csv"')
+    one = check.check_file(str(spec)).spec.traffics["chat"].trace_data
+    two = check.check_file(str(spec)).spec.traffics["chat"].trace_data
+    assert len(calls) == 1 and two is one and not one.inputs.flags.writeable
+    (tmp_path / "r.csv").write_text("input_tokens,output_tokens\n3000,300\n")
+    assert check.check_file(str(spec)).spec.traffics["chat"].trace_data.inputs.tolist() == [3000]
+    assert len(calls) == 2

@@ -48,6 +48,10 @@ class Trace:
     def __post_init__(self) -> None:
         if len(self.inputs) != len(self.outputs) or len(self.inputs) == 0:
             raise ValueError("a trace needs the same number (≥ 1) of input and output token counts")
+        for name in ("inputs", "outputs"):  # read-only: a trace is shared by every check of its file in a process
+            a = np.array(getattr(self, name), copy=True)
+            a.flags.writeable = False
+            object.__setattr__(self, name, a)
 
     def __len__(self) -> int:
         return len(self.inputs)

@@ -6,6 +6,7 @@ has too many points (E402) are reported here.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from dataclasses import replace
@@ -192,6 +193,11 @@ def _build(ctx: Context, b: Block) -> Any:
     return ent
 
 
+#: Traces parsed in this process, by name and content (a million rows take seconds to parse): the last few.
+_TRACES: dict[tuple[str, bytes], Any] = {}
+_TRACES_KEPT = 4
+
+
 def _read_trace(ctx: Context, b: Block, written: str, at: Span) -> Any:
     """A traffic's ``trace = "..."``: the file read like a model's config (relative to the spec, inside its
     project, a bounded regular file; from the same git revision under ``ccost diff REV``) and parsed
@@ -221,8 +227,15 @@ def _read_trace(ctx: Context, b: Block, written: str, at: Span) -> Any:
         ctx.diags.extend(Diagnostic(d.code, d.severity, f"{label}: {d.message}", at, d.help, d.notes)
                          for d in exc.diagnostics)
         return None
+    key = (shown, hashlib.sha256(data).digest())
+    if key in _TRACES:  # the same bytes parsed before in this process (the language server checks on each edit)
+        return _TRACES[key]
     try:
-        return parse_trace(data, shown, code="E515")
+        trace = parse_trace(data, shown, code="E515")
+        while len(_TRACES) >= _TRACES_KEPT:
+            del _TRACES[next(iter(_TRACES))]
+        _TRACES[key] = trace
+        return trace
     except CcostError as exc:  # what is wrong in the file: said at its line, with where the spec names it
         ctx.diags.extend(Diagnostic(d.code, d.severity, f"{label}: {d.message}", d.span or at, d.help,
                                     d.notes + (f"the trace is named at {at.file}:{at.line}",))

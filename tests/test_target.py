@@ -10,6 +10,7 @@ maximum of the expected-time model, and the Llama 3 paper's interruption count.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -384,3 +385,33 @@ def test_the_policy_gate_judges_the_deadline_and_the_goodput():
     strict = replace(spec, policy=replace(spec.policy, min_goodput=0.995))
     lines = gate.policy_failures(strict, evaluate.evaluate(strict))
     assert any(ln.startswith("llama70b: checklist 14 goodput 98.9 % < min 99.5 %") for ln in lines), lines
+
+
+def test_a_run_whose_checkpoints_outlast_the_interruptions_is_a_diagnostic_not_a_crash():
+    # found by bench/fuzz.py (seed 1820543321): checkpoint_bandwidth = 1e-6 TB/s on 16,384 H100 gave a goodput
+    # of about 1e-222; on the doubled plan (twice the GPUs, interruptions twice as often) e^((τ+δ)/MTBF)
+    # overflowed, the goodput was 0 and T_ideal / G a ZeroDivisionError (exit 70)
+    from ccost.cli import main
+
+    # By hand: a checkpoint of 70.55e9 parameters × 14 B = 9.88e11 B, at 1 MB/s (the least bandwidth a link
+    # takes) δ = 9.88e5 s. With 1 interruption per GPU every 1,000 h, 2,048 GPUs have an MTBF of 1,000 h / 2,048
+    # = 1,758 s: (τ + δ)/MTBF ≈ 563 keeps e^((τ+δ)/MTBF) finite (e^709.8 is the largest double) and G > 0;
+    # twice the GPUs halve the MTBF (≈ 1,125: overflow, G = 0). At 1 per 100 h the plan itself has G = 0.
+    from ccost.diagnostics import CcostError
+
+    text = (Path(ROOT) / "specs" / "train-target-llama70b.ccost").read_text()
+    for rate, doubled_only in (("1 / (1000 h)", True), ("1 / (100 h)", False)):
+        slow = text.replace("checkpoint_bandwidth = 1 TB/s ", f"checkpoint_bandwidth = 1 MB/s; failure_rate = {rate} ",
+                            1)
+        assert slow != text
+        spec = check_text(slow, "t.ccost").spec
+        assert spec is not None
+        if doubled_only:
+            doc = evaluate.evaluate_plan(spec.plans["llama70b"], spec.policy).doc
+            assert doc["target"]["goodput"] > 0
+            assert "never finishes training" in doc["target"]["doubled"]["note"]
+            continue
+        with pytest.raises(CcostError) as exc:
+            evaluate.evaluate_plan(spec.plans["llama70b"], spec.policy)
+        d = exc.value.diagnostics[0]
+        assert d.code == "E401" and "never finishes training" in d.message and "checkpoint_bandwidth" in d.help

@@ -94,7 +94,12 @@ def target_document(plan: S.Plan, policy: S.Policy, program: lower.Program, m: a
         else:
             p2 = phases.of(twice).price(twice, policy, False)
             m2 = p2.metrics
-            t2 = target_document(twice, policy, p2.program, m2, plan_economics(twice, policy, m2), None, False)
+            try:
+                t2 = target_document(twice, policy, p2.program, m2, plan_economics(twice, policy, m2), None, False)
+            except CcostError as exc:  # twice the GPUs may never finish (interruptions twice as often)
+                doc["doubled"] = {"note": "twice the GPUs cannot be evaluated: "
+                                  + "; ".join(d.message for d in exc.diagnostics)}
+                return doc
             doc["doubled"] = {"note": note, "gpus": twice.gpus, "dp": twice.dp, "batch": twice.batch,
                               "microbatches": twice.microbatches, "step_time_s": _f(m2.step),
                               **{k: t2[k] for k in ("goodput", "ideal_time_s", "checkpoint_writing_s",

@@ -50,6 +50,7 @@ from typing import Any
 from ccost import derive, units
 from ccost import spec as S
 from ccost.derive import ceil, exp, named, sqrt, where
+from ccost.diagnostics import CcostError, error
 
 Num = Any
 
@@ -184,6 +185,14 @@ def target(plan: S.Plan, *, N: Num, T_step: Num, tokens_step: Num, W: Num, param
         else:
             tau = daly_interval(delta, M)
         G = goodput(tau, delta, R, M)
+        g = derive.value_of(G)
+        if isinstance(g, float) and not g > 0:  # one plan (a search's arrays give inf where this is refused)
+            raise CcostError(error(
+                "E401", f"plan `{plan.name}` never finishes training: writing a checkpoint takes "
+                f"{units.format_quantity(float(derive.value_of(delta)), units.TIME)}, against "
+                f"{units.format_quantity(float(derive.value_of(M)), units.TIME)} between interruptions on "
+                f"{float(derive.value_of(N)):,.0f} GPUs, so the goodput is 0", plan.span,
+                f"raise cluster `{cluster.name}`'s checkpoint_bandwidth, or checkpoint less (checkpoint_interval)"))
         T_train = named("T_train", T_ideal / G, "time to train at the goodput: T_ideal / G")
         failures = named("n_interruptions", T_train / M, "interruptions expected during the run: T_train / MTBF")
         checkpoints = named("n_checkpoints", T_ideal / tau, "checkpoints written: T_ideal / τ")

@@ -391,8 +391,6 @@ def test_a_run_whose_checkpoints_outlast_the_interruptions_is_a_diagnostic_not_a
     # found by bench/fuzz.py (seed 1820543321): checkpoint_bandwidth = 1e-6 TB/s on 16,384 H100 gave a goodput
     # of about 1e-222; on the doubled plan (twice the GPUs, interruptions twice as often) e^((τ+δ)/MTBF)
     # overflowed, the goodput was 0 and T_ideal / G a ZeroDivisionError (exit 70)
-    from ccost.cli import main
-
     # By hand: a checkpoint of 70.55e9 parameters × 14 B = 9.88e11 B, at 1 MB/s (the least bandwidth a link
     # takes) δ = 9.88e5 s. With 1 interruption per GPU every 1,000 h, 2,048 GPUs have an MTBF of 1,000 h / 2,048
     # = 1,758 s: (τ + δ)/MTBF ≈ 563 keeps e^((τ+δ)/MTBF) finite (e^709.8 is the largest double) and G > 0;

@@ -498,3 +498,29 @@ def test_engine_refusals_name_the_value():
     d = Demand(Arrivals.poisson(1.0), Length.fixed(5000), Length.fixed(100))
     with pytest.raises(EngineError, match="needs 5,100 tokens of KV cache; the engine holds 4,000"):
         simulate(d, Engine(kv_tokens=4000), STEP, requests=10)
+
+
+def test_an_engine_that_falls_ever_further_behind_stops_at_its_event_budget_unstable():
+    # found by bench/fuzz.py (seed 4035388686): `output_tokens = 256256` at 6 requests/s on an engine that
+    # holds a few such requests; the simulation of an online plan ran for minutes (its cost grows with the
+    # backlog). Now it stops after MAX_EVENTS_PER_REQUEST scheduling rounds a request: unstable, the
+    # unfinished requests' latencies infinite (never dropped: the p99 is inf, not the finished ones' p99)
+    from ccost.model.simulate import run as R
+
+    d = Demand(Arrivals.poisson(6.0), Length.fixed(1024), Length.fixed(256_256))
+    e = Engine(max_seqs=64, max_batched_tokens=8192, kv_tokens=1_100_000)
+    step = Roofline(weights=0.012, kv_read=2e-9, flop_token=2.5e-7)
+    r = simulate(d, e, step, requests=200)
+    assert not r.stable
+    assert math.isinf(r.percentile("e2e", 99)) and math.isinf(r.stats("e2e")["mean"])
+    assert r.pools["replica"].steps > 0
+    # a run within the budget is the same run whatever the budget (the examples take at most 4 rounds a request)
+    small = Demand(Arrivals.poisson(2.0), Length.fixed(512), Length.fixed(64))
+    a = simulate(small, Engine(max_seqs=32), step, requests=300)
+    old = R.MAX_EVENTS_PER_REQUEST
+    try:
+        R.MAX_EVENTS_PER_REQUEST = 10**9
+        b = simulate(small, Engine(max_seqs=32), step, requests=300)
+    finally:
+        R.MAX_EVENTS_PER_REQUEST = old
+    assert a.stable and np.array_equal(a.e2e, b.e2e) and np.array_equal(a.ttft, b.ttft)

@@ -600,7 +600,9 @@ def screen_rate(f: Fleet, lengths: sim.LengthSample, goal: sim.Slo, scv: float, 
                               scv=scv / n, percentiles=pct).meets(goal)
     with np.errstate(all="ignore"):
         r = float(sim.screen_rate_sections(meets, near / 1e3, near * 1e2, 1)[0])
-    return r if r > 0 else near
+    # none screened meets the SLOs: start from the least rate screened (from ``near`` the simulated search
+    # walked down through rates the engine falls ever further behind at, each a long simulation)
+    return r if r > 0 else near / 1e3
 
 
 def highest_rate(f: Fleet, d: sim.Demand, t: S.Traffic, goal: sim.Slo, start: float) -> sim.RateSearch:

@@ -95,7 +95,7 @@ class EngineRun:
 
     ``admit`` is when the request was first scheduled (the start of the step that first took it); ``first`` the end of the step that gave its first output token (for a
     prefill worker: the end of its prefill); ``finish`` the end of the step that gave its last token;
-    NaN where the run stopped first. ``segments`` has one row per step or jump:
+    NaN where the run stopped first (inf for a request it had to finish: ``max_events``). ``segments`` has one row per step or jump:
     (start, end, steps, decode_rows, prefill_tokens, running, output_tokens).
     """
 
@@ -106,11 +106,12 @@ class EngineRun:
     segments: np.ndarray  # float, shape (n, 7)
     preemptions: int
     steps: int
+    stopped: bool = False  # at ``max_events``: the ``until`` requests not finished have an infinite finish
 
 
 def run_engine(arrival: np.ndarray, prompt: np.ndarray, cached: np.ndarray, output: np.ndarray, engine: Engine,
                step, *, role: str = "serve", until: np.ndarray | None = None,
-               clients: int | None = None) -> EngineRun:
+               clients: int | None = None, max_events: int | None = None) -> EngineRun:
     """Simulate one engine over requests given in arrival order.
 
     ``role``: ``serve`` (prefill then decode), ``prefill`` (a disaggregated prefill worker: a request ends
@@ -118,7 +119,10 @@ def run_engine(arrival: np.ndarray, prompt: np.ndarray, cached: np.ndarray, outp
     arrives whole, and every output token is a decode step). ``until``: indices of the requests whose
     end ends the run (default: all). ``clients``: a closed loop of that many clients: requests 0 …
     clients−1 arrive at t = 0 and request i ≥ clients when the (i − clients + 1)-th request to finish
-    finishes; ``arrival`` is then ignored past the first ``clients``.
+    finishes; ``arrival`` is then ignored past the first ``clients``. ``max_events``: the most scheduling
+    rounds (a step, or a stretch of decode steps) before the run stops with the ``until`` requests still
+    unfinished given an infinite finish (and first token, if they had none): an engine that falls ever
+    further behind (a queue that grows without bound) otherwise costs time in proportion to its backlog.
     """
     if role not in ROLES:
         raise EngineError(f"role {role!r} is not one of {', '.join(ROLES)}")
@@ -235,7 +239,13 @@ def run_engine(arrival: np.ndarray, prompt: np.ndarray, cached: np.ndarray, outp
             fresh.append(i)
         return True
 
+    events = 0
+    stopped = False
     while left > 0:
+        events += 1
+        if max_events is not None and events > max_events:
+            stopped = True
+            break
         while a < n_known and arr[a] <= T:
             waiting.append(a)
             a += 1
@@ -400,8 +410,14 @@ def run_engine(arrival: np.ndarray, prompt: np.ndarray, cached: np.ndarray, outp
             finish(i, T)
         segs.append((start, T, 1, rows, tot, running, out_tokens))
 
+    if stopped:
+        for i in todo:
+            if state[i] != 3:
+                fin[i] = math.inf
+                if math.isnan(first[i]):
+                    first[i] = math.inf
     return EngineRun(np.array(admit), np.array(first), np.array(fin), np.array(arr),
-                     np.array(segs, dtype=float).reshape(-1, 7), preemptions, nsteps)
+                     np.array(segs, dtype=float).reshape(-1, 7), preemptions, nsteps, stopped)
 
 
 def _stretch(step, rows: int, ctx0: int, k: int, T: float, ta: float) -> np.ndarray:

@@ -30,6 +30,11 @@ METRICS = ("ttft", "tpot", "e2e")
 #: a run whose measured requests finish, within W, less than this share of those that arrived in W is
 #: overloaded: its queue grows without bound however good the latencies of a finite run look
 STABLE_SHARE = 0.9
+#: scheduling rounds a simulation may take per request before it stops (``run_engine``'s ``max_events``): the
+#: three examples' runs take at most 4 (median 1.7); one that falls ever further behind (a queue that grows
+#: without bound, requests of 256,256 output tokens arriving faster than they finish) took minutes, and ends
+#: here, unstable, its unfinished requests' latencies infinite
+MAX_EVENTS_PER_REQUEST = 100
 
 
 @dataclass(frozen=True)
@@ -102,15 +107,14 @@ class Run:
 
     def percentile(self, metric: str, p: float) -> float:
         x = getattr(self, metric)
-        x = x[~np.isnan(x)]
-        return float(np.percentile(x, p)) if len(x) else math.nan
+        return _percentile(x[~np.isnan(x)], p)
 
     def stats(self, metric: str, percentiles=PERCENTILES) -> dict[str, float]:
         """``{"mean": …, "p50": …, "p90": …, …}`` of one metric (seconds)."""
         x = getattr(self, metric)
         x = x[~np.isnan(x)]
         out = {"mean": float(x.mean()) if len(x) else math.nan}
-        out.update({f"p{p:g}": (float(np.percentile(x, p)) if len(x) else math.nan) for p in percentiles})
+        out.update({f"p{p:g}": _percentile(x, p) for p in percentiles})
         return out
 
     def good(self, slo: Slo) -> np.ndarray:
@@ -187,6 +191,18 @@ def _pool(runs: list[EngineRun], w0: float, w1: float) -> tuple[Pool, float, flo
     return pool, float(out_tok), float(all_tok)
 
 
+def _percentile(x: np.ndarray, p: float) -> float:
+    """numpy's (linear) percentile of ``x``; inf where it would interpolate towards an infinite value (a
+    request a stopped run never finished: ``run_engine``'s ``max_events``), where numpy gives NaN."""
+    if not len(x):
+        return math.nan
+    if np.isinf(x).any():
+        s = np.sort(x)
+        if math.isinf(s[math.ceil(p / 100 * (len(s) - 1))]):
+            return math.inf
+    return float(np.percentile(x, p))
+
+
 def _window(arrival: np.ndarray, finish: np.ndarray, burst: bool) -> tuple[float, float]:
     if burst or np.nanmax(arrival) <= np.nanmin(arrival):
         return float(np.nanmin(arrival)), float(np.nanmax(finish))
@@ -204,7 +220,7 @@ def _measured_run(arrival, first, finish, admit, inputs, outputs, m, pools, toke
     came_in = np.count_nonzero((a >= w0) & (a <= w1))
     req_s = done_in / span if span > 0 else math.nan
     offered = came_in / span if span > 0 else math.nan
-    stable = bool(span <= 0 or done_in >= STABLE_SHARE * came_in) and not np.isnan(fin).any()
+    stable = bool(span <= 0 or done_in >= STABLE_SHARE * came_in) and bool(np.isfinite(fin).all())
     return Run(a, f - a, tpot, fin - a, inputs[m], outputs[m], admit[m] - a, window, pools, req_s, offered,
                tokens[0] / span if span > 0 else math.nan, tokens[1] / span if span > 0 else math.nan,
                warm, cool, seed, stable)
@@ -229,7 +245,7 @@ def simulate(demand: Demand, engine: Engine, step, *, requests: int = 2000, warm
     reqs = demand.requests(n, seed)
     m = np.arange(warm, warm + (n if burst else requests))
     er = run_engine(reqs.arrival, reqs.input, reqs.cached, reqs.output, engine, step, until=m,
-                    clients=reqs.clients)
+                    clients=reqs.clients, max_events=MAX_EVENTS_PER_REQUEST * n)
     window = _window(er.arrival[m], er.finish[m], burst)
     pool, out_tok, all_tok = _pool([er], *window)
     return _measured_run(er.arrival, er.first, er.finish, er.admit, reqs.input, reqs.output, m,
@@ -269,7 +285,7 @@ def simulate_disagg(demand: Demand, prefill: Engine, decode: Engine, prefill_ste
         if not len(sel):
             continue
         er = run_engine(reqs.arrival[sel], reqs.input[sel], reqs.cached[sel], reqs.output[sel], prefill,
-                        prefill_step, role="prefill")
+                        prefill_step, role="prefill", max_events=MAX_EVENTS_PER_REQUEST * len(sel))
         p_runs.append(er)
         done[sel] = er.finish
         admit[sel] = er.admit
@@ -283,14 +299,16 @@ def simulate_disagg(demand: Demand, prefill: Engine, decode: Engine, prefill_ste
     d_runs = []
     measured = np.zeros(n, dtype=bool)
     measured[m] = True
+    never = known & ~np.isfinite(ready)  # prompts a prefill worker never finished (it stopped: max_events)
+    first[never] = finish[never] = math.inf
     for w in range(decode_workers):
-        sel = idx[(idx % decode_workers == w) & known]
+        sel = idx[(idx % decode_workers == w) & known & ~never]
         if not len(sel):
             continue
         sel = sel[np.argsort(ready[sel], kind="stable")]
         until = np.flatnonzero(measured[sel])
         er = run_engine(ready[sel], reqs.input[sel], reqs.cached[sel], reqs.output[sel], decode, decode_step,
-                        role="decode", until=until)
+                        role="decode", until=until, max_events=MAX_EVENTS_PER_REQUEST * len(sel))
         d_runs.append(er)
         first[sel] = er.first
         finish[sel] = er.finish

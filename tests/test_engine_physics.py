@@ -104,7 +104,7 @@ def test_an_inferencemax_run_becomes_its_mean_lengths_and_setup():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") is None,
-                    reason="the silicon table ships in the optional extra: pip install 'ccost[kernels]'")
+                    reason="the silicon table ships in the optional extra kernels: pip install -e '.[kernels]' in a checkout")
 def test_the_committed_serving_rows_and_plans_are_what_the_table_gives():
     sel = aic_silicon_rows.select(aic_silicon_rows._csv_path(None))
     assert len(sel) == 62

@@ -64,7 +64,7 @@ def test_the_reduction_reruns_on_the_committed_excerpt():
 
 @pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") is None
                     or importlib.util.find_spec("pyarrow") is None,
-                    reason="the kernels extra is not installed (pip install 'ccost[kernels]')")
+                    reason="the kernels extra is not installed (pip install -e '.[kernels]' in a checkout)")
 def test_the_bundled_kernels_regenerate_from_the_tables(tmp_path):
     """`ccost calibrate --kernels` on the installed tables writes std/kernels.ccost byte for byte (the
     command is the one in the file's header)."""

@@ -202,8 +202,8 @@ def _fields(entity: Any) -> dict[str, Any]:
     rows = getattr(entity, "trace_data", None)
     if rows is not None:  # a traffic's trace file as read: what changed in it, in a line
         n = len(rows)
-        out["trace_data"] = (f"{n:,} request{'s' if n != 1 else ''}, mean {sum(map(int, rows.inputs)) / n:,.0f} in / "
-                             f"{sum(map(int, rows.outputs)) / n:,.0f} out tokens")
+        out["trace_data"] = (f"{n:,} request{'s' if n != 1 else ''}, mean {rows.mean_input:,.0f} in / "
+                             f"{rows.mean_output:,.0f} out tokens")
     return out
 
 

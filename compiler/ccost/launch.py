@@ -68,8 +68,7 @@ def benchmark(traffic: S.Traffic, rate: float, policy: S.Policy) -> str:
     token counts to draw from)."""
     I, O = traffic.input_tokens, traffic.output_tokens
     if traffic.trace_data is not None:
-        I = round(sum(int(v) for v in traffic.trace_data.inputs) / len(traffic.trace_data))
-        O = round(sum(int(v) for v in traffic.trace_data.outputs) / len(traffic.trace_data))
+        I, O = round(traffic.trace_data.mean_input), round(traffic.trace_data.mean_output)
     parts = [f"vllm bench serve --model {MODEL} --dataset-name random",
              f"--random-input-len {I if I is not None else '?'}", f"--random-output-len {O if O is not None else '?'}"]
     ranges = {r for r in (traffic.input_range, traffic.output_range) if r is not None}

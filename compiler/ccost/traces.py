@@ -56,6 +56,16 @@ class Trace:
     def __len__(self) -> int:
         return len(self.inputs)
 
+    @property
+    def mean_input(self) -> float:
+        """Mean prompt tokens of the rows (what ``diff`` shows of a trace and ``export`` replays)."""
+        return float(self.inputs.mean())
+
+    @property
+    def mean_output(self) -> float:
+        """Mean output tokens of the rows."""
+        return float(self.outputs.mean())
+
 
 def _norm(name: str) -> str:
     name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.strip())

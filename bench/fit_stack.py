@@ -117,18 +117,30 @@ def fit_theta(rows: list[dict], tol: float = 1e-8) -> tuple[dict, dict]:
                     th[f"{g}.{f}"] = float(np.median([th[f"{p}.{f}"] for p in sorted(present)]))
         return th
 
-    def resid(v):
-        return np.log(_predict(rows, _overrides(theta(v), {g: g for g in groups})) / meas)
+    def resid(v, idx=None):
+        sel = rows if idx is None else [rows[i] for i in idx]
+        m = meas if idx is None else meas[idx]
+        return np.log(_predict(sel, _overrides(theta(v), {g: g for g in groups})) / m)
+
+    # The rows a parameter reaches: a host group's terms price only the rows of its stacks (the others'
+    # predictions do not change, so their Jacobian entries are exactly 0 and are not recomputed); the
+    # shared terms, and a row of a stack outside every group, every row.
+    group_of = {**HOST, **{s: HOST[b] for s, b in DERIVED.items()}}
+    row_group = [group_of.get(_stack_name(r)) for r in rows]
+    reach = [np.arange(len(rows)) if "." not in n else
+             np.array([i for i, g in enumerate(row_group) if g is None or g == n.split(".")[0]], dtype=int)
+             for n in names]
 
     r = resid(x)
     cost, lam = float(r @ r), 1e-2
     for _ in range(40):
-        J = np.empty((len(rows), len(names)))
+        J = np.zeros((len(rows), len(names)))
         for k in range(len(names)):
             h = 1e-3 * max(abs(x[k]), 1e-2)
             xk = x.copy()
             xk[k] = xk[k] + h if xk[k] + h <= hi[k] else xk[k] - h
-            J[:, k] = (resid(xk) - r) / (xk[k] - x[k])
+            if len(reach[k]):
+                J[reach[k], k] = (resid(xk, reach[k]) - r[reach[k]]) / (xk[k] - x[k])
         g, A = J.T @ r, J.T @ J
         improved = False
         for _ in range(10):

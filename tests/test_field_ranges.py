@@ -84,7 +84,8 @@ def bounds(f: SC.Field) -> list[float]:
     return out
 
 
-CASES = [(k, f.name, v) for k in ("link", "gpu", "cluster", "model", "stack", "plan")
+KINDS = ("link", "gpu", "cluster", "model", "stack", "plan")
+CASES = [(k, f.name, v) for k in KINDS
          for f in SC.SCHEMA[k].fields if f.type.numeric for v in bounds(f)]
 
 
@@ -108,7 +109,7 @@ def problems_of(text: str) -> list[str]:
 
 def test_the_walk_covers_every_numeric_field():
     walked = {(k, name) for k, name, _ in CASES}
-    numeric = {(k, f.name) for k in ("link", "gpu", "cluster", "model", "stack", "plan")
+    numeric = {(k, f.name) for k in KINDS
                for f in SC.SCHEMA[k].fields if f.type.numeric}
     assert numeric - walked == set()  # every numeric field has a range to walk (E203 names it)
 
@@ -128,7 +129,7 @@ def test_a_gpu_at_its_least_power_is_priced_without_a_host_share():
 # slow (~50 s in all: 280 specs, each evaluated and explained plan by plan): the sweep of every bound, one
 # test per block kind so that the workers share it; the two tests above keep the cases in the inner loop
 @pytest.mark.slow
-@pytest.mark.parametrize("block", ["link", "gpu", "cluster", "model", "stack", "plan"])
+@pytest.mark.parametrize("block", KINDS)
 @pytest.mark.parametrize("host", [True, False], ids=["host power", "no host power"])
 def test_every_field_at_its_bounds_gives_finite_non_negative_numbers(host, block):
     found = []

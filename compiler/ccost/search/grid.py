@@ -425,10 +425,17 @@ class _Grid:
             return self._cols
         return self._columns(start, stop)
 
-    def blocks(self, rows: int) -> list[tuple[int, int, int, int]]:
-        """(row start, row stop, column start, column stop) of the blocks that price ``rows`` layouts."""
-        return [(r0, min(rows, r0 + self.rows_per_block), c0, min(self.n_columns, c0 + self.col_block))
-                for r0 in range(0, rows, self.rows_per_block) for c0 in range(0, self.n_columns, self.col_block)]
+    def blocks(self, rows: int, width: int | None = None) -> list[tuple[int, int, int, int]]:
+        """(row start, row stop, column start, column stop) of the blocks that price ``rows`` layouts.
+        ``width``: the columns priced at each layout when they all fit one block (the micro-batch rule
+        drops some before pricing, ``_whole_microbatches``): a block then takes ``chunk // width`` layouts,
+        still at most ``chunk`` points, so a search whose rule drops half its columns prices half as many
+        blocks (each block pays the cost model's fixed cost once, whatever its size)."""
+        per = self.rows_per_block
+        if width is not None and self.col_block == self.n_columns:
+            per = max(1, self.layout_chunk // max(1, width))
+        return [(r0, min(rows, r0 + per), c0, min(self.n_columns, c0 + self.col_block))
+                for r0 in range(0, rows, per) for c0 in range(0, self.n_columns, self.col_block)]
 
 
 def _decode(search: S.Search, index: int, static_names, array_names, shape, per_pass) -> dict:

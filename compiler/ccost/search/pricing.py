@@ -270,12 +270,14 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
         return alive & ~fail
 
     grid = job.grid()
-    current = None  # (pass index, its plan, settings, pricing, [static, x0] once prepared, fixed)
+    whole_block = grid.col_block == grid.n_columns  # every column in one block: filtered once a pass
+    current = None  # (pass index, its plan, settings, pricing, [static, x0] once prepared, fixed, columns)
     for p_i, start, stop in _coalesce(units, grid.layout_chunk):
         if current is None or current[0] != p_i:
             fixed, plan, st = job.pass_setup(p_i)
-            current = [p_i, plan, st, economics.pricing(plan.cluster), None, fixed]
-        _, plan, st, pr, prepared, fixed = current
+            cols = _pass_columns(grid, plan, 0, grid.n_columns) if whole_block else None
+            current = [p_i, plan, st, economics.pricing(plan.cluster), None, fixed, cols]
+        _, plan, st, pr, prepared, fixed, cols = current
         n = stop - start
         lvals, row_off = grid.layouts(start, stop)
         # Layout constraints need no pricing and read only tp, pp, ep, dp: tested once per layout (each
@@ -288,22 +290,17 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
         keep = np.nonzero(alive)[0]
         if keep.size and prepared is None:
             prepared = current[4] = _prepare_pass(search, policy, plan, fixed, lvals, keep[0])
-        blocks = grid.blocks(keep.size)
+        blocks = grid.blocks(keep.size, None if cols is None else cols[1].shape[1])
         for b_i, (r0, r1, c0, c1) in enumerate(blocks):
             rows = keep[r0:r1]
-            cvals, col_off = grid.columns(c0, c1)
+            cvals, col_off, bad = cols if cols is not None else _pass_columns(grid, plan, c0, c1)
             # more micro-batches than sequences is not a plan (E401): those columns are never priced
-            whole = _whole_microbatches(plan, cvals)
-            if whole is not None:
-                bad = int(np.count_nonzero(~whole)) * rows.size
+            if bad is not None:
                 tested[MB_RULE] += rows.size * (c1 - c0)
-                failed[MB_RULE] += bad
-                removed[MB_RULE] += bad
-                if bad:
-                    if not whole.any():
-                        continue
-                    cvals = {f: v[:, whole] for f, v in cvals.items()}
-                    col_off = col_off[:, whole]
+                failed[MB_RULE] += bad * rows.size
+                removed[MB_RULE] += bad * rows.size
+                if not col_off.size:
+                    continue
             vals = {f: v[rows][:, None] for f, v in lvals.items()}
             vals.update(cvals)
             static, x0 = prepared
@@ -326,6 +323,23 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
         if progress is not None:
             progress(acc.done, total)
     return acc
+
+
+def _pass_columns(grid, plan: S.Plan, c0: int, c1: int):
+    """Columns ``c0:c1`` of a pass without those that give a micro-batch no sequence (more micro-batches
+    than sequences is not a plan, E401: never priced): (field → row vector, flat-index offsets, the
+    columns dropped; None when the rule does not apply to them, ``_whole_microbatches``)."""
+    import numpy as np
+
+    cvals, col_off = grid.columns(c0, c1)
+    whole = _whole_microbatches(plan, cvals)
+    if whole is None:
+        return cvals, col_off, None
+    bad = int(np.count_nonzero(~whole))
+    if bad:
+        cvals = {f: v[:, whole] for f, v in cvals.items()}
+        col_off = col_off[:, whole]
+    return cvals, col_off, bad
 
 
 def _prepare_pass(search: S.Search, policy: S.Policy, plan: S.Plan, fixed: Mapping[str, Any], vals, first):

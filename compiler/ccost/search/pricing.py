@@ -53,11 +53,15 @@ class _Best:
         points it keeps are gathered, so the result is the one ``merge`` gives with every column."""
         import numpy as np
 
-        new = {k: v[rows] for k, v in keys.items()}
+        # only the columns the selection reads (``reads``, when it says) are gathered at every row
+        new = {k: keys[k][rows] for k in getattr(select, "reads", keys)}
         n_old = 0 if self.cols is None else len(self.cols["index"])
         merged = new if self.cols is None else {k: np.concatenate([self.cols[k], new[k]]) for k in new}
         sel = np.asarray(select(merged))
         old = sel < n_old
+        if self.cols is not None and old.all():  # none of the chunk's points made it: nothing to gather
+            self.cols = {k: v[sel] for k, v in self.cols.items()}
+            return
         fresh = take(rows[sel[~old] - n_old])
         if self.cols is None:
             self.cols = fresh
@@ -87,6 +91,13 @@ def _objective_order(cols: dict, objective: str):
     else:
         keys = (idx, -thr, lat, gpus)
     return np.lexsort(keys)
+
+
+def _order_reads(objective: str) -> tuple[str, ...]:
+    """The columns ``_objective_order`` and ``_primary`` read for ``objective`` (a selection's ``reads``)."""
+    extra = {"cost_per_token": ("cost_per_mtok_usd",), "time_to_train": ("train_cost_usd", "time_to_train_s"),
+             "train_cost": ("time_to_train_s", "train_cost_usd")}
+    return ("index", "latency_s", "throughput_per_gpu", "gpus") + extra.get(objective, ())
 
 
 def _primary(cols: dict, objective: str):
@@ -166,6 +177,8 @@ def _top_select(objective: str, top: int, distinct: bool = True):
             if firsts.size >= top or cand.size == n:
                 return order[firsts[:top]]
             k *= 2  # some were repeats of a better one: look further down
+    # the columns it reads: a chunk's points are gathered only in these before it selects (``merge_rows``)
+    select.reads = tuple(dict.fromkeys(_order_reads(objective) + (RESULT_KEYS if distinct else ())))
     return select
 
 
@@ -173,10 +186,16 @@ def _pareto_select(cols: dict):
     return pareto_mask(cols["latency_s"], cols["throughput_per_gpu"], cols["index"])
 
 
+_pareto_select.reads = ("latency_s", "throughput_per_gpu", "index")  # type: ignore[attr-defined]
+
+
 def _target_pareto_select(cols: dict):
     """The front of a training target's time to train against its cost (``target_cost``: the run's cost,
     or its GPU-days when a searched cluster is not priced, ``_Job.target_by``): both down."""
     return pareto_mask(cols["time_to_train_s"], -cols["target_cost"], cols["index"])
+
+
+_target_pareto_select.reads = ("time_to_train_s", "target_cost", "index")  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -529,21 +548,31 @@ def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks
                 code = np.where(np.asarray(k.group_size, dtype=float) > 1, code, -1)
         codes[f"{key.lower()}_algorithm"] = code
 
+    views: dict = {}  # every column at the block's shape (flat, or a broadcast view), made by the first take
+
     def take(rows):
         """Every column at the flat positions ``rows`` of the block."""
+        if not views:
+            def view(a, dtype):
+                a = np.asarray(a, dtype=dtype)
+                return a if a.shape == (n,) else np.broadcast_to(a, shape)
+
+            views.update({k: view(v, float) for k, v in srcs.items()})
+            views["limit"] = view(limit, float)
+            views.update({k: view(v, np.int64) for k, v in codes.items()})
         r, q = np.divmod(rows, shape[1]) if len(shape) == 2 else (rows, None)
 
-        def at(a, dtype):
-            a = np.asarray(a, dtype=dtype)
-            return a[rows] if a.shape == (n,) else np.broadcast_to(a, shape)[r, q]
+        def at(k):
+            a = views[k]
+            return a[rows] if a.shape == (n,) else a[r, q]
 
         out = {"index": index[rows]}
-        out.update({k: at(v, float) for k, v in srcs.items()})
+        out.update({k: at(k) for k in srcs})
         out["gpus"] = keys["gpus"][rows]
-        out["fits_memory"] = at(mem, float) <= at(limit, float)
+        out["fits_memory"] = at("memory_bytes_per_gpu") <= at("limit")
         for k in ("cost_per_mtok_usd", "time_to_train_s", "train_cost_usd", "gpu_days", "target_cost"):
             out[k] = keys[k][rows]
-        out.update({k: at(v, np.int64) for k, v in codes.items()})
+        out.update({k: at(k) for k in codes})
         return out
 
     alive = np.ones(n, dtype=bool) if alive0 is None else alive0

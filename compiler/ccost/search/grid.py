@@ -374,10 +374,12 @@ class _Grid:
     The flat index of a point in search order is Σ index·stride over the axes, so it splits into a layout
     part and a column part whatever order the axes were written in. The layout constraints are tested once
     per layout; the layouts that pass are priced in blocks of rows × columns: the inputs go to
-    ``lower`` as a column vector (tp, pp, ep, dp) and a row vector (batch, ...), so a quantity that depends
-    on the layout only (weights per GPU, gradient collectives, ...) is computed once per layout and one
-    that depends on the columns only (activation sizes) once per column, and numpy broadcasts them. Every
-    element is the same IEEE operation on the same operands as the flat evaluation: the bits do not change.
+    ``lower`` as a column vector (tp, pp, ep, dp) and a row vector (batch, ...) — or, in a block with more
+    layouts than columns, transposed, so that numpy's inner loop runs along the longer side
+    (``_run_units``) — and a quantity that depends on the layout only (weights per GPU, gradient
+    collectives, ...) is computed once per layout and one that depends on the columns only (activation
+    sizes) once per column, and numpy broadcasts them. Every element is the same IEEE operation on the same
+    operands as the flat evaluation: the bits do not change.
     A block holds at most ``chunk`` points (one layout and ``chunk`` columns when a layout has more)."""
 
     def __init__(self, names: list[str], vals: list, chunk: int):

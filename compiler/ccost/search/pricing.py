@@ -320,20 +320,29 @@ def _run_units(job: _Job, units, progress: Callable[[int, int], None] | None = N
                 removed[MB_RULE] += bad * rows.size
                 if not col_off.size:
                     continue
-            vals = {f: v[rows][:, None] for f, v in lvals.items()}
-            vals.update(cvals)
+            # The block as layouts × columns, or columns × layouts when it has more layouts than columns:
+            # numpy's inner loop then runs along the longer side (bench (b), 1,224 layouts × 16 columns:
+            # 8 % less time in the cost model). Each point is the same operation on the same operands
+            # either way, and the reductions order points by their index, not their place in the block.
+            index = p_i * per_pass + row_off[rows][:, None] + col_off
+            if rows.size > col_off.shape[1]:
+                vals = {f: v[rows][None, :] for f, v in lvals.items()}
+                vals.update({f: v.T for f, v in cvals.items()})
+                index = index.T
+            else:
+                vals = {f: v[rows][:, None] for f, v in lvals.items()}
+                vals.update(cvals)
             static, x0 = prepared
             # a global batch (a training target's): each layout's batch is global batch / (dp·ep), and the
             # points where that is no whole number of sequences, or fewer than the micro-batches, go
-            alive = _global_batch(plan, vals, (rows.size, col_off.shape[1]), count)
+            alive = _global_batch(plan, vals, index.shape, count)
             if alive is not None and not alive.any():
                 continue
-            acc.priced += rows.size * col_off.shape[1]
+            acc.priced += index.size
             fleet = {f: v for f, v in fixed.items() if f in FLEET_AXES}
             fleet_best = (acc.best_fleet.setdefault(_combo_label(fleet), _Best())
                           if fleet and targeted(plan) else None)
-            _price_chunk(lower, phases, static, x0, plan, vals,
-                         p_i * per_pass + row_off[rows][:, None] + col_off, st, count, priced_checks, acc.top,
+            _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, priced_checks, acc.top,
                          acc.front, top_select, acc.best_removed, acc.mem_limit, pr, best_select, alive,
                          acc.tfront, fleet_best)
             if progress is not None and b_i + 1 < len(blocks):
@@ -448,9 +457,10 @@ def _keep_freed_memory() -> None:
 def _price_chunk(lower, phases, static, x0, plan, vals, index, st, count, checks, top, front, top_select,
                  best_removed, mem_limit, pr=None, best_select=None, alive0=None, tfront=None, fleet_best=None):
     """Price the points of one block that passed the layout constraints (``vals``: field → array, arrays
-    that broadcast to ``index``'s shape: layouts × columns, see ``_Grid``; ``index``: each point's number in
-    search order), apply the priced constraints (keeping, per constraint, the best point it removed, so
-    the output can say what it cost) and fold the survivors into the running top and Pareto front.
+    that broadcast to ``index``'s shape: layouts × columns or its transpose, see ``_Grid``; ``index``: each
+    point's number in search order), apply the priced constraints (keeping, per constraint, the best point
+    it removed, so the output can say what it cost) and fold the survivors into the running top and Pareto
+    front.
     ``alive0``: the points (flat) that passed the constraints tested before pricing (``_global_batch``);
     ``tfront``: the running front of a training target's time to train against its cost."""
     import numpy as np

@@ -399,6 +399,7 @@ class _Grid:
         self.col_block = max(1, min(self.n_columns, chunk))
         self.rows_per_block = max(1, chunk // self.col_block)
         self._cols = self._columns(0, self.n_columns) if self.n_columns <= chunk else None
+        self._last = None  # the last layouts decoded: (start, stop), (values, offsets)
 
     @staticmethod
     def _decode(start: int, stop: int, names, vals, shape, strides):
@@ -414,8 +415,15 @@ class _Grid:
         return {f: v[i] for f, v, i in zip(names, vals, idx)}, off
 
     def layouts(self, start: int, stop: int):
-        """Layouts ``start:stop`` of the layout grid: (field → values, flat-index offsets)."""
-        return self._decode(start, stop, self.l_names, self.l_vals, self.l_shape, self.l_strides)
+        """Layouts ``start:stop`` of the layout grid: (field → values, flat-index offsets), read-only. The
+        last range asked for is kept: every pass of a search has the same layouts, and decoding them
+        costs about as much as a pass's other set-up (bench (b): 15,552 layouts, 0.3 ms)."""
+        if self._last is None or self._last[0] != (start, stop):
+            vals, off = self._decode(start, stop, self.l_names, self.l_vals, self.l_shape, self.l_strides)
+            for a in (*vals.values(), off):
+                a.setflags(write=False)
+            self._last = ((start, stop), (vals, off))
+        return self._last[1]
 
     def _columns(self, start: int, stop: int):
         vals, off = self._decode(start, stop, self.c_names, self.c_vals, self.c_shape, self.c_strides)

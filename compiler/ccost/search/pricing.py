@@ -53,6 +53,9 @@ class _Best:
         points it keeps are gathered, so the result is the one ``merge`` gives with every column."""
         import numpy as np
 
+        prefilter = getattr(select, "prefilter", None)
+        if prefilter is not None:  # the rows that can make the selection, found from the objective alone
+            rows = prefilter(keys, rows)
         # only the columns the selection reads (``reads``, when it says) are gathered at every row
         new = {k: keys[k][rows] for k in getattr(select, "reads", keys)}
         n_old = 0 if self.cols is None else len(self.cols["index"])
@@ -177,8 +180,26 @@ def _top_select(objective: str, top: int, distinct: bool = True):
             if firsts.size >= top or cand.size == n:
                 return order[firsts[:top]]
             k *= 2  # some were repeats of a better one: look further down
+
+    def prefilter(keys: dict, rows):
+        """Of a chunk's points ``rows``, those whose objective is at most the ``top``-th best among them:
+        without repeats left out (not ``distinct``), the best ``top`` of any union with them are among those
+        (every other one has ``top`` better points in the chunk alone), so ``merge_rows`` gathers only those.
+        Every row when one of them is NaN: the bound holds among numbers only (``select`` ranks none of the
+        points when fewer than ``top`` have one)."""
+        import numpy as np
+
+        if rows.size <= top:
+            return rows
+        prim = _primary(keys, objective)[rows]
+        if np.isnan(prim).any():
+            return rows
+        return rows[prim <= np.partition(prim, top - 1)[top - 1]]
+
     # the columns it reads: a chunk's points are gathered only in these before it selects (``merge_rows``)
     select.reads = tuple(dict.fromkeys(_order_reads(objective) + (RESULT_KEYS if distinct else ())))
+    if not distinct:
+        select.prefilter = prefilter
     return select
 
 

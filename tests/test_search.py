@@ -277,6 +277,48 @@ def test_pareto_front_is_the_same_whatever_the_chunking():
 
 # --- size limit ----------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("objective", ["latency", "throughput_per_gpu", "gpus"])
+@pytest.mark.parametrize("nan", [False, True])
+def test_a_running_table_merged_chunk_by_chunk_keeps_what_merging_every_column_keeps(objective, nan):
+    """`_Best.merge_rows`, what a search runs on each chunk (it gathers only the columns the selection reads,
+    and for a top list without `distinct`, the best-removed points among them, only the chunk's points whose
+    objective is at most its `top`-th best), keeps the same points in the same order as `_Best.merge` given
+    every column of every point of the chunk; and without NaN, the `top` first by the objective's order
+    (sorted here by Python tuples), ties broken by the next measures and search order. Few distinct values,
+    so ties are everywhere; `nan`: half the points have no latency, half no throughput (then a chunk can
+    have more than `top` points and fewer than `top` numbers: every point of it goes to the selection)."""
+    rng = np.random.default_rng(11)
+    n = 600
+    cols = {"index": np.arange(n, dtype=np.int64), "gpus": rng.integers(1, 4, n).astype(float),
+            "latency_s": rng.integers(1, 6, n) / 4, "throughput_per_gpu": rng.integers(1, 6, n) / 8,
+            "cost_per_mtok_usd": np.full(n, np.nan), "time_to_train_s": np.full(n, np.nan),
+            "train_cost_usd": np.full(n, np.nan), "gpu_days": np.full(n, np.nan),
+            "target_cost": np.full(n, np.nan), "memory_bytes_per_gpu": rng.random(n)}
+    if nan:
+        cols["latency_s"][rng.random(n) < 0.5] = np.nan
+        cols["throughput_per_gpu"][rng.random(n) < 0.5] = np.nan
+    lat, thr, gpus = cols["latency_s"], cols["throughput_per_gpu"], cols["gpus"]
+    key = {"latency": lambda i: (lat[i], -thr[i], gpus[i], i),
+           "throughput_per_gpu": lambda i: (-thr[i], lat[i], gpus[i], i),
+           "gpus": lambda i: (gpus[i], lat[i], -thr[i], i)}[objective]
+    bounds = np.cumsum(rng.integers(1, 30, 60))  # chunks of 1 to 29 points
+    chunks = [c for c in np.split(np.arange(n), bounds[bounds < n]) if c.size]
+    for top, distinct in ((1, False), (7, False), (7, True)):
+        select = search._top_select(objective, top, distinct)
+        fast, plain = search._Best(), search._Best()
+        kept = []
+        for rows in chunks:
+            rows = rows[rng.random(rows.size) < 0.8]  # the chunk's points that a constraint removed, say
+            kept += rows.tolist()
+            fast.merge_rows(cols, rows, lambda r: {k: v[r] for k, v in cols.items()}, select)
+            plain.merge({k: v[rows] for k, v in cols.items()}, select)
+            assert fast.cols.keys() == plain.cols.keys()
+            for k in plain.cols:
+                assert np.array_equal(fast.cols[k], plain.cols[k], equal_nan=True), (top, distinct, k)
+        if not nan and not distinct:
+            assert list(fast.cols["index"]) == sorted(kept, key=key)[:top]
+
+
 def test_search_over_its_limit_is_refused_with_its_size():
     text = HEADER + '''
 plan base { model = llama3_70b; cluster = hgx_h100_16node; phase = decode; tp = 8 }

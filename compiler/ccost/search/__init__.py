@@ -16,9 +16,10 @@ How it runs:
   ``ep``, ``dp``: all the layout constraints read) and *columns* (the combinations of the others). The
   layout grid is enumerated in chunks of ``CHUNK`` layouts (flat indices decoded with
   ``np.unravel_index``), and the layouts that pass the layout constraints are priced in blocks of at most
-  ``CHUNK`` points, rows (layouts, a column vector) × columns (a row vector): numpy broadcasting computes
-  a quantity of the layout alone once per layout and one of the columns alone once per column. Memory
-  stays bounded by the chunk whatever the size of the search (``_Grid``).
+  ``CHUNK`` points, layouts × columns (the layouts one vector, the columns another, across it; the
+  longer side innermost): numpy broadcasting computes a quantity of the layout alone once per layout and
+  one of the columns alone once per column. Memory stays bounded by the chunk whatever the size of the
+  search (``_Grid``).
 * **Constraints mask, never skip.** Each constraint is a boolean array over the chunk. The *layout*
   constraints (GPUs, pp ≤ layers, tp in the domain, tp | kv_heads, pp | layers) need no pricing: they are
   tested on every layout (each counting for all its columns), and only the layouts that pass them are

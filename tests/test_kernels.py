@@ -42,6 +42,47 @@ def test_the_fit_recovers_a_curve_made_with_known_parameters():
     assert c.quality.median < 1e-6
 
 
+def _attention_table(groups, kernel="k"):
+    """A decode-attention table: for each (query heads, KV heads) in ``groups``, batches 1..64 at contexts
+    1k..8k, timed by the decode form with known parameters (e_kv 80 %, t₀ 10 µs, c 2 ns, P½ 2) for the
+    grouped rows and at twice that for every other row (another kernel's regime)."""
+    b, ctx, h, hk = (np.array(v, dtype=float) for v in zip(*[
+        (bb, cc, hh, kk) for hh, kk in groups for bb in (1, 4, 16, 64) for cc in (1024, 4096, 8192)]))
+    kv = 2 * b * ctx * hk * K.HEAD_DIM * 1.0
+    t = K.decode_attention_predict((0.80, 10e-6, 2e-9, 2.0), kv, b * h, H100_BW, b * hk)
+    grouped = (h / hk >= K.GQA_GROUPS[0]) & (h / hk <= K.GQA_GROUPS[1])
+    t = np.where(grouped, t, 2 * t)
+    n = len(b)
+    cols = {"batch_size": b, "step": ctx - 1, "num_heads": h, "num_key_value_heads": hk,
+            "head_dim": np.full(n, K.HEAD_DIM), "kv_cache_dtype": np.array(["fp8"] * n, dtype=object),
+            "window_size": np.zeros(n), "beam_width": np.ones(n), "kernel_source": np.array([kernel] * n, dtype=object),
+            "latency": t * 1e3}
+    return K.Table(cols, "h100_sxm", "attention", "test", "0", "generation_attention_perf.parquet")
+
+
+def test_decode_attention_is_fitted_on_grouped_query_rows_and_reports_the_multi_head_ones():
+    """Rows of 1 (multi-head) and 64 query heads per KV head run at twice the grouped rows' time: the fit
+    on the domain (2 to 16 per KV head) gives the grouped curve back, and the left-out multi-head rows are
+    priced at half their time (their median ratio 0.5, by construction)."""
+    t = _attention_table([(32, 32), (32, 8), (64, 8), (128, 8), (64, 1)])
+    c, kernel = K.attention_rows(t, "fp8", K.GQA_GROUPS)
+    assert sorted(set(c["num_heads"] / c["num_key_value_heads"])) == [4.0, 8.0, 16.0]
+    ctx = c["step"] + 1
+    curve = K.fit_decode_attention(c["batch_size"], ctx, c["num_heads"], c["num_key_value_heads"],
+                                   c["latency"] * 1e-3, H100_BW, kv_bytes=1.0)
+    assert (curve.e_kv, curve.t0, curve.c, curve.half) == pytest.approx((0.80, 10e-6, 2e-9, 2.0), rel=1e-3)
+    n, ratio = K._mha_ratio(t, "fp8", kernel, curve, H100_BW, 1.0)
+    assert n == 12 and ratio == pytest.approx(0.5, rel=1e-3)
+    line = K._mha_line(replace(curve, mha=(n, ratio)))
+    assert line == ["#     left out: its 12 multi-head rows (1 query head per KV head), which this curve prices "
+                    "at a median 0.50× their time"]
+    # without the domain, the slow rows drag the bandwidth share down
+    c_all, _ = K.attention_rows(t, "fp8")
+    every = K.fit_decode_attention(c_all["batch_size"], c_all["step"] + 1, c_all["num_heads"],
+                                   c_all["num_key_value_heads"], c_all["latency"] * 1e-3, H100_BW, kv_bytes=1.0)
+    assert every.e_kv < 0.7
+
+
 def test_the_reduction_reruns_on_the_committed_excerpt():
     """The reduction itself, on 60 rows of the H100 vLLM BF16 GEMM table (tests/data, with its attribution):
     it fits them within a median 7 %, and the bundled h100_vllm curve (fitted on the whole table's 18,870

@@ -93,3 +93,47 @@ def test_a_sentence_the_plans_notes_carry_is_not_repeated_under_its_key_numbers(
     assert sec["method"] in note
     assert key_numbers_table({"gpus": 4, "online": sec}, [note]).caption == ""
     assert sec["method"].strip() in key_numbers_table({"gpus": 4, "online": sec}).caption
+
+
+def _fleet(cost, tp=4, dp=1, **sim):
+    base = {"cluster": "c", "mode": "aggregated", "tp": tp, "pp": 1, "ep": 1, "dp": dp, "max_seqs": 128,
+            "step_tokens": 512, "prefill_workers": 0, "decode_workers": 0, "prefill_tp": 0, "gpus": tp * dp,
+            "cost_per_month_usd": cost}
+    return {**base, "simulated": {"meets": False, "stable": True, **sim}}
+
+
+def test_cheaper_fleets_that_missed_by_hand():
+    """Confirmations of a search whose answer costs 100 USD a month: a 50 USD fleet whose TPOT p99 is 30.2 ms
+    against 30 ms (and its second simulation, a replica down, which is not another fleet), a 40 USD one whose
+    queue grows, a 150 USD one (dearer than the answer) and a 30 USD one that met: the table lists the 40 and
+    the 50 USD fleets, cheapest first, with what each misses and its ratio (30.2 / 30 = 1.0067)."""
+    from ccost import output
+
+    s = {"slo_percentile": "p99", "max_ttft_s": 1.0, "max_tpot_s": 0.030, "max_e2e_s": None,
+         "min_slo_goodput": None,
+         "chosen": _fleet(100.0, tp=8, meets=True, ttft_p99_s=0.2, tpot_p99_s=0.02, slo_ratio=0.02 / 0.030),
+         "confirmations": [
+             _fleet(50.0, ttft_slo_s=0.5, tpot_slo_s=0.0302, slo_ratio=0.0302 / 0.030),
+             _fleet(150.0, tp=8, ttft_slo_s=0.2, tpot_slo_s=0.031, slo_ratio=0.031 / 0.030),
+             {**_fleet(30.0, tp=2), "simulated": {"meets": True, "stable": True}},
+             _fleet(40.0, dp=2, ttft_slo_s=9.0, tpot_slo_s=0.02, stable=False, slo_ratio=9.0),
+             _fleet(50.0, ttft_slo_s=2.0, tpot_slo_s=0.05, slo_ratio=2.0)]}  # the same fleet again: N+1
+    got = output.capacity_near_misses(s)
+    assert [(r["cost_per_month_usd"], m, w) for r, m, w in got] == [
+        (40.0, ["TTFT p99 9 s > 1 s", "its queue grows without bound"], None),
+        (50.0, ["TPOT p99 30.2 ms > 30 ms"], pytest.approx(1.0066667, rel=1e-6))]
+    c = build.capacity_section("fleet", {**s, "sized_rate_per_s": 8.0, "aggregated": None, "disaggregated": None,
+                                         "n_plus_1": None}, charts=False)
+    assert [r[-2:] for r in c.missed.rows] == [("TTFT p99 9 s > 1 s; its queue grows without bound", "—"),
+                                                ("TPOT p99 30.2 ms > 30 ms", "1.007×")]
+
+
+def test_the_simulated_slo_ratio_is_the_worst_figure_over_its_limit(doc):
+    # every simulated fleet of the Mixtral search: its ratio is the largest of its figures at the SLO's
+    # percentile over the search's limits, recomputed here from the document's own figures
+    s = doc["searches"]["fleet"]
+    for r in s["confirmations"]:
+        sim = r["simulated"]
+        want = max(sim[f"{m}_slo_s"] / s[f"max_{m}_s"] for m in ("ttft", "tpot", "e2e") if s.get(f"max_{m}_s"))
+        assert sim["slo_ratio"] == pytest.approx(want, rel=1e-12)
+        assert (sim["slo_ratio"] <= 1) == sim["meets"] or not sim["stable"]

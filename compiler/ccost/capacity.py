@@ -523,7 +523,7 @@ def _simulate(search, policy, res: Result, i: int, d, t, lengths, rate: float, d
     out.update({f"{m}_slo_s": _num(run_.percentile(m, goal.percentile)) for m in ("ttft", "tpot", "e2e")})
     out.update({"goodput_share": _num(s["goodput_share"]) if goal.limits() else None,
                 "utilisation": _num(pool.busy_share), "stable": bool(run_.stable), "meets": bool(run_.meets(goal)),
-                "requests": len(run_.ttft)})
+                "requests": len(run_.ttft), "slo_ratio": online.slo_ratio(goal, run_, s)})
     return out
 
 

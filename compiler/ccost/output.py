@@ -418,6 +418,41 @@ SEARCH_TEXT_METRICS = ("gpus", "latency_s", "step_time_s", "throughput_per_gpu",
 SEARCH_TARGET_COLUMNS = ("batch", "time_to_train_s", "goodput", "train_cost_usd")
 
 
+def capacity_near_misses(s: dict) -> list[tuple[dict, list[str], float | None]]:
+    """The fleets of a capacity search (its results document ``s``) that cost less than the chosen one (all,
+    when none is chosen), were simulated (the screen passed them, or put them just short: ``ccost.capacity``)
+    and missed the SLOs: (the fleet's record, what it misses in words, its simulated ``slo_ratio``: the worst
+    figure over its limit, None when unbounded), cheapest first, each fleet once. What the answer's extra cost
+    buys, and by how much the cheaper fleets missed."""
+    chosen = s.get("chosen")
+    cap = chosen.get("cost_per_month_usd") if chosen else None
+    pct = s.get("slo_percentile", "p99")
+    seen: set = set()
+    out = []
+    for r in s.get("confirmations") or ():
+        sim_ = r.get("simulated") or {}
+        key = tuple(r.get(k) for k in ("cluster", "mode", "tp", "pp", "ep", "dp", "max_seqs", "step_tokens",
+                                       "prefill_workers", "decode_workers", "prefill_tp"))
+        if sim_.get("meets") or key in seen:
+            continue
+        seen.add(key)  # a fleet's first simulation is its own; later ones (N+1) run it with a replica down
+        cost = r.get("cost_per_month_usd")
+        if cap is not None and (cost is None or cost >= cap):
+            continue
+        misses = [f"{m.upper()} {pct} {fmt_time(sim_[f'{m}_slo_s'])} > {fmt_time(s[f'max_{m}_s'])}"
+                  for m in ("ttft", "tpot", "e2e") if s.get(f"max_{m}_s") and sim_.get(f"{m}_slo_s") is not None
+                  and sim_[f"{m}_slo_s"] > s[f"max_{m}_s"]]
+        g, share = s.get("min_slo_goodput"), sim_.get("goodput_share")
+        if g and share is not None and share < g:
+            misses.append(f"goodput {fmt_pct(share)} < {fmt_pct(g)}")
+        if sim_.get("stable") is False:
+            misses.append("its queue grows without bound")
+        ratio = sim_.get("slo_ratio")
+        out.append((r, misses, None if sim_.get("stable") is False else ratio))
+    return sorted(out, key=lambda x: (x[0].get("cost_per_month_usd") or math.inf,
+                                      math.inf if x[2] is None else x[2]))
+
+
 def capacity_text(name: str, s: dict) -> str:
     """A capacity search (``ccost.capacity``) as readable text: what it sized for, the fleets it chose
     (simulated), N+1, each layout's highest rate per replica and the Pareto front (screened)."""
@@ -459,6 +494,11 @@ def capacity_text(name: str, s: dict) -> str:
         rows.append(["N+1", *fleet(n1), *lat(n1["one_down"], "simulated")])
     out += ["", "  fleets (latencies simulated at the sized rate; N+1's with one replica down):",
             _indent(table(["", *head], rows, "lllrrrrrrrrr" + "r"))]
+    missed = capacity_near_misses(s)
+    if missed:
+        mrows = [[*fleet(r), "; ".join(m) or "—", "—" if w is None else f"{w:.3f}×"] for r, m, w in missed]
+        out += ["", "  cheaper fleets simulated and rejected (what each misses, simulated at the sized rate):",
+                _indent(table([*head[:8], "misses", "worst / limit"], mrows, "lllrrrrrlr"))]
     if s.get("layouts"):
         lrows = [[p["cluster"], p["mode"], (f"{p['prefill_workers']}×tp{p['prefill_tp']} + {p['decode_workers']}×tp"
                   f"{p['tp']}" if p["prefill_workers"] else f"tp{p['tp']}") + (f" pp{p['pp']}" if p["pp"] > 1 else "")

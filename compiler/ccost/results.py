@@ -592,7 +592,9 @@ def _capacity_keys(K) -> list[Key]:
                  K(f"{p}.simulated.stable", "boolean", "", "the engines keep up", optional=True),
                  K(f"{p}.simulated.meets", "boolean", "", "every SLO limit holds and the engines keep up",
                    optional=True),
-                 K(f"{p}.simulated.requests", "integer", "count", "requests measured", optional=True)]
+                 K(f"{p}.simulated.requests", "integer", "count", "requests measured", optional=True),
+                 K(f"{p}.simulated.slo_ratio", NUM, "ratio", "the worst of each SLO figure over its limit (above "
+                   "1: it misses; null: no SLO, or no request met them)", optional=True)]
         if rec in ("chosen", "aggregated", "disaggregated"):  # what to launch it with (ccost.launch)
             keys += [K(f"{p}.capacity_per_s", NUM, "1/s", "fleet: the highest rate it carries within the SLOs "
                        "(screened; null: none found)", optional=True),

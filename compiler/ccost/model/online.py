@@ -815,7 +815,7 @@ def record(plan: S.Plan, priced: Priced) -> dict:
         "peak_utilisation": _f(ppool.busy_share),
         "peak_stable": bool(pr.stable),
         "meets_slo": bool(pr.meets(t.slo)),
-        "slo_ratio": _slo_ratio(t.slo, pr, ps),
+        "slo_ratio": slo_ratio(t.slo, pr, ps),
         "highest_rate_per_s": _f(t.highest.rate) if t.highest is not None else None,
         "highest_rate_above_per_s": _f(t.highest.above) if t.highest is not None else None,
     })
@@ -832,9 +832,10 @@ def record(plan: S.Plan, priced: Priced) -> dict:
 SLO_ITEM = 15
 
 
-def _slo_ratio(goal: sim.Slo, run: sim.Run, summary: dict) -> float | None:
+def slo_ratio(goal: sim.Slo, run: sim.Run, summary: dict) -> float | None:
     """The worst of each SLO figure over its limit in ``run``: a latency at the goal's percentile over its
-    maximum, the least goodput share over the one measured (inf when none met it); None without SLOs."""
+    maximum, the least goodput share over the one measured (inf when none met it); None without SLOs or when
+    it is infinite. The online plan's ``slo_ratio`` and a capacity search's simulated fleets' (ccost.capacity)."""
     ratios = [run.percentile(m, goal.percentile) / limit for m, limit in goal.limits().items()]
     if goal.goodput is not None:
         got = summary["goodput_share"]

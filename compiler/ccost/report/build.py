@@ -718,8 +718,18 @@ def capacity_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.
     launch = tuple((f"{e['count']} × {e['role']} engine, vLLM", e["vllm"]) for e in la.get("engines", ())) + \
         tuple((f"{e['count']} × {e['role']} engine, SGLang", e["sglang"]) for e in la.get("engines", ())) + \
         ((("replay the demand", la["benchmark"]),) if la.get("benchmark") else ())
+    near = output.capacity_near_misses(s)
+    missed = V.Table(("engines per replica × replicas", "GPUs", "running, step tokens", "cost per month",
+                      "what it misses (simulated)", "worst / limit"),
+                     tuple((_workers(r), f"{r['gpus']:,}", f"{r['max_seqs']}, {r['step_tokens']:,}",
+                            _usd(r.get("cost_per_month_usd")), "; ".join(m) or "—",
+                            "—" if w is None else f"{w:.3f}×") for r, m, w in near),
+                     (False, True, True, True, False, True),
+                     caption=("Fleets cheaper than the answer" if chosen else "Fleets") + " that the search simulated "
+                             "(the screen passed them, or put them just short of the promises) and that missed, at "
+                             f"{rate:g} requests/s: what the answer's extra cost buys.") if near else None
     return V.CapacitySection(name, s.get("title") or name, verdict, demand, answers, figure, growth, layouts,
-                             launch, str(s.get("method") or ""))
+                             launch, str(s.get("method") or ""), missed)
 
 
 # ----------------------------------------------------------------------------------------------------

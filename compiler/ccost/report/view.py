@@ -200,6 +200,7 @@ class CapacitySection(Section):
     layouts: Table  # per layout, the highest rate one replica carries and the GPUs the sized rate needs
     launch: tuple[tuple[str, str], ...]  # (what, command) for the chosen fleet (ccost.launch)
     method: str  # how the figures were obtained
+    missed: Table | None = None  # cheaper fleets the simulation rejected, and what each misses
 
 
 @dataclass(frozen=True)

@@ -699,7 +699,7 @@ def capacity_section(name: str, s: Mapping[str, Any], charts: bool = True) -> V.
         growth = (f"At {g['factor']:g}× the traffic ({g['rate_per_s']:g} requests/s, screened): "
                   + (f"the cheapest fleet is {gf['mode']} {_workers(gf)}, {gf['gpus']:,} GPUs, "
                      f"{_usd(gf.get('cost_per_month_usd'))} a month" if gf else "no fleet in this search carries it")
-                  + ("; the chosen layout needs " + (f"{same['dp']} replicas ({same['gpus']:,} GPUs)" if same
+                  + ("; the chosen layout needs " + (f"{same['dp']} replica{'s' if same['dp'] != 1 else ''} ({same['gpus']:,} GPUs)" if same
                                                      else "more replicas than the search allows")
                      if chosen else "") + ".")
     else:

@@ -113,6 +113,11 @@ def test_megatron_log_median_without_the_first_iteration(tmp_path):
     ("bad.yaml", "rows: [a, b\n", 2, "not valid YAML"),  # the bracket is found unclosed at the end
     ("metric.yaml", "- {{plan: v9_tp1, spec: {infer}, metric: train_tflops, measured: 4e14}}\n", 1,
      "is not a time ccost can fit"),
+    # YAML reads an integer of any length; past a float's range it was an OverflowError (bench/fuzz.py)
+    ("huge.yaml", "- {{plan: v9_tp1, spec: {infer}, metric: tpot, measured: 1" + "0" * 400 + "}}\n", 1,
+     "longer than an hour"),
+    ("hugeneg.yaml", "- {{plan: v9_tp1, spec: {infer}, metric: tpot, measured: -1" + "0" * 400 + "}}\n", 1,
+     "not a positive number"),
 ])
 def test_bad_files_get_an_error_with_the_place(tmp_path, capsys, name, text, where, why):
     path = _project(tmp_path) / name

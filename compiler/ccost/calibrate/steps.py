@@ -93,7 +93,11 @@ def _time(value, file: str, line: int, what: str, unit_ms: bool = False) -> floa
         try:
             t = float(value) * (1e-3 if unit_ms else 1.0)
         except OverflowError:  # an integer past a float's range (YAML reads any number of digits)
-            t = math.inf if value > 0 else -math.inf
+            if value < 0:
+                raise _err(f"{what}: the measured time {str(value)[:40]!r} is not a positive number", file, line,
+                           help="a measured time is a positive number of seconds") from None
+            raise _err(f"{what}: the measured time {str(value)[:40]!r} is longer than an hour: not one step", file,
+                       line, help="give the time of one step (TPOT, TTFT or one iteration), not a total") from None
     else:
         text = str(value).strip()
         try:
@@ -106,12 +110,9 @@ def _time(value, file: str, line: int, what: str, unit_ms: bool = False) -> floa
         elif dim != units.TIME:
             raise _err(f"{what}: {text[:40]!r} is not a time", file, line, help="write it like `32.1 ms`")
         t = v
-    if not t > 0 or t == -math.inf:
+    if not (t > 0 and math.isfinite(t)):
         raise _err(f"{what}: the measured time {str(value)[:40]!r} is not a positive number", file, line,
                    help="a measured time is a positive number of seconds")
-    if not math.isfinite(t):
-        raise _err(f"{what}: the measured time {str(value)[:40]!r} is longer than an hour: not one step", file,
-                   line, help="give the time of one step (TPOT, TTFT or one iteration), not a total")
     if t < MIN_STEP:
         raise _err(f"{what}: {t:g} s is shorter than {MIN_STEP * 1e6:g} µs: not the time of a step", file, line,
                    help="give the time of one step in seconds, or as a quantity like `32.1 ms` "

@@ -40,6 +40,9 @@ def test_the_fit_recovers_a_curve_made_with_known_parameters():
     c = K.fit_gemm(m, n, k, t, 2.0, H100_PEAK, H100_BW)
     assert (c.eta, c.half, c.e_w, c.t0) == pytest.approx((0.80, 100.0, 0.85, 5e-6), rel=1e-3)
     assert c.quality.median < 1e-6
+    # the comments' ratio by N at M >= 1,024: the widths present, each 1 for times the form itself made
+    assert [v for v, _ in c.by_n] == [4096, 8192, 16384]
+    assert [r for _, r in c.by_n] == pytest.approx([1.0] * 3, abs=1e-4)
 
 
 def _attention_table(groups, kernel="k"):

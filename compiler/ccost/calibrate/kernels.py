@@ -129,6 +129,9 @@ class GemmCurve:
     e_w: float
     t0: float
     quality: Quality
+    #: the median predicted/measured by the weight's N, over the rows of at least LARGE_M token rows (where
+    #: the curve is compute-bound): what the M-only form misses of a GEMM's shape
+    by_n: tuple = ()
 
 
 def gemm_predict(p, m, n, k, b, peak, bw) -> np.ndarray:
@@ -145,8 +148,17 @@ def fit_gemm(m, n, k, t, b: float, peak: float, bw: float) -> GemmCurve:
     resid = lambda q: np.log(gemm_predict(q * scale, m, n, k, b, peak, bw) / t)  # noqa: E731
     q = lm_fit(resid, [0.7, 1.0, 0.8, 5.0], [0.01, 0.0, 0.01, 0.0], [1.5, 100.0, 1.5, 1e5])
     p = q * scale
-    return GemmCurve(*(float(x) for x in p), quality(gemm_predict(p, m, n, k, b, peak, bw), t, "M", m,
-                                                      (1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)))
+    pred = gemm_predict(p, m, n, k, b, peak, bw)
+    large = m >= LARGE_M
+    by_n = quality(pred[large], t[large], "N", n[large], BY_N).by if large.any() else ()
+    return GemmCurve(*(float(x) for x in p), quality(pred, t, "M", m,
+                                                      (1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)), by_n)
+
+
+#: Token rows from which a GEMM's shape is read against the curve (prefill and large batches), and the
+#: weight widths N the comments list.
+LARGE_M = 1024
+BY_N = (1024, 2048, 4096, 8192, 16384, 65536)
 
 
 @dataclass(frozen=True)
@@ -495,6 +507,9 @@ def kernels_block(red: Reduction, name: str, command: str) -> str:
                      f"{c.quality.text()}")
         lines.append("#     median predicted/measured by M: " + ", ".join(f"{int(v)}: {r:.2f}" for v, r in
                                                                        c.quality.by))
+        if c.by_n:
+            lines.append(f"#     at M >= {LARGE_M:,}, by the weight's N: " + ", ".join(
+                f"{int(v):,}: {r:.2f}" for v, r in c.by_n))
         fields += [(f"{pre}gemm_efficiency", _pct(c.eta)), (f"{pre}gemm_half_tokens", _sig(c.half)),
                    (f"{pre}gemm_hbm_efficiency", _pct(c.e_w)), (f"{pre}gemm_latency", _us(c.t0))]
         tables.append(f"{t.provenance()} ({kernel}, {GEMM_DTYPES[dtype]})")

@@ -70,19 +70,26 @@ def test_decode_attention_is_fitted_on_grouped_query_rows_and_reports_the_multi_
     t = _attention_table([(32, 32), (32, 8), (64, 8), (128, 8), (64, 1)])
     c, kernel = K.attention_rows(t, "fp8", K.GQA_GROUPS)
     assert sorted(set(c["num_heads"] / c["num_key_value_heads"])) == [4.0, 8.0, 16.0]
-    ctx = c["step"] + 1
-    curve = K.fit_decode_attention(c["batch_size"], ctx, c["num_heads"], c["num_key_value_heads"],
-                                   c["latency"] * 1e-3, H100_BW, kv_bytes=1.0)
+    curve = K.fit_decode_attention(*K.decode_columns(c), H100_BW, kv_bytes=1.0)
     assert (curve.e_kv, curve.t0, curve.c, curve.half) == pytest.approx((0.80, 10e-6, 2e-9, 2.0), rel=1e-3)
     n, ratio = K._mha_ratio(t, "fp8", kernel, curve, H100_BW, 1.0)
     assert n == 12 and ratio == pytest.approx(0.5, rel=1e-3)
     line = K._mha_line(replace(curve, mha=(n, ratio)))
     assert line == ["#     left out: its 12 multi-head rows (1 query head per KV head), which this curve prices "
                     "at a median 0.50× their time"]
+    # multi-head rows timed only under another kernel are not this curve's to judge: no comment line
+    other = _attention_table([(32, 32)], kernel="other")
+    mixed = replace(t, columns={k: np.concatenate([v[(t.columns["num_heads"] != t.columns["num_key_value_heads"])],
+                                                   other.columns[k]]) for k, v in t.columns.items()})
+    assert K._mha_ratio(mixed, "fp8", kernel, curve, H100_BW, 1.0) is None
+    # ... and where both kernels time them, this curve is judged on its own kernel's rows, even when the other
+    # kernel has more of them
+    more = _attention_table([(32, 32), (64, 64)], kernel="other")
+    both = replace(t, columns={k: np.concatenate([v, more.columns[k]]) for k, v in t.columns.items()})
+    assert K._mha_ratio(both, "fp8", kernel, curve, H100_BW, 1.0) == (12, pytest.approx(0.5, rel=1e-3))
     # without the domain, the slow rows drag the bandwidth share down
     c_all, _ = K.attention_rows(t, "fp8")
-    every = K.fit_decode_attention(c_all["batch_size"], c_all["step"] + 1, c_all["num_heads"],
-                                   c_all["num_key_value_heads"], c_all["latency"] * 1e-3, H100_BW, kv_bytes=1.0)
+    every = K.fit_decode_attention(*K.decode_columns(c_all), H100_BW, kv_bytes=1.0)
     assert every.e_kv < 0.7
 
 

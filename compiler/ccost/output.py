@@ -439,12 +439,10 @@ def capacity_near_misses(s: dict) -> list[tuple[dict, list[str], float | None]]:
         cost = r.get("cost_per_month_usd")
         if cap is not None and (cost is None or cost >= cap):
             continue
-        misses = [f"{m.upper()} {pct} {fmt_time(sim_[f'{m}_slo_s'])} > {fmt_time(s[f'max_{m}_s'])}"
-                  for m in ("ttft", "tpot", "e2e") if s.get(f"max_{m}_s") and sim_.get(f"{m}_slo_s") is not None
-                  and sim_[f"{m}_slo_s"] > s[f"max_{m}_s"]]
-        g, share = s.get("min_slo_goodput"), sim_.get("goodput_share")
-        if g and share is not None and share < g:
-            misses.append(f"goodput {fmt_pct(share)} < {fmt_pct(g)}")
+        misses = [text for text, missed in results.slo_figures(
+            pct, {m: sim_.get(f"{m}_slo_s") for m in ("ttft", "tpot", "e2e")},
+            {m: s.get(f"max_{m}_s") for m in ("ttft", "tpot", "e2e")}, sim_.get("goodput_share"),
+            s.get("min_slo_goodput")) if missed]
         if sim_.get("stable") is False:
             misses.append("its queue grows without bound")
         ratio = sim_.get("slo_ratio")

@@ -907,6 +907,25 @@ def fmt_pct(x: float | None) -> str:
     return "—" if x is None else units.format_percent(x)
 
 
+def slo_figures(percentile: str, figures: dict, limits: dict, goodput: float | None = None,
+                min_goodput: float | None = None) -> list[tuple[str, bool]]:
+    """Each SLO a policy states against its figure, in words, and whether it is missed:
+    ``("TPOT p99 32.05 ms > 30 ms", True)``. ``figures`` and ``limits`` map ``ttft``/``tpot``/``e2e`` to
+    seconds (a figure None: not measured, or infinite, which misses); the goodput share against its least.
+    An online plan's checklist item 15 and a capacity search's rejected fleets write their SLOs with it."""
+    out = []
+    for m, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E")):
+        limit, got = limits.get(m), figures.get(m)
+        if limit is None:
+            continue
+        ok = got is not None and got <= limit
+        out.append((f"{label} {percentile} {fmt_time(got)} {'≤' if ok else '>'} {fmt_time(limit)}", not ok))
+    if min_goodput is not None:
+        ok = goodput is not None and goodput >= min_goodput
+        out.append((f"goodput {fmt_pct(goodput)} {'≥' if ok else '<'} {fmt_pct(min_goodput)}", not ok))
+    return out
+
+
 def fmt_num(x: float | None, digits: int = 4) -> str:
     if x is None:
         return "—"

@@ -181,16 +181,21 @@ def decode_attention_predict(p, kv, seqs_heads, bw, streams=None) -> np.ndarray:
 def _mha_ratio(gen: "Table", kv_dtype: str, kernel: str, curve: DecodeAttentionCurve, bw: float,
                kv_bytes: float) -> tuple[int, float] | None:
     """How the grouped-query curve prices the same kernel's multi-head rows (one query head per KV head)."""
-    c, _ = attention_rows(gen, kv_dtype, (1, 1))
-    if "kernel_source" in c:
-        c = {k: v[c["kernel_source"] == kernel] for k, v in c.items()}
-    if not len(c["latency"]):
+    c, picked = attention_rows(gen, kv_dtype, (1, 1), prefer=(kernel,))
+    if not len(c["latency"]) or picked != kernel:
         return None
-    ctx = c["step"].astype(float) + 1 if "step" in c else c["isl"].astype(float)
-    b, h, hk = (c[k].astype(float) for k in ("batch_size", "num_heads", "num_key_value_heads"))
+    b, ctx, h, hk, t = decode_columns(c)
     kv = 2 * b * ctx * hk * HEAD_DIM * kv_bytes
     pred = decode_attention_predict((curve.e_kv, curve.t0, curve.c, curve.half), kv, b * h, bw, b * hk)
-    return int(len(pred)), float(np.median(pred / (c["latency"].astype(float) * 1e-3)))
+    return int(len(pred)), float(np.median(pred / t))
+
+
+def decode_columns(c: dict) -> tuple[np.ndarray, ...]:
+    """(batch, context, query heads, KV heads, seconds) of a generation-attention table's rows: the context is
+    the step's tokens and the one being decoded (a table without steps gives it as ``isl``)."""
+    ctx = c["step"].astype(float) + 1 if "step" in c else c["isl"].astype(float)
+    return (c["batch_size"].astype(float), ctx, c["num_heads"].astype(float),
+            c["num_key_value_heads"].astype(float), c["latency"].astype(float) * 1e-3)
 
 
 def fit_decode_attention(batch, ctx, heads, kv_heads, t, bw: float, head_dim: int = HEAD_DIM,
@@ -386,9 +391,11 @@ def gemm_rows(t: Table, dtype: str) -> tuple[np.ndarray, ...] | None:
             c["latency"][mask].astype(float) * 1e-3, kernel)
 
 
-def attention_rows(t: Table, kv_dtype: str = "bfloat16", groups: tuple[int, int] | None = None) -> tuple[dict, str]:
+def attention_rows(t: Table, kv_dtype: str = "bfloat16", groups: tuple[int, int] | None = None,
+                   prefer: tuple = ()) -> tuple[dict, str]:
     """The attention table's rows in the domain (a ``kv_dtype`` KV cache, BF16 by default; head size 128, no
-    window; with ``groups``, query heads per KV head in that closed range), one kernel."""
+    window; with ``groups``, query heads per KV head in that closed range), one kernel (the first of ``prefer``
+    present, else the one with most rows)."""
     c = t.columns
     mask = (c["kv_cache_dtype"] == kv_dtype) & (c["head_dim"] == HEAD_DIM)
     if groups is not None:
@@ -398,7 +405,7 @@ def attention_rows(t: Table, kv_dtype: str = "bfloat16", groups: tuple[int, int]
         mask &= c["window_size"] == 0
     if "beam_width" in c:
         mask &= c["beam_width"] == 1
-    mask = _pick_kernel(c, mask)
+    mask = _pick_kernel(c, mask, prefer)
     kernel = str(c["kernel_source"][mask][0]) if "kernel_source" in c and mask.any() else ""
     return {k: v[mask] for k, v in c.items()}, kernel
 
@@ -450,9 +457,7 @@ def reduce_system(system: str, engine: str, gpu_peaks: dict, gpu_name: str) -> R
         for kv_dtype, kv_bytes in (("bfloat16", 2.0), ("fp8", 1.0)):
             c, kernel = attention_rows(gen, kv_dtype, GQA_GROUPS)
             if len(c["latency"]):
-                ctx = c["step"].astype(float) + 1 if "step" in c else c["isl"].astype(float)
-                curve = fit_decode_attention(c["batch_size"], ctx, c["num_heads"], c["num_key_value_heads"],
-                                             c["latency"].astype(float) * 1e-3, bw, kv_bytes=kv_bytes)
+                curve = fit_decode_attention(*decode_columns(c), bw, kv_bytes=kv_bytes)
                 curve = replace(curve, mha=_mha_ratio(gen, kv_dtype, kernel, curve, bw, kv_bytes))
                 if kv_dtype == "fp8":
                     red.decode_fp8 = (curve, gen, kernel)

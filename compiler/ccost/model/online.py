@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from ccost import derive, units
+from ccost import derive, results, units
 from ccost.model import analysis, lower
 from ccost.model import simulate as sim
 from ccost import spec as S
@@ -858,20 +858,9 @@ def checklist_items(plan: S.Plan, policy: S.Policy, sec: dict) -> list[dict]:
     p = sec["slo_percentile"]
     rate = sec.get("peak_rate_per_s")
     at = f"at {rate:g} requests/s" if rate is not None else f"with traffic `{sec['traffic']}`"
-    parts = []
-    for m, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E")):
-        limit = goal.limits().get(m)
-        if limit is None:
-            continue
-        got = sec.get(f"peak_{m}_slo_s")
-        shown = "—" if got is None else units.format_quantity(got, units.TIME)
-        parts.append(f"{label} {p} {shown} {'≤' if got is not None and got <= limit else '>'} "
-                     f"{units.format_quantity(limit, units.TIME)}")
-    if goal.goodput is not None:
-        got = sec.get("peak_goodput_share")
-        shown = "—" if got is None else units.format_percent(got)
-        parts.append(f"goodput {shown} {'≥' if got is not None and got >= goal.goodput else '<'} "
-                     f"{units.format_percent(goal.goodput)}")
+    parts = [text for text, _ in results.slo_figures(
+        p, {m: sec.get(f"peak_{m}_slo_s") for m in ("ttft", "tpot", "e2e")}, goal.limits(),
+        sec.get("peak_goodput_share"), goal.goodput)]
     worst = sec.get("slo_ratio")
     stable = bool(sec.get("peak_stable"))
     ok = stable and worst is not None and worst <= 1 and bool(sec.get("meets_slo"))

@@ -32,17 +32,38 @@ def _excerpt():
 
 
 def test_the_fit_recovers_a_curve_made_with_known_parameters():
-    """Times made by the GEMM form itself (η 80 %, M½ 100, e_w 85 %, t₀ 5 µs) come back to 0.1 %."""
-    m = np.repeat([1, 8, 64, 128, 256, 1024, 4096, 16384], 3).astype(float)
-    n = np.tile([4096, 8192, 16384], 8).astype(float)
-    k = np.tile([4096, 8192, 1024], 8).astype(float)  # three weight sizes: e_w and t₀ separate
-    t = K.gemm_predict((0.80, 100.0, 0.85, 5e-6), m, n, k, 2.0, H100_PEAK, H100_BW)
+    """Times made by the GEMM form itself (η 80 %, M½ 100, e_w 85 %, t₀ 5 µs, N½ 1,500, K½ 200) come back to
+    0.1 %: the weights' widths (N and K from 1,024 to 16,384 each) separate N½ from K½ and both from η."""
+    grid = [(m, n, k) for m in (1, 8, 64, 128, 256, 1024, 4096, 16384) for n in (1024, 4096, 16384)
+            for k in (1024, 4096, 16384)]
+    m, n, k = (np.array(v, dtype=float) for v in zip(*grid))
+    want = (0.80, 100.0, 0.85, 5e-6, 1500.0, 200.0)
+    t = K.gemm_predict(want, m, n, k, 2.0, H100_PEAK, H100_BW)
     c = K.fit_gemm(m, n, k, t, 2.0, H100_PEAK, H100_BW)
-    assert (c.eta, c.half, c.e_w, c.t0) == pytest.approx((0.80, 100.0, 0.85, 5e-6), rel=1e-3)
+    assert (c.eta, c.half, c.e_w, c.t0, c.n_half, c.k_half) == pytest.approx(want, rel=1e-3)
     assert c.quality.median < 1e-6
-    # the comments' ratio by N at M >= 1,024: the widths present, each 1 for times the form itself made
-    assert [v for v, _ in c.by_n] == [4096, 8192, 16384]
-    assert [r for _, r in c.by_n] == pytest.approx([1.0] * 3, abs=1e-4)
+    # the comments' ratios by N and by K at M >= 1,024: the widths present, each 1 for times the form made
+    assert [v for v, _ in c.by_n] == [v for v, _ in c.by_k] == [1024, 4096, 16384]
+    assert [r for _, r in c.by_n + c.by_k] == pytest.approx([1.0] * 6, abs=1e-4)
+    # by hand, one compute-bound row: M = N = K = 4,096 takes t₀ + 2·(4096 + 100)·(4096 + 1500)·(4096 + 200)
+    # / (989.4 T × 0.80) = 5 µs + 254.9 µs; the M-only form (N½ = K½ = 0) would say 5 µs + 177.9 µs
+    row = (m == 4096) & (n == 4096) & (k == 4096)
+    assert t[row][0] == pytest.approx(5e-6 + 2 * 4196 * 5596 * 4296 / (H100_PEAK * 0.80), rel=1e-12)
+    assert t[row][0] * 1e6 == pytest.approx(259.9, abs=0.1)
+
+
+def test_shape_factor_is_the_flop_weighted_harmonic_mean_of_the_gemms_rates():
+    """σ of a layer is what makes F/(R·σ) the sum of its GEMMs' own FLOP times: two GEMMs, one at half the
+    rate (N = N½) with 1 of 4 FLOPs, one at 3/4 (N = 3·N½) with 3 of 4: σ = 4/(1/½ + 3/¾) = 2/3."""
+    from ccost.model import kernels as MK
+
+    widths = ((1024.0, 1024.0), (3072.0, 1024.0))
+    sigma = MK.shape_factor(widths, 1024.0, 0.0)
+    flops = [n * k for n, k in widths]
+    rates = [n / (n + 1024.0) for n, _ in widths]
+    assert sigma == pytest.approx(sum(flops) / sum(f / r for f, r in zip(flops, rates)), rel=1e-12)
+    assert sigma == pytest.approx(4 / (1 / 0.5 + 3 / 0.75), rel=1e-12)  # = 2/3
+    assert MK.shape_factor(widths, 0.0, 0.0) == 1.0  # a curve without N½, K½: every shape at η
 
 
 def _attention_table(groups, kernel="k"):
@@ -104,7 +125,8 @@ def test_the_reduction_reruns_on_the_committed_excerpt():
     assert c.quality.median < 0.07
     assert 0.7 < c.eta < 0.95 and 0.75 < c.e_w < 0.95
     std = _std().kernels["h100_vllm"]
-    p = (std.gemm_efficiency, std.gemm_half_tokens, std.gemm_hbm_efficiency, std.gemm_latency)
+    p = (std.gemm_efficiency, std.gemm_half_tokens, std.gemm_hbm_efficiency, std.gemm_latency, std.gemm_half_n,
+         std.gemm_half_k)
     pred = K.gemm_predict(p, m, n, k, 2.0, std.flops, std.hbm_bandwidth)
     assert np.median(np.abs(pred / t - 1)) < 0.10
     row = (m == 1) & (n == 7168) & (k == 8192)
@@ -210,14 +232,25 @@ def test_a_prefill_plan_prices_its_gemms_on_the_curve_by_hand(spec):
 
 
 def test_explain_shows_the_rate_its_shape_point_and_where_it_came_from(spec):
+    """Llama-3-70B at TP 8 (h 64, h_kv 8, d_head 128, d 8,192, f 28,672): on one GPU the QKV projection is
+    1,280 × 8,192, the output projection 8,192 × 1,024, up with gate 7,168 × 8,192 and down 8,192 × 3,584;
+    σ, by hand from those widths and the curve's N½, K½, scales the rate at the prompt's 128 token rows."""
     steps = {s.name: s for s in evaluate.explain(spec, "p")}
+    k = spec.kernels["h100_vllm"]
+    widths = [(1280, 8192), (8192, 1024), (7168, 8192), (8192, 3584)]
+    assert [(steps[a].value, steps[b].value) for a, b in (("N_QKV", "d"), ("d", "K_O"), ("N_up", "d"),
+                                                          ("d", "K_down"))] == widths
+    sigma = (sum(n * kk for n, kk in widths)
+             / sum((n + k.gemm_half_n) * (kk + k.gemm_half_k) for n, kk in widths))
+    assert steps["σ_GEMM"].value == pytest.approx(sigma, rel=1e-12)
+    assert 0.9 < sigma < 1.0  # BF16 on H100: N½ and K½ of tens of elements, a few % at these widths
     r = steps["R_GEMM"]
-    assert r.value == pytest.approx(989.4e12 * spec.kernels["h100_vllm"].gemm_efficiency * 128
-                                    / (128 + spec.kernels["h100_vllm"].gemm_half_tokens))
-    assert r.formula == "R_peak,GEMM·η_GEMM·M_GEMM/(M_GEMM + M½)"
-    assert r.substituted == "989.4 TFLOP/s × 84.8 % × 128 / (128 + 132.2)"  # the shape point: 128 rows
+    assert r.value == pytest.approx(989.4e12 * k.gemm_efficiency * 128 / (128 + k.gemm_half_tokens) * sigma)
+    assert r.formula == "R_peak,GEMM·η_GEMM·M_GEMM/(M_GEMM + M½)·σ_GEMM"
+    assert r.substituted == (f"989.4 TFLOP/s × {100 * k.gemm_efficiency:.1f} % × 128 / (128 + "
+                             f"{k.gemm_half_tokens:g}) × {100 * sigma:.1f} %")  # the shape point: 128 rows
     assert "kernels h100_vllm (vllm 0.24.0)" in steps["η_GEMM"].source
-    assert "aiconfigurator-core 0.12.0" in steps["M½"].source
+    assert "aiconfigurator-core 0.12.0" in steps["M½"].source and "aiconfigurator-core 0.12.0" in steps["N½"].source
 
 
 def test_array_mode_prices_the_curves_as_float_mode(spec):

@@ -502,6 +502,12 @@ register(BlockKind(
               "large GEMM reaches", "84 %", **R_KERNEL_SHARE),
         Field("gemm_half_tokens", COUNT, "weight GEMMs: M½, the token rows at which half of η is reached; "
               "the rate at M rows is flops·η·M/(M + M½)", "116", **R_KERNEL_TOKENS),
+        Field("gemm_half_n", COUNT, "weight GEMMs: N½, the weight's output width (elements, on one GPU) at "
+              "which half of η is reached; the rate is further multiplied by N/(N + N½); absent: 0, no effect",
+              "42", **R_KERNEL_TOKENS),
+        Field("gemm_half_k", COUNT, "weight GEMMs: K½, the weight's input width (elements, on one GPU) at "
+              "which half of η is reached; the rate is further multiplied by K/(K + K½); absent: 0, no effect",
+              "41", **R_KERNEL_TOKENS),
         Field("gemm_hbm_efficiency", FRACTION, "weight GEMMs: e_w, the share of `hbm_bandwidth` a GEMM "
               "streaming its weights reaches (small M: memory-bound)", "86 %", **R_KERNEL_SHARE),
         Field("gemm_latency", TIME, "weight GEMMs: t₀, the fixed time of one GEMM kernel", "4 us",
@@ -509,6 +515,8 @@ register(BlockKind(
         Field("fp8_gemm_efficiency", FRACTION, "FP8 weight GEMMs: η, of the GPU's `fp8_flops`", "46 %",
               **R_KERNEL_SHARE),
         Field("fp8_gemm_half_tokens", COUNT, "FP8 weight GEMMs: M½", "110", **R_KERNEL_TOKENS),
+        Field("fp8_gemm_half_n", COUNT, "FP8 weight GEMMs: N½", "1579", **R_KERNEL_TOKENS),
+        Field("fp8_gemm_half_k", COUNT, "FP8 weight GEMMs: K½", "163", **R_KERNEL_TOKENS),
         Field("fp8_gemm_hbm_efficiency", FRACTION, "FP8 weight GEMMs: e_w", "85 %", **R_KERNEL_SHARE),
         Field("fp8_gemm_latency", TIME, "FP8 weight GEMMs: t₀", "8 us", **R_KERNEL_TIME),
         Field("decode_attention_hbm_efficiency", FRACTION, "decode attention: e_kv, the share of "
@@ -651,7 +659,8 @@ register(BlockKind(
         Field("tied_embeddings", BOOL, "the LM head shares the input embedding matrix (counted once in "
               "`params`)", "true"),
         _count("expert_ffn", "MoE: inner size of one expert's FFN, when it differs from `ffn` "
-               "(DeepSeek's `moe_intermediate_size`)", "2048", recorded=True),
+               "(DeepSeek's `moe_intermediate_size`): the widths of the expert GEMMs on a measured kernel "
+               "curve (absent: from one expert's parameters, as a gated FFN)", "2048"),
         Field("shared_experts", INT, "MoE: experts every token passes through besides its `top_k` routed ones",
               "1", minimum=0, maximum=MAX_DEGREE, recorded=True),
         Field("dense_layers", INT, "MoE: layers with a dense FFN instead of experts (DeepSeek's "

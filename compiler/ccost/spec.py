@@ -138,10 +138,14 @@ class Kernels(Entity):
     hbm_bandwidth: float | None = None
     gemm_efficiency: float | None = None  # η: share of the peak `flops` a large BF16/FP16 GEMM reaches
     gemm_half_tokens: float | None = None  # M½: token rows at which half of it is reached
+    gemm_half_n: float = 0.0  # N½: the weight's output width (elements per GPU) at which half of it is reached
+    gemm_half_k: float = 0.0  # K½: the same of its input width
     gemm_hbm_efficiency: float | None = None  # e_w: share of `hbm_bandwidth` a weight-streaming GEMM reaches
     gemm_latency: float = 0.0  # t₀, s: fixed time of one GEMM kernel
     fp8_gemm_efficiency: float | None = None  # the same for FP8 weights, of the peak `fp8_flops`
     fp8_gemm_half_tokens: float | None = None
+    fp8_gemm_half_n: float = 0.0
+    fp8_gemm_half_k: float = 0.0
     fp8_gemm_hbm_efficiency: float | None = None
     fp8_gemm_latency: float = 0.0
     decode_attention_hbm_efficiency: float | None = None  # e_kv: share of `hbm_bandwidth` in the KV read
@@ -157,13 +161,14 @@ class Kernels(Entity):
     prefill_attention_half_tokens: float | None = None  # S½: prompt tokens at which half of it is reached
     prefill_attention_latency: float = 0.0  # t₀, s per kernel (one per layer)
 
-    def gemm(self, fp8: bool) -> tuple[float, float, float, float] | None:
-        """(η, M½, e_w, t₀) of the weights' dtype, or None when that curve was not measured."""
+    def gemm(self, fp8: bool) -> tuple[float, float, float, float, float, float] | None:
+        """(η, M½, e_w, t₀, N½, K½) of the weights' dtype, or None when that curve was not measured."""
         if fp8:
             p = (self.fp8_gemm_efficiency, self.fp8_gemm_half_tokens, self.fp8_gemm_hbm_efficiency,
-                 self.fp8_gemm_latency)
+                 self.fp8_gemm_latency, self.fp8_gemm_half_n, self.fp8_gemm_half_k)
         else:
-            p = (self.gemm_efficiency, self.gemm_half_tokens, self.gemm_hbm_efficiency, self.gemm_latency)
+            p = (self.gemm_efficiency, self.gemm_half_tokens, self.gemm_hbm_efficiency, self.gemm_latency,
+                 self.gemm_half_n, self.gemm_half_k)
         return None if any(x is None for x in p) else p  # type: ignore[return-value]
 
     @property
@@ -257,7 +262,7 @@ class Model(Entity):
     kv_cache: str = "bf16"
     grads: str = "bf16"
     source: str | None = None
-    # From a Hugging Face config.json (ccost.hf); informational: the cost model reads none of them yet.
+    # From a Hugging Face config.json (ccost.hf); the schema marks those the cost model does not read (`recorded`).
     config: str | None = None
     head_dim: int | None = None
     qkv_bias: bool = False

@@ -128,35 +128,43 @@ class GemmCurve:
     half: float
     e_w: float
     t0: float
+    n_half: float
+    k_half: float
     quality: Quality
-    #: the median predicted/measured by the weight's N, over the rows of at least LARGE_M token rows (where
-    #: the curve is compute-bound): what the M-only form misses of a GEMM's shape
+    #: the median predicted/measured by the weight's N and by its K, over the rows of at least LARGE_M token rows
+    #: (where the curve is compute-bound): how well N½ and K½ carry a GEMM's shape
     by_n: tuple = ()
+    by_k: tuple = ()
 
 
 def gemm_predict(p, m, n, k, b, peak, bw) -> np.ndarray:
     """The GEMM form (``ccost.model.kernels.gemm_time``, one kernel) on table columns: t₀ + max(W/(BW·e_w),
-    2·N·K·(M + M½)/(R_peak·η))."""
-    eta, half, e_w, t0 = p
-    return t0 + np.maximum(n * k * b / (bw * e_w), 2 * n * k * (m + half) / (peak * eta))
+    2·(M + M½)·(N + N½)·(K + K½)/(R_peak·η))."""
+    eta, half, e_w, t0, n_half, k_half = p
+    return t0 + np.maximum(n * k * b / (bw * e_w), 2 * (m + half) * (n + n_half) * (k + k_half) / (peak * eta))
 
 
 def fit_gemm(m, n, k, t, b: float, peak: float, bw: float) -> GemmCurve:
-    """Fit (η, M½, e_w, t₀) of the GEMM form to rows of M, N, K and measured seconds ``t``."""
+    """Fit (η, M½, e_w, t₀, N½, K½) of the GEMM form to rows of M, N, K and measured seconds ``t``. η is
+    bounded by 1 (a share of the peak: with N½ and K½ it is the rate of an infinitely wide GEMM, which a fit
+    on an A100 table otherwise puts a hair above the peak)."""
     m, n, k, t = (np.asarray(a, float) for a in (m, n, k, t))
-    scale = np.array([1.0, 100.0, 1.0, 1e-6])  # parameters near 1 for the solver
+    scale = np.array([1.0, 100.0, 1.0, 1e-6, 1000.0, 1000.0])  # parameters near 1 for the solver
     resid = lambda q: np.log(gemm_predict(q * scale, m, n, k, b, peak, bw) / t)  # noqa: E731
-    q = lm_fit(resid, [0.7, 1.0, 0.8, 5.0], [0.01, 0.0, 0.01, 0.0], [1.5, 100.0, 1.5, 1e5])
+    q = lm_fit(resid, [0.7, 1.0, 0.8, 5.0, 0.1, 0.1], [0.01, 0.0, 0.01, 0.0, 0.0, 0.0],
+               [1.0, 100.0, 1.5, 1e5, 100.0, 100.0])
     p = q * scale
     pred = gemm_predict(p, m, n, k, b, peak, bw)
     large = m >= LARGE_M
     by_n = quality(pred[large], t[large], "N", n[large], BY_N).by if large.any() else ()
+    by_k = quality(pred[large], t[large], "K", k[large], BY_N).by if large.any() else ()
     return GemmCurve(*(float(x) for x in p), quality(pred, t, "M", m,
-                                                      (1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)), by_n)
+                                                      (1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)),
+                     by_n, by_k)
 
 
 #: Token rows from which a GEMM's shape is read against the curve (prefill and large batches), and the
-#: weight widths N the comments list.
+#: weight widths N and K the comments list.
 LARGE_M = 1024
 BY_N = (1024, 2048, 4096, 8192, 16384, 65536)
 
@@ -515,7 +523,11 @@ def kernels_block(red: Reduction, name: str, command: str) -> str:
         if c.by_n:
             lines.append(f"#     at M >= {LARGE_M:,}, by the weight's N: " + ", ".join(
                 f"{int(v):,}: {r:.2f}" for v, r in c.by_n))
+        if c.by_k:
+            lines.append(f"#     at M >= {LARGE_M:,}, by the weight's K: " + ", ".join(
+                f"{int(v):,}: {r:.2f}" for v, r in c.by_k))
         fields += [(f"{pre}gemm_efficiency", _pct(c.eta)), (f"{pre}gemm_half_tokens", _sig(c.half)),
+                   (f"{pre}gemm_half_n", _sig(c.n_half)), (f"{pre}gemm_half_k", _sig(c.k_half)),
                    (f"{pre}gemm_hbm_efficiency", _pct(c.e_w)), (f"{pre}gemm_latency", _us(c.t0))]
         tables.append(f"{t.provenance()} ({kernel}, {GEMM_DTYPES[dtype]})")
     if red.decode is not None:

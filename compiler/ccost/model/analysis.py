@@ -352,7 +352,8 @@ def _rate_note(k: _Ctx) -> tuple[str, str]:
     if k.static.kernel_gemm:
         share = (f" × the stack's framework_efficiency {_p(stack.framework_efficiency)}" if k.static.train else "")
         return "pass", (f"The weight GEMMs run at {fmt(rate)} on gpu `{gpu.name}`'s measured kernel curve "
-                        f"`{k.static.kernels}` (stack `{stack.name}`: rates = kernels), at this step's token rows"
+                        f"`{k.static.kernels}` (stack `{stack.name}`: rates = kernels), at this step's token rows and "
+                        "weight shapes"
                         f"{share}.")
     peak_name, peak = "flops", gpu.flops
     if gpu.fp8_flops is not None and math.isclose(rate, gpu.fp8_flops * eff, rel_tol=1e-9):

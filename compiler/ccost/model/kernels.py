@@ -10,13 +10,18 @@ The forms (each parameter is a fitted constant with a physical meaning):
 
 * **weight GEMM** of M token rows against an N×K weight (bytes W = N·K·b, FLOPs F = 2·M·N·K)::
 
-      t = t₀ + max(W / (BW_HBM·e_w), F / R(M)),   R(M) = R_peak·η·M / (M + M½)
+      t = t₀ + max(W / (BW_HBM·e_w), F / R),   R = R_peak·η · M/(M + M½) · N/(N + N½) · K/(K + K½)
 
   t₀ the kernel's fixed time (prologue, epilogue, tail of the last wave), e_w the share of the HBM bandwidth
   a weight-streaming GEMM reaches, η the share of the tensor-core peak a large GEMM reaches, M½ the token
   count at which half of it is reached (a 64- or 128-row tile is mostly padding below it). Small M:
-  memory-bound (the weight read); large M: FLOP-bound at η·R_peak. Multiplied out, F / R(M) =
-  2·N·K·(M + M½) / (R_peak·η): the rate saturates in M, the time never falls below the memory floor.
+  memory-bound (the weight read); large M: FLOP-bound. Multiplied out, F / R =
+  2·(M + M½)·(N + N½)·(K + K½) / (R_peak·η): besides the padding of the token rows, a time per output element
+  that does not shrink with K (N½ and K½: the epilogue of each output tile and the activation tile read again
+  for every column of tiles, worth K½ and N½ elements of the inner loop). The BF16 tables measure N½ and K½
+  of a few hundred elements at most (under 5 % at the widths of an LLM's weights); the FP8 scaled-mm kernels
+  1,000–5,000 (N of 1,024: half the rate of N of 65,536). The rate saturates in every dimension; the time
+  never falls below the memory floor.
 * **decode attention** (one new token per sequence against a KV cache of KV bytes, B sequences, h query
   heads and h_kv KV heads on this GPU)::
 
@@ -39,7 +44,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ccost.derive import maximum, named
+from ccost.derive import maximum, minimum, named
 
 Num = Any  # float | np.ndarray | derive.Value
 
@@ -58,15 +63,63 @@ def saturation(x: Num, half: Num) -> Num:
     return x / (x + half)
 
 
-def gemm_rate(peak: Num, eta: Num, half: Num, m: Num) -> Num:
-    """The FLOP rate of a GEMM of ``m`` token rows: R_peak·η·M/(M + M½)."""
-    return peak * eta * saturation(m, half)
+def gemm_rate(peak: Num, eta: Num, half: Num, m: Num, shape: Num = 1.0) -> Num:
+    """The FLOP rate of a GEMM of ``m`` token rows: R_peak·η·M/(M + M½)·σ, σ the weights' shape factor
+    (``shape_factor``; 1 when the curve has no N½, K½)."""
+    return peak * eta * saturation(m, half) * shape
+
+
+def shape_factor(widths: tuple, n_half: Num, k_half: Num) -> Num:
+    """σ of a group of GEMMs run one after another, each ``(n, k)`` a weight of N output and K input elements
+    on this GPU: the share of the rate their shapes allow, Σ N·K / Σ N·K·(1 + N½/N)·(1 + K½/K) — the
+    FLOP-weighted harmonic mean of N/(N + N½)·K/(K + K½), so that F/(R·σ) is the sum of the GEMMs' own FLOP
+    times at one token count.
+
+    >>> round(shape_factor(((1024, 4096),), 1024, 0), 3)
+    0.5
+    >>> round(shape_factor(((1024, 1024), (3072, 1024)), 1024, 0), 3)  # 1·1/2 + 3·3/4 over 4
+    0.667
+    """
+    total = 0.0
+    slow = 0.0
+    for n, k in widths:
+        total = total + n * k
+        slow = slow + (n + n_half) * (k + k_half)
+    return total / slow
+
+
+def gemm_widths(x: Any, tp: Num, moe: bool, heads_known: bool = True, tag: str = "") -> tuple[tuple, tuple]:
+    """The (N, K) of the weight GEMMs of one layer on one GPU of a ``tp``-way tensor-parallel group, outside the
+    routed experts and of one routed expert: the QKV projection (N = (h/tp + 2·h_kv/tp)·d_head, a KV head
+    replicated where tp exceeds the KV heads; K = d), the output projection (N = d, K = h/tp·d_head), the
+    FFN's up projection with its gate (N = 2·f/tp, K = d) and down projection (N = d, K = f/tp). An MoE layer
+    runs its FFN in the experts (f_e, the expert's inner size), the dense part is the attention projections.
+    A modelling choice: every FFN is gated (SwiGLU, the models ccost ships; a plain GELU FFN is half as wide
+    in its up projection, which at the widths of an LLM moves σ by under 2 %). A model without ``heads``:
+    multi-head attention, N = 3·d/tp and K = d/tp."""
+    if heads_known:
+        heads = x.h / minimum(tp, x.h)
+        n_qkv = named(f"N_QKV{tag}", (heads + 2 * x.h_kv / minimum(tp, x.h_kv)) * x.hd,
+                      "QKV projection's output width on one GPU: (h/min(tp, h) + 2·h_kv/min(tp, h_kv))·d_head")
+        k_o = named(f"K_O{tag}", heads * x.hd, "output projection's input width on one GPU: h/min(tp, h)·d_head")
+    else:
+        n_qkv = named(f"N_QKV{tag}", 3 * x.d / tp, "QKV projection's output width on one GPU: 3·d/tp")
+        k_o = named(f"K_O{tag}", x.d / tp, "output projection's input width on one GPU: d/tp")
+    attn = ((n_qkv, x.d), (x.d, k_o))
+    if moe:
+        n_up = named(f"N_up,e{tag}", 2 * x.f_e / tp, "an expert's up-with-gate output width on one GPU: 2·f_e/tp")
+        k_down = named(f"K_down,e{tag}", x.f_e / tp, "an expert's down-projection input width on one GPU: f_e/tp")
+        return attn, ((n_up, x.d), (x.d, k_down))
+    n_up = named(f"N_up{tag}", 2 * x.f / tp, "FFN up-with-gate output width on one GPU: 2·f/tp")
+    k_down = named(f"K_down{tag}", x.f / tp, "FFN down-projection input width on one GPU: f/tp")
+    return attn + ((n_up, x.d), (x.d, k_down)), ()
 
 
 def gemm_time(weight_bytes: Num, flops: Num, m: Num, kernels: Num, bw: Num, e_w: Num, peak: Num, eta: Num,
-              half: Num, t0: Num, tag: str = "") -> tuple[Num, Num, Num, Num]:
+              half: Num, t0: Num, tag: str = "", shape: Num = 1.0) -> tuple[Num, Num, Num, Num]:
     """(time, memory time, FLOP time, rate) of ``kernels`` GEMM launches reading ``weight_bytes`` and doing
-    ``flops`` over ``m`` token rows: kernels·t₀ + max(W/(BW·e_w), F/R(M)).
+    ``flops`` over ``m`` token rows of weights whose shape factor is ``shape`` (``shape_factor``):
+    kernels·t₀ + max(W/(BW·e_w), F/R).
 
     >>> t, t_mem, t_flop, r = gemm_time(2 * 8192 * 8192, 2 * 128 * 8192 * 8192, 128, 1, 3.35e12, 0.857,
     ...                                 989e12, 0.842, 116.1, 4.03e-6)
@@ -76,8 +129,9 @@ def gemm_time(weight_bytes: Num, flops: Num, m: Num, kernels: Num, bw: Num, e_w:
     # A GEMM runs whole rows: fewer than one token row (an empty decode part of a serve step, a micro-batch of
     # half a sequence) is priced as one; F is the caller's, so no FLOP is added.
     rows = named(f"M_GEMM{tag}", maximum(m, 1.0), "token rows of the GEMM (at least one)")
-    rate = named(f"R_GEMM{tag}", gemm_rate(peak, eta, half, rows),
-                 "GEMM rate at this token count: R_peak·η_GEMM·M/(M + M½) (measured curve)")
+    rate = named(f"R_GEMM{tag}", gemm_rate(peak, eta, half, rows, shape),
+                 "GEMM rate at this token count and these weight shapes: R_peak·η_GEMM·M/(M + M½)·σ (measured "
+                 "curve)")
     t_mem = named(f"T_GEMM,mem{tag}", weight_bytes / (bw * e_w), "weight read at the curve's HBM share: W/(BW·e_w)")
     t_flop = named(f"T_GEMM,flop{tag}", flops / rate, "GEMM FLOPs at the curve's rate: F/R_GEMM")
     t = kernels * t0 + maximum(t_mem, t_flop)

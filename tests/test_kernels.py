@@ -261,3 +261,27 @@ def test_array_mode_prices_the_curves_as_float_mode(spec):
     for i, b in enumerate(batches):
         one = lower.lower(static, replace(x, B=b)).compute.T_compute
         assert arr[i] == pytest.approx(one, rel=1e-12)
+
+
+def test_moe_experts_are_priced_without_the_shape_factor():
+    """DeepSeek-V3 decode at TP 8 (specs/deepseek-v3-decode.ccost): its experts' weights are 512 and 256 wide on
+    one GPU, far below the widths the curves were fitted on, and they run as one grouped GEMM per layer; the
+    shape factor is left out there (σ_experts would be about 19 % on the FP8 curve and make the experts
+    FLOP-bound at four times their weight read), and σ_GEMM covers the attention projections only."""
+    from ccost import check as C
+
+    spec, _ = C.load_spec(str(REPO / "specs" / "deepseek-v3-decode.ccost"))
+    steps = {s.name: s for s in evaluate.explain(spec, "tp8")}
+    assert "σ_experts" not in steps and "N_up" not in steps
+    assert "N_QKV" in steps and "K_O" in steps
+    w = [(steps["N_QKV"].value, steps["d"].value), (steps["d"].value, steps["K_O"].value)]
+    nh, kh = steps["N½"].value, steps["K½"].value
+    assert steps["σ_GEMM"].value == pytest.approx(sum(n * k for n, k in w)
+                                                  / sum((n + nh) * (k + kh) for n, k in w), rel=1e-12)
+    # the experts' rate by hand: R_peak·η·M/(M + M½), no σ
+    r = steps["R_GEMM,experts"]
+    m = steps["M_GEMM,experts"].value
+    assert r.value == pytest.approx(steps["R_peak,GEMM"].value * steps["η_GEMM"].value * m
+                                    / (m + steps["M½"].value), rel=1e-12)
+    t_mem, t_flop = steps["T_GEMM,mem,experts"].value, steps["T_GEMM,flop,experts"].value
+    assert t_mem > t_flop  # a decode step's experts: their weight read

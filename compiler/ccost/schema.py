@@ -659,8 +659,7 @@ register(BlockKind(
         Field("tied_embeddings", BOOL, "the LM head shares the input embedding matrix (counted once in "
               "`params`)", "true"),
         _count("expert_ffn", "MoE: inner size of one expert's FFN, when it differs from `ffn` "
-               "(DeepSeek's `moe_intermediate_size`): the widths of the expert GEMMs on a measured kernel "
-               "curve (absent: from one expert's parameters, as a gated FFN)", "2048"),
+               "(DeepSeek's `moe_intermediate_size`)", "2048", recorded=True),
         Field("shared_experts", INT, "MoE: experts every token passes through besides its `top_k` routed ones",
               "1", minimum=0, maximum=MAX_DEGREE, recorded=True),
         Field("dense_layers", INT, "MoE: layers with a dense FFN instead of experts (DeepSeek's "

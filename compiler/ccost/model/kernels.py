@@ -88,15 +88,15 @@ def shape_factor(widths: tuple, n_half: Num, k_half: Num) -> Num:
     return total / slow
 
 
-def gemm_widths(x: Any, tp: Num, moe: bool, heads_known: bool = True, tag: str = "") -> tuple[tuple, tuple]:
+def gemm_widths(x: Any, tp: Num, moe: bool, heads_known: bool = True, tag: str = "") -> tuple:
     """The (N, K) of the weight GEMMs of one layer on one GPU of a ``tp``-way tensor-parallel group, outside the
-    routed experts and of one routed expert: the QKV projection (N = (h/tp + 2·h_kv/tp)·d_head, a KV head
-    replicated where tp exceeds the KV heads; K = d), the output projection (N = d, K = h/tp·d_head), the
-    FFN's up projection with its gate (N = 2·f/tp, K = d) and down projection (N = d, K = f/tp). An MoE layer
-    runs its FFN in the experts (f_e, the expert's inner size), the dense part is the attention projections.
-    A modelling choice: every FFN is gated (SwiGLU, the models ccost ships; a plain GELU FFN is half as wide
-    in its up projection, which at the widths of an LLM moves σ by under 2 %). A model without ``heads``:
-    multi-head attention, N = 3·d/tp and K = d/tp."""
+    routed experts: the QKV projection (N = (h/tp + 2·h_kv/tp)·d_head, a KV head replicated where tp exceeds
+    the KV heads; K = d), the output projection (N = d, K = h/tp·d_head), the FFN's up projection with its gate
+    (N = 2·f/tp, K = d) and down projection (N = d, K = f/tp); an MoE layer (``moe``): the attention
+    projections (its experts run as grouped GEMMs, which one GEMM's N½ and K½ do not describe). A modelling
+    choice: every FFN is gated (SwiGLU, the models ccost ships; a plain GELU FFN is half as wide in its up
+    projection, which at the widths of an LLM moves σ by under 2 %). A model without ``heads``: multi-head
+    attention, N = 3·d/tp and K = d/tp."""
     if heads_known:
         heads = x.h / minimum(tp, x.h)
         n_qkv = named(f"N_QKV{tag}", (heads + 2 * x.h_kv / minimum(tp, x.h_kv)) * x.hd,
@@ -107,12 +107,10 @@ def gemm_widths(x: Any, tp: Num, moe: bool, heads_known: bool = True, tag: str =
         k_o = named(f"K_O{tag}", x.d / tp, "output projection's input width on one GPU: d/tp")
     attn = ((n_qkv, x.d), (x.d, k_o))
     if moe:
-        n_up = named(f"N_up,e{tag}", 2 * x.f_e / tp, "an expert's up-with-gate output width on one GPU: 2·f_e/tp")
-        k_down = named(f"K_down,e{tag}", x.f_e / tp, "an expert's down-projection input width on one GPU: f_e/tp")
-        return attn, ((n_up, x.d), (x.d, k_down))
+        return attn
     n_up = named(f"N_up{tag}", 2 * x.f / tp, "FFN up-with-gate output width on one GPU: 2·f/tp")
     k_down = named(f"K_down{tag}", x.f / tp, "FFN down-projection input width on one GPU: f/tp")
-    return attn + ((n_up, x.d), (x.d, k_down)), ()
+    return attn + ((n_up, x.d), (x.d, k_down))
 
 
 def gemm_time(weight_bytes: Num, flops: Num, m: Num, kernels: Num, bw: Num, e_w: Num, peak: Num, eta: Num,

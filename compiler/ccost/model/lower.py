@@ -210,7 +210,6 @@ class Inputs:
     g_t0: Num = 0.0  # GEMM: fixed time of one kernel
     g_nh: Num = 0.0  # GEMM: N½ (the weight's output width at half the rate)
     g_kh: Num = 0.0  # GEMM: K½ (its input width)
-    f_e: Num = 0.0  # MoE: an expert's FFN inner size (0 for a dense model)
     a_ew: Num = 1.0  # decode attention: share of HBM bandwidth in the KV read
     a_t0: Num = 0.0  # decode attention: fixed time of one kernel
     a_c: Num = 0.0  # decode attention: time per sequence × query head
@@ -314,7 +313,6 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False,
         b_opt=S.DTYPE_BYTES[plan.master_weights] + OPTIMIZER_BYTES_PER_PARAM - 4.0,
         v=plan.virtual_stages if plan.schedule == "interleaved" else 1, V=model.vocab or 0,
         f=model.ffn or 4 * model.hidden,
-        f_e=_expert_ffn(model, params, active) if moe else 0.0,
         untied=1.0 if (model.vocab and not model.tied_embeddings) else 0.0,
         k_node=min(model.top_k or 1, model.route_nodes or (model.top_k or 1)), R_peak=gpu.flops,
         c_fwd=2.0, b_master=S.DTYPE_BYTES[plan.master_weights],
@@ -333,18 +331,6 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False,
     return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy, stack, kind,
                                        gemm_kern if k in _GEMM_KEYS else attn_kern if k in _PREFILL_KEYS
                                        else kern) for k, v in values.items()})
-
-
-def _expert_ffn(model: S.Model, params: float, active: float) -> float:
-    """An expert's FFN inner size: the model's ``expert_ffn``, else from one expert's parameters per MoE layer,
-    (N_params − N_active)/(E − k)/L_moe, as the three d×f matrices of a gated FFN."""
-    if model.expert_ffn:
-        return float(model.expert_ffn)
-    e, k = model.experts or 1, model.top_k or 1
-    layers = model.moe_layers or model.layers
-    if e <= k or not layers or not model.hidden:
-        return 0.0
-    return max((params - active) / (e - k) / layers / (3 * model.hidden), 0.0)
 
 
 def kernels_for(gpu: S.Gpu, stack: S.Stack) -> S.Kernels | None:
@@ -461,7 +447,6 @@ _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
     "g_t0": ("t0_GEMM", units.TIME, "GEMM curve: fixed time of one GEMM kernel"),
     "g_nh": ("N½", units.DIMENSIONLESS, "GEMM curve: the weight's output width at which half of η_GEMM is reached"),
     "g_kh": ("K½", units.DIMENSIONLESS, "GEMM curve: the weight's input width at which half of η_GEMM is reached"),
-    "f_e": ("f_e", units.DIMENSIONLESS, "an expert's FFN inner size"),
     "a_ew": ("e_kv", units.DIMENSIONLESS, "decode attention curve: share of HBM bandwidth in the KV read"),
     "a_t0": ("t0_attn", units.TIME, "decode attention curve: fixed time of one kernel"),
     "a_c": ("c_attn", units.TIME, "decode attention curve: time per sequence × query head of one kernel"),
@@ -542,9 +527,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
         source = f"plan {plan.name}: schedule {plan.schedule}"
     elif key in ("V", "f", "untied", "k_node"):
         source = f"model {model.name}"
-    elif key == "f_e":
-        source = (f"model {model.name}: expert_ffn" if model.expert_ffn else
-                  f"model {model.name}: one expert's parameters per MoE layer / (3·d), a gated FFN's three matrices")
+
     elif key == "R_peak":
         source = f"gpu {gpu.name}: flops"
     elif key == "c_fwd":
@@ -904,7 +887,7 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
         f_g = named(f"F_GEMM{t}", x.c_F * x.params_active * tokens / (tp * pp), "GEMM FLOPs: c_F·N·tokens/(tp·pp)")
     if static.kernel_gemm:  # the GPU's measured GEMM curve at this token count (ccost.model.kernels)
         n_k = (kernels.DENSE_GEMMS_PER_MOE_LAYER if n_dense is not None else kernels.GEMMS_PER_LAYER) * layers
-        dense_w, expert_w = kernels.gemm_widths(x, tp, n_dense is not None, static.heads_known, t)
+        dense_w = kernels.gemm_widths(x, tp, n_dense is not None, static.heads_known, t)
         sigma = named(f"σ_GEMM{t}", kernels.shape_factor(dense_w, x.g_nh, x.g_kh),
                       "weight shapes' share of the GEMM rate: Σ N·K / Σ (N + N½)·(K + K½) over the layer's "
                       + ("attention projections" if n_dense is not None else "QKV, output, up-with-gate and down")
@@ -927,12 +910,11 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
                     "expert FLOPs: c_F·k·N_expert·tokens/(tp·pp)")
         if static.kernel_gemm:  # grouped GEMMs on the GEMM curve, at the tokens each expert gets
             m_e = named(f"M_expert{t}", routed * x.k / x.E, "token rows per expert: T_route·k/E")
-            sigma_e = named(f"σ_experts{t}", kernels.shape_factor(expert_w, x.g_nh, x.g_kh),
-                            "expert weight shapes' share of the GEMM rate: Σ N·K / Σ (N + N½)·(K + K½) over an "
-                            "expert's up-with-gate and down GEMMs", style="percent")
+            # no shape factor: the curve's N½ and K½ were measured on one GEMM at a time, whose narrow weight
+            # leaves SMs idle; a grouped GEMM runs every hit expert's tiles in one launch (docs/kernels.md)
             T_e, te_m, te_f, _ = kernels.gemm_time(w_e, f_e, m_e, kernels.EXPERT_GEMMS_PER_MOE_LAYER * x.L_moe / pp,
                                                    x.BW_peak, x.g_ew, x.R_gpeak, x.g_eta, x.g_half, x.g_t0,
-                                                   f",experts{t}", sigma_e)
+                                                   f",experts{t}")
             T_e = named(f"T_experts{t}", T_e, "MoE experts on the measured GEMM curve: kernels·t0_GEMM + "
                         "max(W/(BW·e_w), F/R_GEMM) at M_expert rows")
         else:

@@ -214,10 +214,12 @@ def lower_train(static, x):
         rc_g, rc_a, rc_e = 0.0, 0.0, 0.0
     R_g, R_a, BW_e = x.R, x.R_attn, x.BW_elem
     if static.kernel_gemm:  # the GPU's measured GEMM curve at the micro-batch's token rows (ccost.model.kernels)
-        dense_w, expert_w = kernels.gemm_widths(x, x.tp, static.moe, static.heads_known, ",train")
-        sigma = named("σ_GEMM,train", kernels.shape_factor(dense_w + expert_w, x.g_nh, x.g_kh),
+        # an MoE layer: the attention projections' shapes (its experts run as grouped GEMMs, which the
+        # single-GEMM N½ and K½ do not describe: docs/kernels.md)
+        dense_w = kernels.gemm_widths(x, x.tp, static.moe, static.heads_known, ",train")
+        sigma = named("σ_GEMM,train", kernels.shape_factor(dense_w, x.g_nh, x.g_kh),
                       "weight shapes' share of the GEMM rate: Σ N·K / Σ (N + N½)·(K + K½) over a layer's GEMMs "
-                      "on this GPU", style="percent")
+                      "on this GPU" + (" outside the experts" if static.moe else ""), style="percent")
         R_g = named("R_GEMM,train", kernels.gemm_rate(x.R_gpeak, x.g_eta, x.g_half, tok, sigma) * x.e_fw,
                     "training GEMM rate: the measured curve at the micro-batch's b_mb token rows and the weights' "
                     "shapes × the framework's share, R_peak·η_GEMM·b_mb/(b_mb + M½)·σ_GEMM·e_fw")

@@ -54,6 +54,7 @@ from ccost.model import simulate as sim
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.diagnostics import CcostError, error
+from ccost.results import FLEET_COLUMNS, REPLICA_COLUMNS
 
 #: The screen's verdict counts as a near miss up to this factor over a limit (its p99 is within ~25 % of the
 #: simulator's below saturation): such a fleet is simulated too when it is cheaper than the screen's pick.
@@ -73,8 +74,7 @@ RATE_RANGE = (1e-3, 1e2)
 #: The objectives a capacity search ranks by, and what each minimises.
 OBJECTIVES = ("cost_per_month", "gpus", "cost_per_token", "latency", "throughput_per_gpu")
 #: The columns of a candidate.
-COLUMNS = ("cluster", "tp", "pp", "ep", "dp", "max_seqs", "step_tokens", "prefill_workers", "decode_workers",
-           "prefill_tp")
+COLUMNS = FLEET_COLUMNS
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -613,8 +613,7 @@ def _document(search, policy, st, t, d, lengths, res: Result) -> dict:
     # simulated
     n1 = None
     if K:
-        key = np.stack([c[k] for k in ("cluster", "tp", "pp", "ep", "max_seqs", "step_tokens", "prefill_workers",
-                                        "decode_workers", "prefill_tp")], axis=1)
+        key = np.stack([c[k] for k in REPLICA_COLUMNS], axis=1)
         by_cfg: dict = {}
         for i in np.nonzero(meets)[0]:
             k = tuple(key[i])
@@ -734,9 +733,7 @@ def _growth(search, res: Result, job: Job, goal: sim.Slo, rate: float, chosen: i
     best = idx[np.lexsort((idx, c["gpus"][idx], res.primary[idx]))] if idx.size else idx
     same = None
     if chosen is not None:
-        key = ("cluster", "tp", "pp", "ep", "max_seqs", "step_tokens", "prefill_workers", "decode_workers",
-               "prefill_tp")
-        like = idx[np.all([c[k][idx] == c[k][chosen] for k in key], axis=0)] if idx.size else idx
+        like = idx[np.all([c[k][idx] == c[k][chosen] for k in REPLICA_COLUMNS], axis=0)] if idx.size else idx
         if like.size:
             same = _record(res, int(like[np.argmin(c["dp"][like])]))
     return {"factor": GROWTH, "rate_per_s": grown, "fleet": _record(res, int(best[0])) if best.size else None,

@@ -431,8 +431,7 @@ def capacity_near_misses(s: dict) -> list[tuple[dict, list[str], float | None]]:
     out = []
     for r in s.get("confirmations") or ():
         sim_ = r.get("simulated") or {}
-        key = tuple(r.get(k) for k in ("cluster", "mode", "tp", "pp", "ep", "dp", "max_seqs", "step_tokens",
-                                       "prefill_workers", "decode_workers", "prefill_tp"))
+        key = tuple(r.get(k) for k in results.FLEET_COLUMNS)  # the mode follows from prefill_workers
         if sim_.get("meets") or key in seen:
             continue
         seen.add(key)  # a fleet's first simulation is its own; later ones (N+1) run it with a replica down

@@ -480,6 +480,12 @@ _FLEET_LATENCIES = tuple((f"{m}_{q}_s", f"{what}, {q} at the sized rate", f"{lab
                                               ("tpot", "time per output token", "TPOT"),
                                               ("e2e", "request latency", "E2E"))
                          for q in ("p50", "p99"))
+#: What a capacity search varies: the columns of a fleet, each a key of its record (the language's check of a
+#: capacity search, ``ccost.check.search``, the search itself, ``ccost.capacity``, and the writers read this).
+FLEET_COLUMNS = ("cluster", "tp", "pp", "ep", "dp", "max_seqs", "step_tokens", "prefill_workers", "decode_workers",
+                 "prefill_tp")
+#: A replica's layout: a fleet less its replica count (the fleets that differ only in ``dp``).
+REPLICA_COLUMNS = tuple(c for c in FLEET_COLUMNS if c != "dp")
 #: Where a capacity search lists fleets (each a fleet record, ``_fleet_keys``).
 FLEET_RECORDS = ("chosen", "aggregated", "disaggregated", "n_plus_1", "n_plus_1.one_down", "confirmations[]",
                  "pareto[]", "fleets[]", "growth.fleet", "growth.same_layout")

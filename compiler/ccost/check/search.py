@@ -14,6 +14,7 @@ from ccost import axes
 from ccost import spec as S
 from ccost.check.plan import evaluation_errors
 from ccost.diagnostics import Diagnostic, Span, error
+from ccost.results import FLEET_COLUMNS
 from ccost.schema import PHASES, targeted
 
 #: Fields a search can vary as arrays: plan field → ``lower.Inputs`` attribute (seq feeds two inputs).
@@ -32,8 +33,7 @@ TARGET_OBJECTIVES = ("time_to_train", "train_cost")
 FLEET_AXES = ("model", "cluster", "phase", "stack")
 SEARCHABLE = tuple(ARRAY_AXES) + STATIC_AXES + FLEET_AXES
 #: What a capacity search (a search whose base is an online plan, ``ccost.capacity``) varies.
-CAPACITY_AXES = ("cluster", "tp", "pp", "ep", "dp", "max_seqs", "step_tokens", "prefill_workers", "decode_workers",
-                 "prefill_tp")
+CAPACITY_AXES = FLEET_COLUMNS
 #: The largest `limit` a search may set (E402 says so).
 MAX_LIMIT = 1_000_000_000
 

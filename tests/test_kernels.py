@@ -130,7 +130,8 @@ def test_the_reduction_reruns_on_the_committed_excerpt():
     pred = K.gemm_predict(p, m, n, k, 2.0, std.flops, std.hbm_bandwidth)
     assert np.median(np.abs(pred / t - 1)) < 0.10
     row = (m == 1) & (n == 7168) & (k == 8192)
-    by_hand = std.gemm_latency + 7168 * 8192 * 2 / (3.35e12 * std.gemm_hbm_efficiency)
+    # the weight, one token row's activation (8,192 elements) and its output (7,168), all BF16
+    by_hand = std.gemm_latency + (7168 * 8192 + 8192 + 7168) * 2 / (3.35e12 * std.gemm_hbm_efficiency)
     assert pred[row][0] == pytest.approx(by_hand, rel=1e-12)
     assert by_hand == pytest.approx(t[row][0], rel=0.15)  # the table: 49.7 µs
 
@@ -214,7 +215,10 @@ def spec(tmp_path_factory):
 
 def test_a_prefill_plan_prices_its_gemms_on_the_curve_by_hand(spec):
     """Llama-3-70B, TP 8, a 128-token prompt, the default stack (rates = kernels) on H100: the weight GEMMs
-    are 4 kernels × 80 layers of t₀ plus max(W/(BW·e_w), F/R(128)), F = 2 × N_active × 128 / 8."""
+    are 4 kernels × 80 layers of t₀ plus max((W + A)/(BW·e_w), F/(R(128)·σ)), F = 2 × N_active × 128 / 8;
+    A, the activations read and outputs written, is 128 tokens × 80 layers × Σ (K + N) × 2 B over the four
+    GEMMs on one GPU (QKV 1,280 × 8,192, output 8,192 × 1,024, up 7,168 × 8,192, down 8,192 × 3,584):
+    (20,992 + 24,832) × 2 = 91,648 B a token and layer, 938.5 MB in all."""
     static, x = lower.prepare(spec.plans["p"], spec.policy)
     assert static.kernel_gemm and static.kernel_attention and static.kernels == "h100_vllm"
     k = spec.kernels["h100_vllm"]
@@ -223,8 +227,13 @@ def test_a_prefill_plan_prices_its_gemms_on_the_curve_by_hand(spec):
     params = float(spec.models["llama3_70b"].params)
     w = spec.models["llama3_70b"].total_weight_bytes / 8
     f = 2 * params * 128 / 8
-    rate = k.flops * k.gemm_efficiency * 128 / (128 + k.gemm_half_tokens)
-    want = 4 * 80 * k.gemm_latency + max(w / (k.hbm_bandwidth * k.gemm_hbm_efficiency), f / rate)
+    widths = [(1280, 8192), (8192, 1024), (7168, 8192), (8192, 3584)]
+    sigma = (sum(n * kk for n, kk in widths)
+             / sum((n + k.gemm_half_n) * (kk + k.gemm_half_k) for n, kk in widths))
+    rate = k.flops * k.gemm_efficiency * 128 / (128 + k.gemm_half_tokens) * sigma
+    a = 128 * 80 * 91648
+    assert a == pytest.approx(938.5e6, rel=1e-4)
+    want = 4 * 80 * k.gemm_latency + max((w + a) / (k.hbm_bandwidth * k.gemm_hbm_efficiency), f / rate)
     assert gemm[3] == pytest.approx(want, rel=1e-12)
     # the ideal stack keeps the notes' peak rates: no curve
     si, _ = lower.prepare(spec.plans["i"], spec.policy)

@@ -138,10 +138,16 @@ class GemmCurve:
 
 
 def gemm_predict(p, m, n, k, b, peak, bw) -> np.ndarray:
-    """The GEMM form (``ccost.model.kernels.gemm_time``, one kernel) on table columns: t₀ + max(W/(BW·e_w),
-    2·(M + M½)·(N + N½)·(K + K½)/(R_peak·η))."""
+    """The GEMM form (``ccost.model.kernels.gemm_time``, one kernel) on table columns: t₀ + max((W + A)/(BW·e_w),
+    2·(M + M½)·(N + N½)·(K + K½)/(R_peak·η)), W = N·K·b the weight, A = M·K·b + M·N·2 the activation read
+    (in the weight's dtype) and the BF16 output written."""
     eta, half, e_w, t0, n_half, k_half = p
-    return t0 + np.maximum(n * k * b / (bw * e_w), 2 * (m + half) * (n + n_half) * (k + k_half) / (peak * eta))
+    io = n * k * b + m * k * b + m * n * OUT_BYTES
+    return t0 + np.maximum(io / (bw * e_w), 2 * (m + half) * (n + n_half) * (k + k_half) / (peak * eta))
+
+
+#: Bytes per element of a GEMM's output (BF16, what the engines' linear layers write, FP8 weights included).
+OUT_BYTES = 2.0
 
 
 def fit_gemm(m, n, k, t, b: float, peak: float, bw: float) -> GemmCurve:

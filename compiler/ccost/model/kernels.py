@@ -8,20 +8,21 @@ search prices them on arrays and ``ccost explain`` prints each rate with the sha
 
 The forms (each parameter is a fitted constant with a physical meaning):
 
-* **weight GEMM** of M token rows against an N×K weight (bytes W = N·K·b, FLOPs F = 2·M·N·K)::
+* **weight GEMM** of M token rows against an N×K weight (bytes W = N·K·b, FLOPs F = 2·M·N·K; activations
+  A = M·K·b_in read and M·N·b_out written)::
 
-      t = t₀ + max(W / (BW_HBM·e_w), F / R),   R = R_peak·η · M/(M + M½) · N/(N + N½) · K/(K + K½)
+      t = t₀ + max((W + A) / (BW_HBM·e_w), F / R),   R = R_peak·η · M/(M + M½) · N/(N + N½) · K/(K + K½)
 
   t₀ the kernel's fixed time (prologue, epilogue, tail of the last wave), e_w the share of the HBM bandwidth
   a weight-streaming GEMM reaches, η the share of the tensor-core peak a large GEMM reaches, M½ the token
   count at which half of it is reached (a 64- or 128-row tile is mostly padding below it). Small M:
-  memory-bound (the weight read); large M: FLOP-bound. Multiplied out, F / R =
-  2·(M + M½)·(N + N½)·(K + K½) / (R_peak·η): besides the padding of the token rows, a time per output element
-  that does not shrink with K (N½ and K½: the epilogue of each output tile and the activation tile read again
-  for every column of tiles, worth K½ and N½ elements of the inner loop). The BF16 tables measure N½ and K½
-  of a few hundred elements at most (under 5 % at the widths of an LLM's weights); the FP8 scaled-mm kernels
-  1,000–5,000 (N of 1,024: half the rate of N of 65,536). The rate saturates in every dimension; the time
-  never falls below the memory floor.
+  memory-bound (the weight read, then the activations' traffic as M grows); large M: FLOP-bound. Multiplied
+  out, F / R = 2·(M + M½)·(N + N½)·(K + K½) / (R_peak·η): besides the padding of the token rows, a time per
+  output element that does not shrink with K (N½ and K½: the epilogue of each output tile and the activation
+  tile read again for every column of tiles, worth K½ and N½ elements of the inner loop). The BF16 tables
+  measure N½ and K½ of 300 elements at most (a few % at the widths of an LLM's weights); the FP8 scaled-mm
+  kernels an N½ of 1,100–2,600 (N of 1,024: about half the rate of N of 65,536). The rate saturates in every
+  dimension; the time never falls below the memory floor.
 * **decode attention** (one new token per sequence against a KV cache of KV bytes, B sequences, h query
   heads and h_kv KV heads on this GPU)::
 
@@ -113,11 +114,20 @@ def gemm_widths(x: Any, tp: Num, moe: bool, heads_known: bool = True, tag: str =
     return attn + ((n_up, x.d), (x.d, k_down))
 
 
+def io_per_token(widths: tuple, b_in: Num, b_out: Num) -> Num:
+    """Bytes one token row moves through a group of GEMMs besides their weights: its activation read (K elements
+    of ``b_in`` bytes) and its output written (N of ``b_out``), Σ K·b_in + N·b_out over ``widths``."""
+    total = 0.0
+    for n, k in widths:
+        total = total + k * b_in + n * b_out
+    return total
+
+
 def gemm_time(weight_bytes: Num, flops: Num, m: Num, kernels: Num, bw: Num, e_w: Num, peak: Num, eta: Num,
-              half: Num, t0: Num, tag: str = "", shape: Num = 1.0) -> tuple[Num, Num, Num, Num]:
-    """(time, memory time, FLOP time, rate) of ``kernels`` GEMM launches reading ``weight_bytes`` and doing
-    ``flops`` over ``m`` token rows of weights whose shape factor is ``shape`` (``shape_factor``):
-    kernels·t₀ + max(W/(BW·e_w), F/R).
+              half: Num, t0: Num, tag: str = "", shape: Num = 1.0, io_bytes: Num = 0.0) -> tuple[Num, Num, Num, Num]:
+    """(time, memory time, FLOP time, rate) of ``kernels`` GEMM launches reading ``weight_bytes`` (and
+    ``io_bytes`` of activations read and outputs written) and doing ``flops`` over ``m`` token rows of weights
+    whose shape factor is ``shape`` (``shape_factor``): kernels·t₀ + max((W + A)/(BW·e_w), F/R).
 
     >>> t, t_mem, t_flop, r = gemm_time(2 * 8192 * 8192, 2 * 128 * 8192 * 8192, 128, 1, 3.35e12, 0.857,
     ...                                 989e12, 0.842, 116.1, 4.03e-6)
@@ -130,7 +140,12 @@ def gemm_time(weight_bytes: Num, flops: Num, m: Num, kernels: Num, bw: Num, e_w:
     rate = named(f"R_GEMM{tag}", gemm_rate(peak, eta, half, rows, shape),
                  "GEMM rate at this token count and these weight shapes: R_peak·η_GEMM·M/(M + M½)·σ (measured "
                  "curve)")
-    t_mem = named(f"T_GEMM,mem{tag}", weight_bytes / (bw * e_w), "weight read at the curve's HBM share: W/(BW·e_w)")
+    if isinstance(io_bytes, float) and io_bytes == 0.0:
+        t_mem = named(f"T_GEMM,mem{tag}", weight_bytes / (bw * e_w), "weight read at the curve's HBM share: "
+                      "W/(BW·e_w)")
+    else:
+        t_mem = named(f"T_GEMM,mem{tag}", (weight_bytes + io_bytes) / (bw * e_w), "weights and activations read, "
+                      "outputs written, at the curve's HBM share: (W + A)/(BW·e_w)")
     t_flop = named(f"T_GEMM,flop{tag}", flops / rate, "GEMM FLOPs at the curve's rate: F/R_GEMM")
     t = kernels * t0 + maximum(t_mem, t_flop)
     return t, t_mem, t_flop, rate

@@ -210,6 +210,7 @@ class Inputs:
     g_t0: Num = 0.0  # GEMM: fixed time of one kernel
     g_nh: Num = 0.0  # GEMM: N½ (the weight's output width at half the rate)
     g_kh: Num = 0.0  # GEMM: K½ (its input width)
+    b_gin: Num = 2.0  # GEMM: bytes per element of its input activations (1 for FP8 weights: the FP8 kernel's input)
     a_ew: Num = 1.0  # decode attention: share of HBM bandwidth in the KV read
     a_t0: Num = 0.0  # decode attention: fixed time of one kernel
     a_c: Num = 0.0  # decode attention: time per sequence × query head
@@ -313,6 +314,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False,
         b_opt=S.DTYPE_BYTES[plan.master_weights] + OPTIMIZER_BYTES_PER_PARAM - 4.0,
         v=plan.virtual_stages if plan.schedule == "interleaved" else 1, V=model.vocab or 0,
         f=model.ffn or 4 * model.hidden,
+        b_gin=1.0 if fp8_w else act,
         untied=1.0 if (model.vocab and not model.tied_embeddings) else 0.0,
         k_node=min(model.top_k or 1, model.route_nodes or (model.top_k or 1)), R_peak=gpu.flops,
         c_fwd=2.0, b_master=S.DTYPE_BYTES[plan.master_weights],
@@ -447,6 +449,7 @@ _LEAVES: dict[str, tuple[str, units.Dim, str]] = {
     "g_t0": ("t0_GEMM", units.TIME, "GEMM curve: fixed time of one GEMM kernel"),
     "g_nh": ("N½", units.DIMENSIONLESS, "GEMM curve: the weight's output width at which half of η_GEMM is reached"),
     "g_kh": ("K½", units.DIMENSIONLESS, "GEMM curve: the weight's input width at which half of η_GEMM is reached"),
+    "b_gin": ("b_in,GEMM", units.INFORMATION, "GEMM input activation " + _DTYPE_NOTE),
     "a_ew": ("e_kv", units.DIMENSIONLESS, "decode attention curve: share of HBM bandwidth in the KV read"),
     "a_t0": ("t0_attn", units.TIME, "decode attention curve: fixed time of one kernel"),
     "a_c": ("c_attn", units.TIME, "decode attention curve: time per sequence × query head of one kernel"),
@@ -488,6 +491,9 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
         source = f"model {model.name}"
         if key == "W" and model.weight_bytes is None:
             desc = f"weight bytes of the whole model (params × {model.weights})"
+    elif key == "b_gin":
+        source = f"model {model.name}: " + ("fp8 weights: an FP8 GEMM reads FP8 activations" if value == 1.0
+                                            else model.activations)
     elif key in ("b_act", "b_kv", "b_grad"):
         dtype = {"b_act": model.activations, "b_kv": model.kv_cache, "b_grad": model.grads}[key]
         source = f"model {model.name}: {dtype}"
@@ -892,8 +898,11 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
                       "weight shapes' share of the GEMM rate: Σ N·K / Σ (N + N½)·(K + K½) over the layer's "
                       + ("attention projections" if n_dense is not None else "QKV, output, up-with-gate and down")
                       + " GEMMs on this GPU", style="percent")
+        a_g = named(f"A_GEMM{t}", tokens * layers * kernels.io_per_token(dense_w, x.b_gin, x.b_act),
+                    "activations the weight GEMMs read and outputs they write: T_tok·L/pp·Σ (K·b_in,GEMM + N·b_act) "
+                    "over the widths σ is read at")
         T_g, tg_m, tg_f, _ = kernels.gemm_time(w_g, f_g, tokens, n_k, x.BW_peak, x.g_ew, x.R_gpeak, x.g_eta,
-                                               x.g_half, x.g_t0, t, sigma)
+                                               x.g_half, x.g_t0, t, sigma, a_g)
         T_g = named(f"T_GEMM{t}", T_g, "weight GEMMs on the measured curve: kernels·t0_GEMM + max(W/(BW·e_w), "
                     "F/R_GEMM), kernels = GEMMs per layer × L/pp")
     else:

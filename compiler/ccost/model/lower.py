@@ -903,7 +903,7 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
                     "over the widths σ is read at")
         T_g, tg_m, tg_f, _ = kernels.gemm_time(w_g, f_g, tokens, n_k, x.BW_peak, x.g_ew, x.R_gpeak, x.g_eta,
                                                x.g_half, x.g_t0, t, sigma, a_g)
-        T_g = named(f"T_GEMM{t}", T_g, "weight GEMMs on the measured curve: kernels·t0_GEMM + max(W/(BW·e_w), "
+        T_g = named(f"T_GEMM{t}", T_g, "weight GEMMs on the measured curve: kernels·t0_GEMM + max((W + A)/(BW·e_w), "
                     "F/R_GEMM), kernels = GEMMs per layer × L/pp")
     else:
         tg_m, tg_f = costs.memory_time(w_g, x.BW_hbm), costs.flop_time(f_g, x.R)

@@ -27,6 +27,7 @@ import numpy as np
 
 from ccost.diagnostics import CcostError, error
 from ccost.extras import install_hint
+from ccost.model import kernels as MK
 
 #: The package whose tables are read, and the extra that installs it.
 PACKAGE = "aiconfigurator_core"
@@ -137,17 +138,19 @@ class GemmCurve:
     by_k: tuple = ()
 
 
-def gemm_predict(p, m, n, k, b, peak, bw) -> np.ndarray:
-    """The GEMM form (``ccost.model.kernels.gemm_time``, one kernel) on table columns: t₀ + max((W + A)/(BW·e_w),
-    2·(M + M½)·(N + N½)·(K + K½)/(R_peak·η)), W = N·K·b the weight, A = M·K·b + M·N·2 the activation read
-    (in the weight's dtype) and the BF16 output written."""
-    eta, half, e_w, t0, n_half, k_half = p
-    io = n * k * b + m * k * b + m * n * OUT_BYTES
-    return t0 + np.maximum(io / (bw * e_w), 2 * (m + half) * (n + n_half) * (k + k_half) / (peak * eta))
-
-
 #: Bytes per element of a GEMM's output (BF16, what the engines' linear layers write, FP8 weights included).
 OUT_BYTES = 2.0
+
+
+def gemm_predict(p, m, n, k, b, peak, bw) -> np.ndarray:
+    """The GEMM form on table columns, one kernel a row, by the function that prices it
+    (``ccost.model.kernels.gemm_time``): t₀ + max((W + A)/(BW·e_w), 2·(M + M½)·(N + N½)·(K + K½)/(R_peak·η)),
+    W = N·K·b the weight, A = M·K·b + M·N·2 the activation read (in the weight's dtype) and the BF16 output
+    written."""
+    eta, half, e_w, t0, n_half, k_half = p
+    shape = MK.shape_factor(((n, k),), n_half, k_half)
+    io = m * MK.io_per_token(((n, k),), b, OUT_BYTES)
+    return MK.gemm_time(n * k * b, 2 * m * n * k, m, 1.0, bw, e_w, peak, eta, half, t0, shape=shape, io_bytes=io)[0]
 
 
 def fit_gemm(m, n, k, t, b: float, peak: float, bw: float) -> GemmCurve:
@@ -187,9 +190,10 @@ class DecodeAttentionCurve:
 
 
 def decode_attention_predict(p, kv, seqs_heads, bw, streams=None) -> np.ndarray:
+    """The decode-attention form on table columns, one kernel a row (``ccost.model.kernels.decode_attention_time``)."""
     e_kv, t0, c, half = p
     streams = np.ones_like(kv) if streams is None else streams
-    return t0 + c * seqs_heads + kv / (bw * e_kv * streams / (streams + half))
+    return MK.decode_attention_time(kv, seqs_heads, 1.0, bw, e_kv, c, t0, streams, half)[0]
 
 
 def _mha_ratio(gen: "Table", kv_dtype: str, kernel: str, curve: DecodeAttentionCurve, bw: float,
@@ -237,8 +241,9 @@ class PrefillAttentionCurve:
 
 
 def prefill_attention_predict(p, flops, s, peak) -> np.ndarray:
+    """The prefill-attention form on table columns, one kernel a row (``ccost.model.kernels.prefill_attention_time``)."""
     eta, half, t0 = p
-    return t0 + flops * (s + half) / (s * peak * eta)
+    return MK.prefill_attention_time(flops, s, 1.0, peak, eta, half, t0)[0]
 
 
 def fit_prefill_attention(batch, s, heads, t, peak: float, head_dim: int = HEAD_DIM) -> PrefillAttentionCurve:

@@ -124,10 +124,12 @@ def io_per_token(widths: tuple, b_in: Num, b_out: Num) -> Num:
 
 
 def gemm_time(weight_bytes: Num, flops: Num, m: Num, kernels: Num, bw: Num, e_w: Num, peak: Num, eta: Num,
-              half: Num, t0: Num, tag: str = "", shape: Num = 1.0, io_bytes: Num = 0.0) -> tuple[Num, Num, Num, Num]:
+              half: Num, t0: Num, tag: str = "", shape: Num = 1.0,
+              io_bytes: Num | None = None) -> tuple[Num, Num, Num, Num]:
     """(time, memory time, FLOP time, rate) of ``kernels`` GEMM launches reading ``weight_bytes`` (and
-    ``io_bytes`` of activations read and outputs written) and doing ``flops`` over ``m`` token rows of weights
-    whose shape factor is ``shape`` (``shape_factor``): kernels·t₀ + max((W + A)/(BW·e_w), F/R).
+    ``io_bytes`` of activations read and outputs written; None: the weights alone, as MoE experts are priced)
+    and doing ``flops`` over ``m`` token rows of weights whose shape factor is ``shape`` (``shape_factor``):
+    kernels·t₀ + max((W + A)/(BW·e_w), F/R).
 
     >>> t, t_mem, t_flop, r = gemm_time(2 * 8192 * 8192, 2 * 128 * 8192 * 8192, 128, 1, 3.35e12, 0.857,
     ...                                 989e12, 0.842, 116.1, 4.03e-6)
@@ -140,7 +142,7 @@ def gemm_time(weight_bytes: Num, flops: Num, m: Num, kernels: Num, bw: Num, e_w:
     rate = named(f"R_GEMM{tag}", gemm_rate(peak, eta, half, rows, shape),
                  "GEMM rate at this token count and these weight shapes: R_peak·η_GEMM·M/(M + M½)·σ (measured "
                  "curve)")
-    if isinstance(io_bytes, float) and io_bytes == 0.0:
+    if io_bytes is None:
         t_mem = named(f"T_GEMM,mem{tag}", weight_bytes / (bw * e_w), "weight read at the curve's HBM share: "
                       "W/(BW·e_w)")
     else:

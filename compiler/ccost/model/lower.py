@@ -259,7 +259,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False,
     # a training step prices its GEMMs and attention on the curves too, under a stack with rates = kernels
     kern = (kernels_for(gpu, stack) if (roofline == "operator" or kind.trains) and gpu.achieved_flops is None
             else None)
-    fp8_w = model.weights == "fp8" and gpu.fp8_flops is not None
+    fp8_w = fp8_weights(model, gpu)
     gemm_curve = kern.gemm(fp8_w) if kern is not None else None
     gemm_kern = kern
     if kern is not None and gemm_curve is None:
@@ -296,7 +296,7 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False,
         host_overlap=bool(stack.host_overlap) and not kind.trains,
         train=kind.trains, seq_step="S" in kind.seq_feeds,
     )
-    fp8_gemm = (static.roofline == "operator" and model.weights == "fp8" and gpu.fp8_flops is not None)
+    fp8_gemm = static.roofline == "operator" and fp8_w
     act = S.DTYPE_BYTES[model.activations]
     s_step = (seq or 1) if "S" in kind.seq_feeds else 1  # decode: one new token per sequence
     values = dict(
@@ -333,6 +333,11 @@ def prepare(plan: S.Plan, policy: S.Policy, derivation: bool = False,
     return static, Inputs(**{k: _leaf(k, v, plan, model, cluster, policy, stack, kind,
                                        gemm_kern if k in _GEMM_KEYS else attn_kern if k in _PREFILL_KEYS
                                        else kern) for k, v in values.items()})
+
+
+def fp8_weights(model: S.Model, gpu: S.Gpu) -> bool:
+    """The model's weights are FP8 and the GPU runs FP8 GEMMs (its ``fp8_flops``): the FP8 curves and peak."""
+    return model.weights == "fp8" and gpu.fp8_flops is not None
 
 
 def kernels_for(gpu: S.Gpu, stack: S.Stack) -> S.Kernels | None:
@@ -479,7 +484,7 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
                      and kern.fp8_decode_attention_hbm_efficiency is not None else "")
                   + (f"; {kern.source}" if kern.source else ""))
     elif key in ("BW_peak", "R_gpeak", "R_apeak"):
-        peak = "fp8_flops" if key == "R_gpeak" and model.weights == "fp8" and gpu.fp8_flops is not None else (
+        peak = "fp8_flops" if key == "R_gpeak" and fp8_weights(model, gpu) else (
             "hbm_bandwidth" if key == "BW_peak" else "flops")
         source = (f"kernels {kern.name}: {peak}" if kern is not None and getattr(kern, peak) is not None
                   else f"gpu {gpu.name}: {peak}")
@@ -492,7 +497,8 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
         if key == "W" and model.weight_bytes is None:
             desc = f"weight bytes of the whole model (params × {model.weights})"
     elif key == "b_gin":
-        source = f"model {model.name}: " + ("fp8 weights: an FP8 GEMM reads FP8 activations" if value == 1.0
+        source = f"model {model.name}: " + ("fp8 weights: an FP8 GEMM reads FP8 activations"
+                                            if fp8_weights(model, gpu)
                                             else model.activations)
     elif key in ("b_act", "b_kv", "b_grad"):
         dtype = {"b_act": model.activations, "b_kv": model.kv_cache, "b_grad": model.grads}[key]
@@ -533,7 +539,6 @@ def _leaf(key: str, value: float, plan: S.Plan, model: S.Model, cluster: S.Clust
         source = f"plan {plan.name}: schedule {plan.schedule}"
     elif key in ("V", "f", "untied", "k_node"):
         source = f"model {model.name}"
-
     elif key == "R_peak":
         source = f"gpu {gpu.name}: flops"
     elif key == "c_fwd":

@@ -743,8 +743,10 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
         bytes_mb = flops_mb = 0.0
         T_mem_mb = T_flop_mb = t_mb = named("t_mb", T_stage / x.M, "one micro-batch on one stage: T_stage/M")
     elif static.roofline == "operator":
+        stage_shape = _gemm_shape(static, x, x.tp, n_dense is not None)  # the stage's and its micro-batch's
         ops = _operators(static, x, "", 1.0, weights_gpu, _times(p_dense_gpu, b_w), _times(p_exp_gpu, b_w), b_w,
-                         n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep, cp=x.cp if static.cp else None)
+                         n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep, cp=x.cp if static.cp else None,
+                         shape=stage_shape)
         bytes_gpu, flops_gpu = ops.bytes, ops.flops
         T_mem = named("T_mem", costs.memory_time(bytes_gpu, x.BW_hbm),
                       "stage: every operator's bytes / HBM bandwidth (for the bound)")
@@ -760,12 +762,13 @@ def _compute(static: Static, x: Inputs, weights_gpu: Num, params_gpu: Num, b_w: 
                           + (_HOST_NOTE[static.host_overlap] if static.overheads else ""))
         one = _operators(static, x, ",1", 1.0, x.W, None if n_dense is None else n_dense * b_w,
                          None if n_dense is None else (x.params - n_dense) * b_w, b_w, n_dense, n_expert1,
-                         kv_one, x.ep * x.B, 1.0, 1.0)
+                         kv_one, x.ep * x.B, 1.0, 1.0, shape=_gemm_shape(static, x, 1.0, n_dense is not None, ",1"))
         T_one = with_host(static, one.T + x.t_layer * x.L, _host(static, x, x.ep * x.B, named_=False)) \
             if static.overheads else one.T
         T_one = named("T_1", T_one, "the same work on one GPU (the instance's ep·B sequences), no communication")
         mb = _operators(static, x, ",mb", 1 / x.M, weights_gpu, _times(p_dense_gpu, b_w), _times(p_exp_gpu, b_w),
-                        b_w, n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep, cp=x.cp if static.cp else None)
+                        b_w, n_dense, n_expert1, kv_gpu, x.B, x.tp, x.pp, x.ep, cp=x.cp if static.cp else None,
+                        shape=stage_shape)
         bytes_mb, flops_mb = mb.bytes, mb.flops
         T_mem_mb = named("T_mem,mb", costs.memory_time(bytes_mb, x.BW_hbm), "micro-batch: bytes / HBM bandwidth")
         T_flop_mb = mb.T_flop
@@ -864,9 +867,23 @@ class Operators:
     rows: tuple
 
 
+def _gemm_shape(static: Static, x: Inputs, tp: Num, moe: bool, tag: str = "") -> tuple[tuple, Num] | None:
+    """The weight GEMMs' widths on one GPU of a ``tp``-way group and their shape factor σ (``ccost.model.kernels``),
+    derived once for every step priced at that tp; None without a measured GEMM curve."""
+    if not static.kernel_gemm:
+        return None
+    widths = kernels.gemm_widths(x, tp, moe, static.heads_known, tag)
+    sigma = named(f"σ_GEMM{tag}", kernels.shape_factor(widths, x.g_nh, x.g_kh),
+                  "weight shapes' share of the GEMM rate: Σ N·K / Σ (N + N½)·(K + K½) over the layer's "
+                  + ("attention projections" if moe else "QKV, output, up-with-gate and down")
+                  + " GEMMs on this GPU", style="percent")
+    return widths, sigma
+
+
 def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_dense: Num | None,
                w_experts: Num | None, b_w: Num | None, n_dense: Num | None, n_expert1: Num | None, kv: Num,
-               seqs: Num, tp: Num, pp: Num, route: Num = 1.0, cp: Num | None = None) -> Operators:
+               seqs: Num, tp: Num, pp: Num, route: Num = 1.0, cp: Num | None = None,
+               shape: tuple[tuple, Num] | None = None) -> Operators:
     """Decode and prefill, per operator class, each bounded on its own and added:
 
     * **weight GEMMs** (every weight outside the routed experts): this GPU's weights / HBM bandwidth
@@ -898,11 +915,8 @@ def _operators(static: Static, x: Inputs, tag: str, share: Num, weights: Num, w_
         f_g = named(f"F_GEMM{t}", x.c_F * x.params_active * tokens / (tp * pp), "GEMM FLOPs: c_F·N·tokens/(tp·pp)")
     if static.kernel_gemm:  # the GPU's measured GEMM curve at this token count (ccost.model.kernels)
         n_k = (kernels.DENSE_GEMMS_PER_MOE_LAYER if n_dense is not None else kernels.GEMMS_PER_LAYER) * layers
-        dense_w = kernels.gemm_widths(x, tp, n_dense is not None, static.heads_known, t)
-        sigma = named(f"σ_GEMM{t}", kernels.shape_factor(dense_w, x.g_nh, x.g_kh),
-                      "weight shapes' share of the GEMM rate: Σ N·K / Σ (N + N½)·(K + K½) over the layer's "
-                      + ("attention projections" if n_dense is not None else "QKV, output, up-with-gate and down")
-                      + " GEMMs on this GPU", style="percent")
+        assert shape is not None, "the caller derives the GEMMs' widths and σ once for its tp (_gemm_shape)"
+        dense_w, sigma = shape
         a_g = named(f"A_GEMM{t}", tokens * layers * kernels.io_per_token(dense_w, x.b_gin, x.b_act),
                     "activations the weight GEMMs read and outputs they write: T_tok·L/pp·Σ (K·b_in,GEMM + N·b_act) "
                     "over the widths σ is read at")
